@@ -18,12 +18,14 @@ class SegmentAllocator {
  public:
   struct Allocation {
     uint64_t offset = 0;
-    uint64_t size = 0;     // the rounded size actually reserved
-    uint32_t handle = 0;   // pass to Free
+    uint64_t size = 0;    // the rounded size actually reserved
+    uint32_t handle = 0;  // pass to Free
   };
 
   // `alignment` must be a power of two; every offset is a multiple of it and
-  // every size is rounded up to it.
+  // every size is rounded up to it (a non-power-of-two alignment is rounded
+  // up to one, 0 becomes 1). capacity() is `capacity` rounded down to the
+  // alignment, since a partial tail unit can never be handed out.
   explicit SegmentAllocator(uint64_t capacity, uint64_t alignment = 64);
 
   // nullopt when no free range of `size` exists (or size == 0 or > capacity).
@@ -40,11 +42,65 @@ class SegmentAllocator {
   size_t allocation_count() const { return live_; }
 
  private:
-  // ... implementation-defined: node pool, bins, bitmaps ...
+  // Handles are `generation << kIndexBits | index`. The generation (bumped on
+  // every Free of a slot) makes a stale handle whose slot has since been
+  // reused fail Free instead of releasing someone else's range; the index
+  // width bounds the node pool at 2^26 slots (~33M live allocations, 2 GiB
+  // of metadata) per segment, far beyond what the master needs; once every
+  // slot is in use, an Allocate that would have to split a block fails.
+  static constexpr uint32_t kIndexBits = 26;
+  static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
+  static constexpr uint32_t kGenerationMask = (1u << (32 - kIndexBits)) - 1;
+  // Slot 0 is never a block, so 0 doubles as the "no node" link and as a
+  // handle that is always invalid (e.g. a default-constructed Allocation).
+  static constexpr uint32_t kNil = 0;
+
+  // Second level: each power-of-two size range is split into 16 bins, so a
+  // block found by the rounded-up search wastes at most 1/16 of the request.
+  static constexpr uint32_t kSlLog2 = 4;
+  static constexpr uint32_t kSlCount = 1u << kSlLog2;
+  // First level: one class for all sizes below kSlCount units (exact bins),
+  // then one per power of two up to 2^63 units.
+  static constexpr uint32_t kFlCount = 64 - kSlLog2 + 1;
+
+  enum class State : uint8_t { kUnused, kFree, kAllocated };
+
+  // One physical range of the segment (free or allocated), or an unused slot.
+  // The size is not stored: it is the distance to the next physical block
+  // (or to the end), which keeps a node at 32 bytes.
+  struct Node {
+    uint64_t offset = 0;
+    uint32_t prev_phys = kNil;  // physical neighbours, in offset order
+    uint32_t next_phys = kNil;
+    uint32_t prev_free = kNil;  // bin list (free blocks only); next_free also
+    uint32_t next_free = kNil;  // links the unused-slot list
+    State state = State::kUnused;
+    uint8_t generation = 0;
+  };
+  static_assert(sizeof(Node) == 32);
+
+  uint64_t BlockSize(uint32_t index) const;
+  // Bin of a block of `units` alignment units (units >= 1).
+  static void BinOf(uint64_t units, uint32_t* fl, uint32_t* sl);
+  // A free block of at least `units`, or kNil. O(1) except for the fallback
+  // scan of the request's own bin (see the .cc).
+  uint32_t FindFreeBlock(uint64_t units) const;
+  void InsertFree(uint32_t index);
+  void RemoveFree(uint32_t index);
+  uint32_t NewNode();  // kNil when the pool is at its index limit
+  void ReleaseNode(uint32_t index);
+
   uint64_t capacity_;
   uint64_t alignment_;
+  uint32_t align_shift_;  // log2(alignment_): bytes <-> units
   uint64_t used_ = 0;
   size_t live_ = 0;
+
+  std::vector<Node> nodes_;      // [0] is the kNil sentinel
+  uint32_t unused_head_ = kNil;  // recycled slots, linked by next_free
+  uint64_t fl_bitmap_ = 0;       // bit f: some bin of class f is non-empty
+  uint32_t sl_bitmap_[kFlCount] = {};       // bit s: bin (f, s) is non-empty
+  uint32_t bins_[kFlCount][kSlCount] = {};  // head of each bin, or kNil
 };
 
 }  // namespace kvpool

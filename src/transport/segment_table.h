@@ -4,6 +4,7 @@
 #define KVPOOL_TRANSPORT_SEGMENT_TABLE_H_
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>

@@ -5,6 +5,8 @@
 #ifndef KVPOOL_TRANSPORT_TCP_DATA_CLIENT_H_
 #define KVPOOL_TRANSPORT_TCP_DATA_CLIENT_H_
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <span>
 #include <string>
@@ -14,9 +16,19 @@
 
 namespace kvpool {
 
+struct TcpDataClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  // A call fails with TRANSFER_FAIL once no byte has moved for this long, so
+  // a hung or vanished node cannot block a caller forever.
+  std::chrono::milliseconds io_timeout{30000};
+  // Idle connections kept per endpoint; more are closed when returned.
+  size_t max_idle_per_endpoint = 64;
+};
+
 class TcpDataClient {
  public:
   TcpDataClient();
+  explicit TcpDataClient(const TcpDataClientOptions& options);
   ~TcpDataClient();
   // All ops go to the node at `endpoint` in one request. The call's status is
   // TRANSFER_FAIL if the connection failed (then every op's result is

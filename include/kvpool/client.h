@@ -1,0 +1,95 @@
+// kvpool::Client: what an inference engine links to put and get KV-cache
+// blocks. Control calls go to kvpool-master over gRPC (one call per batch);
+// bytes move over shared memory when the segment is on this host and over
+// the TCP data plane otherwise.
+//
+// Thread-safe: one Client may be shared by many threads.
+// Error codes are Mooncake Store's (see kvpool/status.h).
+#ifndef KVPOOL_CLIENT_H_
+#define KVPOOL_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvpool/options.h"
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+struct ClientCounters {
+  uint64_t shm_bytes_read = 0;
+  uint64_t shm_bytes_written = 0;
+  uint64_t tcp_bytes_read = 0;
+  uint64_t tcp_bytes_written = 0;
+};
+
+class Client {
+ public:
+  // Connects lazily: creation fails only on an invalid config.
+  static Result<std::unique_ptr<Client>> Create(const ClientConfig& config);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Stores `value` under `key`. A key that already exists is left as it is
+  // and the call succeeds (as in Mooncake); use Upsert to replace.
+  Status Put(std::string_view key, std::string_view value, const ReplicateConfig& rc = {});
+  Status Upsert(std::string_view key, std::string_view value, const ReplicateConfig& rc = {});
+  std::vector<Status> BatchPut(const std::vector<std::string>& keys,
+                               const std::vector<std::string_view>& values,
+                               const ReplicateConfig& rc = {});
+
+  Result<std::string> Get(std::string_view key);
+  std::vector<Result<std::string>> BatchGet(const std::vector<std::string>& keys);
+  // Copies the value into `buf`; returns its size. BUFFER_OVERFLOW (with
+  // nothing written) when `size` is too small.
+  Result<uint64_t> GetInto(std::string_view key, void* buf, uint64_t size);
+
+  // Zero-copy forms: buffers must lie inside a registered region, else
+  // INVALID_PARAMS.
+  Status RegisterBuffer(void* buf, uint64_t size);
+  Status UnregisterBuffer(void* buf);
+  Status PutFrom(std::string_view key, const void* buf, uint64_t size,
+                 const ReplicateConfig& rc = {});
+  std::vector<Status> BatchPutFrom(const std::vector<std::string>& keys,
+                                   const std::vector<const void*>& bufs,
+                                   const std::vector<uint64_t>& sizes,
+                                   const ReplicateConfig& rc = {});
+  std::vector<Result<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                             const std::vector<void*>& bufs,
+                                             const std::vector<uint64_t>& sizes);
+
+  // true / false, or an error (RPC_FAIL, INVALID_KEY).
+  Result<bool> IsExist(std::string_view key, const ExistOptions& opts = {});
+  std::vector<Result<bool>> BatchIsExist(const std::vector<std::string>& keys,
+                                         const ExistOptions& opts = {});
+  Result<uint64_t> GetSize(std::string_view key);
+
+  Status Remove(std::string_view key, bool force = false);
+  Result<uint64_t> RemoveAll(bool force = false);
+
+  // The read-only tier lookup (BatchQueryReadOnly): no lease, no side
+  // effects, no hit metrics.
+  std::vector<Result<TierInfo>> BatchGetReplicaDesc(const std::vector<std::string>& keys);
+  Result<ClusterReport> Stat();
+
+  ClientCounters counters() const;
+  const ClientConfig& config() const;
+
+ private:
+  struct State;
+  explicit Client(std::unique_ptr<State> state);
+  std::vector<Status> PutMany(const std::vector<std::string>& keys,
+                              const std::vector<const uint8_t*>& bufs,
+                              const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
+                              bool upsert);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_CLIENT_H_

@@ -1,0 +1,77 @@
+// Configuration objects of kvpool's public API.
+#ifndef KVPOOL_OPTIONS_H_
+#define KVPOOL_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+// How a client reaches a segment's bytes.
+enum class TransportMode {
+  kAuto,  // shared memory when the segment is on this host, TCP otherwise
+  kShm,   // shared memory only: a remote segment is a TRANSFER_FAIL
+  kTcp,   // TCP only, even on the same host
+};
+
+struct ClientConfig {
+  std::string master_server_address = "127.0.0.1:50051";
+  std::string tenant = "default";
+  TransportMode transport = TransportMode::kAuto;
+  int rpc_timeout_ms = 5000;
+};
+
+// Placement wishes for a put, honoured by the master.
+struct ReplicateConfig {
+  int replica_num = 1;
+  std::string preferred_segment;  // node id to place on first, optional
+  bool with_soft_pin = false;     // evicted only after unpinned objects
+  bool with_hard_pin = false;     // never evicted
+};
+
+struct ExistOptions {
+  // Probe without granting the read lease (Mooncake issue 3599: probe
+  // leases keep hot keys from being evicted).
+  bool grant_lease = true;
+};
+
+// One replica as the tier lookup reports it.
+struct ReplicaInfo {
+  enum class Kind { kMemory, kLocalDisk } kind = Kind::kMemory;
+  bool complete = false;
+  std::string node_id;
+  std::string data_endpoint;
+  uint64_t segment_id = 0;
+  uint64_t offset = 0;
+};
+
+// Result of the read-only tier lookup of one key (no lease, no side
+// effects).
+struct TierInfo {
+  uint64_t size = 0;
+  int64_t lease_remaining_ms = 0;  // <= 0: no live lease
+  std::vector<ReplicaInfo> replicas;
+  // "memory", "local_disk" or "processing": where a get would read from.
+  std::string BestTier() const;
+};
+
+struct SegmentReport {
+  uint64_t segment_id = 0;
+  std::string node_id;
+  std::string kind;  // "main" or "prefetch_buffer"
+  uint64_t capacity = 0;
+  uint64_t used = 0;
+  std::string data_endpoint;
+};
+
+struct ClusterReport {
+  uint64_t objects = 0;
+  uint64_t memory_replicas = 0;
+  uint64_t evictions = 0;
+  std::vector<SegmentReport> segments;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_OPTIONS_H_

@@ -1,0 +1,548 @@
+#include "kvpool/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <shared_mutex>
+
+#include "client/data_plane.h"
+#include "client/master_client.h"
+#include "common/host_id.h"
+
+namespace kvpool {
+
+namespace {
+using Stub = rpc::MasterService::Stub;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+rpc::ReplicateConfig ToProto(const ReplicateConfig& rc) {
+  rpc::ReplicateConfig out;
+  out.set_replica_num(rc.replica_num < 1 ? 1 : rc.replica_num);
+  out.set_preferred_segment(rc.preferred_segment);
+  out.set_with_soft_pin(rc.with_soft_pin);
+  out.set_with_hard_pin(rc.with_hard_pin);
+  return out;
+}
+}  // namespace
+
+std::string TierInfo::BestTier() const {
+  bool disk = false;
+  for (const auto& r : replicas) {
+    if (!r.complete) continue;
+    if (r.kind == ReplicaInfo::Kind::kMemory) return "memory";
+    disk = true;
+  }
+  return disk ? "local_disk" : "processing";
+}
+
+struct Client::State {
+  explicit State(const ClientConfig& c)
+      : config(c), master(c.master_server_address, c.rpc_timeout_ms), data(c.transport) {}
+  ClientConfig config;
+  MasterClient master;
+  DataPlane data;
+  std::shared_mutex buf_mu;
+  std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
+
+  bool Registered(const void* p, uint64_t size) {
+    std::shared_lock lock(buf_mu);
+    auto a = reinterpret_cast<uintptr_t>(p);
+    for (const auto& [base, len] : buffers) {
+      if (a >= base && size <= len && a - base <= len - size) return true;
+    }
+    return false;
+  }
+};
+
+Result<std::unique_ptr<Client>> Client::Create(const ClientConfig& config) {
+  if (config.master_server_address.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS, "master_server_address is required");
+  }
+  if (config.rpc_timeout_ms <= 0) return Status(ErrorCode::INVALID_PARAMS, "rpc_timeout_ms must be > 0");
+  return std::unique_ptr<Client>(new Client(std::make_unique<State>(config)));
+}
+
+Client::Client(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Client::~Client() = default;
+
+const ClientConfig& Client::config() const { return state_->config; }
+
+ClientCounters Client::counters() const {
+  auto& d = state_->data;
+  return ClientCounters{d.shm_bytes_read.load(), d.shm_bytes_written.load(),
+                        d.tcp_bytes_read.load(), d.tcp_bytes_written.load()};
+}
+
+// -------------------------------------------------------------------- put
+
+std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
+                                    const std::vector<const uint8_t*>& bufs,
+                                    const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
+                                    bool upsert) {
+  const size_t n = keys.size();
+  std::vector<Status> out(n);
+  if (bufs.size() != n || sizes.size() != n) {
+    std::fill(out.begin(), out.end(),
+              Status(ErrorCode::INVALID_PARAMS, "keys, buffers and sizes differ in length"));
+    return out;
+  }
+  if (n == 0) return out;
+  rpc::BatchPutStartRequest start;
+  rpc::ReplicateConfig prc = ToProto(rc);
+  for (size_t i = 0; i < n; ++i) {
+    auto* item = start.add_items();
+    item->set_tenant(state_->config.tenant);
+    item->set_key(keys[i]);
+    item->set_size(sizes[i]);
+    *item->mutable_config() = prc;
+    item->set_upsert(upsert);
+  }
+  rpc::BatchPutStartResponse started;
+  if (Status s = state_->master.Call(&Stub::BatchPutStart, start, &started); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  if (started.items_size() != static_cast<int>(n)) {
+    std::fill(out.begin(), out.end(), Status(ErrorCode::RPC_FAIL, "short PutStart reply"));
+    return out;
+  }
+  std::vector<TransferItem> items;
+  std::vector<size_t> owner;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = started.items(static_cast<int>(i));
+    ErrorCode code = ErrorCodeFromInt(r.error_code());
+    if (code == ErrorCode::OBJECT_ALREADY_EXISTS && !upsert) {
+      out[i] = Status::OK();  // as in Mooncake: an existing key is not overwritten
+      continue;
+    }
+    if (code != ErrorCode::OK) {
+      out[i] = Status(code, "PutStart refused");
+      continue;
+    }
+    for (const auto& rep : r.replicas()) {
+      items.push_back(TransferItem{&rep.memory(), const_cast<uint8_t*>(bufs[i]), sizes[i]});
+      owner.push_back(i);
+    }
+  }
+  state_->data.Write(items);
+  std::vector<bool> ok(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    ok[i] = started.items(static_cast<int>(i)).error_code() == 0;
+  }
+  for (size_t j = 0; j < items.size(); ++j) {
+    if (items[j].result != ErrorCode::OK && ok[owner[j]]) {
+      ok[owner[j]] = false;
+      out[owner[j]] = Status(items[j].result, "writing the value failed");
+    }
+  }
+  rpc::BatchKeyRequest end, revoke;
+  end.set_tenant(state_->config.tenant);
+  revoke.set_tenant(state_->config.tenant);
+  std::vector<size_t> end_idx, revoke_idx;
+  for (size_t i = 0; i < n; ++i) {
+    if (started.items(static_cast<int>(i)).error_code() != 0) continue;
+    if (ok[i]) {
+      end.add_keys(keys[i]);
+      end_idx.push_back(i);
+    } else {
+      revoke.add_keys(keys[i]);
+      revoke_idx.push_back(i);
+    }
+  }
+  if (!end_idx.empty()) {
+    rpc::BatchKeyStatus ended;
+    Status s = state_->master.Call(&Stub::BatchPutEnd, end, &ended);
+    for (size_t j = 0; j < end_idx.size(); ++j) {
+      if (!s.ok()) {
+        out[end_idx[j]] = s;
+      } else if (static_cast<int>(j) < ended.error_codes_size() && ended.error_codes(j) != 0) {
+        out[end_idx[j]] = Status(ErrorCodeFromInt(ended.error_codes(j)), "PutEnd refused");
+      }
+    }
+  }
+  if (!revoke_idx.empty()) {
+    rpc::BatchKeyStatus revoked;
+    // Best effort: if this fails, the master reclaims the put after its
+    // put timeouts, and readers never saw it.
+    state_->master.Call(&Stub::BatchPutRevoke, revoke, &revoked);
+  }
+  return out;
+}
+
+Status Client::Put(std::string_view key, std::string_view value, const ReplicateConfig& rc) {
+  return PutMany({std::string(key)}, {reinterpret_cast<const uint8_t*>(value.data())},
+                 {value.size()}, rc, false)[0];
+}
+
+Status Client::Upsert(std::string_view key, std::string_view value, const ReplicateConfig& rc) {
+  return PutMany({std::string(key)}, {reinterpret_cast<const uint8_t*>(value.data())},
+                 {value.size()}, rc, true)[0];
+}
+
+std::vector<Status> Client::BatchPut(const std::vector<std::string>& keys,
+                                     const std::vector<std::string_view>& values,
+                                     const ReplicateConfig& rc) {
+  std::vector<const uint8_t*> bufs;
+  std::vector<uint64_t> sizes;
+  for (const auto& v : values) {
+    bufs.push_back(reinterpret_cast<const uint8_t*>(v.data()));
+    sizes.push_back(v.size());
+  }
+  return PutMany(keys, bufs, sizes, rc, false);
+}
+
+Status Client::RegisterBuffer(void* buf, uint64_t size) {
+  if (buf == nullptr || size == 0) {
+    return Status(ErrorCode::INVALID_PARAMS, "buffer must be non-null with size > 0");
+  }
+  std::unique_lock lock(state_->buf_mu);
+  auto a = reinterpret_cast<uintptr_t>(buf);
+  for (const auto& [base, len] : state_->buffers) {
+    if (a < base + len && base < a + size) {
+      return Status(ErrorCode::INVALID_PARAMS, "buffer overlaps a registered buffer");
+    }
+  }
+  state_->buffers.emplace_back(a, size);
+  return Status::OK();
+}
+
+Status Client::UnregisterBuffer(void* buf) {
+  std::unique_lock lock(state_->buf_mu);
+  auto a = reinterpret_cast<uintptr_t>(buf);
+  auto it = std::find_if(state_->buffers.begin(), state_->buffers.end(),
+                         [&](const auto& b) { return b.first == a; });
+  if (it == state_->buffers.end()) {
+    return Status(ErrorCode::INVALID_PARAMS, "buffer was not registered");
+  }
+  state_->buffers.erase(it);
+  return Status::OK();
+}
+
+Status Client::PutFrom(std::string_view key, const void* buf, uint64_t size,
+                       const ReplicateConfig& rc) {
+  return BatchPutFrom({std::string(key)}, {buf}, {size}, rc)[0];
+}
+
+std::vector<Status> Client::BatchPutFrom(const std::vector<std::string>& keys,
+                                         const std::vector<const void*>& bufs,
+                                         const std::vector<uint64_t>& sizes,
+                                         const ReplicateConfig& rc) {
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) {
+    return std::vector<Status>(keys.size(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+  }
+  std::vector<Status> out(keys.size());
+  std::vector<std::string> k2;
+  std::vector<const uint8_t*> b2;
+  std::vector<uint64_t> s2;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!state_->Registered(bufs[i], sizes[i])) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS, "buffer is not inside a registered buffer");
+      continue;
+    }
+    k2.push_back(keys[i]);
+    b2.push_back(static_cast<const uint8_t*>(bufs[i]));
+    s2.push_back(sizes[i]);
+    idx.push_back(i);
+  }
+  auto r = PutMany(k2, b2, s2, rc, false);
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = r[j];
+  return out;
+}
+
+// -------------------------------------------------------------------- get
+
+namespace {
+// One key's read: where to put it and what the master said.
+struct ReadJob {
+  uint8_t* dest = nullptr;
+  uint64_t capacity = 0;
+  const rpc::GetReplicaListResponse* reply = nullptr;
+  int next_replica = 0;
+  Result<uint64_t> result = ErrorCode::INTERNAL_ERROR;
+  std::string owned;  // for Get: the value's own storage
+};
+}  // namespace
+
+// Reads every job whose reply is OK; tries the next replica when a transfer
+// fails, so a dead holder of one replica does not fail the read.
+static void RunReads(DataPlane& data, std::vector<ReadJob>& jobs, int64_t started_ms) {
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    std::vector<TransferItem> items;
+    std::vector<size_t> owner;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      auto& j = jobs[i];
+      if (j.result.ok() || j.reply == nullptr) continue;
+      while (j.next_replica < j.reply->replicas_size() &&
+             j.reply->replicas(j.next_replica).kind() != rpc::MEMORY) {
+        ++j.next_replica;
+      }
+      if (j.next_replica >= j.reply->replicas_size()) continue;
+      const auto& loc = j.reply->replicas(j.next_replica++).memory();
+      items.push_back(TransferItem{&loc, j.dest, j.reply->size()});
+      owner.push_back(i);
+    }
+    if (items.empty()) break;
+    data.Read(items);
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto& j = jobs[owner[k]];
+      if (items[k].result == ErrorCode::OK) {
+        j.result = j.reply->size();
+      } else {
+        j.result = Status(items[k].result, "reading the value failed");
+        progress = true;
+      }
+    }
+  }
+  // Past the lease, the master may have reused the range: the bytes cannot
+  // be trusted (Mooncake's LEASE_EXPIRED).
+  int64_t elapsed = SteadyMs() - started_ms;
+  for (auto& j : jobs) {
+    if (j.result.ok() && j.reply && elapsed > int64_t(j.reply->lease_ttl_ms())) {
+      j.result = Status(ErrorCode::LEASE_EXPIRED, "lease expired before the copy completed");
+    }
+  }
+}
+
+std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string>& keys,
+                                                   const std::vector<void*>& bufs,
+                                                   const std::vector<uint64_t>& sizes) {
+  const size_t n = keys.size();
+  std::vector<Result<uint64_t>> out(n, ErrorCode::INTERNAL_ERROR);
+  if (bufs.size() != n || sizes.size() != n) {
+    std::fill(out.begin(), out.end(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+    return out;
+  }
+  if (n == 0) return out;
+  int64_t started = SteadyMs();
+  rpc::BatchKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < n; ++i) {
+    if (!state_->Registered(bufs[i], sizes[i])) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS, "buffer is not inside a registered buffer");
+      continue;
+    }
+    req.add_keys(keys[i]);
+    asked.push_back(i);
+  }
+  if (asked.empty()) return out;
+  rpc::BatchGetReplicaListResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) {
+    for (size_t i : asked) out[i] = s;
+    return out;
+  }
+  std::vector<ReadJob> jobs(asked.size());
+  for (size_t j = 0; j < asked.size() && static_cast<int>(j) < resp.items_size(); ++j) {
+    const auto& r = resp.items(static_cast<int>(j));
+    size_t i = asked[j];
+    if (r.error_code() != 0) {
+      jobs[j].result = Status(ErrorCodeFromInt(r.error_code()));
+      continue;
+    }
+    if (r.size() > sizes[i]) {
+      jobs[j].result = Status(ErrorCode::BUFFER_OVERFLOW,
+                              "value of " + std::to_string(r.size()) + " bytes, buffer of " +
+                                  std::to_string(sizes[i]));
+      continue;
+    }
+    jobs[j].reply = &r;
+    jobs[j].dest = static_cast<uint8_t*>(bufs[i]);
+    jobs[j].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
+  }
+  RunReads(state_->data, jobs, started);
+  for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
+  return out;
+}
+
+std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>& keys) {
+  const size_t n = keys.size();
+  std::vector<Result<std::string>> out(n, ErrorCode::INTERNAL_ERROR);
+  if (n == 0) return out;
+  int64_t started = SteadyMs();
+  rpc::BatchKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  for (const auto& k : keys) req.add_keys(k);
+  rpc::BatchGetReplicaListResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  std::vector<ReadJob> jobs(n);
+  for (size_t i = 0; i < n && static_cast<int>(i) < resp.items_size(); ++i) {
+    const auto& r = resp.items(static_cast<int>(i));
+    if (r.error_code() != 0) {
+      jobs[i].result = Status(ErrorCodeFromInt(r.error_code()));
+      continue;
+    }
+    jobs[i].owned.resize(r.size());
+    jobs[i].dest = reinterpret_cast<uint8_t*>(jobs[i].owned.data());
+    jobs[i].reply = &r;
+    jobs[i].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
+  }
+  RunReads(state_->data, jobs, started);
+  for (size_t i = 0; i < n; ++i) {
+    if (jobs[i].result.ok()) {
+      out[i] = std::move(jobs[i].owned);
+    } else {
+      out[i] = jobs[i].result.status();
+    }
+  }
+  return out;
+}
+
+Result<std::string> Client::Get(std::string_view key) {
+  auto r = BatchGet({std::string(key)});
+  return std::move(r[0]);
+}
+
+Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size) {
+  if (buf == nullptr) return Status(ErrorCode::INVALID_PARAMS, "null buffer");
+  int64_t started = SteadyMs();
+  rpc::BatchKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  req.add_keys(std::string(key));
+  rpc::BatchGetReplicaListResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) return s;
+  if (resp.items_size() != 1) return Status(ErrorCode::RPC_FAIL, "short reply");
+  const auto& r = resp.items(0);
+  if (r.error_code() != 0) return Status(ErrorCodeFromInt(r.error_code()));
+  if (r.size() > size) {
+    return Status(ErrorCode::BUFFER_OVERFLOW, "value of " + std::to_string(r.size()) +
+                                                  " bytes, buffer of " + std::to_string(size));
+  }
+  std::vector<ReadJob> jobs(1);
+  jobs[0].reply = &r;
+  jobs[0].dest = static_cast<uint8_t*>(buf);
+  jobs[0].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
+  RunReads(state_->data, jobs, started);
+  return jobs[0].result;
+}
+
+// ------------------------------------------------------------ exist, size
+
+std::vector<Result<bool>> Client::BatchIsExist(const std::vector<std::string>& keys,
+                                               const ExistOptions& opts) {
+  std::vector<Result<bool>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
+  if (keys.empty()) return out;
+  rpc::ExistKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  req.set_no_lease(!opts.grant_lease);
+  for (const auto& k : keys) req.add_keys(k);
+  rpc::ExistKeyResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchExistKey, req, &resp); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.error_codes_size(); ++i) {
+    ErrorCode c = ErrorCodeFromInt(resp.error_codes(static_cast<int>(i)));
+    if (c == ErrorCode::OK) {
+      out[i] = true;
+    } else if (c == ErrorCode::OBJECT_NOT_FOUND) {
+      out[i] = false;
+    } else {
+      out[i] = Status(c);
+    }
+  }
+  return out;
+}
+
+Result<bool> Client::IsExist(std::string_view key, const ExistOptions& opts) {
+  return BatchIsExist({std::string(key)}, opts)[0];
+}
+
+Result<uint64_t> Client::GetSize(std::string_view key) {
+  auto r = BatchGetReplicaDesc({std::string(key)});
+  if (!r[0].ok()) return r[0].status();
+  if (r[0]->BestTier() == "processing") return Status(ErrorCode::REPLICA_IS_NOT_READY);
+  return r[0]->size;
+}
+
+// ----------------------------------------------------------------- remove
+
+Status Client::Remove(std::string_view key, bool force) {
+  rpc::RemoveRequest req;
+  req.set_tenant(state_->config.tenant);
+  req.set_key(std::string(key));
+  req.set_force(force);
+  rpc::KeyStatus resp;
+  if (Status s = state_->master.Call(&Stub::Remove, req, &resp); !s.ok()) return s;
+  return Status(ErrorCodeFromInt(resp.error_code()));
+}
+
+Result<uint64_t> Client::RemoveAll(bool force) {
+  rpc::RemoveAllRequest req;
+  req.set_tenant(state_->config.tenant);
+  req.set_force(force);
+  rpc::RemoveAllResponse resp;
+  if (Status s = state_->master.Call(&Stub::RemoveAll, req, &resp); !s.ok()) return s;
+  if (resp.error_code() != 0) return Status(ErrorCodeFromInt(resp.error_code()));
+  return resp.removed();
+}
+
+// ------------------------------------------------------------ tier lookup
+
+std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(const std::vector<std::string>& keys) {
+  std::vector<Result<TierInfo>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
+  if (keys.empty()) return out;
+  rpc::BatchKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  for (const auto& k : keys) req.add_keys(k);
+  rpc::BatchQueryReadOnlyResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchQueryReadOnly, req, &resp); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.items_size(); ++i) {
+    const auto& q = resp.items(static_cast<int>(i));
+    if (q.error_code() != 0) {
+      out[i] = Status(ErrorCodeFromInt(q.error_code()));
+      continue;
+    }
+    TierInfo t;
+    t.size = q.size();
+    t.lease_remaining_ms = q.lease_remaining_ms();
+    for (const auto& r : q.replicas()) {
+      ReplicaInfo ri;
+      ri.kind = r.kind() == rpc::MEMORY ? ReplicaInfo::Kind::kMemory : ReplicaInfo::Kind::kLocalDisk;
+      ri.complete = r.status() == rpc::COMPLETE;
+      if (r.kind() == rpc::MEMORY) {
+        ri.node_id = r.memory().node_id();
+        ri.data_endpoint = r.memory().data_endpoint();
+        ri.segment_id = r.memory().segment_id();
+        ri.offset = r.memory().offset();
+      } else {
+        ri.node_id = r.disk_node_id();
+        ri.data_endpoint = r.disk_data_endpoint();
+      }
+      t.replicas.push_back(std::move(ri));
+    }
+    out[i] = std::move(t);
+  }
+  return out;
+}
+
+Result<ClusterReport> Client::Stat() {
+  rpc::ClusterStatsRequest req;
+  rpc::ClusterStatsResponse resp;
+  if (Status s = state_->master.Call(&Stub::GetClusterStats, req, &resp); !s.ok()) return s;
+  ClusterReport r;
+  r.objects = resp.objects();
+  r.memory_replicas = resp.memory_replicas();
+  r.evictions = resp.evictions();
+  for (const auto& s : resp.segments()) {
+    r.segments.push_back(SegmentReport{s.segment_id(), s.node_id(),
+                                       s.kind() == rpc::MAIN ? "main" : "prefetch_buffer",
+                                       s.capacity(), s.used(), s.data_endpoint()});
+  }
+  return r;
+}
+
+}  // namespace kvpool

@@ -1,0 +1,107 @@
+#include "client/data_plane.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "common/host_id.h"
+
+namespace kvpool {
+
+DataPlane::DataPlane(TransportMode mode) : mode_(mode) {}
+
+uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  auto it = shm_maps_.find(loc.shm_path());
+  if (it != shm_maps_.end() && it->second->size() == loc.segment_size()) {
+    return it->second->data();
+  }
+  auto seg = ShmSegment::Open(loc.shm_path(), loc.segment_size());
+  if (!seg.ok()) {
+    if (mode_ == TransportMode::kAuto) {
+      std::call_once(shm_fallback_logged_, [&] {
+        spdlog::warn("cannot map {} ({}); same-host segments will use TCP", loc.shm_path(),
+                     seg.status().ToString());
+      });
+    }
+    return nullptr;
+  }
+  uint8_t* base = seg.value()->data();
+  shm_maps_[loc.shm_path()] = std::move(seg.value());
+  return base;
+}
+
+DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr) {
+  const auto& loc = *item.loc;
+  // The master granted [offset, offset+length) of this segment: never touch
+  // bytes outside it, whatever the descriptor says.
+  if (item.length != loc.length() || loc.offset() > loc.segment_size() ||
+      loc.length() > loc.segment_size() - loc.offset()) {
+    item.result = ErrorCode::INVALID_REPLICA;
+    return Path::kInvalid;
+  }
+  bool same_host = !loc.shm_path().empty() && loc.host_id() == LocalHostId();
+  if (mode_ != TransportMode::kTcp && same_host) {
+    if (uint8_t* base = MapShm(loc)) {
+      *shm_ptr = base + loc.offset();
+      return Path::kShm;
+    }
+  }
+  if (mode_ == TransportMode::kShm) {
+    item.result = ErrorCode::TRANSFER_FAIL;
+    return Path::kInvalid;
+  }
+  return Path::kTcp;
+}
+
+template <typename Op>
+void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
+  std::unordered_map<std::string, std::vector<std::pair<Op, TransferItem*>>> by_endpoint;
+  for (auto& item : items) {
+    item.result = ErrorCode::OK;
+    uint8_t* p = nullptr;
+    Path path = Choose(item, &p);
+    if (path == Path::kShm) {
+      if (write) {
+        std::memcpy(p, item.buf, item.length);
+        shm_bytes_written += item.length;
+      } else {
+        std::memcpy(item.buf, p, item.length);
+        shm_bytes_read += item.length;
+      }
+    } else if (path == Path::kTcp) {
+      Op op;
+      op.segment_id = item.loc->segment_id();
+      op.offset = item.loc->offset();
+      op.length = item.length;
+      if constexpr (std::is_same_v<Op, ReadOp>) {
+        op.dest = item.buf;
+      } else {
+        op.src = item.buf;
+      }
+      by_endpoint[item.loc->data_endpoint()].emplace_back(op, &item);
+    }
+  }
+  for (auto& [endpoint, pairs] : by_endpoint) {
+    std::vector<Op> ops;
+    ops.reserve(pairs.size());
+    for (auto& pr : pairs) ops.push_back(pr.first);
+    Status s;
+    if constexpr (std::is_same_v<Op, ReadOp>) {
+      s = tcp_.Read(endpoint, ops);
+    } else {
+      s = tcp_.Write(endpoint, ops);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ErrorCode r = s.ok() ? ops[i].result : ErrorCode::TRANSFER_FAIL;
+      pairs[i].second->result = r;
+      if (r == ErrorCode::OK) (write ? tcp_bytes_written : tcp_bytes_read) += ops[i].length;
+    }
+  }
+}
+
+void DataPlane::Read(std::vector<TransferItem>& items) { Transfer<ReadOp>(items, false); }
+void DataPlane::Write(std::vector<TransferItem>& items) { Transfer<WriteOp>(items, true); }
+
+}  // namespace kvpool

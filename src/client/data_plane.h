@@ -1,0 +1,56 @@
+// Moves bytes between caller buffers and replicas: shared memory for
+// segments on this host (mapped once, then plain memcpy), the TCP data plane
+// otherwise (one batched round trip per node). Also the client-side half of
+// the bounds check: a range the master granted must lie inside its segment.
+// Thread-safe.
+#ifndef KVPOOL_CLIENT_DATA_PLANE_H_
+#define KVPOOL_CLIENT_DATA_PLANE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvpool.pb.h"
+#include "kvpool/options.h"
+#include "kvpool/status.h"
+#include "transport/shm_segment.h"
+#include "transport/tcp_data_client.h"
+
+namespace kvpool {
+
+struct TransferItem {
+  const rpc::MemoryLocation* loc = nullptr;
+  uint8_t* buf = nullptr;  // destination of a read, source of a write
+  uint64_t length = 0;     // must equal loc->length()
+  ErrorCode result = ErrorCode::OK;
+};
+
+class DataPlane {
+ public:
+  explicit DataPlane(TransportMode mode);
+  void Read(std::vector<TransferItem>& items);
+  void Write(std::vector<TransferItem>& items);
+
+  std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};
+  std::atomic<uint64_t> tcp_bytes_read{0}, tcp_bytes_written{0};
+
+ private:
+  enum class Path { kShm, kTcp, kInvalid };
+  Path Choose(TransferItem& item, uint8_t** shm_ptr);
+  uint8_t* MapShm(const rpc::MemoryLocation& loc);
+  template <typename Op>
+  void Transfer(std::vector<TransferItem>& items, bool write);
+
+  const TransportMode mode_;
+  std::mutex shm_mu_;
+  std::map<std::string, std::shared_ptr<ShmSegment>> shm_maps_;
+  TcpDataClient tcp_;
+  std::once_flag shm_fallback_logged_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_CLIENT_DATA_PLANE_H_

@@ -1,0 +1,51 @@
+// A gRPC connection to kvpool-master with deadlines. Every call returns
+// RPC_FAIL (with gRPC's message) when the master cannot be reached, so
+// callers never block forever on a dead master. Thread-safe.
+#ifndef KVPOOL_CLIENT_MASTER_CLIENT_H_
+#define KVPOOL_CLIENT_MASTER_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "kvpool.grpc.pb.h"
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+class MasterClient {
+ public:
+  MasterClient(const std::string& address, int timeout_ms);
+
+  // Calls `method` of the stub, e.g.
+  //   Call(&rpc::MasterService::Stub::PutEnd, req, &resp)
+  // A gRPC UNIMPLEMENTED (an older master without this RPC) maps to
+  // UNAVAILABLE_IN_CURRENT_STATUS so callers can degrade quietly.
+  template <typename Req, typename Resp>
+  Status Call(grpc::Status (rpc::MasterService::Stub::*method)(grpc::ClientContext*, const Req&,
+                                                               Resp*),
+              const Req& req, Resp* resp) const {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
+    grpc::Status s = (stub_.get()->*method)(&ctx, req, resp);
+    if (s.ok()) return Status::OK();
+    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "master lacks RPC: " + s.error_message());
+    }
+    return Status(ErrorCode::RPC_FAIL, "master " + address_ + ": " + s.error_message());
+  }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  int timeout_ms_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rpc::MasterService::Stub> stub_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_CLIENT_MASTER_CLIENT_H_

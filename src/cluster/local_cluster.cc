@@ -1,0 +1,56 @@
+#include "kvpool/local_cluster.h"
+
+#include "master/master_server.h"
+#include "node/node.h"
+
+namespace kvpool {
+
+LocalCluster::LocalCluster(LocalClusterOptions options) : options_(options) {}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+Status LocalCluster::Start() {
+  MasterConfig mc;
+  mc.rpc_address = "127.0.0.1";
+  mc.rpc_port = options_.master_port;
+  mc.metrics_port = options_.metrics_port;
+  mc.default_kv_lease_ttl = options_.default_kv_lease_ttl;
+  mc.client_ttl = options_.client_ttl;
+  mc.eviction_high_watermark_ratio = options_.eviction_high_watermark_ratio;
+  mc.eviction_ratio = options_.eviction_ratio;
+  master_ = std::make_unique<MasterServer>(mc);
+  if (Status s = master_->Start(); !s.ok()) return s;
+  for (int i = 0; i < options_.num_nodes; ++i) {
+    NodeConfig nc;
+    nc.master_server_address = master_->address();
+    nc.global_segment_size = options_.segment_size;
+    nc.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+    nc.node_id = "node" + std::to_string(i);
+    auto node = std::make_unique<Node>(nc);
+    if (Status s = node->Start(); !s.ok()) {
+      Stop();
+      return s;
+    }
+    nodes_.push_back(std::move(node));
+  }
+  return Status::OK();
+}
+
+void LocalCluster::Stop() {
+  for (auto& n : nodes_) n->Stop();
+  nodes_.clear();
+  if (master_) master_->Stop();
+}
+
+void LocalCluster::CrashNode(size_t i) { nodes_.at(i)->PauseHeartbeats(true); }
+
+std::string LocalCluster::master_address() const { return master_->address(); }
+
+int LocalCluster::metrics_port() const { return master_->metrics_port(); }
+
+Result<std::unique_ptr<Client>> LocalCluster::NewClient(ClientConfig config) const {
+  config.master_server_address = master_address();
+  return Client::Create(config);
+}
+
+}  // namespace kvpool

@@ -1,0 +1,39 @@
+#include "master/master_config.h"
+
+#include <fmt/format.h>
+
+namespace kvpool {
+
+Status MasterConfig::Validate() const {
+  auto bad = [](const std::string& m) { return Status(ErrorCode::INVALID_PARAMS, m); };
+  if (rpc_port < 0 || rpc_port > 65535) return bad("rpc_port out of range");
+  if (metrics_port < -1 || metrics_port > 65535) return bad("metrics_port out of range");
+  if (default_kv_lease_ttl <= 0) return bad("default_kv_lease_ttl must be > 0");
+  if (!(eviction_high_watermark_ratio > 0 && eviction_high_watermark_ratio <= 1)) {
+    return bad("eviction_high_watermark_ratio must be in (0, 1]");
+  }
+  if (!(eviction_ratio > 0 && eviction_ratio <= 1)) return bad("eviction_ratio must be in (0, 1]");
+  if (put_start_discard_timeout_sec <= 0 ||
+      put_start_release_timeout_sec < put_start_discard_timeout_sec) {
+    return bad("need 0 < put_start_discard_timeout_sec <= put_start_release_timeout_sec");
+  }
+  if (client_ttl <= 0) return bad("client_ttl must be > 0");
+  if (allocation_strategy != "random" && allocation_strategy != "free_ratio_first") {
+    return bad("allocation_strategy must be random or free_ratio_first");
+  }
+  if (housekeeping_interval_ms <= 0) return bad("housekeeping_interval_ms must be > 0");
+  return Status::OK();
+}
+
+std::string MasterConfig::ToString() const {
+  return fmt::format(
+      "rpc={}:{} metrics_port={} default_kv_lease_ttl={}ms "
+      "eviction_high_watermark_ratio={} eviction_ratio={} "
+      "put_start_discard_timeout_sec={} put_start_release_timeout_sec={} "
+      "client_ttl={}s allocation_strategy={}",
+      rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
+      eviction_high_watermark_ratio, eviction_ratio, put_start_discard_timeout_sec,
+      put_start_release_timeout_sec, client_ttl, allocation_strategy);
+}
+
+}  // namespace kvpool

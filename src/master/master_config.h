@@ -1,0 +1,36 @@
+// Every knob of kvpool-master, with Mooncake's names where it has one.
+// Parsed from flags and the config file by tools/master_flags.cc; validated
+// once at start-up.
+#ifndef KVPOOL_MASTER_MASTER_CONFIG_H_
+#define KVPOOL_MASTER_MASTER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+struct MasterConfig {
+  std::string rpc_address = "127.0.0.1";  // 0.0.0.0 to serve other hosts
+  int rpc_port = 50051;                   // 0 = any free port
+  int metrics_port = 9003;                // 0 = any free port, -1 = off
+  int rpc_thread_num = 4;
+
+  int64_t default_kv_lease_ttl = 10000;  // ms, granted by get and exist
+  double eviction_high_watermark_ratio = 0.90;
+  double eviction_ratio = 0.05;           // share of capacity freed per pass
+  int64_t put_start_discard_timeout_sec = 30;
+  int64_t put_start_release_timeout_sec = 600;
+  int64_t client_ttl = 10;                // s of heartbeat silence => node dead
+  std::string allocation_strategy = "free_ratio_first";  // or "random"
+  int64_t housekeeping_interval_ms = 100;
+
+  // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
+  Status Validate() const;
+  std::string ToString() const;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_MASTER_CONFIG_H_

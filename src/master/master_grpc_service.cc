@@ -1,0 +1,211 @@
+#include "master/master_grpc_service.h"
+
+namespace kvpool {
+
+namespace {
+// Batches are bounded so one request cannot pin the master for long.
+constexpr int kMaxBatch = 65536;
+
+grpc::Status TooLarge() {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "batch larger than 65536 keys");
+}
+}  // namespace
+
+void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
+  out->set_kind(d.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
+  out->set_status(d.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
+  if (d.kind == ReplicaKind::kMemory && d.segment) {
+    auto* m = out->mutable_memory();
+    m->set_segment_id(d.segment->id);
+    m->set_offset(d.offset);
+    m->set_length(d.length);
+    m->set_node_id(d.segment->node_id);
+    m->set_host_id(d.segment->host_id);
+    m->set_shm_path(d.segment->shm_path);
+    m->set_data_endpoint(d.segment->data_endpoint);
+    m->set_segment_size(d.segment->capacity);
+  }
+}
+
+grpc::Status MasterGrpcService::MountSegment(grpc::ServerContext*,
+                                             const rpc::MountSegmentRequest* req,
+                                             rpc::MountSegmentResponse* resp) {
+  SegmentInfo info;
+  info.node_id = req->node_id();
+  info.host_id = req->host_id();
+  info.kind = req->kind() == rpc::PREFETCH_BUFFER ? SegmentKind::kPrefetchBuffer
+                                                  : SegmentKind::kMain;
+  info.capacity = req->size();
+  info.shm_path = req->shm_path();
+  info.data_endpoint = req->data_endpoint();
+  auto r = svc_->MountSegment(std::move(info));
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) resp->set_segment_id(r.value());
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::UnmountSegment(grpc::ServerContext*,
+                                               const rpc::UnmountSegmentRequest* req,
+                                               rpc::UnmountSegmentResponse* resp) {
+  if (req->segment_id() > UINT32_MAX) {
+    resp->set_error_code(ToInt(ErrorCode::SEGMENT_NOT_FOUND));
+    return grpc::Status::OK;
+  }
+  resp->set_error_code(ToInt(
+      svc_->UnmountSegment(req->node_id(), static_cast<uint32_t>(req->segment_id())).code()));
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
+                                          rpc::HeartbeatResponse* resp) {
+  resp->set_error_code(ToInt(svc_->Heartbeat(req->node_id()).code()));
+  return grpc::Status::OK;
+}
+
+void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp) {
+  PutOptions opts;
+  opts.replica_num = req.config().replica_num() == 0 ? 1 : int(req.config().replica_num());
+  opts.preferred_node = req.config().preferred_segment();
+  opts.soft_pin = req.config().with_soft_pin();
+  opts.hard_pin = req.config().with_hard_pin();
+  opts.upsert = req.upsert();
+  auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) {
+    for (const auto& d : r.value()) ToProto(d, resp->add_replicas());
+  }
+}
+
+grpc::Status MasterGrpcService::PutStart(grpc::ServerContext*, const rpc::PutStartRequest* req,
+                                         rpc::PutStartResponse* resp) {
+  DoPutStart(*req, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchPutStart(grpc::ServerContext*,
+                                              const rpc::BatchPutStartRequest* req,
+                                              rpc::BatchPutStartResponse* resp) {
+  if (req->items_size() > kMaxBatch) return TooLarge();
+  for (const auto& item : req->items()) DoPutStart(item, resp->add_items());
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::PutEnd(grpc::ServerContext*, const rpc::KeyRequest* req,
+                                       rpc::KeyStatus* resp) {
+  resp->set_error_code(ToInt(svc_->PutEnd(req->tenant(), req->key()).code()));
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+                                            rpc::BatchKeyStatus* resp) {
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  for (const auto& k : req->keys()) {
+    resp->add_error_codes(ToInt(svc_->PutEnd(req->tenant(), k).code()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::PutRevoke(grpc::ServerContext*, const rpc::KeyRequest* req,
+                                          rpc::KeyStatus* resp) {
+  resp->set_error_code(ToInt(svc_->PutRevoke(req->tenant(), req->key()).code()));
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchPutRevoke(grpc::ServerContext*,
+                                               const rpc::BatchKeyRequest* req,
+                                               rpc::BatchKeyStatus* resp) {
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  for (const auto& k : req->keys()) {
+    resp->add_error_codes(ToInt(svc_->PutRevoke(req->tenant(), k).code()));
+  }
+  return grpc::Status::OK;
+}
+
+void MasterGrpcService::DoGet(const std::string& tenant, const std::string& key,
+                              rpc::GetReplicaListResponse* resp) {
+  auto r = svc_->GetReplicaList(tenant, key);
+  resp->set_error_code(ToInt(r.code()));
+  if (!r.ok()) return;
+  resp->set_size(r->size);
+  resp->set_lease_ttl_ms(r->lease_ttl_ms);
+  for (const auto& d : r->replicas) ToProto(d, resp->add_replicas());
+}
+
+grpc::Status MasterGrpcService::GetReplicaList(grpc::ServerContext*, const rpc::KeyRequest* req,
+                                               rpc::GetReplicaListResponse* resp) {
+  DoGet(req->tenant(), req->key(), resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchGetReplicaList(grpc::ServerContext*,
+                                                    const rpc::BatchKeyRequest* req,
+                                                    rpc::BatchGetReplicaListResponse* resp) {
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  for (const auto& k : req->keys()) DoGet(req->tenant(), k, resp->add_items());
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest* req,
+                                         rpc::ExistKeyResponse* resp) {
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  for (const auto& k : req->keys()) {
+    resp->add_error_codes(ToInt(svc_->ExistKey(req->tenant(), k, !req->no_lease())));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchExistKey(grpc::ServerContext* ctx,
+                                              const rpc::ExistKeyRequest* req,
+                                              rpc::ExistKeyResponse* resp) {
+  return ExistKey(ctx, req, resp);
+}
+
+grpc::Status MasterGrpcService::Remove(grpc::ServerContext*, const rpc::RemoveRequest* req,
+                                       rpc::KeyStatus* resp) {
+  resp->set_error_code(ToInt(svc_->Remove(req->tenant(), req->key(), req->force()).code()));
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest* req,
+                                          rpc::RemoveAllResponse* resp) {
+  resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
+  resp->set_error_code(0);
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
+                                                   const rpc::BatchKeyRequest* req,
+                                                   rpc::BatchQueryReadOnlyResponse* resp) {
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  resp->mutable_items()->Reserve(req->keys_size());
+  for (const auto& k : req->keys()) {
+    QueryResult q = svc_->QueryReadOnly(req->tenant(), k);
+    auto* item = resp->add_items();
+    item->set_error_code(ToInt(q.code));
+    item->set_size(q.size);
+    item->set_lease_remaining_ms(q.lease_remaining_ms);
+    for (const auto& d : q.replicas) ToProto(d, item->add_replicas());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::GetClusterStats(grpc::ServerContext*,
+                                                const rpc::ClusterStatsRequest*,
+                                                rpc::ClusterStatsResponse* resp) {
+  MasterStats s = svc_->Stats();
+  resp->set_objects(s.objects);
+  resp->set_memory_replicas(s.memory_replicas);
+  resp->set_evictions(s.evicted_objects);
+  for (const auto& seg : s.segments) {
+    auto* o = resp->add_segments();
+    o->set_segment_id(seg.info.id);
+    o->set_node_id(seg.info.node_id);
+    o->set_kind(seg.info.kind == SegmentKind::kMain ? rpc::MAIN : rpc::PREFETCH_BUFFER);
+    o->set_capacity(seg.info.capacity);
+    o->set_used(seg.used);
+    o->set_data_endpoint(seg.info.data_endpoint);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace kvpool

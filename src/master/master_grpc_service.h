@@ -1,0 +1,58 @@
+// gRPC face of MasterService: converts protobuf messages to MasterService
+// calls and back. Holds no state of its own.
+#ifndef KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
+#define KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
+
+#include "kvpool.grpc.pb.h"
+#include "master/master_service.h"
+
+namespace kvpool {
+
+// Fills a protobuf replica descriptor (shared with the client side).
+void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out);
+
+class MasterGrpcService final : public rpc::MasterService::Service {
+ public:
+  explicit MasterGrpcService(MasterService* service) : svc_(service) {}
+
+  grpc::Status MountSegment(grpc::ServerContext*, const rpc::MountSegmentRequest*,
+                            rpc::MountSegmentResponse*) override;
+  grpc::Status UnmountSegment(grpc::ServerContext*, const rpc::UnmountSegmentRequest*,
+                              rpc::UnmountSegmentResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest*,
+                         rpc::HeartbeatResponse*) override;
+  grpc::Status PutStart(grpc::ServerContext*, const rpc::PutStartRequest*,
+                        rpc::PutStartResponse*) override;
+  grpc::Status BatchPutStart(grpc::ServerContext*, const rpc::BatchPutStartRequest*,
+                             rpc::BatchPutStartResponse*) override;
+  grpc::Status PutEnd(grpc::ServerContext*, const rpc::KeyRequest*, rpc::KeyStatus*) override;
+  grpc::Status BatchPutEnd(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+                           rpc::BatchKeyStatus*) override;
+  grpc::Status PutRevoke(grpc::ServerContext*, const rpc::KeyRequest*, rpc::KeyStatus*) override;
+  grpc::Status BatchPutRevoke(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+                              rpc::BatchKeyStatus*) override;
+  grpc::Status GetReplicaList(grpc::ServerContext*, const rpc::KeyRequest*,
+                              rpc::GetReplicaListResponse*) override;
+  grpc::Status BatchGetReplicaList(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+                                   rpc::BatchGetReplicaListResponse*) override;
+  grpc::Status ExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest*,
+                        rpc::ExistKeyResponse*) override;
+  grpc::Status BatchExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest*,
+                             rpc::ExistKeyResponse*) override;
+  grpc::Status Remove(grpc::ServerContext*, const rpc::RemoveRequest*, rpc::KeyStatus*) override;
+  grpc::Status RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest*,
+                         rpc::RemoveAllResponse*) override;
+  grpc::Status BatchQueryReadOnly(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+                                  rpc::BatchQueryReadOnlyResponse*) override;
+  grpc::Status GetClusterStats(grpc::ServerContext*, const rpc::ClusterStatsRequest*,
+                               rpc::ClusterStatsResponse*) override;
+
+ private:
+  void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);
+  void DoGet(const std::string& tenant, const std::string& key, rpc::GetReplicaListResponse* resp);
+  MasterService* svc_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_

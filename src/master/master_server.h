@@ -1,0 +1,47 @@
+// A running kvpool-master: MasterService behind a gRPC server, plus the
+// /metrics and /status HTTP endpoint. Used by tools/kvpool_master.cc and by
+// LocalCluster.
+#ifndef KVPOOL_MASTER_MASTER_SERVER_H_
+#define KVPOOL_MASTER_MASTER_SERVER_H_
+
+#include <memory>
+
+#include "common/http_endpoint.h"
+#include "master/master_config.h"
+#include "master/master_service.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace kvpool {
+
+class MasterGrpcService;
+
+class MasterServer {
+ public:
+  explicit MasterServer(MasterConfig config, const Clock* clock = SystemClock::Default());
+  ~MasterServer();
+  // Validates the config, binds (port 0 = any free port) and starts serving.
+  Status Start();
+  void Stop();
+  // Blocks until Stop() is called from another thread.
+  void Wait();
+
+  int rpc_port() const { return rpc_port_; }
+  int metrics_port() const { return http_ ? http_->port() : -1; }
+  std::string address() const;  // "host:port" clients should dial
+  MasterService& service() { return *service_; }
+
+ private:
+  MasterConfig config_;
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<MasterGrpcService> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpEndpoint> http_;
+  int rpc_port_ = 0;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_MASTER_SERVER_H_

@@ -1,0 +1,690 @@
+#include "master/master_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace kvpool {
+
+namespace {
+SegmentManager::Strategy ParseStrategy(const std::string& s) {
+  return s == "random" ? SegmentManager::Strategy::kRandom
+                       : SegmentManager::Strategy::kFreeRatioFirst;
+}
+const std::string& TenantOrDefault(const std::string& t) {
+  static const std::string kDefault = kDefaultTenant;
+  return t.empty() ? kDefault : t;
+}
+}  // namespace
+
+MasterService::MasterService(MasterConfig config, const Clock* clock)
+    : config_(std::move(config)),
+      clock_(clock),
+      segments_(ParseStrategy(config_.allocation_strategy)) {
+  metrics_.AddGauge("kvpool_master_objects", "", [this] { return double(objects_.Size()); },
+                    "objects known to the master");
+  for (auto [kind, name] : {std::pair{SegmentKind::kMain, "main"},
+                            std::pair{SegmentKind::kPrefetchBuffer, "prefetch_buffer"}}) {
+    std::string label = fmt::format("kind=\"{}\"", name);
+    metrics_.AddGauge("kvpool_master_segment_used_bytes", label,
+                      [this, kind = kind] { return double(segments_.Usage(kind).used); });
+    metrics_.AddGauge("kvpool_master_segment_capacity_bytes", label,
+                      [this, kind = kind] { return double(segments_.Usage(kind).capacity); });
+    metrics_.AddGauge("kvpool_master_watermark_ratio", label,
+                      [this, kind = kind] { return segments_.Usage(kind).ratio(); });
+  }
+  metrics_.AddGauge("kvpool_master_graveyard_ranges", "",
+                    [this] { return double(segments_.graveyard_size()); });
+}
+
+MasterService::~MasterService() { Stop(); }
+
+void MasterService::Start() {
+  std::lock_guard<std::mutex> lock(bg_mu_);
+  if (bg_thread_.joinable()) return;
+  bg_stop_ = false;
+  bg_thread_ = std::thread([this] { BackgroundLoop(); });
+}
+
+void MasterService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
+
+void MasterService::BackgroundLoop() {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  while (!bg_stop_) {
+    bg_cv_.wait_for(lock, std::chrono::milliseconds(config_.housekeeping_interval_ms));
+    if (bg_stop_) break;
+    lock.unlock();
+    EvictIfNeeded();
+    Housekeep();
+    lock.lock();
+  }
+}
+
+void MasterService::CountResult(const char* op, ErrorCode code) {
+  metrics_
+      .GetCounter(fmt::format("kvpool_master_{}_total", op),
+                  fmt::format("result=\"{}\"", ErrorCodeName(code)))
+      .Inc();
+}
+
+Status MasterService::ValidateKey(const std::string& key) const {
+  if (key.empty()) return Status(ErrorCode::INVALID_KEY, "empty key");
+  if (key.size() > kMaxKeyLength) {
+    return Status(ErrorCode::INVALID_KEY,
+                  fmt::format("key of {} bytes exceeds the limit of {}", key.size(), kMaxKeyLength));
+  }
+  return Status::OK();
+}
+
+ObjectKey MasterService::MakeKey(const std::string& tenant, const std::string& key) {
+  return ObjectKey{tenants_.Intern(TenantOrDefault(tenant)), key};
+}
+
+bool MasterService::LookupKey(const std::string& tenant, const std::string& key,
+                              ObjectKey* out) const {
+  int64_t id = tenants_.Lookup(TenantOrDefault(tenant));
+  if (id < 0) return false;
+  *out = ObjectKey{static_cast<uint32_t>(id), key};
+  return true;
+}
+
+ReplicaDesc MasterService::Describe(const Replica& r, uint64_t size) const {
+  ReplicaDesc d;
+  d.kind = r.kind;
+  d.status = r.status;
+  d.offset = r.offset;
+  d.length = size;
+  if (r.kind == ReplicaKind::kMemory) d.segment = segments_.Info(r.segment);
+  return d;
+}
+
+void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas, int64_t not_before_ms) {
+  int64_t now = clock_->NowMs();
+  for (const auto& r : replicas) {
+    if (r.kind != ReplicaKind::kMemory) continue;
+    Placement p{r.segment, r.handle, r.offset};
+    if (not_before_ms > now) {
+      segments_.FreeAt(p, not_before_ms);
+    } else {
+      segments_.Free(p);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- segments
+
+Result<uint32_t> MasterService::MountSegment(SegmentInfo info) {
+  std::string node = info.node_id;
+  auto r = segments_.Mount(std::move(info));
+  if (r.ok()) {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    node_last_heartbeat_ms_[node] = clock_->NowMs();
+    spdlog::info("mounted segment {} of node {}", r.value(), node);
+  }
+  return r;
+}
+
+Status MasterService::UnmountSegment(const std::string& node_id, uint32_t segment_id) {
+  auto info = segments_.Info(segment_id);
+  if (!info || info->node_id != node_id) {
+    return Status(ErrorCode::SEGMENT_NOT_FOUND,
+                  fmt::format("node {} has no segment {}", node_id, segment_id));
+  }
+  Status s = segments_.Unmount(segment_id);
+  if (s.ok()) DropSegments({segment_id});
+  return s;
+}
+
+Status MasterService::Heartbeat(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  auto it = node_last_heartbeat_ms_.find(node_id);
+  if (it == node_last_heartbeat_ms_.end()) {
+    return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id + ": remount");
+  }
+  it->second = clock_->NowMs();
+  return Status::OK();
+}
+
+void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
+  if (ids.empty()) return;
+  auto gone = [&](const Replica& r) {
+    return r.kind == ReplicaKind::kMemory &&
+           std::find(ids.begin(), ids.end(), r.segment) != ids.end();
+  };
+  uint64_t dropped_objects = 0;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto* table : {&shard.objects, &shard.upserts}) {
+      for (auto it = table->begin(); it != table->end();) {
+        auto& reps = it->second.replicas;
+        reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
+        if (reps.empty()) {
+          it = table->erase(it);
+          ++dropped_objects;
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  metrics_.GetCounter("kvpool_master_objects_lost_total", "", "objects whose last replica died")
+      .Inc(dropped_objects);
+}
+
+void MasterService::DropNode(const std::string& node_id) {
+  auto ids = segments_.UnmountNode(node_id);
+  spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)", node_id,
+               config_.client_ttl, ids.size());
+  DropSegments(ids);
+  metrics_.GetCounter("kvpool_master_nodes_expired_total").Inc();
+}
+
+// --------------------------------------------------------------------- put
+
+Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tenant,
+                                                         const std::string& key, uint64_t size,
+                                                         const PutOptions& opts) {
+  auto fail = [&](Status s) {
+    CountResult("puts", s.code());
+    return s;
+  };
+  if (Status s = ValidateKey(key); !s.ok()) return fail(s);
+  if (size == 0) return fail(Status(ErrorCode::INVALID_PARAMS, "size must be > 0"));
+  uint64_t largest = segments_.LargestCapacity(SegmentKind::kMain);
+  if (size > largest) {
+    return fail(Status(ErrorCode::INVALID_PARAMS,
+                       fmt::format("size {} exceeds the largest segment ({} bytes)", size, largest)));
+  }
+  if (opts.replica_num < 1 || opts.replica_num > 16) {
+    return fail(Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 16]"));
+  }
+  ObjectKey okey = MakeKey(tenant, key);
+  auto& shard = objects_.ShardFor(okey);
+  const int64_t now = clock_->NowMs();
+  const int64_t discard_ms = config_.put_start_discard_timeout_sec * 1000;
+  const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
+
+  // Decide under the shard lock whether this put may proceed; a stale
+  // unfinished put of the same key is discarded (its range is released only
+  // after the release timeout, since its writer may still be writing).
+  auto check = [&]() -> Status {
+    auto it = shard.objects.find(okey);
+    auto up = shard.upserts.find(okey);
+    if (up != shard.upserts.end()) {
+      if (now - up->second.last_access_ms < discard_ms) {
+        return Status(ErrorCode::REPLICA_IS_NOT_READY, "an upsert of this key is in progress");
+      }
+      ReleaseReplicas(up->second.replicas, up->second.last_access_ms + release_ms);
+      shard.upserts.erase(up);
+    }
+    if (it == shard.objects.end()) return Status::OK();
+    ObjectMeta& m = it->second;
+    if (m.HasProcessing()) {
+      if (now - m.last_access_ms < discard_ms) {
+        return Status(ErrorCode::OBJECT_ALREADY_EXISTS, "a put of this key is in progress");
+      }
+      ReleaseReplicas(m.replicas, m.last_access_ms + release_ms);
+      shard.objects.erase(it);
+      metrics_.GetCounter("kvpool_master_put_discarded_total").Inc();
+      return Status::OK();
+    }
+    if (!opts.upsert) return Status(ErrorCode::OBJECT_ALREADY_EXISTS);
+    return Status::OK();
+  };
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (Status s = check(); !s.ok()) return fail(s);
+  }
+
+  auto placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
+                                       opts.preferred_node);
+  if (placements.empty()) {
+    // Make room synchronously rather than failing a put the pool could hold.
+    metrics_.GetCounter("kvpool_master_put_evictions_total", "",
+                        "eviction passes started by a put that found no room")
+        .Inc();
+    uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
+    EvictBytes(std::max<uint64_t>(size, uint64_t(config_.eviction_ratio * double(cap))));
+    placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
+                                    opts.preferred_node);
+  }
+  if (placements.empty()) {
+    return fail(Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                       fmt::format("no segment has {} free bytes after eviction", size)));
+  }
+
+  ObjectMeta meta;
+  meta.size = size;
+  meta.last_access_ms = now;
+  meta.hard_pin = opts.hard_pin;
+  meta.soft_pin = opts.soft_pin;
+  meta.replicas.reserve(placements.size());
+  for (const auto& p : placements) {
+    meta.replicas.push_back(Replica{p.offset, p.segment, p.handle, ReplicaKind::kMemory,
+                                    ReplicaStatus::kProcessing});
+  }
+  std::vector<ReplicaDesc> out;
+  for (const auto& r : meta.replicas) out.push_back(Describe(r, size));
+
+  std::lock_guard<std::mutex> lock(shard.mu);
+  // Another put may have raced us between the check and the allocation.
+  if (Status s = check(); !s.ok()) {
+    for (const auto& p : placements) segments_.Free(p);
+    return fail(s);
+  }
+  if (shard.objects.count(okey)) {
+    shard.upserts[okey] = std::move(meta);
+  } else {
+    shard.objects.emplace(okey, std::move(meta));
+  }
+  CountResult("puts", ErrorCode::OK);
+  return out;
+}
+
+Status MasterService::PutEnd(const std::string& tenant, const std::string& key) {
+  if (Status s = ValidateKey(key); !s.ok()) return s;
+  ObjectKey okey;
+  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(okey);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const int64_t now = clock_->NowMs();
+  auto up = shard.upserts.find(okey);
+  if (up != shard.upserts.end()) {
+    ObjectMeta fresh = std::move(up->second);
+    shard.upserts.erase(up);
+    for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
+    fresh.last_access_ms = now;
+    auto it = shard.objects.find(okey);
+    if (it != shard.objects.end()) {
+      // Readers of the old value hold its lease: keep its bytes until then.
+      ReleaseReplicas(it->second.replicas, it->second.lease_deadline_ms);
+      fresh.lease_deadline_ms = 0;
+      it->second = std::move(fresh);
+    } else {
+      shard.objects.emplace(okey, std::move(fresh));
+    }
+    return Status::OK();
+  }
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND, "no put in progress for this key");
+  }
+  for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
+  it->second.last_access_ms = now;
+  return Status::OK();
+}
+
+Status MasterService::PutRevoke(const std::string& tenant, const std::string& key) {
+  if (Status s = ValidateKey(key); !s.ok()) return s;
+  ObjectKey okey;
+  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(okey);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto up = shard.upserts.find(okey);
+  if (up != shard.upserts.end()) {
+    ReleaseReplicas(up->second.replicas, 0);
+    shard.upserts.erase(up);
+    return Status::OK();
+  }
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND, "no put in progress for this key");
+  }
+  auto& reps = it->second.replicas;
+  std::vector<Replica> revoked;
+  for (auto r = reps.begin(); r != reps.end();) {
+    if (r->status == ReplicaStatus::kProcessing) {
+      revoked.push_back(*r);
+      r = reps.erase(r);
+    } else {
+      ++r;
+    }
+  }
+  ReleaseReplicas(revoked, 0);
+  if (reps.empty()) shard.objects.erase(it);
+  return Status::OK();
+}
+
+// --------------------------------------------------------------------- get
+
+Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
+                                                const std::string& key) {
+  auto fail = [&](Status s) {
+    CountResult("gets", s.code());
+    return s;
+  };
+  if (Status s = ValidateKey(key); !s.ok()) return fail(s);
+  ObjectKey okey;
+  if (!LookupKey(tenant, key, &okey)) return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
+  auto& shard = objects_.ShardFor(okey);
+  GetResult out;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(okey);
+    if (it == shard.objects.end()) return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
+    ObjectMeta& m = it->second;
+    if (!m.HasComplete()) return fail(Status(ErrorCode::REPLICA_IS_NOT_READY));
+    const int64_t now = clock_->NowMs();
+    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    m.last_access_ms = now;
+    out.size = m.size;
+    out.lease_ttl_ms = config_.default_kv_lease_ttl;
+    for (const auto& r : m.replicas) {
+      if (r.status == ReplicaStatus::kComplete) out.replicas.push_back(Describe(r, m.size));
+    }
+  }
+  std::stable_partition(out.replicas.begin(), out.replicas.end(),
+                        [](const ReplicaDesc& d) { return d.kind == ReplicaKind::kMemory; });
+  CountResult("gets", ErrorCode::OK);
+  return out;
+}
+
+ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& key,
+                                  bool grant_lease) {
+  ErrorCode code = ErrorCode::OBJECT_NOT_FOUND;
+  if (!ValidateKey(key).ok()) {
+    code = ErrorCode::INVALID_KEY;
+  } else if (ObjectKey okey; LookupKey(tenant, key, &okey)) {
+    auto& shard = objects_.ShardFor(okey);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(okey);
+    if (it != shard.objects.end() && it->second.HasComplete()) {
+      code = ErrorCode::OK;
+      if (grant_lease) {
+        const int64_t now = clock_->NowMs();
+        it->second.lease_deadline_ms =
+            std::max(it->second.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+      }
+    }
+  }
+  CountResult("exists", code);
+  return code;
+}
+
+QueryResult MasterService::QueryReadOnly(const std::string& tenant, const std::string& key) const {
+  QueryResult q;
+  if (!ValidateKey(key).ok()) {
+    q.code = ErrorCode::INVALID_KEY;
+    return q;
+  }
+  ObjectKey okey;
+  if (!LookupKey(tenant, key, &okey)) {
+    q.code = ErrorCode::OBJECT_NOT_FOUND;
+    return q;
+  }
+  auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(okey);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end()) {
+    q.code = ErrorCode::OBJECT_NOT_FOUND;
+    return q;
+  }
+  const ObjectMeta& m = it->second;
+  q.size = m.size;
+  q.lease_remaining_ms = m.lease_deadline_ms - clock_->NowMs();
+  for (const auto& r : m.replicas) q.replicas.push_back(Describe(r, m.size));
+  return q;
+}
+
+// ------------------------------------------------------------------ remove
+
+Status MasterService::Remove(const std::string& tenant, const std::string& key, bool force) {
+  if (Status s = ValidateKey(key); !s.ok()) return s;
+  ObjectKey okey;
+  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(okey);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end()) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  ObjectMeta& m = it->second;
+  const int64_t now = clock_->NowMs();
+  if (!force && m.LeaseLive(now)) {
+    metrics_.GetCounter("kvpool_master_lease_refusals_total", "", "removes refused by a lease")
+        .Inc();
+    return Status(ErrorCode::OBJECT_HAS_LEASE,
+                  fmt::format("leased for {} more ms", m.lease_deadline_ms - now));
+  }
+  if (!force && m.HasProcessing()) {
+    return Status(ErrorCode::REPLICA_IS_NOT_READY, "a put of this key is in progress");
+  }
+  // A forced remove must not pull bytes from under a reader or a writer.
+  int64_t not_before = m.lease_deadline_ms;
+  if (m.HasProcessing()) {
+    not_before = std::max(not_before, m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
+  }
+  ReleaseReplicas(m.replicas, not_before);
+  shard.objects.erase(it);
+  return Status::OK();
+}
+
+uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
+  int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
+  if (tid < 0) return 0;
+  uint64_t removed = 0;
+  const int64_t now = clock_->NowMs();
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+      ObjectMeta& m = it->second;
+      bool removable = it->first.tenant == static_cast<uint32_t>(tid) &&
+                       (force || (!m.LeaseLive(now) && !m.HasProcessing()));
+      if (!removable) {
+        ++it;
+        continue;
+      }
+      int64_t not_before = m.lease_deadline_ms;
+      if (m.HasProcessing()) {
+        not_before = std::max(not_before,
+                              m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
+      }
+      ReleaseReplicas(m.replicas, not_before);
+      it = shard.objects.erase(it);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+// ---------------------------------------------------------------- eviction
+
+uint64_t MasterService::EvictIfNeeded() {
+  SegmentUsage u = segments_.Usage(SegmentKind::kMain);
+  if (u.capacity == 0) return 0;
+  double high = config_.eviction_high_watermark_ratio;
+  if (u.ratio() < high) return 0;
+  // Down to the high watermark, then a further eviction_ratio of capacity,
+  // so eviction runs in batches rather than once per put.
+  uint64_t over = u.used - uint64_t(high * double(u.capacity));
+  return EvictBytes(over + uint64_t(config_.eviction_ratio * double(u.capacity)));
+}
+
+uint64_t MasterService::EvictBytes(uint64_t bytes) {
+  std::lock_guard<std::mutex> evict_lock(evict_mu_);
+  const int64_t now = clock_->NowMs();
+  auto memory_bytes = [](const ObjectMeta& m) {
+    uint64_t n = 0;
+    for (const auto& r : m.replicas) {
+      if (r.kind == ReplicaKind::kMemory) n += m.size;
+    }
+    return n;
+  };
+  // Evictable: complete, unleased, unpinned, has MAIN memory. Soft-pinned
+  // objects go only in a second round, after every other candidate.
+  auto evictable = [&](const ObjectMeta& m, bool allow_soft) {
+    if (m.hard_pin || (m.soft_pin && !allow_soft) || m.LeaseLive(now) || m.HasProcessing()) {
+      return false;
+    }
+    return memory_bytes(m) > 0;
+  };
+
+  uint64_t freed = 0;
+  for (bool allow_soft : {false, true}) {
+    if (freed >= bytes) break;
+    // Pass 1: find the access-time cutoff that frees enough (no key copies).
+    std::vector<std::pair<int64_t, uint64_t>> cands;  // (last_access, bytes)
+    for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+      auto& shard = objects_.shard(i);
+      std::lock_guard<std::mutex> lock(shard.mu);
+      for (const auto& [k, m] : shard.objects) {
+        if (evictable(m, allow_soft)) cands.emplace_back(m.last_access_ms, memory_bytes(m));
+      }
+    }
+    if (cands.empty()) continue;
+    std::sort(cands.begin(), cands.end());
+    int64_t cutoff = cands.back().first;
+    uint64_t acc = 0;
+    for (const auto& [t, b] : cands) {
+      acc += b;
+      if (freed + acc >= bytes) {
+        cutoff = t;
+        break;
+      }
+    }
+    // Pass 2: evict everything at or below the cutoff, oldest shards' order
+    // does not matter since the cutoff already encodes LRU.
+    for (size_t i = 0; i < ObjectStore::kShards && freed < bytes; ++i) {
+      auto& shard = objects_.shard(i);
+      std::lock_guard<std::mutex> lock(shard.mu);
+      for (auto it = shard.objects.begin(); it != shard.objects.end() && freed < bytes;) {
+        ObjectMeta& m = it->second;
+        if (m.last_access_ms > cutoff || !evictable(m, allow_soft)) {
+          ++it;
+          continue;
+        }
+        std::vector<Replica> mem;
+        auto& reps = m.replicas;
+        for (auto r = reps.begin(); r != reps.end();) {
+          if (r->kind == ReplicaKind::kMemory) {
+            mem.push_back(*r);
+            r = reps.erase(r);
+          } else {
+            ++r;
+          }
+        }
+        freed += mem.size() * m.size;
+        evicted_bytes_ += mem.size() * m.size;
+        ReleaseReplicas(mem, 0);
+        ++evicted_objects_;
+        if (reps.empty()) {
+          it = shard.objects.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  if (freed > 0) {
+    metrics_.GetCounter("kvpool_master_evicted_bytes_total").Inc(freed);
+    metrics_.GetCounter("kvpool_master_eviction_passes_total").Inc();
+  }
+  return freed;
+}
+
+// ------------------------------------------------------------ housekeeping
+
+void MasterService::Housekeep() {
+  const int64_t now = clock_->NowMs();
+  segments_.ReleaseDue(now);
+
+  // Dead nodes.
+  std::vector<std::string> dead;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    for (auto it = node_last_heartbeat_ms_.begin(); it != node_last_heartbeat_ms_.end();) {
+      if (now - it->second > config_.client_ttl * 1000) {
+        dead.push_back(it->first);
+        it = node_last_heartbeat_ms_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& n : dead) DropNode(n);
+
+  // Abandoned puts: a full scan, so at most once a second.
+  if (now - last_slow_housekeep_ms_ < 1000) return;
+  last_slow_housekeep_ms_ = now;
+  const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
+  uint64_t reclaimed = 0;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto* table : {&shard.objects, &shard.upserts}) {
+      for (auto it = table->begin(); it != table->end();) {
+        ObjectMeta& m = it->second;
+        if (!m.HasProcessing() || now - m.last_access_ms < release_ms) {
+          ++it;
+          continue;
+        }
+        std::vector<Replica> stale;
+        auto& reps = m.replicas;
+        for (auto r = reps.begin(); r != reps.end();) {
+          if (r->status == ReplicaStatus::kProcessing) {
+            stale.push_back(*r);
+            r = reps.erase(r);
+          } else {
+            ++r;
+          }
+        }
+        ReleaseReplicas(stale, 0);
+        ++reclaimed;
+        it = reps.empty() ? table->erase(it) : std::next(it);
+      }
+    }
+  }
+  if (reclaimed) {
+    metrics_.GetCounter("kvpool_master_put_reclaimed_total", "",
+                        "unfinished puts reclaimed after put_start_release_timeout_sec")
+        .Inc(reclaimed);
+  }
+}
+
+// ------------------------------------------------------------------- stats
+
+MasterStats MasterService::Stats() const {
+  MasterStats s;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = const_cast<ObjectStore&>(objects_).shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    s.objects += shard.objects.size();
+    for (const auto& [k, m] : shard.objects) {
+      for (const auto& r : m.replicas) s.memory_replicas += r.kind == ReplicaKind::kMemory;
+    }
+  }
+  s.evicted_objects = evicted_objects_.load();
+  s.evicted_bytes = evicted_bytes_.load();
+  s.segments = segments_.Snapshot();
+  return s;
+}
+
+std::string MasterService::StatusJson() const {
+  MasterStats s = Stats();
+  std::string segs;
+  for (const auto& seg : s.segments) {
+    if (!segs.empty()) segs += ",";
+    segs += fmt::format(
+        R"({{"id":{},"node":"{}","kind":"{}","capacity":{},"used":{},"endpoint":"{}"}})",
+        seg.info.id, seg.info.node_id, seg.info.kind == SegmentKind::kMain ? "main" : "prefetch_buffer",
+        seg.info.capacity, seg.used, seg.info.data_endpoint);
+  }
+  SegmentUsage main = segments_.Usage(SegmentKind::kMain);
+  SegmentUsage pb = segments_.Usage(SegmentKind::kPrefetchBuffer);
+  return fmt::format(
+      R"({{"objects":{},"memory_replicas":{},"evicted_objects":{},"evicted_bytes":{},)"
+      R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
+      R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
+      s.objects, s.memory_replicas, s.evicted_objects, s.evicted_bytes, main.used, main.capacity,
+      main.ratio(), pb.used, pb.capacity, pb.ratio(), segs);
+}
+
+}  // namespace kvpool

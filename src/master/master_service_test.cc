@@ -1,0 +1,282 @@
+#include "master/master_service.h"
+
+#include <gtest/gtest.h>
+
+namespace kvpool {
+namespace {
+
+class MasterServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    Make();
+  }
+  void Make() { svc_ = std::make_unique<MasterService>(config_, &clock_); }
+  uint32_t Mount(const std::string& node, uint64_t size) {
+    SegmentInfo info;
+    info.node_id = node;
+    info.capacity = size;
+    info.data_endpoint = node + ":1";
+    auto r = svc_->MountSegment(info);
+    EXPECT_TRUE(r.ok());
+    return r.value();
+  }
+  Status Put(const std::string& key, uint64_t size, PutOptions opts = {}) {
+    auto r = svc_->PutStart("", key, size, opts);
+    if (!r.ok()) return r.status();
+    return svc_->PutEnd("", key);
+  }
+
+  MasterConfig config_;
+  FakeClock clock_;
+  std::unique_ptr<MasterService> svc_;
+};
+
+TEST_F(MasterServiceTest, PutGetLifecycle) {
+  Mount("a", 1 << 20);
+  auto r = svc_->PutStart("", "k", 1000, {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].status, ReplicaStatus::kProcessing);
+  // Readers never see a PROCESSING replica.
+  EXPECT_EQ(svc_->GetReplicaList("", "k").code(), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(svc_->ExistKey("", "k", true), ErrorCode::OBJECT_NOT_FOUND);
+  ASSERT_TRUE(svc_->PutEnd("", "k").ok());
+  auto g = svc_->GetReplicaList("", "k");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->size, 1000u);
+  ASSERT_EQ(g->replicas.size(), 1u);
+  EXPECT_EQ(g->replicas[0].segment->node_id, "a");
+  EXPECT_EQ(svc_->ExistKey("", "k", true), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, PutOfExistingKeyDoesNotOverwrite) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 100).ok());
+  auto before = svc_->GetReplicaList("", "k");
+  EXPECT_EQ(svc_->PutStart("", "k", 200, {}).code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(svc_->GetReplicaList("", "k")->size, 100u);
+  EXPECT_EQ(before->replicas[0].offset, svc_->GetReplicaList("", "k")->replicas[0].offset);
+}
+
+TEST_F(MasterServiceTest, UpsertReplacesOnlyWhenComplete) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 100).ok());
+  PutOptions up;
+  up.upsert = true;
+  auto r = svc_->PutStart("", "k", 300, up);
+  ASSERT_TRUE(r.ok());
+  // The old value stays readable until the upsert completes.
+  EXPECT_EQ(svc_->GetReplicaList("", "k")->size, 100u);
+  ASSERT_TRUE(svc_->PutEnd("", "k").ok());
+  EXPECT_EQ(svc_->GetReplicaList("", "k")->size, 300u);
+}
+
+TEST_F(MasterServiceTest, TenantsAreIsolated) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(svc_->PutStart("t1", "k", 10, {}).ok());
+  ASSERT_TRUE(svc_->PutEnd("t1", "k").ok());
+  EXPECT_EQ(svc_->ExistKey("t2", "k", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "k", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("t1", "k", false), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, BadInputIsAClearError) {
+  Mount("a", 1 << 20);
+  EXPECT_EQ(svc_->PutStart("", "", 10, {}).code(), ErrorCode::INVALID_KEY);
+  EXPECT_EQ(svc_->PutStart("", std::string(kMaxKeyLength + 1, 'x'), 10, {}).code(),
+            ErrorCode::INVALID_KEY);
+  EXPECT_EQ(svc_->PutStart("", "k", 0, {}).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->PutStart("", "k", (1 << 20) + 1, {}).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->GetReplicaList("", "nope").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->Remove("", "nope", false).code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->PutEnd("", "nope").code(), ErrorCode::OBJECT_NOT_FOUND);
+  // Nothing above left state behind.
+  EXPECT_EQ(svc_->Stats().objects, 0u);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+}
+
+TEST_F(MasterServiceTest, ReplicasLandOnDistinctSegments) {
+  Mount("a", 1 << 20);
+  Mount("b", 1 << 20);
+  Mount("c", 1 << 20);
+  PutOptions opts;
+  opts.replica_num = 2;
+  auto r = svc_->PutStart("", "k", 100, opts);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_NE((*r)[0].segment->id, (*r)[1].segment->id);
+  // More replicas than segments: as many as possible.
+  opts.replica_num = 5;
+  auto r2 = svc_->PutStart("", "k2", 100, opts);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->size(), 3u);
+}
+
+TEST_F(MasterServiceTest, PreferredSegmentIsUsed) {
+  Mount("a", 1 << 20);
+  Mount("b", 1 << 20);
+  for (int i = 0; i < 10; ++i) {
+    PutOptions opts;
+    opts.preferred_node = "b";
+    auto r = svc_->PutStart("", "k" + std::to_string(i), 100, opts);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ((*r)[0].segment->node_id, "b");
+  }
+}
+
+TEST_F(MasterServiceTest, LeaseBlocksRemoveUntilItExpires) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 100).ok());
+  ASSERT_TRUE(svc_->GetReplicaList("", "k").ok());
+  EXPECT_EQ(svc_->Remove("", "k", false).code(), ErrorCode::OBJECT_HAS_LEASE);
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  EXPECT_TRUE(svc_->Remove("", "k", false).ok());
+  EXPECT_EQ(svc_->GetReplicaList("", "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(MasterServiceTest, ForcedRemoveKeepsBytesUntilLeaseEnds) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 4096).ok());
+  ASSERT_TRUE(svc_->GetReplicaList("", "k").ok());
+  ASSERT_TRUE(svc_->Remove("", "k", true).ok());
+  // The reader that holds the lease may still be copying: range not reused.
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 4096u);
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+}
+
+TEST_F(MasterServiceTest, ExistWithoutLeaseLeavesKeyEvictable) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 100).ok());
+  EXPECT_EQ(svc_->ExistKey("", "k", /*grant_lease=*/false), ErrorCode::OK);
+  EXPECT_LE(svc_->QueryReadOnly("", "k").lease_remaining_ms, 0);
+  EXPECT_TRUE(svc_->Remove("", "k", false).ok());
+  ASSERT_TRUE(Put("k2", 100).ok());
+  EXPECT_EQ(svc_->ExistKey("", "k2", /*grant_lease=*/true), ErrorCode::OK);
+  EXPECT_GT(svc_->QueryReadOnly("", "k2").lease_remaining_ms, 0);
+}
+
+TEST_F(MasterServiceTest, QueryReadOnlyHasNoSideEffects) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("k", 100).ok());
+  uint64_t gets = svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\"");
+  QueryResult q = svc_->QueryReadOnly("", "k");
+  EXPECT_EQ(q.code, ErrorCode::OK);
+  EXPECT_EQ(q.size, 100u);
+  EXPECT_EQ(q.replicas.size(), 1u);
+  EXPECT_LE(q.lease_remaining_ms, 0);
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\""), gets);
+  EXPECT_TRUE(svc_->Remove("", "k", false).ok());  // no lease was granted
+  EXPECT_EQ(svc_->QueryReadOnly("", "k").code, ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(MasterServiceTest, EvictionIsLruAndSkipsLeasedAndPinned) {
+  Mount("a", 100 * 1024);
+  // 10 objects of 9 KiB = 90 KiB: at the watermark.
+  for (int i = 0; i < 10; ++i) {
+    PutOptions opts;
+    opts.hard_pin = (i == 1);
+    ASSERT_TRUE(Put("k" + std::to_string(i), 9 * 1024, opts).ok());
+    clock_.Advance(10);
+  }
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  // k2 is leased now; k0 is the least recently used unpinned, unleased key.
+  ASSERT_TRUE(svc_->GetReplicaList("", "k2").ok());
+  uint64_t freed = svc_->EvictIfNeeded();
+  EXPECT_GT(freed, 0u);
+  EXPECT_EQ(svc_->ExistKey("", "k0", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "k1", false), ErrorCode::OK);  // hard pinned
+  EXPECT_EQ(svc_->ExistKey("", "k2", false), ErrorCode::OK);  // leased
+  EXPECT_EQ(svc_->ExistKey("", "k9", false), ErrorCode::OK);  // most recent
+  auto u = svc_->segments().Usage(SegmentKind::kMain);
+  EXPECT_LT(u.ratio(), config_.eviction_high_watermark_ratio);
+}
+
+TEST_F(MasterServiceTest, SoftPinnedEvictedOnlyAfterOthers) {
+  Mount("a", 100 * 1024);
+  PutOptions soft;
+  soft.soft_pin = true;
+  ASSERT_TRUE(Put("soft", 10 * 1024, soft).ok());
+  clock_.Advance(10);
+  ASSERT_TRUE(Put("plain", 10 * 1024).ok());
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  EXPECT_GE(svc_->EvictBytes(10 * 1024), 10u * 1024);
+  EXPECT_EQ(svc_->ExistKey("", "plain", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "soft", false), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, FullPoolPutEvictsThenSucceeds) {
+  Mount("a", 64 * 1024);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(Put("k" + std::to_string(i), 8 * 1024).ok());
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  EXPECT_TRUE(Put("new", 8 * 1024).ok());
+  EXPECT_EQ(svc_->ExistKey("", "new", false), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, FullPoolOfLeasedKeysFailsWithNoHandle) {
+  Mount("a", 64 * 1024);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), 8 * 1024).ok());
+    ASSERT_TRUE(svc_->GetReplicaList("", "k" + std::to_string(i)).ok());
+  }
+  EXPECT_EQ(svc_->PutStart("", "new", 8 * 1024, {}).code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(svc_->Stats().objects, 8u);
+}
+
+TEST_F(MasterServiceTest, AbandonedPutIsDiscardedThenReleased) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());
+  EXPECT_EQ(svc_->PutStart("", "k", 4096, {}).code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  clock_.Advance(config_.put_start_discard_timeout_sec * 1000 + 1);
+  // After the discard timeout a new put of the key may proceed ...
+  ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());
+  // ... but the old range is still reserved: its writer may be writing.
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 8192u);
+  clock_.Advance(config_.put_start_release_timeout_sec * 1000);
+  ASSERT_TRUE(svc_->Heartbeat("a").ok());  // the node itself stays alive
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->segments().segment_count(), 1u);
+  // Both the discarded range and the second (also abandoned) put are gone.
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+  EXPECT_EQ(svc_->Stats().objects, 0u);
+}
+
+TEST_F(MasterServiceTest, PutRevokeLeavesNothing) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());
+  ASSERT_TRUE(svc_->PutRevoke("", "k").ok());
+  EXPECT_EQ(svc_->Stats().objects, 0u);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+}
+
+TEST_F(MasterServiceTest, SilentNodeIsDroppedAndItsKeysBecomeMisses) {
+  Mount("a", 1 << 20);
+  Mount("b", 1 << 20);
+  PutOptions on_a, on_b;
+  on_a.preferred_node = "a";
+  on_b.preferred_node = "b";
+  ASSERT_TRUE(Put("ka", 100, on_a).ok());
+  ASSERT_TRUE(Put("kb", 100, on_b).ok());
+  clock_.Advance(config_.client_ttl * 1000 / 2);
+  ASSERT_TRUE(svc_->Heartbeat("b").ok());
+  clock_.Advance(config_.client_ttl * 1000 / 2 + 1);
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->GetReplicaList("", "ka").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_TRUE(svc_->GetReplicaList("", "kb").ok());
+  EXPECT_EQ(svc_->Heartbeat("a").code(), ErrorCode::CLIENT_NOT_FOUND);
+  EXPECT_EQ(svc_->segments().segment_count(), 1u);
+}
+
+TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
+  Mount("a", 1 << 20);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Put("k" + std::to_string(i), 100).ok());
+  ASSERT_TRUE(svc_->GetReplicaList("", "k0").ok());
+  EXPECT_EQ(svc_->RemoveAll("", false), 4u);
+  EXPECT_EQ(svc_->RemoveAll("", true), 1u);
+  EXPECT_EQ(svc_->Stats().objects, 0u);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -1,0 +1,101 @@
+// The master's object table: (tenant, key) -> ObjectMeta, sharded by key
+// hash so operations on different keys rarely contend. Structs are compact
+// (a tenant is an interned 32-bit id; a replica is 24 bytes) because the
+// master holds millions of them.
+#ifndef KVPOOL_MASTER_OBJECT_STORE_H_
+#define KVPOOL_MASTER_OBJECT_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kvpool {
+
+enum class ReplicaKind : uint8_t { kMemory = 0, kLocalDisk = 1 };
+enum class ReplicaStatus : uint8_t { kProcessing = 0, kComplete = 1 };
+
+struct Replica {
+  uint64_t offset = 0;      // kMemory: offset in the segment
+  uint32_t segment = 0;     // kMemory: segment id; kLocalDisk: node index
+  uint32_t handle = 0;      // kMemory: allocator handle
+  ReplicaKind kind = ReplicaKind::kMemory;
+  ReplicaStatus status = ReplicaStatus::kProcessing;
+};
+static_assert(sizeof(Replica) == 24);
+
+struct ObjectMeta {
+  uint64_t size = 0;
+  int64_t lease_deadline_ms = 0;  // no live lease when <= now
+  // Last get/put completion; while the put is in progress, its start time
+  // (the put timeouts count from it).
+  int64_t last_access_ms = 0;
+  bool hard_pin = false;
+  bool soft_pin = false;
+  std::vector<Replica> replicas;
+
+  bool HasComplete() const {
+    for (const auto& r : replicas) {
+      if (r.status == ReplicaStatus::kComplete) return true;
+    }
+    return false;
+  }
+  bool HasProcessing() const {
+    for (const auto& r : replicas) {
+      if (r.status == ReplicaStatus::kProcessing) return true;
+    }
+    return false;
+  }
+  bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
+};
+
+struct ObjectKey {
+  uint32_t tenant = 0;
+  std::string key;
+  bool operator==(const ObjectKey& o) const { return tenant == o.tenant && key == o.key; }
+};
+
+struct ObjectKeyHash {
+  size_t operator()(const ObjectKey& k) const {
+    return std::hash<std::string_view>()(k.key) ^ (size_t{k.tenant} * 0x9E3779B97F4A7C15ull);
+  }
+};
+
+// Interns tenant names ("default", ...) into small ids. Thread-safe.
+class TenantTable {
+ public:
+  uint32_t Intern(const std::string& name);
+  // -1 when the tenant was never seen (so it has no objects).
+  int64_t Lookup(const std::string& name) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+class ObjectStore {
+ public:
+  static constexpr size_t kShards = 1024;
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash> objects;
+    // Upserts in progress: the new replicas, invisible to readers until
+    // PutEnd swaps them in (the old value stays readable meanwhile).
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash> upserts;
+  };
+
+  Shard& ShardFor(const ObjectKey& k) { return shards_[ObjectKeyHash()(k) % kShards]; }
+  Shard& shard(size_t i) { return shards_[i]; }
+  size_t Size() const;
+
+ private:
+  Shard shards_[kShards];
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_OBJECT_STORE_H_

@@ -1,0 +1,162 @@
+#include "master/segment_manager.h"
+
+#include <algorithm>
+
+namespace kvpool {
+
+SegmentManager::SegmentManager(Strategy strategy, uint64_t seed)
+    : strategy_(strategy), rng_(seed) {}
+
+Result<uint32_t> SegmentManager::Mount(SegmentInfo info) {
+  if (info.capacity == 0) {
+    return Status(ErrorCode::INVALID_PARAMS, "segment size must be > 0");
+  }
+  if (info.node_id.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
+  }
+  std::unique_lock lock(mu_);
+  info.id = next_id_++;
+  uint32_t id = info.id;
+  segments_.emplace(id, std::make_shared<Segment>(std::move(info)));
+  return id;
+}
+
+Status SegmentManager::Unmount(uint32_t id) {
+  std::unique_lock lock(mu_);
+  if (segments_.erase(id) == 0) {
+    return Status(ErrorCode::SEGMENT_NOT_FOUND, "segment " + std::to_string(id));
+  }
+  return Status::OK();
+}
+
+std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
+  std::unique_lock lock(mu_);
+  std::vector<uint32_t> ids;
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    if (it->second->info.node_id == node_id) {
+      ids.push_back(it->first);
+      it = segments_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ids;
+}
+
+std::shared_ptr<SegmentManager::Segment> SegmentManager::Find(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = segments_.find(id);
+  return it == segments_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const SegmentInfo> SegmentManager::Info(uint32_t id) const {
+  auto seg = Find(id);
+  if (!seg) return nullptr;
+  // Aliasing constructor: shares ownership of the segment, points at its info.
+  return std::shared_ptr<const SegmentInfo>(seg, &seg->info);
+}
+
+std::vector<Placement> SegmentManager::Allocate(uint64_t size, int count,
+                                                SegmentKind kind,
+                                                const std::string& preferred_node) {
+  std::vector<std::shared_ptr<Segment>> candidates;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, seg] : segments_) {
+      if (seg->info.kind == kind && seg->info.capacity >= size) candidates.push_back(seg);
+    }
+  }
+  if (strategy_ == Strategy::kRandom) {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    std::shuffle(candidates.begin(), candidates.end(), rng_);
+  } else {
+    // Most free share first; ties keep mount order. Reads of `used` are
+    // racy by design: placement only needs to be roughly balanced.
+    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      double fa = 1.0 - double(a->used.load()) / double(a->info.capacity);
+      double fb = 1.0 - double(b->used.load()) / double(b->info.capacity);
+      return fa > fb;
+    });
+  }
+  if (!preferred_node.empty()) {
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [&](const auto& s) { return s->info.node_id == preferred_node; });
+  }
+  std::vector<Placement> out;
+  for (const auto& seg : candidates) {
+    if (static_cast<int>(out.size()) >= count) break;
+    std::lock_guard<std::mutex> lock(seg->mu);
+    auto a = seg->alloc.Allocate(size);
+    if (!a) continue;
+    seg->used.store(seg->alloc.used());
+    out.push_back(Placement{seg->info.id, a->handle, a->offset});
+  }
+  return out;
+}
+
+void SegmentManager::Free(const Placement& p) {
+  auto seg = Find(p.segment);
+  if (!seg) return;
+  std::lock_guard<std::mutex> lock(seg->mu);
+  seg->alloc.Free(p.handle);
+  seg->used.store(seg->alloc.used());
+}
+
+void SegmentManager::FreeAt(const Placement& p, int64_t deadline_ms) {
+  std::lock_guard<std::mutex> lock(grave_mu_);
+  graveyard_.push_back(Grave{deadline_ms, p});
+}
+
+size_t SegmentManager::ReleaseDue(int64_t now_ms) {
+  std::vector<Placement> due;
+  {
+    std::lock_guard<std::mutex> lock(grave_mu_);
+    auto it = std::partition(graveyard_.begin(), graveyard_.end(),
+                             [&](const Grave& g) { return g.deadline_ms > now_ms; });
+    for (auto i = it; i != graveyard_.end(); ++i) due.push_back(i->placement);
+    graveyard_.erase(it, graveyard_.end());
+  }
+  for (const auto& p : due) Free(p);
+  return due.size();
+}
+
+size_t SegmentManager::graveyard_size() const {
+  std::lock_guard<std::mutex> lock(grave_mu_);
+  return graveyard_.size();
+}
+
+SegmentUsage SegmentManager::Usage(SegmentKind kind) const {
+  std::shared_lock lock(mu_);
+  SegmentUsage u;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind != kind) continue;
+    u.used += seg->used.load();
+    u.capacity += seg->info.capacity;
+  }
+  return u;
+}
+
+uint64_t SegmentManager::LargestCapacity(SegmentKind kind) const {
+  std::shared_lock lock(mu_);
+  uint64_t m = 0;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind == kind) m = std::max(m, seg->info.capacity);
+  }
+  return m;
+}
+
+std::vector<SegmentSnapshot> SegmentManager::Snapshot() const {
+  std::shared_lock lock(mu_);
+  std::vector<SegmentSnapshot> out;
+  for (const auto& [id, seg] : segments_) {
+    out.push_back(SegmentSnapshot{seg->info, seg->used.load()});
+  }
+  return out;
+}
+
+size_t SegmentManager::segment_count() const {
+  std::shared_lock lock(mu_);
+  return segments_.size();
+}
+
+}  // namespace kvpool

@@ -1,0 +1,116 @@
+// The DRAM segments mounted into the pool and the allocation of ranges in
+// them. Owns one SegmentAllocator per segment (each behind its own mutex, so
+// puts to different segments do not contend) and the placement strategy
+// across segments. Also keeps the "graveyard": ranges whose object is gone
+// but whose bytes a reader may still be copying (a live lease) or a writer
+// may still be writing (an abandoned put), freed only when that window ends.
+// Thread-safe.
+#ifndef KVPOOL_MASTER_SEGMENT_MANAGER_H_
+#define KVPOOL_MASTER_SEGMENT_MANAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "kvpool/status.h"
+#include "master/segment_allocator.h"
+
+namespace kvpool {
+
+enum class SegmentKind : uint8_t { kMain = 0, kPrefetchBuffer = 1 };
+
+struct SegmentInfo {
+  uint32_t id = 0;
+  std::string node_id;
+  SegmentKind kind = SegmentKind::kMain;
+  uint64_t capacity = 0;
+  std::string host_id;
+  std::string shm_path;
+  std::string data_endpoint;
+};
+
+// One allocated range.
+struct Placement {
+  uint32_t segment = 0;
+  uint32_t handle = 0;
+  uint64_t offset = 0;
+};
+
+struct SegmentUsage {
+  uint64_t used = 0;
+  uint64_t capacity = 0;
+  double ratio() const { return capacity ? double(used) / double(capacity) : 0.0; }
+};
+
+struct SegmentSnapshot {
+  SegmentInfo info;
+  uint64_t used = 0;
+};
+
+class SegmentManager {
+ public:
+  enum class Strategy { kRandom, kFreeRatioFirst };
+  explicit SegmentManager(Strategy strategy, uint64_t seed = 42);
+
+  // Assigns a fresh id (ids are never reused, so a stale Placement can never
+  // free a range of a newer segment).
+  Result<uint32_t> Mount(SegmentInfo info);
+  Status Unmount(uint32_t id);
+  // Unmounts every segment of a node; returns their ids.
+  std::vector<uint32_t> UnmountNode(const std::string& node_id);
+
+  // Allocates up to `count` ranges of `size` bytes on distinct segments of
+  // `kind`; segments of `preferred_node` are tried first. Returns fewer (or
+  // none) when space is short; the caller decides what is enough.
+  std::vector<Placement> Allocate(uint64_t size, int count, SegmentKind kind,
+                                  const std::string& preferred_node);
+  // Frees now. A Placement of an unmounted segment is ignored.
+  void Free(const Placement& p);
+  // Frees when the clock passes `deadline_ms` (see ReleaseDue).
+  void FreeAt(const Placement& p, int64_t deadline_ms);
+  // Frees every graveyard entry whose deadline has passed; returns how many.
+  size_t ReleaseDue(int64_t now_ms);
+  size_t graveyard_size() const;
+
+  std::shared_ptr<const SegmentInfo> Info(uint32_t id) const;
+  bool IsMounted(uint32_t id) const { return Info(id) != nullptr; }
+  SegmentUsage Usage(SegmentKind kind) const;
+  // Largest capacity among mounted segments of `kind` (0 if none).
+  uint64_t LargestCapacity(SegmentKind kind) const;
+  std::vector<SegmentSnapshot> Snapshot() const;
+  size_t segment_count() const;
+
+ private:
+  struct Segment {
+    explicit Segment(SegmentInfo i) : info(std::move(i)), alloc(info.capacity) {}
+    const SegmentInfo info;
+    std::mutex mu;
+    SegmentAllocator alloc;
+    std::atomic<uint64_t> used{0};
+  };
+  std::shared_ptr<Segment> Find(uint32_t id) const;
+
+  const Strategy strategy_;
+  mutable std::shared_mutex mu_;
+  std::map<uint32_t, std::shared_ptr<Segment>> segments_;
+  uint32_t next_id_ = 1;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+
+  struct Grave {
+    int64_t deadline_ms;
+    Placement placement;
+  };
+  mutable std::mutex grave_mu_;
+  std::vector<Grave> graveyard_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_SEGMENT_MANAGER_H_

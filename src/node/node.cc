@@ -1,0 +1,164 @@
+#include "node/node.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "common/host_id.h"
+
+namespace kvpool {
+
+Status NodeConfig::Validate() const {
+  auto bad = [](const std::string& m) { return Status(ErrorCode::INVALID_PARAMS, m); };
+  if (master_server_address.empty()) return bad("master_server_address is required");
+  if (global_segment_size == 0) return bad("global_segment_size must be > 0");
+  if (data_port < 0 || data_port > 65535) return bad("data_port out of range");
+  if (heartbeat_interval_ms <= 0) return bad("heartbeat_interval_ms must be > 0");
+  if (data_threads <= 0) return bad("data_threads must be > 0");
+  return Status::OK();
+}
+
+namespace {
+std::string GenerateNodeId() {
+  static std::atomic<int> counter{0};
+  char host[128] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return fmt::format("{}-{}-{}", host, getpid(), counter++);
+}
+}  // namespace
+
+Node::Node(NodeConfig config) : config_(std::move(config)) {
+  if (config_.node_id.empty()) config_.node_id = GenerateNodeId();
+}
+
+Node::~Node() { Stop(); }
+
+std::string Node::data_endpoint() const {
+  return fmt::format("{}:{}", config_.local_hostname, data_server_ ? data_server_->port() : 0);
+}
+
+Status Node::Start() {
+  if (Status s = config_.Validate(); !s.ok()) return s;
+  master_ = std::make_unique<MasterClient>(config_.master_server_address, config_.rpc_timeout_ms);
+  // The shm name carries the pid so a crashed node's leftover file never
+  // collides with a new one.
+  std::string shm_name = fmt::format("kvpool-{}-{}", getpid(), config_.node_id);
+  for (char& c : shm_name) {
+    if (c == '/') c = '_';
+  }
+  auto seg = ShmSegment::Create(shm_name, config_.global_segment_size);
+  if (!seg.ok()) return seg.status();
+  segment_ = std::move(seg.value());
+  data_server_ = std::make_unique<TcpDataServer>(&table_, config_.data_threads);
+  if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {
+    return s;
+  }
+  if (Status s = Mount(); !s.ok()) {
+    data_server_->Stop();
+    return s;
+  }
+  if (config_.metrics_port >= 0) {
+    metrics_.AddGauge("kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"read\"", [this] {
+      return double(data_server_->stats().bytes_read.load());
+    });
+    metrics_.AddGauge("kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"write\"", [this] {
+      return double(data_server_->stats().bytes_written.load());
+    });
+    metrics_.AddGauge("kvpool_node_data_bad_frames_total", "", [this] {
+      return double(data_server_->stats().bad_frames.load());
+    });
+    metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",
+                      [this] { return double(config_.global_segment_size); });
+    http_ = std::make_unique<HttpEndpoint>([this] { return metrics_.RenderPrometheus(); },
+                                           [this] { return StatusJson(); });
+    if (Status s = http_->Start(config_.data_bind_address, config_.metrics_port); !s.ok()) {
+      Stop();
+      return s;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = false;
+  }
+  hb_thread_ = std::thread([this] { HeartbeatLoop(); });
+  spdlog::info("node {} serving {} bytes at {} (shm {})", config_.node_id,
+               config_.global_segment_size, data_endpoint(), segment_->path());
+  return Status::OK();
+}
+
+Status Node::Mount() {
+  rpc::MountSegmentRequest req;
+  req.set_node_id(config_.node_id);
+  req.set_host_id(LocalHostId());
+  req.set_kind(rpc::MAIN);
+  req.set_size(segment_->size());
+  req.set_shm_path(segment_->path());
+  req.set_data_endpoint(data_endpoint());
+  rpc::MountSegmentResponse resp;
+  if (Status s = master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp); !s.ok()) {
+    return s;
+  }
+  if (resp.error_code() != 0) {
+    return Status(ErrorCodeFromInt(resp.error_code()), "master refused the segment");
+  }
+  // Serve the new id before dropping the old one so no window refuses reads.
+  uint64_t old = segment_id_.exchange(resp.segment_id());
+  table_.Add(resp.segment_id(), SegmentView{segment_->data(), segment_->size()});
+  if (old != 0 && old != resp.segment_id()) table_.Remove(old);
+  return Status::OK();
+}
+
+void Node::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(config_.heartbeat_interval_ms));
+    if (stopping_) break;
+    if (hb_paused_) continue;
+    lock.unlock();
+    rpc::HeartbeatRequest req;
+    req.set_node_id(config_.node_id);
+    rpc::HeartbeatResponse resp;
+    Status s = master_->Call(&rpc::MasterService::Stub::Heartbeat, req, &resp);
+    if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
+      // The master forgot us (restart or declared dead). What was in the
+      // segment is no longer indexed anywhere, so it is safe to reuse.
+      spdlog::warn("node {}: master does not know us; mounting again", config_.node_id);
+      if (Status m = Mount(); !m.ok()) spdlog::warn("remount failed: {}", m.ToString());
+    } else if (!s.ok()) {
+      metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
+    }
+    lock.lock();
+  }
+}
+
+void Node::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (hb_thread_.joinable()) hb_thread_.join();
+  if (master_ && segment_id_.load() != 0) {
+    rpc::UnmountSegmentRequest req;
+    req.set_node_id(config_.node_id);
+    req.set_segment_id(segment_id_.load());
+    rpc::UnmountSegmentResponse resp;
+    master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp);
+    segment_id_ = 0;
+  }
+  if (http_) http_->Stop();
+  if (data_server_) data_server_->Stop();
+  table_.Clear();
+  segment_.reset();
+}
+
+std::string Node::StatusJson() const {
+  const auto& st = data_server_->stats();
+  return fmt::format(
+      R"({{"node_id":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
+      R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{}}})",
+      config_.node_id, segment_id_.load(), config_.global_segment_size, data_endpoint(),
+      st.bytes_read.load(), st.bytes_written.load(), st.bad_frames.load());
+}
+
+}  // namespace kvpool

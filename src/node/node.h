@@ -1,0 +1,68 @@
+// A holder: contributes a DRAM segment (a /dev/shm mapping) to the pool,
+// serves it over the TCP data plane, and keeps itself alive at the master
+// with heartbeats. When the master says it does not know this node (it
+// restarted, or declared us dead), the node mounts its segment again.
+// kvpool-node is this class with no workload; a client may embed one.
+// Thread-safe.
+#ifndef KVPOOL_NODE_NODE_H_
+#define KVPOOL_NODE_NODE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/master_client.h"
+#include "common/http_endpoint.h"
+#include "common/metrics.h"
+#include "node/node_config.h"
+#include "transport/segment_table.h"
+#include "transport/shm_segment.h"
+#include "transport/tcp_data_server.h"
+
+namespace kvpool {
+
+class Node {
+ public:
+  explicit Node(NodeConfig config);
+  ~Node();
+  // Maps the segment, starts the data server, mounts at the master, starts
+  // heartbeats. Fails (and cleans up) if any step fails.
+  Status Start();
+  // Unmounts (best effort), stops heartbeats and the data server, unmaps.
+  void Stop();
+  // For tests: stop heartbeating without unmounting, as a hung node would.
+  void PauseHeartbeats(bool paused) { hb_paused_ = paused; }
+
+  const std::string& node_id() const { return config_.node_id; }
+  std::string data_endpoint() const;
+  uint64_t segment_id() const { return segment_id_.load(); }
+  int metrics_port() const { return http_ ? http_->port() : -1; }
+  MetricsRegistry& metrics() { return metrics_; }
+  std::string StatusJson() const;
+
+ private:
+  Status Mount();
+  void HeartbeatLoop();
+
+  NodeConfig config_;
+  std::unique_ptr<MasterClient> master_;
+  std::unique_ptr<ShmSegment> segment_;
+  SegmentTable table_;
+  std::unique_ptr<TcpDataServer> data_server_;
+  std::unique_ptr<HttpEndpoint> http_;
+  MetricsRegistry metrics_;
+  std::atomic<uint64_t> segment_id_{0};
+  std::atomic<bool> hb_paused_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread hb_thread_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_NODE_NODE_H_

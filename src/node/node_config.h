@@ -1,0 +1,29 @@
+// Every knob of a holder (kvpool-node, or a client that hosts a segment).
+#ifndef KVPOOL_NODE_NODE_CONFIG_H_
+#define KVPOOL_NODE_NODE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+struct NodeConfig {
+  std::string master_server_address = "127.0.0.1:50051";
+  uint64_t global_segment_size = 64ull << 20;  // bytes of DRAM contributed
+  std::string local_hostname = "127.0.0.1";    // address peers use for data
+  int data_port = 0;                           // TCP data server; 0 = any
+  std::string data_bind_address = "127.0.0.1";
+  int metrics_port = -1;                       // -1 = no HTTP endpoint
+  std::string node_id;                         // empty = generated
+  int64_t heartbeat_interval_ms = 1000;
+  int data_threads = 2;
+  int rpc_timeout_ms = 5000;
+
+  Status Validate() const;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_NODE_NODE_CONFIG_H_

@@ -1,0 +1,133 @@
+#include "transport/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace kvpool {
+namespace {
+
+std::string ErrnoText(int err) { return std::string(std::strerror(err)); }
+
+// Closes the descriptor on every exit path; the mapping outlives it.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+ShmSegment::ShmSegment(std::string path, uint8_t* base, uint64_t size,
+                       bool owner)
+    : path_(std::move(path)), base_(base), size_(size), owner_(owner) {}
+
+ShmSegment::~ShmSegment() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  if (owner_) ::unlink(path_.c_str());
+}
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
+                                                       uint64_t size) {
+  // The name becomes one path component; anything else could escape
+  // /dev/shm or collide with a nested path.
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string::npos) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "invalid shm segment name '" + name + "'");
+  }
+  // mmap of length 0 fails, and an empty segment can hold nothing.
+  if (size == 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "shm segment '" + name + "' must have a non-zero size");
+  }
+  if (size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "shm segment size " + std::to_string(size) + " too large");
+  }
+  std::string path = "/dev/shm/" + name;
+  // O_EXCL so that two nodes (or a stale file from a crashed one) never end
+  // up sharing a segment unknowingly.
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
+    return Status(err == EEXIST ? ErrorCode::SEGMENT_ALREADY_EXISTS
+                                : ErrorCode::INTERNAL_ERROR,
+                  "cannot create " + path + ": " + ErrnoText(err));
+  }
+  FdCloser closer(fd);
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::unlink(path.c_str());
+    return Status(ErrorCode::INTERNAL_ERROR, "cannot size " + path + " to " +
+                                                 std::to_string(size) +
+                                                 " bytes: " + ErrnoText(err));
+  }
+  void* base =
+      ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    ::unlink(path.c_str());
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot mmap " + path + ": " + ErrnoText(err));
+  }
+  return std::unique_ptr<ShmSegment>(new ShmSegment(
+      std::move(path), static_cast<uint8_t*>(base), size, /*owner=*/true));
+}
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
+                                                     uint64_t expected_size) {
+  if (expected_size == 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "expected size of " + path + " must be non-zero");
+  }
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    return Status(err == ENOENT ? ErrorCode::SEGMENT_NOT_FOUND
+                                : ErrorCode::INTERNAL_ERROR,
+                  "cannot open " + path + ": " + ErrnoText(err));
+  }
+  FdCloser closer(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot stat " + path + ": " + ErrnoText(err));
+  }
+  // A size mismatch means a stale file from an earlier run or a different
+  // segment: mapping it would hand out wrong bytes, or SIGBUS past its end.
+  if (!S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::INVALID_PARAMS, path + " is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) != expected_size) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  path + " has size " + std::to_string(st.st_size) +
+                      ", expected " + std::to_string(expected_size));
+  }
+  void* base = ::mmap(nullptr, expected_size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot mmap " + path + ": " + ErrnoText(err));
+  }
+  return std::unique_ptr<ShmSegment>(new ShmSegment(
+      path, static_cast<uint8_t*>(base), expected_size, /*owner=*/false));
+}
+
+}  // namespace kvpool

@@ -1,0 +1,119 @@
+#include "transport/shm_segment.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+namespace kvpool {
+namespace {
+
+// Unique per process and test so parallel runs never collide on /dev/shm.
+std::string UniqueName() {
+  static std::atomic<int> counter{0};
+  return "kvpool_shm_test_" + std::to_string(::getpid()) + "_" +
+         std::to_string(counter.fetch_add(1));
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+TEST(ShmSegmentTest, CreateMapsAFileOfTheRequestedSize) {
+  const std::string name = UniqueName();
+  auto seg = ShmSegment::Create(name, 1 << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  EXPECT_EQ((*seg)->path(), "/dev/shm/" + name);
+  EXPECT_EQ((*seg)->size(), 1u << 20);
+  ASSERT_NE((*seg)->data(), nullptr);
+  // Fresh tmpfs pages read as zero and the whole range is writable.
+  EXPECT_EQ((*seg)->data()[0], 0);
+  EXPECT_EQ((*seg)->data()[(1 << 20) - 1], 0);
+  std::memset((*seg)->data(), 0xAB, 1 << 20);
+  struct stat st {};
+  ASSERT_EQ(::stat((*seg)->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(ShmSegmentTest, CreateRefusesAnExistingName) {
+  const std::string name = UniqueName();
+  auto first = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = ShmSegment::Create(name, 4096);
+  EXPECT_EQ(second.code(), ErrorCode::SEGMENT_ALREADY_EXISTS);
+  EXPECT_NE(second.status().message().find("File exists"), std::string::npos)
+      << second.status().message();
+  // The failed Create must not have removed the first one's file.
+  EXPECT_TRUE(FileExists((*first)->path()));
+}
+
+TEST(ShmSegmentTest, CreateRejectsBadArguments) {
+  EXPECT_EQ(ShmSegment::Create(UniqueName(), 0).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::Create("", 4096).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::Create("..", 4096).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::Create("a/b", 4096).code(), ErrorCode::INVALID_PARAMS);
+}
+
+TEST(ShmSegmentTest, OpenSharesTheCreatorsBytes) {
+  auto owner = ShmSegment::Create(UniqueName(), 64 << 10);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  auto peer = ShmSegment::Open((*owner)->path(), 64 << 10);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_NE((*peer)->data(), (*owner)->data());
+  EXPECT_EQ((*peer)->size(), 64u << 10);
+  EXPECT_EQ((*peer)->path(), (*owner)->path());
+
+  std::memcpy((*owner)->data() + 100, "hello", 5);
+  EXPECT_EQ(std::memcmp((*peer)->data() + 100, "hello", 5), 0);
+  std::memcpy((*peer)->data() + 60000, "world", 5);
+  EXPECT_EQ(std::memcmp((*owner)->data() + 60000, "world", 5), 0);
+}
+
+TEST(ShmSegmentTest, OpenRejectsASizeMismatch) {
+  auto owner = ShmSegment::Create(UniqueName(), 8192);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  auto smaller = ShmSegment::Open((*owner)->path(), 4096);
+  EXPECT_EQ(smaller.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(smaller.status().message().find("8192"), std::string::npos)
+      << smaller.status().message();
+  EXPECT_EQ(ShmSegment::Open((*owner)->path(), 16384).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::Open((*owner)->path(), 0).code(),
+            ErrorCode::INVALID_PARAMS);
+}
+
+TEST(ShmSegmentTest, OpenOfAMissingFileFails) {
+  auto seg = ShmSegment::Open("/dev/shm/" + UniqueName(), 4096);
+  EXPECT_EQ(seg.code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_NE(seg.status().message().find("No such file"), std::string::npos)
+      << seg.status().message();
+}
+
+TEST(ShmSegmentTest, OwnerUnlinksOnDestructionOpenerDoesNot) {
+  auto owner = ShmSegment::Create(UniqueName(), 4096);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  const std::string path = (*owner)->path();
+  {
+    auto peer = ShmSegment::Open(path, 4096);
+    ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  }
+  EXPECT_TRUE(FileExists(path));
+
+  auto peer = ShmSegment::Open(path, 4096);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  (*peer)->data()[7] = 42;
+  owner.value().reset();
+  EXPECT_FALSE(FileExists(path));
+  // A mapping that is still open keeps working after the unlink.
+  EXPECT_EQ((*peer)->data()[7], 42);
+  EXPECT_EQ(ShmSegment::Open(path, 4096).code(), ErrorCode::SEGMENT_NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -1,0 +1,461 @@
+#include "transport/tcp_data_client.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <asio.hpp>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "transport/wire_format.h"
+
+namespace kvpool {
+namespace {
+
+using asio::ip::tcp;
+
+constexpr int kSocketBufferBytes = 4 << 20;
+
+std::string ErrnoText(int err) { return std::string(std::strerror(err)); }
+
+// Splits "host:port" (or "[v6]:port").
+bool ParseEndpoint(const std::string& endpoint, std::string* host,
+                   uint16_t* port) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string_view h(endpoint.data(), colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  const char* first = endpoint.data() + colon + 1;
+  const char* last = endpoint.data() + endpoint.size();
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || end != last || first == last || value == 0 ||
+      value > 65535) {
+    return false;
+  }
+  *host = std::string(h);
+  *port = static_cast<uint16_t>(value);
+  return true;
+}
+
+// Why an exchange failed. Only a failure on a connection that had sat in the
+// pool and died in a way a closed peer explains is worth one retry.
+struct IoFailure {
+  std::string message;
+  bool peer_closed = false;
+};
+
+// Moves every byte of `iov` with sendmsg/recvmsg on a blocking socket whose
+// SO_SNDTIMEO/SO_RCVTIMEO bound each wait. Asio's own blocking operations
+// fall back to an unbounded poll() when those timeouts fire, so they cannot
+// enforce the stall timeout; the raw calls also take up to IOV_MAX buffers
+// per syscall instead of Asio's 64. `iov` is consumed in place.
+bool TransferAll(int fd, std::vector<iovec>& iov, bool sending,
+                 const char* what, IoFailure* failure) {
+  size_t first = 0;
+  while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  while (first < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = &iov[first];
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t n = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL)
+                              : ::recvmsg(fd, &msg, 0);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      failure->message = std::string(what) + ": ";
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        failure->message += "timed out";
+      } else {
+        failure->message += ErrnoText(err);
+        failure->peer_closed = err == ECONNRESET || err == EPIPE;
+      }
+      return false;
+    }
+    if (n == 0 && !sending) {
+      failure->message = std::string(what) + ": connection closed by peer";
+      failure->peer_closed = true;
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      iovec& v = iov[first];
+      if (left < v.iov_len) {
+        v.iov_base = static_cast<uint8_t*>(v.iov_base) + left;
+        v.iov_len -= left;
+        left = 0;
+      } else {
+        left -= v.iov_len;
+        ++first;
+      }
+    }
+    while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  }
+  return true;
+}
+
+template <typename Buf>
+iovec Iov(Buf* p, uint64_t len) {
+  return iovec{const_cast<uint8_t*>(p), static_cast<size_t>(len)};
+}
+
+uint8_t* OpBuffer(ReadOp& op) { return op.dest; }
+const uint8_t* OpBuffer(WriteOp& op) { return op.src; }
+
+}  // namespace
+
+class TcpDataClient::Impl {
+ public:
+  explicit Impl(const TcpDataClientOptions& options) : options_(options) {}
+
+  template <typename OpT>
+  Status Run(const std::string& endpoint, std::span<OpT> ops);
+  void Forget(const std::string& endpoint);
+
+ private:
+  struct Connection {
+    tcp::socket socket;
+    uint64_t generation;  // of the endpoint's pool when it was opened
+  };
+  struct Pool {
+    uint64_t generation = 0;
+    std::vector<std::unique_ptr<Connection>> idle;
+  };
+
+  // A pooled connection if there is one (sets *reused), else a new one.
+  Result<std::unique_ptr<Connection>> Take(const std::string& endpoint,
+                                           bool* reused);
+  void Give(const std::string& endpoint, std::unique_ptr<Connection> conn);
+  // Closes the idle connections; with `forget`, also those in use now, as
+  // they come back.
+  void DropIdle(const std::string& endpoint, bool forget);
+  Result<std::unique_ptr<Connection>> Connect(const std::string& endpoint,
+                                              uint64_t generation);
+  Status ConnectTo(tcp::socket& socket, const tcp::endpoint& ep);
+  // One request/response on `conn` for the ops at `batch` indices.
+  template <typename OpT>
+  bool Exchange(Connection& conn, std::span<OpT> ops,
+                std::span<const uint32_t> batch, IoFailure* failure);
+
+  const TcpDataClientOptions options_;
+  // Only owns the sockets; it is never run because all I/O is blocking.
+  asio::io_context io_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Pool> pools_;
+};
+
+Status TcpDataClient::Impl::ConnectTo(tcp::socket& socket,
+                                      const tcp::endpoint& ep) {
+  asio::error_code ec;
+  socket.open(ep.protocol(), ec);
+  if (ec) return Status(ErrorCode::TRANSFER_FAIL, "socket: " + ec.message());
+  socket.set_option(tcp::no_delay(true), ec);
+  // Before connect, so the window scale offered in the SYN covers them.
+  socket.set_option(asio::socket_base::receive_buffer_size(kSocketBufferBytes),
+                    ec);
+  socket.set_option(asio::socket_base::send_buffer_size(kSocketBufferBytes),
+                    ec);
+  const int fd = socket.native_handle();
+  const auto io_ms = options_.io_timeout.count();
+  timeval tv{static_cast<time_t>(io_ms / 1000),
+             static_cast<suseconds_t>((io_ms % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+  // Non-blocking connect plus poll() so the connect timeout holds even when
+  // SYNs go unanswered (Asio's blocking connect would wait indefinitely).
+  socket.non_blocking(true, ec);
+  if (::connect(fd, ep.data(), ep.size()) != 0) {
+    int err = errno;
+    if (err == EINPROGRESS || err == EINTR) {
+      pollfd pfd{fd, POLLOUT, 0};
+      int r;
+      do {
+        r = ::poll(&pfd, 1, static_cast<int>(options_.connect_timeout.count()));
+      } while (r < 0 && errno == EINTR);
+      if (r == 0) {
+        return Status(ErrorCode::TRANSFER_FAIL, "connect: timed out");
+      }
+      socklen_t len = sizeof(err);
+      if (r < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err != 0) {
+      return Status(ErrorCode::TRANSFER_FAIL, "connect: " + ErrnoText(err));
+    }
+  }
+  socket.non_blocking(false, ec);
+  if (ec) {
+    return Status(ErrorCode::TRANSFER_FAIL,
+                  "cannot make socket blocking: " + ec.message());
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<TcpDataClient::Impl::Connection>>
+TcpDataClient::Impl::Connect(const std::string& endpoint, uint64_t generation) {
+  std::string host;
+  uint16_t port = 0;
+  if (!ParseEndpoint(endpoint, &host, &port)) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "malformed data endpoint '" + endpoint + "'");
+  }
+  std::vector<tcp::endpoint> candidates;
+  asio::error_code ec;
+  const asio::ip::address addr = asio::ip::make_address(host, ec);
+  if (!ec) {
+    candidates.emplace_back(addr, port);
+  } else {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (ec) {
+      return Status(ErrorCode::TRANSFER_FAIL,
+                    "cannot resolve " + endpoint + ": " + ec.message());
+    }
+    for (const auto& r : results) candidates.push_back(r.endpoint());
+  }
+  Status last(ErrorCode::TRANSFER_FAIL, "no address for " + endpoint);
+  for (const tcp::endpoint& ep : candidates) {
+    auto conn = std::make_unique<Connection>(
+        Connection{tcp::socket(io_), generation});
+    last = ConnectTo(conn->socket, ep);
+    if (last.ok()) return conn;
+  }
+  return Status(ErrorCode::TRANSFER_FAIL,
+                "cannot connect to " + endpoint + ": " + last.message());
+}
+
+Result<std::unique_ptr<TcpDataClient::Impl::Connection>>
+TcpDataClient::Impl::Take(const std::string& endpoint, bool* reused) {
+  uint64_t generation;
+  {
+    std::lock_guard lock(mu_);
+    Pool& pool = pools_[endpoint];
+    if (!pool.idle.empty()) {
+      auto conn = std::move(pool.idle.back());
+      pool.idle.pop_back();
+      *reused = true;
+      return conn;
+    }
+    generation = pool.generation;
+  }
+  *reused = false;
+  return Connect(endpoint, generation);
+}
+
+void TcpDataClient::Impl::Give(const std::string& endpoint,
+                               std::unique_ptr<Connection> conn) {
+  std::lock_guard lock(mu_);
+  Pool& pool = pools_[endpoint];
+  // A connection opened before Forget() belongs to the forgotten node.
+  if (conn->generation != pool.generation ||
+      pool.idle.size() >= options_.max_idle_per_endpoint) {
+    return;
+  }
+  pool.idle.push_back(std::move(conn));
+}
+
+void TcpDataClient::Impl::DropIdle(const std::string& endpoint, bool forget) {
+  std::vector<std::unique_ptr<Connection>> doomed;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(endpoint);
+    if (it == pools_.end()) return;
+    if (forget) ++it->second.generation;
+    doomed.swap(it->second.idle);
+  }
+  // `doomed` closes its sockets here, outside the lock.
+}
+
+void TcpDataClient::Impl::Forget(const std::string& endpoint) {
+  DropIdle(endpoint, /*forget=*/true);
+}
+
+template <typename OpT>
+bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
+                                   std::span<const uint32_t> batch,
+                                   IoFailure* failure) {
+  constexpr bool kIsRead = std::is_same_v<OpT, ReadOp>;
+  const int fd = conn.socket.native_handle();
+  const uint32_t n = static_cast<uint32_t>(batch.size());
+  uint64_t payload = 0;
+  for (uint32_t idx : batch) payload += ops[idx].length;
+
+  std::vector<uint8_t> request(wire::kHeaderSize + size_t{n} * wire::kRangeSize);
+  wire::Header h;
+  h.op = static_cast<uint16_t>(kIsRead ? wire::Op::kRead : wire::Op::kWrite);
+  h.count = n;
+  h.body_len = uint64_t{n} * wire::kRangeSize + (kIsRead ? 0 : payload);
+  wire::EncodeHeader(h, request.data());
+  for (uint32_t i = 0; i < n; ++i) {
+    const OpT& op = ops[batch[i]];
+    wire::EncodeRange({op.segment_id, op.offset, op.length},
+                      request.data() + wire::kHeaderSize + i * wire::kRangeSize);
+  }
+  // Header, ranges and (for WRITE) every payload leave in gathered sends
+  // straight from the caller's buffers.
+  std::vector<iovec> iov;
+  iov.reserve(kIsRead ? 1 : n + 1);
+  iov.push_back(Iov(request.data(), request.size()));
+  if constexpr (!kIsRead) {
+    for (uint32_t idx : batch) iov.push_back(Iov(ops[idx].src, ops[idx].length));
+  }
+  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+    return false;
+  }
+
+  uint8_t header_raw[wire::kHeaderSize];
+  iov.assign(1, Iov(header_raw, sizeof(header_raw)));
+  if (!TransferAll(fd, iov, /*sending=*/false, "receive response", failure)) {
+    return false;
+  }
+  const wire::Header rh = wire::DecodeHeader(header_raw);
+  auto protocol_error = [&](const char* what) {
+    failure->message = std::string("bad response from server: ") + what;
+    return false;
+  };
+  if (rh.magic != wire::kMagic || rh.version != wire::kVersion ||
+      rh.op != h.op) {
+    return protocol_error("header mismatch");
+  }
+  if (rh.status != 0) {
+    // The server refused the whole frame but kept the stream in sync.
+    if (rh.count != 0 || rh.body_len != 0) {
+      return protocol_error("error frame with a body");
+    }
+    const ErrorCode code = ErrorCodeFromInt(rh.status);
+    for (uint32_t idx : batch) ops[idx].result = code;
+    return true;
+  }
+  if (rh.count != n) return protocol_error("result count mismatch");
+
+  std::vector<uint8_t> codes(size_t{n} * wire::kResultSize);
+  iov.assign(1, Iov(codes.data(), codes.size()));
+  if (!TransferAll(fd, iov, /*sending=*/false, "receive results", failure)) {
+    return false;
+  }
+  iov.clear();
+  uint64_t data_len = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    OpT& op = ops[batch[i]];
+    op.result = ErrorCodeFromInt(static_cast<int32_t>(
+        wire::GetLe<uint32_t>(codes.data() + i * wire::kResultSize)));
+    if constexpr (kIsRead) {
+      if (op.result == ErrorCode::OK) {
+        iov.push_back(Iov(op.dest, op.length));
+        data_len += op.length;
+      }
+    }
+  }
+  if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
+    return protocol_error("body length mismatch");
+  }
+  // Scattered straight into each successful op's destination.
+  if (data_len > 0 &&
+      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
+    return false;
+  }
+  return true;
+}
+
+template <typename OpT>
+Status TcpDataClient::Impl::Run(const std::string& endpoint,
+                                std::span<OpT> ops) {
+  // Ops the server would reject anyway (or that would make us touch a null
+  // buffer) are settled here and never sent.
+  std::vector<uint32_t> sendable;
+  sendable.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpT& op = ops[i];
+    if (op.length == 0 || op.length > wire::kMaxPayload ||
+        OpBuffer(op) == nullptr) {
+      op.result = ErrorCode::INVALID_PARAMS;
+    } else {
+      op.result = ErrorCode::OK;
+      sendable.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  if (sendable.empty()) return Status::OK();
+
+  // Split into frames within the server's limits; all go over one connection.
+  std::vector<std::span<const uint32_t>> batches;
+  for (size_t begin = 0; begin < sendable.size();) {
+    size_t end = begin;
+    uint64_t bytes = 0;
+    while (end < sendable.size() && end - begin < wire::kMaxOps &&
+           bytes + ops[sendable[end]].length <= wire::kMaxPayload) {
+      bytes += ops[sendable[end]].length;
+      ++end;
+    }
+    batches.emplace_back(sendable.data() + begin, end - begin);
+    begin = end;
+  }
+
+  auto fail_all = [&](ErrorCode code, std::string msg) {
+    for (OpT& op : ops) op.result = code;
+    return Status(code, std::move(msg));
+  };
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    auto conn = Take(endpoint, &reused);
+    if (!conn.ok()) return fail_all(conn.code(), conn.status().message());
+    IoFailure failure;
+    bool ok = true;
+    for (const auto& batch : batches) {
+      ok = Exchange(**conn, ops, batch, &failure);
+      if (!ok) break;
+    }
+    if (ok) {
+      Give(endpoint, std::move(*conn));
+      return Status::OK();
+    }
+    // The other idle connections most likely share the failed one's fate
+    // (the node restarted or died); drop them so they are not tried next.
+    DropIdle(endpoint, /*forget=*/false);
+    // A pooled connection the node closed while it sat idle says nothing
+    // about the node now: retry once on a fresh one. Both ops are
+    // idempotent, so repeating a partly done batch is harmless.
+    if (attempt == 0 && reused && failure.peer_closed) continue;
+    return fail_all(ErrorCode::TRANSFER_FAIL,
+                    "data transfer with " + endpoint + " failed: " +
+                        failure.message);
+  }
+}
+
+TcpDataClient::TcpDataClient() : TcpDataClient(TcpDataClientOptions{}) {}
+
+TcpDataClient::TcpDataClient(const TcpDataClientOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {}
+
+TcpDataClient::~TcpDataClient() = default;
+
+Status TcpDataClient::Read(const std::string& endpoint,
+                           std::span<ReadOp> ops) {
+  return impl_->Run(endpoint, ops);
+}
+
+Status TcpDataClient::Write(const std::string& endpoint,
+                            std::span<WriteOp> ops) {
+  return impl_->Run(endpoint, ops);
+}
+
+void TcpDataClient::Forget(const std::string& endpoint) {
+  impl_->Forget(endpoint);
+}
+
+}  // namespace kvpool

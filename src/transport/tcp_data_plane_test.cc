@@ -1,0 +1,557 @@
+#include <gtest/gtest.h>
+
+#include <asio.hpp>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/segment_table.h"
+#include "transport/tcp_data_client.h"
+#include "transport/tcp_data_server.h"
+#include "transport/wire_format.h"
+
+namespace kvpool {
+namespace {
+
+using asio::ip::tcp;
+
+constexpr uint64_t kBigSegment = 1;
+constexpr uint64_t kSmallSegment = 2;
+constexpr uint64_t kBigSize = 32 << 20;
+constexpr uint64_t kSmallSize = 64 << 10;
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> v(n);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t x = rng();
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
+  return v;
+}
+
+class TcpDataPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    big_.assign(kBigSize, 0);
+    small_.assign(kSmallSize, 0);
+    table_.Add(kBigSegment, {big_.data(), big_.size()});
+    table_.Add(kSmallSegment, {small_.data(), small_.size()});
+    server_ = std::make_unique<TcpDataServer>(&table_, 2);
+    ASSERT_TRUE(server_->Start("127.0.0.1", 0).ok());
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  std::string Endpoint() const {
+    return "127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  // A plain socket for speaking (or garbling) the protocol by hand.
+  tcp::socket RawConnect() {
+    tcp::socket s(io_);
+    s.connect({asio::ip::make_address("127.0.0.1"), server_->port()});
+    return s;
+  }
+
+  // True once the server has closed `s` (reads hit EOF or a reset).
+  static bool ServerClosed(tcp::socket& s) {
+    uint8_t buf[256];
+    asio::error_code ec;
+    for (;;) {
+      s.read_some(asio::buffer(buf), ec);
+      if (ec) return ec == asio::error::eof ||
+                      ec == asio::error::connection_reset;
+    }
+  }
+
+  static std::vector<uint8_t> Frame(wire::Header h,
+                                    const std::vector<wire::Range>& ranges) {
+    std::vector<uint8_t> f(wire::kHeaderSize + ranges.size() * wire::kRangeSize);
+    wire::EncodeHeader(h, f.data());
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      wire::EncodeRange(ranges[i],
+                        f.data() + wire::kHeaderSize + i * wire::kRangeSize);
+    }
+    return f;
+  }
+
+  // Sends a frame the server must reject and checks it hung up on us.
+  void ExpectBadFrame(const std::vector<uint8_t>& bytes) {
+    const uint64_t before = server_->stats().bad_frames.load();
+    tcp::socket s = RawConnect();
+    asio::error_code ec;
+    asio::write(s, asio::buffer(bytes), ec);
+    EXPECT_TRUE(ServerClosed(s));
+    // The counter is bumped before the close that ServerClosed observed.
+    EXPECT_EQ(server_->stats().bad_frames.load(), before + 1);
+  }
+
+  // Writes then reads back `data` at `offset` of the big segment.
+  void ExpectRoundTrip(TcpDataClient& client, uint64_t offset,
+                       const std::vector<uint8_t>& data) {
+    WriteOp w{kBigSegment, offset, data.size(), data.data()};
+    ASSERT_TRUE(client.Write(Endpoint(), {&w, 1}).ok());
+    ASSERT_EQ(w.result, ErrorCode::OK);
+    std::vector<uint8_t> back(data.size());
+    ReadOp r{kBigSegment, offset, back.size(), back.data()};
+    ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+    ASSERT_EQ(r.result, ErrorCode::OK);
+    ASSERT_EQ(back, data);
+  }
+
+  asio::io_context io_;
+  std::vector<uint8_t> big_;
+  std::vector<uint8_t> small_;
+  SegmentTable table_;
+  std::unique_ptr<TcpDataServer> server_;
+};
+
+TEST_F(TcpDataPlaneTest, BatchedWritesThenReadsRoundTripExactly) {
+  const std::vector<size_t> sizes = {1,         7,       4096,   65537,
+                                     1u << 20, 3 << 20, 4 << 20, 123457};
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<WriteOp> writes;
+  uint64_t offset = 3;  // deliberately unaligned
+  uint64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    payloads.push_back(RandomBytes(sizes[i], static_cast<uint32_t>(i + 1)));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    writes.push_back({kBigSegment, offset, sizes[i], payloads[i].data()});
+    offset += sizes[i] + 5;
+    total += sizes[i];
+  }
+  ASSERT_LE(offset, kBigSize);
+
+  TcpDataClient client;
+  Status s = client.Write(Endpoint(), writes);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (size_t i = 0; i < writes.size(); ++i) {
+    ASSERT_EQ(writes[i].result, ErrorCode::OK) << i;
+    ASSERT_EQ(std::memcmp(big_.data() + writes[i].offset, payloads[i].data(),
+                          sizes[i]),
+              0)
+        << i;
+  }
+  EXPECT_EQ(server_->stats().bytes_written.load(), total);
+
+  // Read back in reverse order so destinations do not mirror segment order.
+  std::vector<std::vector<uint8_t>> dests(sizes.size());
+  std::vector<ReadOp> reads;
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    const size_t i = sizes.size() - 1 - j;
+    dests[i].assign(sizes[i], 0xEE);
+    reads.push_back({kBigSegment, writes[i].offset, sizes[i], dests[i].data()});
+  }
+  s = client.Read(Endpoint(), reads);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(reads[i].result, ErrorCode::OK);
+    EXPECT_EQ(dests[i], payloads[i]) << "size " << sizes[i];
+  }
+  EXPECT_EQ(server_->stats().bytes_read.load(), total);
+  EXPECT_EQ(server_->stats().rejected_ranges.load(), 0u);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
+}
+
+TEST_F(TcpDataPlaneTest, ZeroLengthAndNullBuffersAreInvalidParams) {
+  TcpDataClient client;
+  const auto data = RandomBytes(100, 7);
+  std::vector<WriteOp> writes = {
+      {kBigSegment, 0, 0, data.data()},
+      {kBigSegment, 0, 100, nullptr},
+      {kBigSegment, 200, 100, data.data()},
+  };
+  ASSERT_TRUE(client.Write(Endpoint(), writes).ok());
+  EXPECT_EQ(writes[0].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(writes[1].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(writes[2].result, ErrorCode::OK);
+  EXPECT_EQ(std::memcmp(big_.data() + 200, data.data(), 100), 0);
+
+  std::vector<uint8_t> out(100);
+  std::vector<ReadOp> reads = {
+      {kBigSegment, 200, 0, out.data()},
+      {kBigSegment, 200, 100, nullptr},
+  };
+  ASSERT_TRUE(client.Read(Endpoint(), reads).ok());
+  EXPECT_EQ(reads[0].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(reads[1].result, ErrorCode::INVALID_PARAMS);
+}
+
+TEST_F(TcpDataPlaneTest, ZeroLengthRangeFromARawClientIsRejected) {
+  tcp::socket s = RawConnect();
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kRead);
+  h.count = 1;
+  h.body_len = wire::kRangeSize;
+  asio::write(s, asio::buffer(Frame(h, {{kBigSegment, 10, 0}})));
+  uint8_t resp[wire::kHeaderSize + wire::kResultSize];
+  asio::read(s, asio::buffer(resp));
+  const wire::Header rh = wire::DecodeHeader(resp);
+  EXPECT_EQ(rh.status, 0);
+  EXPECT_EQ(rh.count, 1u);
+  EXPECT_EQ(rh.body_len, wire::kResultSize);
+  EXPECT_EQ(static_cast<int32_t>(
+                wire::GetLe<uint32_t>(resp + wire::kHeaderSize)),
+            ToInt(ErrorCode::INVALID_PARAMS));
+}
+
+TEST_F(TcpDataPlaneTest, BadRangesFailAloneAndTheRestOfTheBatchSucceeds) {
+  TcpDataClient client;
+  const auto a = RandomBytes(1000, 1);
+  const auto b = RandomBytes(5000, 2);
+  const auto c = RandomBytes(300, 3);
+  const uint64_t u64max = std::numeric_limits<uint64_t>::max();
+  std::vector<WriteOp> writes = {
+      {kSmallSegment, 0, a.size(), a.data()},
+      // Ends one byte past the segment.
+      {kSmallSegment, kSmallSize - 999, 1000, c.data()},
+      // offset + length wraps around 2^64.
+      {kSmallSegment, u64max - 10, 100, c.data()},
+      {kSmallSegment, kSmallSize + 1, 1, c.data()},
+      {999, 0, 10, c.data()},
+      // Accepted ops after rejected ones prove the payload stream stayed in
+      // sync: a misaligned drain would shift these bytes.
+      {kSmallSegment, 2000, b.size(), b.data()},
+      {kSmallSegment, kSmallSize - c.size(), c.size(), c.data()},
+  };
+  std::vector<uint8_t> before = small_;
+  Status s = client.Write(Endpoint(), writes);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(writes[0].result, ErrorCode::OK);
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_EQ(writes[i].result, ErrorCode::INVALID_PARAMS) << i;
+  }
+  EXPECT_EQ(writes[5].result, ErrorCode::OK);
+  EXPECT_EQ(writes[6].result, ErrorCode::OK);
+  EXPECT_EQ(server_->stats().rejected_ranges.load(), 4u);
+
+  std::vector<uint8_t> expected = before;
+  std::memcpy(expected.data(), a.data(), a.size());
+  std::memcpy(expected.data() + 2000, b.data(), b.size());
+  std::memcpy(expected.data() + kSmallSize - c.size(), c.data(), c.size());
+  EXPECT_EQ(small_, expected);
+
+  std::vector<uint8_t> out_a(a.size()), out_b(b.size()), junk(1000, 0x5A);
+  std::vector<ReadOp> reads = {
+      {kSmallSegment, kSmallSize - 999, 1000, junk.data()},
+      {kSmallSegment, 0, a.size(), out_a.data()},
+      {12345, 0, 1, junk.data()},
+      {kSmallSegment, u64max, 1, junk.data()},
+      {kSmallSegment, 2000, b.size(), out_b.data()},
+  };
+  s = client.Read(Endpoint(), reads);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(reads[0].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(reads[1].result, ErrorCode::OK);
+  EXPECT_EQ(reads[2].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(reads[3].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(reads[4].result, ErrorCode::OK);
+  EXPECT_EQ(out_a, a);
+  EXPECT_EQ(out_b, b);
+  // A rejected op's destination is left alone.
+  EXPECT_EQ(junk, std::vector<uint8_t>(1000, 0x5A));
+  EXPECT_EQ(server_->stats().rejected_ranges.load(), 7u);
+}
+
+TEST_F(TcpDataPlaneTest, RemovedSegmentIsRejected) {
+  TcpDataClient client;
+  std::vector<uint8_t> out(10);
+  ReadOp r{kSmallSegment, 0, out.size(), out.data()};
+  ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+  EXPECT_EQ(r.result, ErrorCode::OK);
+  table_.Remove(kSmallSegment);
+  ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+  EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS);
+}
+
+TEST_F(TcpDataPlaneTest, MalformedFramesCloseTheConnection) {
+  std::vector<uint8_t> sentinel = small_;
+  const auto read_op = static_cast<uint16_t>(wire::Op::kRead);
+  const auto write_op = static_cast<uint16_t>(wire::Op::kWrite);
+
+  // Garbage that happens to be a full header's worth of bytes.
+  ExpectBadFrame(RandomBytes(wire::kHeaderSize * 3, 99));
+
+  wire::Header h;
+  h.op = read_op;
+  h.count = 1;
+  h.body_len = wire::kRangeSize;
+  const std::vector<wire::Range> one = {{kSmallSegment, 0, 16}};
+
+  wire::Header bad = h;
+  bad.magic = 0x12345678;
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.version = 2;
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.op = 77;
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.status = -1;
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.count = wire::kMaxOps + 1;
+  bad.body_len = uint64_t{bad.count} * wire::kRangeSize;
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.body_len = wire::kRangeSize + 1;  // READ carries no payload
+  ExpectBadFrame(Frame(bad, one));
+
+  // READ asking for more than the per-frame limit in total.
+  bad = h;
+  bad.count = 2;
+  bad.body_len = 2 * wire::kRangeSize;
+  ExpectBadFrame(Frame(bad, {{kBigSegment, 0, wire::kMaxPayload},
+                             {kBigSegment, 0, 1}}));
+
+  // WRITE whose body is shorter than its own ranges.
+  bad = h;
+  bad.op = write_op;
+  bad.count = 2;
+  bad.body_len = wire::kRangeSize;
+  ExpectBadFrame(Frame(bad, one));
+
+  // WRITE announcing a payload over the limit.
+  bad = h;
+  bad.op = write_op;
+  bad.body_len = wire::kRangeSize + wire::kMaxPayload + 1;
+  ExpectBadFrame(Frame(bad, one));
+
+  // WRITE whose ranges do not add up to its payload; the payload is sent
+  // too, and must not land in the segment.
+  bad = h;
+  bad.op = write_op;
+  bad.body_len = wire::kRangeSize + 15;
+  std::vector<uint8_t> frame = Frame(bad, one);
+  frame.resize(frame.size() + 15, 0xCC);
+  ExpectBadFrame(frame);
+
+  EXPECT_EQ(small_, sentinel);
+  EXPECT_EQ(server_->stats().bytes_written.load(), 0u);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 11u);
+
+  // The server is still healthy for well-behaved clients.
+  TcpDataClient client;
+  ExpectRoundTrip(client, 4096, RandomBytes(100000, 5));
+}
+
+TEST_F(TcpDataPlaneTest, PeerClosingMidFrameIsNotABadFrame) {
+  {
+    tcp::socket s = RawConnect();
+    const uint8_t half[10] = {'K', 'V', 'D', 'P'};
+    asio::write(s, asio::buffer(half));
+  }
+  TcpDataClient client;
+  ExpectRoundTrip(client, 0, RandomBytes(1000, 6));
+  EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
+}
+
+TEST_F(TcpDataPlaneTest, SsdReadIsRefusedCleanlyAndTheStreamStaysInSync) {
+  tcp::socket s = RawConnect();
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kSsdRead);
+  h.count = 1;
+  h.body_len = 10;
+  std::vector<uint8_t> frame = Frame(h, {});
+  frame.resize(frame.size() + 10, 'k');
+  asio::write(s, asio::buffer(frame));
+  uint8_t resp[wire::kHeaderSize];
+  asio::read(s, asio::buffer(resp));
+  wire::Header rh = wire::DecodeHeader(resp);
+  EXPECT_EQ(rh.magic, wire::kMagic);
+  EXPECT_EQ(rh.op, h.op);
+  EXPECT_EQ(rh.status, ToInt(ErrorCode::INVALID_PARAMS));
+  EXPECT_EQ(rh.count, 0u);
+  EXPECT_EQ(rh.body_len, 0u);
+
+  // Same connection, a normal READ next.
+  std::memcpy(small_.data() + 8, "abcd", 4);
+  h.op = static_cast<uint16_t>(wire::Op::kRead);
+  h.body_len = wire::kRangeSize;
+  asio::write(s, asio::buffer(Frame(h, {{kSmallSegment, 8, 4}})));
+  uint8_t resp2[wire::kHeaderSize + wire::kResultSize + 4];
+  asio::read(s, asio::buffer(resp2));
+  rh = wire::DecodeHeader(resp2);
+  EXPECT_EQ(rh.status, 0);
+  EXPECT_EQ(rh.count, 1u);
+  EXPECT_EQ(rh.body_len, wire::kResultSize + 4);
+  EXPECT_EQ(wire::GetLe<uint32_t>(resp2 + wire::kHeaderSize), 0u);
+  EXPECT_EQ(std::memcmp(resp2 + wire::kHeaderSize + wire::kResultSize, "abcd",
+                        4),
+            0);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
+}
+
+TEST_F(TcpDataPlaneTest, BatchesOverTheOpLimitAreSplit) {
+  const size_t n = wire::kMaxOps + 4464;  // two frames
+  const auto data = RandomBytes(n * 16, 11);
+  std::vector<WriteOp> writes(n);
+  for (size_t i = 0; i < n; ++i) {
+    writes[i] = {kBigSegment, i * 16, 16, data.data() + i * 16};
+  }
+  TcpDataClient client;
+  ASSERT_TRUE(client.Write(Endpoint(), writes).ok());
+  for (const auto& w : writes) ASSERT_EQ(w.result, ErrorCode::OK);
+
+  std::vector<uint8_t> out(n * 16);
+  std::vector<ReadOp> reads(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Reversed op order: each op must still land in its own destination.
+    const size_t j = n - 1 - i;
+    reads[i] = {kBigSegment, j * 16, 16, out.data() + j * 16};
+  }
+  ASSERT_TRUE(client.Read(Endpoint(), reads).ok());
+  for (const auto& r : reads) ASSERT_EQ(r.result, ErrorCode::OK);
+  EXPECT_EQ(out, data);
+}
+
+TEST_F(TcpDataPlaneTest, DeadEndpointIsTransferFail) {
+  TcpDataClient client;
+  const std::string old_endpoint = Endpoint();
+  // Leaves a pooled connection behind, which the stop turns stale.
+  ExpectRoundTrip(client, 0, RandomBytes(4096, 8));
+  server_->Stop();
+  server_->Stop();  // idempotent
+
+  std::vector<uint8_t> out(4096);
+  std::vector<ReadOp> reads = {{kBigSegment, 0, 4096, out.data()},
+                               {kBigSegment, 0, 0, out.data()}};
+  Status s = client.Read(old_endpoint, reads);
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find(old_endpoint), std::string::npos) << s.message();
+  EXPECT_EQ(reads[0].result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(reads[1].result, ErrorCode::TRANSFER_FAIL);
+
+  // Nothing pooled any more: a fresh connect is refused.
+  const auto data = RandomBytes(10, 9);
+  WriteOp w{kBigSegment, 0, data.size(), data.data()};
+  s = client.Write(old_endpoint, {&w, 1});
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find("connect"), std::string::npos) << s.message();
+  EXPECT_EQ(w.result, ErrorCode::TRANSFER_FAIL);
+
+  // The same server object serves again after a restart (on a new port).
+  ASSERT_TRUE(server_->Start("127.0.0.1", 0).ok());
+  EXPECT_EQ(server_->Start("127.0.0.1", 0).code(),
+            ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  ExpectRoundTrip(client, 100, RandomBytes(70000, 10));
+}
+
+TEST_F(TcpDataPlaneTest, StalledServerTimesOut) {
+  // Listens but never reads or answers: the kernel completes the handshake
+  // from the backlog and buffers the request.
+  tcp::acceptor silent(io_, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string endpoint =
+      "127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+  TcpDataClientOptions options;
+  options.io_timeout = std::chrono::milliseconds(200);
+  TcpDataClient client(options);
+  std::vector<uint8_t> out(64);
+  ReadOp r{kBigSegment, 0, out.size(), out.data()};
+  const auto start = std::chrono::steady_clock::now();
+  Status s = client.Read(endpoint, {&r, 1});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::seconds(20));
+}
+
+TEST_F(TcpDataPlaneTest, MalformedEndpointIsInvalidParams) {
+  TcpDataClient client;
+  std::vector<uint8_t> out(8);
+  for (const char* ep : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:0",
+                         "127.0.0.1:70000", ":80", "127.0.0.1:12x"}) {
+    ReadOp r{kBigSegment, 0, out.size(), out.data()};
+    EXPECT_EQ(client.Read(ep, {&r, 1}).code(), ErrorCode::INVALID_PARAMS)
+        << ep;
+    EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS) << ep;
+  }
+}
+
+TEST_F(TcpDataPlaneTest, ForgetDropsConnectionsButCallsStillWork) {
+  TcpDataClient client;
+  ExpectRoundTrip(client, 0, RandomBytes(1000, 12));
+  client.Forget(Endpoint());
+  client.Forget("10.0.0.1:1");  // never used: a no-op
+  ExpectRoundTrip(client, 0, RandomBytes(1000, 13));
+}
+
+TEST_F(TcpDataPlaneTest, ConcurrentClientsFromManyThreads) {
+  constexpr int kThreads = 6;
+  constexpr int kIterations = 40;
+  constexpr uint64_t kSlice = kBigSize / kThreads;
+  TcpDataClient shared;
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      TcpDataClient own;
+      // Half the threads share one client (and so its pool).
+      TcpDataClient& client = t % 2 == 0 ? shared : own;
+      std::mt19937 rng(t);
+      for (int it = 0; it < kIterations; ++it) {
+        const size_t n = 1 + rng() % 4;
+        std::vector<std::vector<uint8_t>> data;
+        std::vector<WriteOp> writes;
+        uint64_t offset = t * kSlice;
+        for (size_t i = 0; i < n; ++i) {
+          const size_t len = 1 + rng() % (256 << 10);
+          data.push_back(RandomBytes(len, rng()));
+          writes.push_back({kBigSegment, offset, len, data.back().data()});
+          offset += len;
+        }
+        Status s = client.Write(Endpoint(), writes);
+        std::vector<std::vector<uint8_t>> out(n);
+        std::vector<ReadOp> reads;
+        for (size_t i = 0; i < n; ++i) {
+          out[i].resize(data[i].size());
+          reads.push_back({kBigSegment, writes[i].offset, out[i].size(),
+                           out[i].data()});
+        }
+        if (s.ok()) s = client.Read(Endpoint(), reads);
+        if (!s.ok()) {
+          failures[t] = s.ToString();
+          return;
+        }
+        for (size_t i = 0; i < n; ++i) {
+          if (writes[i].result != ErrorCode::OK ||
+              reads[i].result != ErrorCode::OK || out[i] != data[i]) {
+            failures[t] = "mismatch at iteration " + std::to_string(it);
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << t;
+}
+
+TEST_F(TcpDataPlaneTest, StopWhileClientsAreConnectedCompletes) {
+  TcpDataClient client;
+  ExpectRoundTrip(client, 0, RandomBytes(100, 14));
+  tcp::socket idle = RawConnect();
+  // A session blocked mid-frame must not keep Stop from returning.
+  const uint8_t partial[5] = {'K', 'V'};
+  asio::write(idle, asio::buffer(partial));
+  server_->Stop();
+  EXPECT_TRUE(ServerClosed(idle));
+}
+
+}  // namespace
+}  // namespace kvpool

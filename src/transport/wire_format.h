@@ -1,0 +1,111 @@
+// Internal: the TCP data plane's frame layout, shared by server and client.
+// docs/data_plane.md is the normative description; keep the two in step.
+//
+// Every integer is little-endian on the wire whatever the host's order, so
+// fields are encoded byte by byte (compilers turn this into plain loads and
+// stores on little-endian hosts).
+#ifndef KVPOOL_TRANSPORT_WIRE_FORMAT_H_
+#define KVPOOL_TRANSPORT_WIRE_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvpool::wire {
+
+// The bytes 'K' 'V' 'D' 'P' read as a little-endian u32.
+inline constexpr uint32_t kMagic = 0x5044564B;
+inline constexpr uint16_t kVersion = 1;
+
+enum class Op : uint16_t {
+  kRead = 1,
+  kWrite = 2,
+  // Reserved for reading an object from a node's SSD tier by key. Servers
+  // that do not implement it answer with a frame-level error instead of
+  // dropping the connection, so a newer client can fall back.
+  kSsdRead = 3,
+};
+
+inline constexpr size_t kHeaderSize = 24;
+inline constexpr size_t kRangeSize = 24;
+inline constexpr size_t kResultSize = 4;
+
+// Limits that make a frame malformed when exceeded. They bound what a single
+// request can make the server allocate (descriptors) or wait for (payload).
+inline constexpr uint32_t kMaxOps = 65536;
+inline constexpr uint64_t kMaxPayload = uint64_t{16} << 30;
+// An unsupported op's body is read and discarded; its format is unknown, so
+// it gets a tighter bound than the payload of a WRITE.
+inline constexpr uint64_t kMaxUnsupportedBody = uint64_t{64} << 20;
+
+// Same layout for requests and responses.
+//   0  u32 magic
+//   4  u16 version
+//   6  u16 op        (responses echo the request's op)
+//   8  u32 count     (ranges in a request, result codes in a response)
+//  12  i32 status    (requests: must be 0; responses: frame-level ErrorCode)
+//  16  u64 body_len  (bytes that follow the header)
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t op = 0;
+  uint32_t count = 0;
+  int32_t status = 0;
+  uint64_t body_len = 0;
+};
+
+struct Range {
+  uint64_t segment_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+template <typename T>
+inline void PutLe(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  }
+}
+
+template <typename T>
+inline T GetLe(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  }
+  return static_cast<T>(v);
+}
+
+inline void EncodeHeader(const Header& h, uint8_t* out) {
+  PutLe<uint32_t>(out, h.magic);
+  PutLe<uint16_t>(out + 4, h.version);
+  PutLe<uint16_t>(out + 6, h.op);
+  PutLe<uint32_t>(out + 8, h.count);
+  PutLe<uint32_t>(out + 12, static_cast<uint32_t>(h.status));
+  PutLe<uint64_t>(out + 16, h.body_len);
+}
+
+inline Header DecodeHeader(const uint8_t* in) {
+  Header h;
+  h.magic = GetLe<uint32_t>(in);
+  h.version = GetLe<uint16_t>(in + 4);
+  h.op = GetLe<uint16_t>(in + 6);
+  h.count = GetLe<uint32_t>(in + 8);
+  h.status = static_cast<int32_t>(GetLe<uint32_t>(in + 12));
+  h.body_len = GetLe<uint64_t>(in + 16);
+  return h;
+}
+
+inline void EncodeRange(const Range& r, uint8_t* out) {
+  PutLe<uint64_t>(out, r.segment_id);
+  PutLe<uint64_t>(out + 8, r.offset);
+  PutLe<uint64_t>(out + 16, r.length);
+}
+
+inline Range DecodeRange(const uint8_t* in) {
+  return Range{GetLe<uint64_t>(in), GetLe<uint64_t>(in + 8),
+               GetLe<uint64_t>(in + 16)};
+}
+
+}  // namespace kvpool::wire
+
+#endif  // KVPOOL_TRANSPORT_WIRE_FORMAT_H_

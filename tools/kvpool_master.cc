@@ -1,0 +1,81 @@
+// kvpool-master: the metadata server. See README.md and docs/configuration.md.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "master/master_server.h"
+#include "tools/flags.h"
+
+namespace {
+kvpool::MasterServer* g_server = nullptr;
+}
+
+int main(int argc, char** argv) {
+  kvpool::MasterConfig c;
+  CLI::App app{"kvpool-master: metadata server of the kvpool KV-cache store"};
+  app.set_config("--config", "", "TOML/INI file with the same keys as the flags");
+  app.add_option("--rpc_address", c.rpc_address, "address to bind (0.0.0.0 for other hosts)")
+      ->capture_default_str();
+  app.add_option("--rpc_port", c.rpc_port, "gRPC port; 0 picks a free one")->capture_default_str();
+  app.add_option("--metrics_port", c.metrics_port, "HTTP /metrics and /status; 0 = any, -1 = off")
+      ->capture_default_str();
+  app.add_option("--rpc_thread_num", c.rpc_thread_num, "gRPC polling threads")
+      ->capture_default_str();
+  app.add_option("--default_kv_lease_ttl", c.default_kv_lease_ttl,
+                 "read lease granted by get/exist, ms")
+      ->capture_default_str();
+  app.add_option("--eviction_high_watermark_ratio", c.eviction_high_watermark_ratio,
+                 "evict when MAIN DRAM use passes this share")
+      ->capture_default_str();
+  app.add_option("--eviction_ratio", c.eviction_ratio, "share of capacity freed per pass")
+      ->capture_default_str();
+  app.add_option("--put_start_discard_timeout_sec", c.put_start_discard_timeout_sec,
+                 "an unfinished put older than this may be replaced by a new put of the key")
+      ->capture_default_str();
+  app.add_option("--put_start_release_timeout_sec", c.put_start_release_timeout_sec,
+                 "an unfinished put's memory is reclaimed after this")
+      ->capture_default_str();
+  app.add_option("--client_ttl", c.client_ttl, "seconds of heartbeat silence before a node is dead")
+      ->capture_default_str();
+  app.add_option("--allocation_strategy", c.allocation_strategy, "free_ratio_first or random")
+      ->capture_default_str();
+  std::string port_file;
+  app.add_option("--port_file", port_file, "write the bound rpc port here (for scripts/tests)");
+  CLI11_PARSE(app, argc, argv);
+
+  kvpool::MasterServer server(c);
+  if (auto s = server.Start(); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f) {
+      std::fprintf(f, "%d\n", server.rpc_port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  std::printf("kvpool-master listening on %s metrics_port=%d\n", server.address().c_str(),
+              server.metrics_port());
+  std::fflush(stdout);
+  g_server = &server;
+  // Stop from a plain thread: gRPC shutdown is not async-signal-safe.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    spdlog::info("signal {}: stopping", sig);
+    g_server->Stop();
+  });
+  server.Wait();
+  waiter.join();
+  return 0;
+}

@@ -1,0 +1,50 @@
+// kvpool-node: contributes a DRAM segment to the pool and serves it.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "node/node.h"
+#include "tools/flags.h"
+
+int main(int argc, char** argv) {
+  kvpool::NodeConfig c;
+  CLI::App app{"kvpool-node: a holder of the kvpool KV-cache store"};
+  app.set_config("--config", "", "TOML/INI file with the same keys as the flags");
+  app.add_option("--master_server_address", c.master_server_address, "HOST:PORT of kvpool-master")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(app, "--global_segment_size", &c.global_segment_size,
+                      "DRAM this node contributes");
+  app.add_option("--local_hostname", c.local_hostname, "address other hosts use to reach us")
+      ->capture_default_str();
+  app.add_option("--data_port", c.data_port, "TCP data-plane port; 0 = any")->capture_default_str();
+  app.add_option("--data_bind_address", c.data_bind_address, "address the data plane binds")
+      ->capture_default_str();
+  app.add_option("--metrics_port", c.metrics_port, "HTTP /metrics and /status; 0 = any, -1 = off")
+      ->capture_default_str();
+  app.add_option("--node_id", c.node_id, "unique name; generated when empty");
+  app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms, "heartbeat period")
+      ->capture_default_str();
+  app.add_option("--data_threads", c.data_threads, "data-plane I/O threads")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  kvpool::Node node(c);
+  if (auto s = node.Start(); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  std::printf("kvpool-node %s data_endpoint=%s metrics_port=%d\n", node.node_id().c_str(),
+              node.data_endpoint().c_str(), node.metrics_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("signal {}: stopping", sig);
+  node.Stop();
+  return 0;
+}
