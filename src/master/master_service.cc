@@ -287,6 +287,11 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
     shard.objects.emplace(okey, std::move(meta));
   }
   CountResult("puts", ErrorCode::OK);
+  // Wake the eviction thread as soon as the watermark is crossed instead of
+  // waiting for its next tick, so puts rarely have to evict synchronously.
+  if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+    bg_cv_.notify_one();
+  }
   return out;
 }
 

@@ -39,7 +39,8 @@ class SegmentTable {
   // Returns a pointer to [offset, offset+length) of the segment, or nullptr
   // if the segment is unknown or the range does not lie inside it (overflow
   // safe).
-  uint8_t* Resolve(uint64_t segment_id, uint64_t offset, uint64_t length) const {
+  uint8_t* Resolve(uint64_t segment_id, uint64_t offset,
+                   uint64_t length) const {
     auto v = Find(segment_id);
     if (!v || offset > v->size || length > v->size - offset) return nullptr;
     return v->base + offset;

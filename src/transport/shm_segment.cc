@@ -77,8 +77,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
                                                  std::to_string(size) +
                                                  " bytes: " + ErrnoText(err));
   }
-  void* base =
-      ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
     ::unlink(path.c_str());
@@ -119,8 +118,8 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
                   path + " has size " + std::to_string(st.st_size) +
                       ", expected " + std::to_string(expected_size));
   }
-  void* base = ::mmap(nullptr, expected_size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED, fd, 0);
+  void* base =
+      ::mmap(nullptr, expected_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
     return Status(ErrorCode::INTERNAL_ERROR,

@@ -72,8 +72,10 @@ bool TransferAll(int fd, std::vector<iovec>& iov, bool sending,
     msghdr msg{};
     msg.msg_iov = &iov[first];
     msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    // MSG_WAITALL: one wake-up per filled iovec list rather than one per
+    // arriving burst; SO_RCVTIMEO still bounds the wait.
     const ssize_t n = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL)
-                              : ::recvmsg(fd, &msg, 0);
+                              : ::recvmsg(fd, &msg, MSG_WAITALL);
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
@@ -231,8 +233,8 @@ TcpDataClient::Impl::Connect(const std::string& endpoint, uint64_t generation) {
   }
   Status last(ErrorCode::TRANSFER_FAIL, "no address for " + endpoint);
   for (const tcp::endpoint& ep : candidates) {
-    auto conn = std::make_unique<Connection>(
-        Connection{tcp::socket(io_), generation});
+    auto conn =
+        std::make_unique<Connection>(Connection{tcp::socket(io_), generation});
     last = ConnectTo(conn->socket, ep);
     if (last.ok()) return conn;
   }
@@ -296,7 +298,8 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
   uint64_t payload = 0;
   for (uint32_t idx : batch) payload += ops[idx].length;
 
-  std::vector<uint8_t> request(wire::kHeaderSize + size_t{n} * wire::kRangeSize);
+  std::vector<uint8_t> request(wire::kHeaderSize +
+                               size_t{n} * wire::kRangeSize);
   wire::Header h;
   h.op = static_cast<uint16_t>(kIsRead ? wire::Op::kRead : wire::Op::kWrite);
   h.count = n;
@@ -304,8 +307,9 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
   wire::EncodeHeader(h, request.data());
   for (uint32_t i = 0; i < n; ++i) {
     const OpT& op = ops[batch[i]];
-    wire::EncodeRange({op.segment_id, op.offset, op.length},
-                      request.data() + wire::kHeaderSize + i * wire::kRangeSize);
+    wire::EncodeRange(
+        {op.segment_id, op.offset, op.length},
+        request.data() + wire::kHeaderSize + i * wire::kRangeSize);
   }
   // Header, ranges and (for WRITE) every payload leave in gathered sends
   // straight from the caller's buffers.
@@ -313,7 +317,8 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
   iov.reserve(kIsRead ? 1 : n + 1);
   iov.push_back(Iov(request.data(), request.size()));
   if constexpr (!kIsRead) {
-    for (uint32_t idx : batch) iov.push_back(Iov(ops[idx].src, ops[idx].length));
+    for (uint32_t idx : batch)
+      iov.push_back(Iov(ops[idx].src, ops[idx].length));
   }
   if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
     return false;
@@ -431,9 +436,9 @@ Status TcpDataClient::Impl::Run(const std::string& endpoint,
     // about the node now: retry once on a fresh one. Both ops are
     // idempotent, so repeating a partly done batch is harmless.
     if (attempt == 0 && reused && failure.peer_closed) continue;
-    return fail_all(ErrorCode::TRANSFER_FAIL,
-                    "data transfer with " + endpoint + " failed: " +
-                        failure.message);
+    return fail_all(
+        ErrorCode::TRANSFER_FAIL,
+        "data transfer with " + endpoint + " failed: " + failure.message);
   }
 }
 
@@ -444,8 +449,7 @@ TcpDataClient::TcpDataClient(const TcpDataClientOptions& options)
 
 TcpDataClient::~TcpDataClient() = default;
 
-Status TcpDataClient::Read(const std::string& endpoint,
-                           std::span<ReadOp> ops) {
+Status TcpDataClient::Read(const std::string& endpoint, std::span<ReadOp> ops) {
   return impl_->Run(endpoint, ops);
 }
 

@@ -65,14 +65,15 @@ class TcpDataPlaneTest : public ::testing::Test {
     asio::error_code ec;
     for (;;) {
       s.read_some(asio::buffer(buf), ec);
-      if (ec) return ec == asio::error::eof ||
-                      ec == asio::error::connection_reset;
+      if (ec)
+        return ec == asio::error::eof || ec == asio::error::connection_reset;
     }
   }
 
   static std::vector<uint8_t> Frame(wire::Header h,
                                     const std::vector<wire::Range>& ranges) {
-    std::vector<uint8_t> f(wire::kHeaderSize + ranges.size() * wire::kRangeSize);
+    std::vector<uint8_t> f(wire::kHeaderSize +
+                           ranges.size() * wire::kRangeSize);
     wire::EncodeHeader(h, f.data());
     for (size_t i = 0; i < ranges.size(); ++i) {
       wire::EncodeRange(ranges[i],
@@ -113,7 +114,7 @@ class TcpDataPlaneTest : public ::testing::Test {
 };
 
 TEST_F(TcpDataPlaneTest, BatchedWritesThenReadsRoundTripExactly) {
-  const std::vector<size_t> sizes = {1,         7,       4096,   65537,
+  const std::vector<size_t> sizes = {1,        7,       4096,    65537,
                                      1u << 20, 3 << 20, 4 << 20, 123457};
   std::vector<std::vector<uint8_t>> payloads;
   std::vector<WriteOp> writes;
@@ -197,9 +198,9 @@ TEST_F(TcpDataPlaneTest, ZeroLengthRangeFromARawClientIsRejected) {
   EXPECT_EQ(rh.status, 0);
   EXPECT_EQ(rh.count, 1u);
   EXPECT_EQ(rh.body_len, wire::kResultSize);
-  EXPECT_EQ(static_cast<int32_t>(
-                wire::GetLe<uint32_t>(resp + wire::kHeaderSize)),
-            ToInt(ErrorCode::INVALID_PARAMS));
+  EXPECT_EQ(
+      static_cast<int32_t>(wire::GetLe<uint32_t>(resp + wire::kHeaderSize)),
+      ToInt(ErrorCode::INVALID_PARAMS));
 }
 
 TEST_F(TcpDataPlaneTest, BadRangesFailAloneAndTheRestOfTheBatchSucceeds) {
@@ -314,8 +315,8 @@ TEST_F(TcpDataPlaneTest, MalformedFramesCloseTheConnection) {
   bad = h;
   bad.count = 2;
   bad.body_len = 2 * wire::kRangeSize;
-  ExpectBadFrame(Frame(bad, {{kBigSegment, 0, wire::kMaxPayload},
-                             {kBigSegment, 0, 1}}));
+  ExpectBadFrame(
+      Frame(bad, {{kBigSegment, 0, wire::kMaxPayload}, {kBigSegment, 0, 1}}));
 
   // WRITE whose body is shorter than its own ranges.
   bad = h;
@@ -389,9 +390,8 @@ TEST_F(TcpDataPlaneTest, SsdReadIsRefusedCleanlyAndTheStreamStaysInSync) {
   EXPECT_EQ(rh.count, 1u);
   EXPECT_EQ(rh.body_len, wire::kResultSize + 4);
   EXPECT_EQ(wire::GetLe<uint32_t>(resp2 + wire::kHeaderSize), 0u);
-  EXPECT_EQ(std::memcmp(resp2 + wire::kHeaderSize + wire::kResultSize, "abcd",
-                        4),
-            0);
+  EXPECT_EQ(
+      std::memcmp(resp2 + wire::kHeaderSize + wire::kResultSize, "abcd", 4), 0);
   EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
 }
 
@@ -477,8 +477,7 @@ TEST_F(TcpDataPlaneTest, MalformedEndpointIsInvalidParams) {
   for (const char* ep : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:0",
                          "127.0.0.1:70000", ":80", "127.0.0.1:12x"}) {
     ReadOp r{kBigSegment, 0, out.size(), out.data()};
-    EXPECT_EQ(client.Read(ep, {&r, 1}).code(), ErrorCode::INVALID_PARAMS)
-        << ep;
+    EXPECT_EQ(client.Read(ep, {&r, 1}).code(), ErrorCode::INVALID_PARAMS) << ep;
     EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS) << ep;
   }
 }
@@ -520,8 +519,8 @@ TEST_F(TcpDataPlaneTest, ConcurrentClientsFromManyThreads) {
         std::vector<ReadOp> reads;
         for (size_t i = 0; i < n; ++i) {
           out[i].resize(data[i].size());
-          reads.push_back({kBigSegment, writes[i].offset, out[i].size(),
-                           out[i].data()});
+          reads.push_back(
+              {kBigSegment, writes[i].offset, out[i].size(), out[i].data()});
         }
         if (s.ok()) s = client.Read(Endpoint(), reads);
         if (!s.ok()) {

@@ -184,8 +184,7 @@ void TcpDataServer::Impl::Stop() {
   io_.reset();
 }
 
-asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(
-    tcp::acceptor& acceptor) {
+asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
   for (;;) {
     asio::error_code ec;
     tcp::socket socket = co_await acceptor.async_accept(
@@ -269,8 +268,8 @@ void TcpDataServer::Impl::PrepareResponse(const wire::Header& h,
   wire::EncodeHeader(rh, st.response.data());
   uint8_t* codes = st.response.data() + wire::kHeaderSize;
   for (uint32_t i = 0; i < count; ++i) {
-    const ErrorCode code = st.targets[i] != nullptr ? ErrorCode::OK
-                                                    : ErrorCode::INVALID_PARAMS;
+    const ErrorCode code =
+        st.targets[i] != nullptr ? ErrorCode::OK : ErrorCode::INVALID_PARAMS;
     wire::PutLe<uint32_t>(codes + i * wire::kResultSize,
                           static_cast<uint32_t>(ToInt(code)));
   }
@@ -294,8 +293,8 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
       // Skip the body so the connection stays usable, then refuse cleanly.
       if (!st.scratch) st.scratch.reset(new uint8_t[kDiscardChunk]);
       for (uint64_t left = h.body_len; left > 0;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(
-            left, kDiscardChunk));
+        const size_t n =
+            static_cast<size_t>(std::min<uint64_t>(left, kDiscardChunk));
         co_await asio::async_read(socket, asio::buffer(st.scratch.get(), n),
                                   token);
         if (ec) co_return;
@@ -353,8 +352,8 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
       if (at_end) break;
       if (!st.scratch) st.scratch.reset(new uint8_t[kDiscardChunk]);
       for (uint64_t left = st.ranges[i].length; left > 0;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(
-            left, kDiscardChunk));
+        const size_t n =
+            static_cast<size_t>(std::min<uint64_t>(left, kDiscardChunk));
         co_await asio::async_read(socket, asio::buffer(st.scratch.get(), n),
                                   token);
         if (ec) co_return;

@@ -1,0 +1,22 @@
+// Entry points of `kvpool bench ...`. Each prints a table with the baseline
+// measured in the same run, and optionally writes JSON.
+#ifndef KVPOOL_BENCH_BENCH_MAIN_H_
+#define KVPOOL_BENCH_BENCH_MAIN_H_
+
+#include <cstdint>
+#include <string>
+
+namespace kvpool {
+
+struct BenchOptions {
+  std::string json_path;
+  double seconds_per_case = 1.0;
+  uint64_t objects = 1000000;
+};
+
+int RunTransferBench(const BenchOptions& opts);
+int RunMasterBench(const BenchOptions& opts);
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_BENCH_BENCH_MAIN_H_

@@ -1,0 +1,223 @@
+// kvpool bench transfer: put/get throughput and latency through the real
+// client, master and node (LocalCluster), on the shared-memory and the TCP
+// path, beside two baselines measured in the same run: a single-thread
+// memcpy of the same bytes, and a raw loopback TCP copy (request/response,
+// no kvpool code) of the same bytes.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "bench/bench_main.h"
+#include "bench/bench_util.h"
+#include "common/size_parse.h"
+#include "kvpool/local_cluster.h"
+
+namespace kvpool {
+
+namespace {
+
+using bench::Percentile;
+using bench::Sample;
+
+// Raw loopback copy: the client asks for N bytes, the server writes them.
+class RawTcpCopy {
+ public:
+  explicit RawTcpCopy(uint64_t max_bytes) : src_(max_bytes, 'x') {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    listen(listen_fd_, 1);
+    server_ = std::thread([this] { Serve(); });
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    Tune(fd_);
+    connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  ~RawTcpCopy() {
+    uint64_t zero = 0;
+    (void)!write(fd_, &zero, 8);
+    close(fd_);
+    server_.join();
+    close(listen_fd_);
+  }
+  void Copy(uint8_t* dst, uint64_t n) {
+    (void)!write(fd_, &n, 8);
+    uint64_t got = 0;
+    while (got < n) {
+      ssize_t r = read(fd_, dst + got, n - got);
+      if (r <= 0) return;
+      got += uint64_t(r);
+    }
+  }
+
+ private:
+  static void Tune(int fd) {
+    int one = 1, buf = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  }
+  void Serve() {
+    int c = accept(listen_fd_, nullptr, nullptr);
+    Tune(c);
+    for (;;) {
+      uint64_t n = 0;
+      if (read(c, &n, 8) != 8 || n == 0) break;
+      uint64_t sent = 0;
+      while (sent < n) {
+        ssize_t w = write(c, src_.data() + sent, n - sent);
+        if (w <= 0) break;
+        sent += uint64_t(w);
+      }
+    }
+    close(c);
+  }
+  std::string src_;
+  int listen_fd_ = -1, fd_ = -1;
+  std::thread server_;
+};
+
+struct Row {
+  std::string op, path;
+  uint64_t size;
+  int batch;
+  double gbps, p50_us, p99_us, baseline_gbps, ratio;
+  std::string baseline;
+};
+
+double Gbps(uint64_t bytes, double sec) { return sec > 0 ? double(bytes) / sec / 1e9 : 0; }
+
+}  // namespace
+
+int RunTransferBench(const BenchOptions& opts) {
+  const std::vector<uint64_t> sizes = {64ull << 10, 1ull << 20, 4ull << 20};
+  const std::vector<int> batches = {1, 16};
+  const uint64_t max_bytes = 16 * (4ull << 20);
+
+  LocalClusterOptions lco;
+  lco.num_nodes = 1;
+  lco.segment_size = 1ull << 30;
+  LocalCluster cluster(lco);
+  if (Status s = cluster.Start(); !s.ok()) {
+    std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  ClientConfig shm_cfg, tcp_cfg;
+  shm_cfg.transport = TransportMode::kShm;
+  tcp_cfg.transport = TransportMode::kTcp;
+  auto shm_client = cluster.NewClient(shm_cfg);
+  auto tcp_client = cluster.NewClient(tcp_cfg);
+  if (!shm_client.ok() || !tcp_client.ok()) return 1;
+
+  std::vector<uint8_t> src(max_bytes), dst(max_bytes);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  std::memset(dst.data(), 0, dst.size());
+  for (auto* c : {shm_client.value().get(), tcp_client.value().get()}) {
+    c->RegisterBuffer(src.data(), src.size());
+    c->RegisterBuffer(dst.data(), dst.size());
+  }
+  RawTcpCopy raw(max_bytes);
+
+  std::vector<Row> rows;
+  int case_no = 0;
+  const int total_cases = int(sizes.size() * batches.size());
+  for (uint64_t size : sizes) {
+    for (int batch : batches) {
+      ++case_no;
+      std::fprintf(stderr, "[%d/%d] %s x %d ...\n", case_no, total_cases,
+                   FormatSize(size).c_str(), batch);
+      const uint64_t bytes = size * uint64_t(batch);
+      auto memcpy_lat = Sample(opts.seconds_per_case / 4, 20, [&] {
+        std::memcpy(dst.data(), src.data(), bytes);
+        asm volatile("" ::: "memory");
+      });
+      auto raw_lat = Sample(opts.seconds_per_case / 4, 20, [&] { raw.Copy(dst.data(), bytes); });
+      double memcpy_gbps = Gbps(bytes, Percentile(memcpy_lat, 50));
+      double raw_gbps = Gbps(bytes, Percentile(raw_lat, 50));
+
+      for (auto [path, client] : {std::pair{"shm", shm_client.value().get()},
+                                  std::pair{"tcp", tcp_client.value().get()}}) {
+        std::vector<const void*> srcs;
+        std::vector<void*> dsts;
+        std::vector<uint64_t> lens(batch, size);
+        for (int j = 0; j < batch; ++j) {
+          srcs.push_back(src.data() + uint64_t(j) * size);
+          dsts.push_back(dst.data() + uint64_t(j) * size);
+        }
+        int round = 0;
+        std::vector<std::string> keys;
+        auto put_lat = Sample(opts.seconds_per_case / 2, 10, [&] {
+          keys.clear();
+          for (int j = 0; j < batch; ++j) {
+            keys.push_back(fmt::format("put-{}-{}-{}-{}", path, size, round, j));
+          }
+          ++round;
+          client->BatchPutFrom(keys, srcs, lens);
+        });
+        client->RemoveAll(true);
+        // Keys to read: put once, read many times.
+        keys.clear();
+        for (int j = 0; j < batch; ++j) keys.push_back(fmt::format("get-{}-{}-{}", path, size, j));
+        client->BatchPutFrom(keys, srcs, lens);
+        bool verified = true;
+        auto get_lat = Sample(opts.seconds_per_case / 2, 10, [&] {
+          auto r = client->BatchGetInto(keys, dsts, lens);
+          for (const auto& x : r) verified &= x.ok();
+        });
+        verified &= std::memcmp(src.data(), dst.data(), bytes) == 0;
+        if (!verified) {
+          std::fprintf(stderr, "error: %s get returned wrong bytes or failed\n", path);
+          return 1;
+        }
+        bool is_shm = std::string(path) == "shm";
+        double base = is_shm ? memcpy_gbps : raw_gbps;
+        for (auto [op, lat] : {std::pair{"put", &put_lat}, std::pair{"get", &get_lat}}) {
+          double g = Gbps(bytes, Percentile(*lat, 50));
+          rows.push_back(Row{op, path, size, batch, g, Percentile(*lat, 50) * 1e6,
+                             Percentile(*lat, 99) * 1e6, base, base > 0 ? g / base : 0,
+                             is_shm ? "memcpy" : "raw_tcp"});
+        }
+        client->RemoveAll(true);
+      }
+    }
+  }
+
+  std::printf("\nkvpool bench transfer (LocalCluster, 1 node; GB/s from the median call)\n");
+  std::printf("%-4s %-4s %7s %5s %9s %10s %10s %-8s %9s %7s\n", "op", "path", "size", "batch",
+              "GB/s", "p50_us", "p99_us", "baseline", "base_GB/s", "ratio");
+  for (const auto& r : rows) {
+    std::printf("%-4s %-4s %7s %5d %9.2f %10.1f %10.1f %-8s %9.2f %6.0f%%\n", r.op.c_str(),
+                r.path.c_str(), FormatSize(r.size).c_str(), r.batch, r.gbps, r.p50_us, r.p99_us,
+                r.baseline.c_str(), r.baseline_gbps, r.ratio * 100);
+  }
+  std::printf("targets: shm get >= 80%% of memcpy; tcp get >= 70%% of raw_tcp\n");
+  if (!opts.json_path.empty()) {
+    std::ofstream out(opts.json_path);
+    out << "[";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      out << (i ? "," : "")
+          << fmt::format(R"({{"op":"{}","path":"{}","size":{},"batch":{},"gbps":{:.3f},)"
+                         R"("p50_us":{:.1f},"p99_us":{:.1f},"baseline":"{}","baseline_gbps":{:.3f},)"
+                         R"("ratio":{:.3f}}})",
+                         r.op, r.path, r.size, r.batch, r.gbps, r.p50_us, r.p99_us, r.baseline,
+                         r.baseline_gbps, r.ratio);
+    }
+    out << "]\n";
+  }
+  cluster.Stop();
+  return 0;
+}
+
+}  // namespace kvpool

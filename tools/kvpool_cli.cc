@@ -1,0 +1,251 @@
+// kvpool: the command line. put/get/exist/rm/tier/stat against a running
+// master, `cluster` to run a LocalCluster in the foreground, `demo` for the
+// README's demo workload, and `bench` for the benchmark tools.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "bench/bench_main.h"
+#include "kvpool/client.h"
+#include "kvpool/local_cluster.h"
+#include "tools/demo.h"
+#include "tools/flags.h"
+
+namespace {
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      o += buf;
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+int Fail(const kvpool::Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  CLI::App app{"kvpool: command line of the kvpool KV-cache store"};
+  app.require_subcommand(1);
+  kvpool::ClientConfig cc;
+  std::string transport = "auto";
+  app.add_option("--master", cc.master_server_address, "HOST:PORT of kvpool-master")
+      ->capture_default_str();
+  app.add_option("--tenant", cc.tenant, "tenant of the keys")->capture_default_str();
+  app.add_option("--transport", transport, "auto, shm or tcp")->capture_default_str();
+
+  std::string key, file;
+  std::vector<std::string> keys;
+  bool force = false, json = false;
+
+  auto* put = app.add_subcommand("put", "store FILE's bytes under KEY");
+  put->add_option("key", key)->required();
+  put->add_option("file", file)->required();
+  auto* get = app.add_subcommand("get", "write KEY's bytes to FILE (- for stdout)");
+  get->add_option("key", key)->required();
+  get->add_option("file", file)->required();
+  auto* exist = app.add_subcommand("exist", "print 1/0 per key");
+  exist->add_option("keys", keys)->required();
+  auto* rm = app.add_subcommand("rm", "remove a key");
+  rm->add_flag("--force", force, "remove even if leased");
+  rm->add_option("key", key)->required();
+  auto* tier = app.add_subcommand("tier", "read-only tier lookup per key");
+  tier->add_option("keys", keys)->required();
+  tier->add_flag("--json", json, "JSON output");
+  auto* stat = app.add_subcommand("stat", "cluster statistics");
+  stat->add_flag("--json", json, "JSON output");
+
+  kvpool::LocalClusterOptions lco;
+  int duration_sec = 0;
+  auto* cluster = app.add_subcommand("cluster", "run a LocalCluster in the foreground");
+  cluster->add_option("--nodes", lco.num_nodes, "number of nodes")->capture_default_str();
+  kvpool::AddSizeFlag(*cluster, "--segment_size", &lco.segment_size, "DRAM per node");
+  cluster->add_option("--rpc_port", lco.master_port, "master gRPC port; 0 = any")
+      ->capture_default_str();
+  cluster->add_option("--metrics_port", lco.metrics_port, "master HTTP port; 0 = any, -1 = off")
+      ->capture_default_str();
+  cluster->add_option("--duration_sec", duration_sec, "stop after N s (0 = until Ctrl-C)")
+      ->capture_default_str();
+
+  kvpool::DemoOptions demo_opts;
+  auto* demo = app.add_subcommand("demo", "LocalCluster with two nodes + a short workload");
+  demo->add_option("--keys", demo_opts.keys, "keys to put")->capture_default_str();
+  kvpool::AddSizeFlag(*demo, "--value_size", &demo_opts.value_size, "bytes per value");
+
+  kvpool::BenchOptions bench_opts;
+  auto* bench = app.add_subcommand("bench", "benchmarks (tables with same-run baselines)");
+  bench->require_subcommand(1);
+  auto* bench_transfer = bench->add_subcommand("transfer", "put/get GB/s and latency, shm and TCP");
+  bench_transfer->add_option("--json", bench_opts.json_path, "also write JSON here");
+  bench_transfer->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
+      ->capture_default_str();
+  auto* bench_master = bench->add_subcommand("master", "tier lookups/s and bytes per object");
+  bench_master->add_option("--json", bench_opts.json_path, "also write JSON here");
+  bench_master->add_option("--objects", bench_opts.objects, "objects for the memory figure")
+      ->capture_default_str();
+  bench_master->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
+      ->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (transport == "shm") {
+    cc.transport = kvpool::TransportMode::kShm;
+  } else if (transport == "tcp") {
+    cc.transport = kvpool::TransportMode::kTcp;
+  } else if (transport != "auto") {
+    std::fprintf(stderr, "error: --transport must be auto, shm or tcp\n");
+    return 2;
+  }
+
+  if (*cluster) {
+    kvpool::LocalCluster lc(lco);
+    if (auto s = lc.Start(); !s.ok()) return Fail(s);
+    std::printf("LocalCluster up: master %s, metrics port %d, %zu nodes of %s\n",
+                lc.master_address().c_str(), lc.metrics_port(), lc.num_nodes(),
+                kvpool::FormatSize(lco.segment_size).c_str());
+    std::fflush(stdout);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    if (duration_sec > 0) {
+      timespec ts{duration_sec, 0};
+      sigtimedwait(&set, nullptr, &ts);
+    } else {
+      int sig;
+      sigwait(&set, &sig);
+    }
+    lc.Stop();
+    return 0;
+  }
+  if (*demo) return kvpool::RunDemo(demo_opts);
+  if (*bench_transfer) return kvpool::RunTransferBench(bench_opts);
+  if (*bench_master) return kvpool::RunMasterBench(bench_opts);
+
+  auto created = kvpool::Client::Create(cc);
+  if (!created.ok()) return Fail(created.status());
+  auto& client = *created.value();
+
+  if (*put) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return Fail(kvpool::Status(kvpool::ErrorCode::FILE_NOT_FOUND, file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string value = ss.str();
+    if (auto s = client.Put(key, value); !s.ok()) return Fail(s);
+    std::printf("put %s: %zu bytes\n", key.c_str(), value.size());
+    return 0;
+  }
+  if (*get) {
+    auto r = client.Get(key);
+    if (!r.ok()) return Fail(r.status());
+    if (file == "-") {
+      std::fwrite(r->data(), 1, r->size(), stdout);
+    } else {
+      std::ofstream out(file, std::ios::binary);
+      out.write(r->data(), static_cast<std::streamsize>(r->size()));
+      if (!out) return Fail(kvpool::Status(kvpool::ErrorCode::FILE_WRITE_FAIL, file));
+      std::printf("get %s: %zu bytes -> %s\n", key.c_str(), r->size(), file.c_str());
+    }
+    return 0;
+  }
+  if (*exist) {
+    auto r = client.BatchIsExist(keys);
+    int rc = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!r[i].ok()) {
+        std::printf("%s\terror %s\n", keys[i].c_str(), r[i].status().ToString().c_str());
+        rc = 2;
+      } else {
+        std::printf("%s\t%d\n", keys[i].c_str(), r[i].value() ? 1 : 0);
+      }
+    }
+    return rc;
+  }
+  if (*rm) {
+    if (auto s = client.Remove(key, force); !s.ok()) return Fail(s);
+    std::printf("removed %s\n", key.c_str());
+    return 0;
+  }
+  if (*tier) {
+    auto r = client.BatchGetReplicaDesc(keys);
+    std::string out = "[";
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (json) {
+        if (i) out += ",";
+        out += "{\"key\":\"" + JsonEscape(keys[i]) + "\"";
+        if (!r[i].ok()) {
+          out += ",\"error\":\"" + std::string(kvpool::ErrorCodeName(r[i].code())) + "\"}";
+          continue;
+        }
+        out += ",\"size\":" + std::to_string(r[i]->size) + ",\"tier\":\"" + r[i]->BestTier() +
+               "\",\"lease_remaining_ms\":" + std::to_string(r[i]->lease_remaining_ms) +
+               ",\"replicas\":[";
+        for (size_t j = 0; j < r[i]->replicas.size(); ++j) {
+          const auto& rep = r[i]->replicas[j];
+          if (j) out += ",";
+          out += std::string("{\"kind\":\"") +
+                 (rep.kind == kvpool::ReplicaInfo::Kind::kMemory ? "memory" : "local_disk") +
+                 "\",\"complete\":" + (rep.complete ? "true" : "false") + ",\"node\":\"" +
+                 JsonEscape(rep.node_id) + "\",\"endpoint\":\"" + rep.data_endpoint + "\"}";
+        }
+        out += "]}";
+      } else if (!r[i].ok()) {
+        std::printf("%s\t%s\n", keys[i].c_str(), r[i].status().ToString().c_str());
+      } else {
+        std::printf("%s\t%s\t%lu bytes\t%zu replica(s)\tlease %ld ms\n", keys[i].c_str(),
+                    r[i]->BestTier().c_str(), r[i]->size, r[i]->replicas.size(),
+                    std::max<int64_t>(0, r[i]->lease_remaining_ms));
+      }
+    }
+    if (json) std::printf("%s]\n", out.c_str());
+    return 0;
+  }
+  if (*stat) {
+    auto r = client.Stat();
+    if (!r.ok()) return Fail(r.status());
+    if (json) {
+      std::string segs;
+      for (const auto& s : r->segments) {
+        if (!segs.empty()) segs += ",";
+        segs += "{\"id\":" + std::to_string(s.segment_id) + ",\"node\":\"" +
+                JsonEscape(s.node_id) + "\",\"kind\":\"" + s.kind +
+                "\",\"capacity\":" + std::to_string(s.capacity) +
+                ",\"used\":" + std::to_string(s.used) + "}";
+      }
+      std::printf("{\"objects\":%lu,\"memory_replicas\":%lu,\"evictions\":%lu,\"segments\":[%s]}\n",
+                  r->objects, r->memory_replicas, r->evictions, segs.c_str());
+    } else {
+      std::printf("objects %lu, memory replicas %lu, evictions %lu\n", r->objects,
+                  r->memory_replicas, r->evictions);
+      for (const auto& s : r->segments) {
+        std::printf("  segment %lu node %s %s: %s used of %s (%.1f%%) at %s\n", s.segment_id,
+                    s.node_id.c_str(), s.kind.c_str(), kvpool::FormatSize(s.used).c_str(),
+                    kvpool::FormatSize(s.capacity).c_str(),
+                    s.capacity ? 100.0 * double(s.used) / double(s.capacity) : 0.0,
+                    s.data_endpoint.c_str());
+      }
+    }
+    return 0;
+  }
+  return 0;
+}
