@@ -78,8 +78,9 @@ class Result {
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   ErrorCode code() const { return status_.code(); }
-  T& value() { return value_; }
-  const T& value() const { return value_; }
+  T& value() & { return value_; }
+  const T& value() const& { return value_; }
+  T&& value() && { return std::move(value_); }
   T* operator->() { return &value_; }
   const T* operator->() const { return &value_; }
   T& operator*() { return value_; }

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 
 #include "common/host_id.h"
 
@@ -25,6 +29,23 @@ std::string GenerateNodeId() {
   gethostname(host, sizeof(host) - 1);
   return fmt::format("{}-{}-{}", host, getpid(), counter++);
 }
+
+
+// Segments of nodes that died without unmapping (SIGKILL) stay in /dev/shm
+// and hold RAM; the pid in the name tells whether the owner is gone.
+void RemoveStaleShmFiles() {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("kvpool-", 0) != 0) continue;
+    long pid = std::strtol(name.c_str() + 7, nullptr, 10);
+    if (pid <= 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove(e.path(), ec);
+      spdlog::info("removed stale segment file {}", e.path().string());
+    }
+  }
+}
 }  // namespace
 
 Node::Node(NodeConfig config) : config_(std::move(config)) {
@@ -40,6 +61,7 @@ std::string Node::data_endpoint() const {
 Status Node::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
   master_ = std::make_unique<MasterClient>(config_.master_server_address, config_.rpc_timeout_ms);
+  RemoveStaleShmFiles();
   // The shm name carries the pid so a crashed node's leftover file never
   // collides with a new one.
   std::string shm_name = fmt::format("kvpool-{}-{}", getpid(), config_.node_id);

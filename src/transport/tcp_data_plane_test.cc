@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <asio.hpp>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <list>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -35,6 +38,82 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
   return v;
 }
+
+// Forwards loopback connections to `target` and can cut them all at once,
+// which turns a client's pooled connection stale while the server lives on.
+class CuttableProxy {
+ public:
+  explicit CuttableProxy(uint16_t target)
+      : target_(target),
+        acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~CuttableProxy() {
+    // Wakes the blocked accept() without touching the Asio object.
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    accept_thread_.join();
+    CutAll();
+    for (auto& t : pumps_) t.join();
+  }
+
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int accepted() {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(links_.size());
+  }
+  // Both directions of every link see EOF; raw shutdown() because the
+  // pump threads are blocked in reads on these sockets.
+  void CutAll() {
+    std::lock_guard lock(mu_);
+    for (auto& link : links_) {
+      ::shutdown(link.client.native_handle(), SHUT_RDWR);
+      ::shutdown(link.server.native_handle(), SHUT_RDWR);
+    }
+  }
+
+ private:
+  struct Link {
+    explicit Link(asio::io_context& io) : client(io), server(io) {}
+    tcp::socket client;
+    tcp::socket server;
+  };
+
+  void AcceptLoop() {
+    for (;;) {
+      tcp::socket client(io_);
+      asio::error_code ec;
+      acceptor_.accept(client, ec);
+      if (ec) return;
+      std::lock_guard lock(mu_);
+      Link& link = links_.emplace_back(io_);
+      link.client = std::move(client);
+      link.server.connect({asio::ip::make_address("127.0.0.1"), target_}, ec);
+      if (ec) return;
+      pumps_.emplace_back([&link] { Pump(link.client, link.server); });
+      pumps_.emplace_back([&link] { Pump(link.server, link.client); });
+    }
+  }
+
+  static void Pump(tcp::socket& from, tcp::socket& to) {
+    std::vector<uint8_t> buf(1 << 16);
+    asio::error_code ec;
+    for (;;) {
+      const size_t n = from.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      asio::write(to, asio::buffer(buf.data(), n), ec);
+      if (ec) break;
+    }
+    ::shutdown(to.native_handle(), SHUT_WR);
+  }
+
+  const uint16_t target_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::list<Link> links_;  // stable addresses for the pump threads
+  std::vector<std::thread> pumps_;
+};
 
 class TcpDataPlaneTest : public ::testing::Test {
  protected:
@@ -95,13 +174,17 @@ class TcpDataPlaneTest : public ::testing::Test {
 
   // Writes then reads back `data` at `offset` of the big segment.
   void ExpectRoundTrip(TcpDataClient& client, uint64_t offset,
-                       const std::vector<uint8_t>& data) {
+                       const std::vector<uint8_t>& data,
+                       std::string endpoint = "") {
+    if (endpoint.empty()) endpoint = Endpoint();
     WriteOp w{kBigSegment, offset, data.size(), data.data()};
-    ASSERT_TRUE(client.Write(Endpoint(), {&w, 1}).ok());
+    Status s = client.Write(endpoint, {&w, 1});
+    ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(w.result, ErrorCode::OK);
     std::vector<uint8_t> back(data.size());
     ReadOp r{kBigSegment, offset, back.size(), back.data()};
-    ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+    s = client.Read(endpoint, {&r, 1});
+    ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(r.result, ErrorCode::OK);
     ASSERT_EQ(back, data);
   }
@@ -448,6 +531,18 @@ TEST_F(TcpDataPlaneTest, DeadEndpointIsTransferFail) {
   EXPECT_EQ(server_->Start("127.0.0.1", 0).code(),
             ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
   ExpectRoundTrip(client, 100, RandomBytes(70000, 10));
+}
+
+TEST_F(TcpDataPlaneTest, StalePooledConnectionIsRetriedOnANewOne) {
+  CuttableProxy proxy(server_->port());
+  const std::string endpoint = "127.0.0.1:" + std::to_string(proxy.port());
+  TcpDataClient client;
+  ExpectRoundTrip(client, 0, RandomBytes(3000, 15), endpoint);
+  EXPECT_EQ(proxy.accepted(), 1);
+  proxy.CutAll();
+  // The pooled connection is dead; the call must still succeed, on a new one.
+  ExpectRoundTrip(client, 0, RandomBytes(5000, 16), endpoint);
+  EXPECT_EQ(proxy.accepted(), 2);
 }
 
 TEST_F(TcpDataPlaneTest, StalledServerTimesOut) {

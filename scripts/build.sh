@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds kvpool (Release) into build/. Used by demo.sh and
+# test.sh; safe to run repeatedly (incremental, ccache when available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS="${JOBS:-$(nproc)}"
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build build -j "$JOBS"

@@ -1,0 +1,286 @@
+// Integration tests on a LocalCluster: the real master, nodes and clients
+// over gRPC, shared memory and TCP on loopback.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kvpool/local_cluster.h"
+#include "master/master_server.h"
+#include "node/node.h"
+#include "tests/test_util.h"
+#include "transport/tcp_data_client.h"
+
+namespace kvpool {
+namespace {
+
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(LocalClusterOptions{}); }
+  void Start(LocalClusterOptions o) {
+    cluster_ = std::make_unique<LocalCluster>(o);
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  std::unique_ptr<Client> NewClient(TransportMode mode) {
+    ClientConfig c;
+    c.transport = mode;
+    auto r = cluster_->NewClient(c);
+    EXPECT_TRUE(r.ok());
+    return std::move(r.value());
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(ClusterTest, PutOnOneNodeReadByOtherClientOverBothPaths) {
+  auto writer = NewClient(TransportMode::kAuto);
+  auto shm = NewClient(TransportMode::kShm);
+  auto tcp = NewClient(TransportMode::kTcp);
+  for (size_t n : {0, 1}) {
+    ReplicateConfig rc;
+    rc.preferred_segment = cluster_->node(n).node_id();
+    std::string key = "block-on-node" + std::to_string(n);
+    std::string value = RandomBytes(1 << 20, n + 1);
+    ASSERT_TRUE(writer->Put(key, value, rc).ok());
+    auto tier = writer->BatchGetReplicaDesc({key});
+    ASSERT_TRUE(tier[0].ok());
+    EXPECT_EQ(tier[0]->replicas[0].node_id, cluster_->node(n).node_id());
+    auto a = shm->Get(key);
+    auto b = tcp->Get(key);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(a.value(), value);
+    EXPECT_EQ(b.value(), value);
+  }
+  EXPECT_EQ(shm->counters().tcp_bytes_read, 0u);
+  EXPECT_EQ(tcp->counters().shm_bytes_read, 0u);
+  EXPECT_EQ(tcp->counters().tcp_bytes_read, 2u << 20);
+}
+
+TEST_F(ClusterTest, WritesOverTcpAreReadOverShm) {
+  auto tcp = NewClient(TransportMode::kTcp);
+  auto shm = NewClient(TransportMode::kShm);
+  std::string v = RandomBytes(300 * 1024 + 7, 9);
+  ASSERT_TRUE(tcp->Put("k", v).ok());
+  EXPECT_EQ(tcp->counters().tcp_bytes_written, v.size());
+  EXPECT_EQ(shm->Get("k").value(), v);
+}
+
+TEST_F(ClusterTest, BatchZeroCopyRoundTrip) {
+  auto c = NewClient(TransportMode::kAuto);
+  const int n = 16;
+  const size_t sz = 64 * 1024;
+  std::string src = RandomBytes(n * sz, 3);
+  std::string dst(n * sz, '\0');
+  ASSERT_TRUE(c->RegisterBuffer(src.data(), src.size()).ok());
+  ASSERT_TRUE(c->RegisterBuffer(dst.data(), dst.size()).ok());
+  std::vector<std::string> keys;
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<uint64_t> sizes(n, sz);
+  for (int i = 0; i < n; ++i) {
+    keys.push_back("zc" + std::to_string(i));
+    srcs.push_back(src.data() + i * sz);
+    dsts.push_back(dst.data() + i * sz);
+  }
+  for (const auto& s : c->BatchPutFrom(keys, srcs, sizes)) ASSERT_TRUE(s.ok()) << s.ToString();
+  auto got = c->BatchGetInto(keys, dsts, sizes);
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g.value(), sz);
+  }
+  EXPECT_EQ(src, dst);
+  ASSERT_TRUE(c->UnregisterBuffer(dst.data()).ok());
+  auto after = c->BatchGetInto(keys, dsts, sizes);
+  EXPECT_EQ(after[0].code(), ErrorCode::INVALID_PARAMS);
+}
+
+TEST_F(ClusterTest, PutExistingKeyKeepsOldValueUpsertReplaces) {
+  auto c = NewClient(TransportMode::kAuto);
+  ASSERT_TRUE(c->Put("k", "first").ok());
+  ASSERT_TRUE(c->Put("k", "second!").ok());
+  EXPECT_EQ(c->Get("k").value(), "first");
+  ASSERT_TRUE(c->Upsert("k", "third value").ok());
+  EXPECT_EQ(c->Get("k").value(), "third value");
+  EXPECT_EQ(c->GetSize("k").value(), 11u);
+}
+
+TEST_F(ClusterTest, ExistRemoveAndLeases) {
+  auto c = NewClient(TransportMode::kAuto);
+  ASSERT_TRUE(c->Put("a", "1").ok());
+  ASSERT_TRUE(c->Put("b", "2").ok());
+  auto ex = c->BatchIsExist({"a", "b", "zzz"}, ExistOptions{.grant_lease = false});
+  EXPECT_TRUE(ex[0].value());
+  EXPECT_TRUE(ex[1].value());
+  EXPECT_FALSE(ex[2].value());
+  // Probe without a lease: removable at once.
+  EXPECT_TRUE(c->Remove("a").ok());
+  // A get leases the key: remove is refused unless forced.
+  ASSERT_TRUE(c->Get("b").ok());
+  EXPECT_EQ(c->Remove("b").code(), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_TRUE(c->Remove("b", true).ok());
+  EXPECT_FALSE(c->IsExist("b").value());
+  EXPECT_EQ(c->Get("b").code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(ClusterTest, BadInputGetsClearErrorsAndStoreStaysConsistent) {
+  auto c = NewClient(TransportMode::kAuto);
+  EXPECT_EQ(c->Put("", "x").code(), ErrorCode::INVALID_KEY);
+  EXPECT_EQ(c->Put(std::string(5000, 'k'), "x").code(), ErrorCode::INVALID_KEY);
+  EXPECT_EQ(c->Put("empty", "").code(), ErrorCode::INVALID_PARAMS);
+  std::string huge((64 << 20) + 1, 'x');
+  EXPECT_EQ(c->Put("huge", huge).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->Get("unknown").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(c->GetSize("unknown").code(), ErrorCode::OBJECT_NOT_FOUND);
+  ASSERT_TRUE(c->Put("k", RandomBytes(1000, 1)).ok());
+  char small[10];
+  EXPECT_EQ(c->GetInto("k", small, sizeof(small)).code(), ErrorCode::BUFFER_OVERFLOW);
+  std::string unregistered(1000, '\0');
+  EXPECT_EQ(c->PutFrom("k2", unregistered.data(), 1000).code(), ErrorCode::INVALID_PARAMS);
+  std::vector<void*> bufs = {unregistered.data()};
+  EXPECT_EQ(c->BatchGetInto({"k"}, bufs, {1000})[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->RegisterBuffer(nullptr, 10).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->UnregisterBuffer(unregistered.data()).code(), ErrorCode::INVALID_PARAMS);
+  // Only "k" exists, with its bytes intact.
+  auto st = c->Stat();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->objects, 1u);
+  EXPECT_EQ(c->Get("k").value(), RandomBytes(1000, 1));
+}
+
+TEST_F(ClusterTest, DataPlaneRejectsRangesOutsideTheSegment) {
+  auto c = NewClient(TransportMode::kTcp);
+  ASSERT_TRUE(c->Put("k", RandomBytes(4096, 5)).ok());
+  Node& node = cluster_->node(0);
+  TcpDataClient raw;
+  std::vector<uint8_t> buf(8192);
+  std::vector<ReadOp> ops(3);
+  ops[0] = ReadOp{node.segment_id(), (64ull << 20) - 10, 4096, buf.data()};   // runs off the end
+  ops[1] = ReadOp{node.segment_id(), UINT64_MAX - 1, 4096, buf.data()};        // overflows
+  ops[2] = ReadOp{node.segment_id() + 1000, 0, 16, buf.data()};                // unknown segment
+  ASSERT_TRUE(raw.Read(node.data_endpoint(), ops).ok());
+  for (const auto& op : ops) EXPECT_EQ(op.result, ErrorCode::INVALID_PARAMS);
+  // The node still serves a valid read afterwards.
+  EXPECT_EQ(c->Get("k").value(), RandomBytes(4096, 5));
+}
+
+TEST_F(ClusterTest, MalformedFrameClosesConnectionNodeKeepsServing) {
+  auto c = NewClient(TransportMode::kTcp);
+  ASSERT_TRUE(c->Put("k", "value").ok());
+  std::string ep = cluster_->node(0).data_endpoint();
+  int port = std::stoi(ep.substr(ep.rfind(':') + 1));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string garbage = RandomBytes(256, 77);
+  ASSERT_EQ(write(fd, garbage.data(), garbage.size()), ssize_t(garbage.size()));
+  char b;
+  EXPECT_LE(read(fd, &b, 1), 0);  // the node hung up
+  close(fd);
+  EXPECT_EQ(c->Get("k").value(), "value");
+  auto other = NewClient(TransportMode::kTcp);
+  EXPECT_EQ(other->Get("k").value(), "value");
+}
+
+TEST_F(ClusterTest, PoolKeepsAcceptingPutsUnderPressure) {
+  auto c = NewClient(TransportMode::kAuto);
+  // Three times the pool's capacity of 1 MiB values.
+  const int n = 3 * 2 * 64;
+  int ok = 0;
+  for (int i = 0; i < n; ++i) ok += c->Put("p" + std::to_string(i), RandomBytes(1 << 20, i)).ok();
+  EXPECT_EQ(ok, n);
+  // The newest keys survive and read back exactly.
+  for (int i = n - 10; i < n; ++i) EXPECT_EQ(c->Get("p" + std::to_string(i)).value(), RandomBytes(1 << 20, i));
+  auto st = c->Stat();
+  EXPECT_GT(st->evictions, 0u);
+}
+
+TEST_F(ClusterTest, ConcurrentClientsSeeConsistentBytes) {
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = NewClient(t % 2 ? TransportMode::kTcp : TransportMode::kShm);
+      for (int i = 0; i < 25; ++i) {
+        std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        std::string v = RandomBytes(32 * 1024, t * 1000 + i);
+        if (!c->Put(key, v).ok() || c->Get(key).value() != v) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ClusterLiveness, CrashedNodeKeysBecomeCleanMisses) {
+  LocalClusterOptions o;
+  o.client_ttl = 1;
+  o.heartbeat_interval_ms = 100;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto c = cluster.NewClient().value();
+  ReplicateConfig on0, on1;
+  on0.preferred_segment = cluster.node(0).node_id();
+  on1.preferred_segment = cluster.node(1).node_id();
+  ASSERT_TRUE(c->Put("k0", "zero", on0).ok());
+  ASSERT_TRUE(c->Put("k1", "one", on1).ok());
+  cluster.CrashNode(1);
+  ASSERT_TRUE(WaitUntil([&] { return c->Get("k1").code() == ErrorCode::OBJECT_NOT_FOUND; },
+                        std::chrono::seconds(10)));
+  EXPECT_EQ(c->Get("k0").value(), "zero");
+  EXPECT_FALSE(c->IsExist("k1").value());
+  // New puts land on the surviving node.
+  ASSERT_TRUE(c->Put("k2", "two").ok());
+  EXPECT_EQ(c->BatchGetReplicaDesc({"k2"})[0]->replicas[0].node_id, cluster.node(0).node_id());
+}
+
+TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
+  LocalClusterOptions o;
+  o.client_ttl = 1;
+  o.heartbeat_interval_ms = 100;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  uint64_t before = cluster.node(0).segment_id();
+  cluster.node(0).PauseHeartbeats(true);
+  auto c = cluster.NewClient().value();
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 1; }, std::chrono::seconds(10)));
+  cluster.node(0).PauseHeartbeats(false);
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 2; }, std::chrono::seconds(10)));
+  EXPECT_NE(cluster.node(0).segment_id(), before);
+  ReplicateConfig rc;
+  rc.preferred_segment = cluster.node(0).node_id();
+  ASSERT_TRUE(c->Put("again", "v", rc).ok());
+  EXPECT_EQ(c->Get("again").value(), "v");
+}
+
+TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {
+  LocalClusterOptions o;
+  o.metrics_port = 0;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto c = cluster.NewClient().value();
+  ASSERT_TRUE(c->Put("m", "v").ok());
+  ASSERT_TRUE(c->Get("m").ok());
+  ASSERT_GT(cluster.metrics_port(), 0);
+  httplib::Client http("127.0.0.1", cluster.metrics_port());
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  const std::string& text = metrics->body;
+  EXPECT_NE(text.find("kvpool_master_puts_total{result=\"OK\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("kvpool_master_gets_total{result=\"OK\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("kvpool_master_watermark_ratio{kind=\"main\"}"), std::string::npos);
+  auto status = http.Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_NE(status->body.find("\"objects\":1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvpool
