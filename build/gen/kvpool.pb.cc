@@ -389,9 +389,28 @@ struct QueryResultDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 QueryResultDefaultTypeInternal _QueryResult_default_instance_;
+PROTOBUF_CONSTEXPR SegmentDescriptor::SegmentDescriptor(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.node_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.host_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.shm_path_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.data_endpoint_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.segment_id_)*/uint64_t{0u}
+  , /*decltype(_impl_.segment_size_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct SegmentDescriptorDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR SegmentDescriptorDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~SegmentDescriptorDefaultTypeInternal() {}
+  union {
+    SegmentDescriptor _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 SegmentDescriptorDefaultTypeInternal _SegmentDescriptor_default_instance_;
 PROTOBUF_CONSTEXPR BatchQueryReadOnlyResponse::BatchQueryReadOnlyResponse(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.items_)*/{}
+  , /*decltype(_impl_.segments_)*/{}
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct BatchQueryReadOnlyResponseDefaultTypeInternal {
   PROTOBUF_CONSTEXPR BatchQueryReadOnlyResponseDefaultTypeInternal()
@@ -449,7 +468,7 @@ struct ClusterStatsResponseDefaultTypeInternal {
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ClusterStatsResponseDefaultTypeInternal _ClusterStatsResponse_default_instance_;
 }  // namespace rpc
 }  // namespace kvpool
-static ::_pb::Metadata file_level_metadata_kvpool_2eproto[29];
+static ::_pb::Metadata file_level_metadata_kvpool_2eproto[30];
 static const ::_pb::EnumDescriptor* file_level_enum_descriptors_kvpool_2eproto[3];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_kvpool_2eproto = nullptr;
 
@@ -670,12 +689,25 @@ const uint32_t TableStruct_kvpool_2eproto::offsets[] PROTOBUF_SECTION_VARIABLE(p
   PROTOBUF_FIELD_OFFSET(::kvpool::rpc::QueryResult, _impl_.replicas_),
   PROTOBUF_FIELD_OFFSET(::kvpool::rpc::QueryResult, _impl_.lease_remaining_ms_),
   ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.segment_id_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.node_id_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.host_id_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.shm_path_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.data_endpoint_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentDescriptor, _impl_.segment_size_),
+  ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::kvpool::rpc::BatchQueryReadOnlyResponse, _internal_metadata_),
   ~0u,  // no _extensions_
   ~0u,  // no _oneof_case_
   ~0u,  // no _weak_field_map_
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::kvpool::rpc::BatchQueryReadOnlyResponse, _impl_.items_),
+  PROTOBUF_FIELD_OFFSET(::kvpool::rpc::BatchQueryReadOnlyResponse, _impl_.segments_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::kvpool::rpc::SegmentStats, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -731,10 +763,11 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 189, -1, -1, sizeof(::kvpool::rpc::RemoveAllRequest)},
   { 197, -1, -1, sizeof(::kvpool::rpc::RemoveAllResponse)},
   { 205, -1, -1, sizeof(::kvpool::rpc::QueryResult)},
-  { 215, -1, -1, sizeof(::kvpool::rpc::BatchQueryReadOnlyResponse)},
-  { 222, -1, -1, sizeof(::kvpool::rpc::SegmentStats)},
-  { 234, -1, -1, sizeof(::kvpool::rpc::ClusterStatsRequest)},
-  { 240, -1, -1, sizeof(::kvpool::rpc::ClusterStatsResponse)},
+  { 215, -1, -1, sizeof(::kvpool::rpc::SegmentDescriptor)},
+  { 227, -1, -1, sizeof(::kvpool::rpc::BatchQueryReadOnlyResponse)},
+  { 235, -1, -1, sizeof(::kvpool::rpc::SegmentStats)},
+  { 247, -1, -1, sizeof(::kvpool::rpc::ClusterStatsRequest)},
+  { 253, -1, -1, sizeof(::kvpool::rpc::ClusterStatsResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -763,6 +796,7 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::kvpool::rpc::_RemoveAllRequest_default_instance_._instance,
   &::kvpool::rpc::_RemoveAllResponse_default_instance_._instance,
   &::kvpool::rpc::_QueryResult_default_instance_._instance,
+  &::kvpool::rpc::_SegmentDescriptor_default_instance_._instance,
   &::kvpool::rpc::_BatchQueryReadOnlyResponse_default_instance_._instance,
   &::kvpool::rpc::_SegmentStats_default_instance_._instance,
   &::kvpool::rpc::_ClusterStatsRequest_default_instance_._instance,
@@ -821,58 +855,63 @@ const char descriptor_table_protodef_kvpool_2eproto[] PROTOBUF_SECTION_VARIABLE(
   "ryResult\022\022\n\nerror_code\030\001 \001(\005\022\014\n\004size\030\002 \001"
   "(\004\022/\n\010replicas\030\003 \003(\0132\035.kvpool.rpc.Replic"
   "aDescriptor\022\032\n\022lease_remaining_ms\030\004 \001(\003\""
-  "D\n\032BatchQueryReadOnlyResponse\022&\n\005items\030\001"
-  " \003(\0132\027.kvpool.rpc.QueryResult\"\221\001\n\014Segmen"
-  "tStats\022\022\n\nsegment_id\030\001 \001(\004\022\017\n\007node_id\030\002 "
-  "\001(\t\022%\n\004kind\030\003 \001(\0162\027.kvpool.rpc.SegmentKi"
-  "nd\022\020\n\010capacity\030\004 \001(\004\022\014\n\004used\030\005 \001(\004\022\025\n\rda"
-  "ta_endpoint\030\006 \001(\t\"\025\n\023ClusterStatsRequest"
-  "\"\177\n\024ClusterStatsResponse\022*\n\010segments\030\001 \003"
-  "(\0132\030.kvpool.rpc.SegmentStats\022\017\n\007objects\030"
-  "\002 \001(\004\022\027\n\017memory_replicas\030\003 \001(\004\022\021\n\tevicti"
-  "ons\030\004 \001(\004*)\n\013ReplicaKind\022\n\n\006MEMORY\020\000\022\016\n\n"
-  "LOCAL_DISK\020\001*-\n\rReplicaStatus\022\016\n\nPROCESS"
-  "ING\020\000\022\014\n\010COMPLETE\020\001*,\n\013SegmentKind\022\010\n\004MA"
-  "IN\020\000\022\023\n\017PREFETCH_BUFFER\020\0012\237\n\n\rMasterServ"
-  "ice\022Q\n\014MountSegment\022\037.kvpool.rpc.MountSe"
-  "gmentRequest\032 .kvpool.rpc.MountSegmentRe"
-  "sponse\022W\n\016UnmountSegment\022!.kvpool.rpc.Un"
-  "mountSegmentRequest\032\".kvpool.rpc.Unmount"
-  "SegmentResponse\022H\n\tHeartbeat\022\034.kvpool.rp"
-  "c.HeartbeatRequest\032\035.kvpool.rpc.Heartbea"
-  "tResponse\022E\n\010PutStart\022\033.kvpool.rpc.PutSt"
-  "artRequest\032\034.kvpool.rpc.PutStartResponse"
-  "\022T\n\rBatchPutStart\022 .kvpool.rpc.BatchPutS"
-  "tartRequest\032!.kvpool.rpc.BatchPutStartRe"
-  "sponse\0227\n\006PutEnd\022\026.kvpool.rpc.KeyRequest"
-  "\032\025.kvpool.rpc.KeyStatus\022F\n\013BatchPutEnd\022\033"
-  ".kvpool.rpc.BatchKeyRequest\032\032.kvpool.rpc"
-  ".BatchKeyStatus\022:\n\tPutRevoke\022\026.kvpool.rp"
-  "c.KeyRequest\032\025.kvpool.rpc.KeyStatus\022I\n\016B"
-  "atchPutRevoke\022\033.kvpool.rpc.BatchKeyReque"
-  "st\032\032.kvpool.rpc.BatchKeyStatus\022L\n\016GetRep"
-  "licaList\022\026.kvpool.rpc.KeyRequest\032\".kvpoo"
-  "l.rpc.GetReplicaListResponse\022[\n\023BatchGet"
-  "ReplicaList\022\033.kvpool.rpc.BatchKeyRequest"
-  "\032\'.kvpool.rpc.BatchGetReplicaListRespons"
-  "e\022E\n\010ExistKey\022\033.kvpool.rpc.ExistKeyReque"
-  "st\032\034.kvpool.rpc.ExistKeyResponse\022J\n\rBatc"
-  "hExistKey\022\033.kvpool.rpc.ExistKeyRequest\032\034"
-  ".kvpool.rpc.ExistKeyResponse\022:\n\006Remove\022\031"
-  ".kvpool.rpc.RemoveRequest\032\025.kvpool.rpc.K"
-  "eyStatus\022H\n\tRemoveAll\022\034.kvpool.rpc.Remov"
-  "eAllRequest\032\035.kvpool.rpc.RemoveAllRespon"
-  "se\022Y\n\022BatchQueryReadOnly\022\033.kvpool.rpc.Ba"
-  "tchKeyRequest\032&.kvpool.rpc.BatchQueryRea"
-  "dOnlyResponse\022T\n\017GetClusterStats\022\037.kvpoo"
-  "l.rpc.ClusterStatsRequest\032 .kvpool.rpc.C"
-  "lusterStatsResponseb\006proto3"
+  "\210\001\n\021SegmentDescriptor\022\022\n\nsegment_id\030\001 \001("
+  "\004\022\017\n\007node_id\030\002 \001(\t\022\017\n\007host_id\030\003 \001(\t\022\020\n\010s"
+  "hm_path\030\004 \001(\t\022\025\n\rdata_endpoint\030\005 \001(\t\022\024\n\014"
+  "segment_size\030\006 \001(\004\"u\n\032BatchQueryReadOnly"
+  "Response\022&\n\005items\030\001 \003(\0132\027.kvpool.rpc.Que"
+  "ryResult\022/\n\010segments\030\002 \003(\0132\035.kvpool.rpc."
+  "SegmentDescriptor\"\221\001\n\014SegmentStats\022\022\n\nse"
+  "gment_id\030\001 \001(\004\022\017\n\007node_id\030\002 \001(\t\022%\n\004kind\030"
+  "\003 \001(\0162\027.kvpool.rpc.SegmentKind\022\020\n\010capaci"
+  "ty\030\004 \001(\004\022\014\n\004used\030\005 \001(\004\022\025\n\rdata_endpoint\030"
+  "\006 \001(\t\"\025\n\023ClusterStatsRequest\"\177\n\024ClusterS"
+  "tatsResponse\022*\n\010segments\030\001 \003(\0132\030.kvpool."
+  "rpc.SegmentStats\022\017\n\007objects\030\002 \001(\004\022\027\n\017mem"
+  "ory_replicas\030\003 \001(\004\022\021\n\tevictions\030\004 \001(\004*)\n"
+  "\013ReplicaKind\022\n\n\006MEMORY\020\000\022\016\n\nLOCAL_DISK\020\001"
+  "*-\n\rReplicaStatus\022\016\n\nPROCESSING\020\000\022\014\n\010COM"
+  "PLETE\020\001*,\n\013SegmentKind\022\010\n\004MAIN\020\000\022\023\n\017PREF"
+  "ETCH_BUFFER\020\0012\237\n\n\rMasterService\022Q\n\014Mount"
+  "Segment\022\037.kvpool.rpc.MountSegmentRequest"
+  "\032 .kvpool.rpc.MountSegmentResponse\022W\n\016Un"
+  "mountSegment\022!.kvpool.rpc.UnmountSegment"
+  "Request\032\".kvpool.rpc.UnmountSegmentRespo"
+  "nse\022H\n\tHeartbeat\022\034.kvpool.rpc.HeartbeatR"
+  "equest\032\035.kvpool.rpc.HeartbeatResponse\022E\n"
+  "\010PutStart\022\033.kvpool.rpc.PutStartRequest\032\034"
+  ".kvpool.rpc.PutStartResponse\022T\n\rBatchPut"
+  "Start\022 .kvpool.rpc.BatchPutStartRequest\032"
+  "!.kvpool.rpc.BatchPutStartResponse\0227\n\006Pu"
+  "tEnd\022\026.kvpool.rpc.KeyRequest\032\025.kvpool.rp"
+  "c.KeyStatus\022F\n\013BatchPutEnd\022\033.kvpool.rpc."
+  "BatchKeyRequest\032\032.kvpool.rpc.BatchKeySta"
+  "tus\022:\n\tPutRevoke\022\026.kvpool.rpc.KeyRequest"
+  "\032\025.kvpool.rpc.KeyStatus\022I\n\016BatchPutRevok"
+  "e\022\033.kvpool.rpc.BatchKeyRequest\032\032.kvpool."
+  "rpc.BatchKeyStatus\022L\n\016GetReplicaList\022\026.k"
+  "vpool.rpc.KeyRequest\032\".kvpool.rpc.GetRep"
+  "licaListResponse\022[\n\023BatchGetReplicaList\022"
+  "\033.kvpool.rpc.BatchKeyRequest\032\'.kvpool.rp"
+  "c.BatchGetReplicaListResponse\022E\n\010ExistKe"
+  "y\022\033.kvpool.rpc.ExistKeyRequest\032\034.kvpool."
+  "rpc.ExistKeyResponse\022J\n\rBatchExistKey\022\033."
+  "kvpool.rpc.ExistKeyRequest\032\034.kvpool.rpc."
+  "ExistKeyResponse\022:\n\006Remove\022\031.kvpool.rpc."
+  "RemoveRequest\032\025.kvpool.rpc.KeyStatus\022H\n\t"
+  "RemoveAll\022\034.kvpool.rpc.RemoveAllRequest\032"
+  "\035.kvpool.rpc.RemoveAllResponse\022Y\n\022BatchQ"
+  "ueryReadOnly\022\033.kvpool.rpc.BatchKeyReques"
+  "t\032&.kvpool.rpc.BatchQueryReadOnlyRespons"
+  "e\022T\n\017GetClusterStats\022\037.kvpool.rpc.Cluste"
+  "rStatsRequest\032 .kvpool.rpc.ClusterStatsR"
+  "esponseb\006proto3"
   ;
 static ::_pbi::once_flag descriptor_table_kvpool_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_kvpool_2eproto = {
-    false, false, 3867, descriptor_table_protodef_kvpool_2eproto,
+    false, false, 4055, descriptor_table_protodef_kvpool_2eproto,
     "kvpool.proto",
-    &descriptor_table_kvpool_2eproto_once, nullptr, 0, 29,
+    &descriptor_table_kvpool_2eproto_once, nullptr, 0, 30,
     schemas, file_default_instances, TableStruct_kvpool_2eproto::offsets,
     file_level_metadata_kvpool_2eproto, file_level_enum_descriptors_kvpool_2eproto,
     file_level_service_descriptors_kvpool_2eproto,
@@ -7162,6 +7201,419 @@ void QueryResult::InternalSwap(QueryResult* other) {
 
 // ===================================================================
 
+class SegmentDescriptor::_Internal {
+ public:
+};
+
+SegmentDescriptor::SegmentDescriptor(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:kvpool.rpc.SegmentDescriptor)
+}
+SegmentDescriptor::SegmentDescriptor(const SegmentDescriptor& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  SegmentDescriptor* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.node_id_){}
+    , decltype(_impl_.host_id_){}
+    , decltype(_impl_.shm_path_){}
+    , decltype(_impl_.data_endpoint_){}
+    , decltype(_impl_.segment_id_){}
+    , decltype(_impl_.segment_size_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.node_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.node_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_node_id().empty()) {
+    _this->_impl_.node_id_.Set(from._internal_node_id(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.host_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.host_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_host_id().empty()) {
+    _this->_impl_.host_id_.Set(from._internal_host_id(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.shm_path_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.shm_path_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_shm_path().empty()) {
+    _this->_impl_.shm_path_.Set(from._internal_shm_path(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.data_endpoint_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.data_endpoint_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_data_endpoint().empty()) {
+    _this->_impl_.data_endpoint_.Set(from._internal_data_endpoint(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.segment_id_, &from._impl_.segment_id_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.segment_size_) -
+    reinterpret_cast<char*>(&_impl_.segment_id_)) + sizeof(_impl_.segment_size_));
+  // @@protoc_insertion_point(copy_constructor:kvpool.rpc.SegmentDescriptor)
+}
+
+inline void SegmentDescriptor::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.node_id_){}
+    , decltype(_impl_.host_id_){}
+    , decltype(_impl_.shm_path_){}
+    , decltype(_impl_.data_endpoint_){}
+    , decltype(_impl_.segment_id_){uint64_t{0u}}
+    , decltype(_impl_.segment_size_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.node_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.node_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.host_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.host_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.shm_path_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.shm_path_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.data_endpoint_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.data_endpoint_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+SegmentDescriptor::~SegmentDescriptor() {
+  // @@protoc_insertion_point(destructor:kvpool.rpc.SegmentDescriptor)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void SegmentDescriptor::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.node_id_.Destroy();
+  _impl_.host_id_.Destroy();
+  _impl_.shm_path_.Destroy();
+  _impl_.data_endpoint_.Destroy();
+}
+
+void SegmentDescriptor::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void SegmentDescriptor::Clear() {
+// @@protoc_insertion_point(message_clear_start:kvpool.rpc.SegmentDescriptor)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.node_id_.ClearToEmpty();
+  _impl_.host_id_.ClearToEmpty();
+  _impl_.shm_path_.ClearToEmpty();
+  _impl_.data_endpoint_.ClearToEmpty();
+  ::memset(&_impl_.segment_id_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.segment_size_) -
+      reinterpret_cast<char*>(&_impl_.segment_id_)) + sizeof(_impl_.segment_size_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* SegmentDescriptor::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // uint64 segment_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.segment_id_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // string node_id = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_node_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "kvpool.rpc.SegmentDescriptor.node_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string host_id = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          auto str = _internal_mutable_host_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "kvpool.rpc.SegmentDescriptor.host_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string shm_path = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          auto str = _internal_mutable_shm_path();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "kvpool.rpc.SegmentDescriptor.shm_path"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string data_endpoint = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
+          auto str = _internal_mutable_data_endpoint();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "kvpool.rpc.SegmentDescriptor.data_endpoint"));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 segment_size = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 48)) {
+          _impl_.segment_size_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* SegmentDescriptor::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:kvpool.rpc.SegmentDescriptor)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // uint64 segment_id = 1;
+  if (this->_internal_segment_id() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(1, this->_internal_segment_id(), target);
+  }
+
+  // string node_id = 2;
+  if (!this->_internal_node_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_node_id().data(), static_cast<int>(this->_internal_node_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "kvpool.rpc.SegmentDescriptor.node_id");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_node_id(), target);
+  }
+
+  // string host_id = 3;
+  if (!this->_internal_host_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_host_id().data(), static_cast<int>(this->_internal_host_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "kvpool.rpc.SegmentDescriptor.host_id");
+    target = stream->WriteStringMaybeAliased(
+        3, this->_internal_host_id(), target);
+  }
+
+  // string shm_path = 4;
+  if (!this->_internal_shm_path().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_shm_path().data(), static_cast<int>(this->_internal_shm_path().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "kvpool.rpc.SegmentDescriptor.shm_path");
+    target = stream->WriteStringMaybeAliased(
+        4, this->_internal_shm_path(), target);
+  }
+
+  // string data_endpoint = 5;
+  if (!this->_internal_data_endpoint().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_data_endpoint().data(), static_cast<int>(this->_internal_data_endpoint().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "kvpool.rpc.SegmentDescriptor.data_endpoint");
+    target = stream->WriteStringMaybeAliased(
+        5, this->_internal_data_endpoint(), target);
+  }
+
+  // uint64 segment_size = 6;
+  if (this->_internal_segment_size() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(6, this->_internal_segment_size(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:kvpool.rpc.SegmentDescriptor)
+  return target;
+}
+
+size_t SegmentDescriptor::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:kvpool.rpc.SegmentDescriptor)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string node_id = 2;
+  if (!this->_internal_node_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_node_id());
+  }
+
+  // string host_id = 3;
+  if (!this->_internal_host_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_host_id());
+  }
+
+  // string shm_path = 4;
+  if (!this->_internal_shm_path().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_shm_path());
+  }
+
+  // string data_endpoint = 5;
+  if (!this->_internal_data_endpoint().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_data_endpoint());
+  }
+
+  // uint64 segment_id = 1;
+  if (this->_internal_segment_id() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_segment_id());
+  }
+
+  // uint64 segment_size = 6;
+  if (this->_internal_segment_size() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_segment_size());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData SegmentDescriptor::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    SegmentDescriptor::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SegmentDescriptor::GetClassData() const { return &_class_data_; }
+
+
+void SegmentDescriptor::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<SegmentDescriptor*>(&to_msg);
+  auto& from = static_cast<const SegmentDescriptor&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:kvpool.rpc.SegmentDescriptor)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_node_id().empty()) {
+    _this->_internal_set_node_id(from._internal_node_id());
+  }
+  if (!from._internal_host_id().empty()) {
+    _this->_internal_set_host_id(from._internal_host_id());
+  }
+  if (!from._internal_shm_path().empty()) {
+    _this->_internal_set_shm_path(from._internal_shm_path());
+  }
+  if (!from._internal_data_endpoint().empty()) {
+    _this->_internal_set_data_endpoint(from._internal_data_endpoint());
+  }
+  if (from._internal_segment_id() != 0) {
+    _this->_internal_set_segment_id(from._internal_segment_id());
+  }
+  if (from._internal_segment_size() != 0) {
+    _this->_internal_set_segment_size(from._internal_segment_size());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void SegmentDescriptor::CopyFrom(const SegmentDescriptor& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:kvpool.rpc.SegmentDescriptor)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool SegmentDescriptor::IsInitialized() const {
+  return true;
+}
+
+void SegmentDescriptor::InternalSwap(SegmentDescriptor* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.node_id_, lhs_arena,
+      &other->_impl_.node_id_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.host_id_, lhs_arena,
+      &other->_impl_.host_id_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.shm_path_, lhs_arena,
+      &other->_impl_.shm_path_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.data_endpoint_, lhs_arena,
+      &other->_impl_.data_endpoint_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(SegmentDescriptor, _impl_.segment_size_)
+      + sizeof(SegmentDescriptor::_impl_.segment_size_)
+      - PROTOBUF_FIELD_OFFSET(SegmentDescriptor, _impl_.segment_id_)>(
+          reinterpret_cast<char*>(&_impl_.segment_id_),
+          reinterpret_cast<char*>(&other->_impl_.segment_id_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata SegmentDescriptor::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_kvpool_2eproto_getter, &descriptor_table_kvpool_2eproto_once,
+      file_level_metadata_kvpool_2eproto[25]);
+}
+
+// ===================================================================
+
 class BatchQueryReadOnlyResponse::_Internal {
  public:
 };
@@ -7177,6 +7629,7 @@ BatchQueryReadOnlyResponse::BatchQueryReadOnlyResponse(const BatchQueryReadOnlyR
   BatchQueryReadOnlyResponse* const _this = this; (void)_this;
   new (&_impl_) Impl_{
       decltype(_impl_.items_){from._impl_.items_}
+    , decltype(_impl_.segments_){from._impl_.segments_}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -7189,6 +7642,7 @@ inline void BatchQueryReadOnlyResponse::SharedCtor(
   (void)is_message_owned;
   new (&_impl_) Impl_{
       decltype(_impl_.items_){arena}
+    , decltype(_impl_.segments_){arena}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -7205,6 +7659,7 @@ BatchQueryReadOnlyResponse::~BatchQueryReadOnlyResponse() {
 inline void BatchQueryReadOnlyResponse::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   _impl_.items_.~RepeatedPtrField();
+  _impl_.segments_.~RepeatedPtrField();
 }
 
 void BatchQueryReadOnlyResponse::SetCachedSize(int size) const {
@@ -7218,6 +7673,7 @@ void BatchQueryReadOnlyResponse::Clear() {
   (void) cached_has_bits;
 
   _impl_.items_.Clear();
+  _impl_.segments_.Clear();
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -7237,6 +7693,19 @@ const char* BatchQueryReadOnlyResponse::_InternalParse(const char* ptr, ::_pbi::
             CHK_(ptr);
             if (!ctx->DataAvailable(ptr)) break;
           } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<10>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .kvpool.rpc.SegmentDescriptor segments = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_segments(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<18>(ptr));
         } else
           goto handle_unusual;
         continue;
@@ -7277,6 +7746,14 @@ uint8_t* BatchQueryReadOnlyResponse::_InternalSerialize(
         InternalWriteMessage(1, repfield, repfield.GetCachedSize(), target, stream);
   }
 
+  // repeated .kvpool.rpc.SegmentDescriptor segments = 2;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_segments_size()); i < n; i++) {
+    const auto& repfield = this->_internal_segments(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(2, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -7300,6 +7777,13 @@ size_t BatchQueryReadOnlyResponse::ByteSizeLong() const {
       ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
   }
 
+  // repeated .kvpool.rpc.SegmentDescriptor segments = 2;
+  total_size += 1UL * this->_internal_segments_size();
+  for (const auto& msg : this->_impl_.segments_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -7319,6 +7803,7 @@ void BatchQueryReadOnlyResponse::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_
   (void) cached_has_bits;
 
   _this->_impl_.items_.MergeFrom(from._impl_.items_);
+  _this->_impl_.segments_.MergeFrom(from._impl_.segments_);
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -7337,12 +7822,13 @@ void BatchQueryReadOnlyResponse::InternalSwap(BatchQueryReadOnlyResponse* other)
   using std::swap;
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   _impl_.items_.InternalSwap(&other->_impl_.items_);
+  _impl_.segments_.InternalSwap(&other->_impl_.segments_);
 }
 
 ::PROTOBUF_NAMESPACE_ID::Metadata BatchQueryReadOnlyResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_kvpool_2eproto_getter, &descriptor_table_kvpool_2eproto_once,
-      file_level_metadata_kvpool_2eproto[25]);
+      file_level_metadata_kvpool_2eproto[26]);
 }
 
 // ===================================================================
@@ -7706,7 +8192,7 @@ void SegmentStats::InternalSwap(SegmentStats* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SegmentStats::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_kvpool_2eproto_getter, &descriptor_table_kvpool_2eproto_once,
-      file_level_metadata_kvpool_2eproto[26]);
+      file_level_metadata_kvpool_2eproto[27]);
 }
 
 // ===================================================================
@@ -7746,7 +8232,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*ClusterStatsRequest::GetClassD
 ::PROTOBUF_NAMESPACE_ID::Metadata ClusterStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_kvpool_2eproto_getter, &descriptor_table_kvpool_2eproto_once,
-      file_level_metadata_kvpool_2eproto[27]);
+      file_level_metadata_kvpool_2eproto[28]);
 }
 
 // ===================================================================
@@ -8015,7 +8501,7 @@ void ClusterStatsResponse::InternalSwap(ClusterStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ClusterStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_kvpool_2eproto_getter, &descriptor_table_kvpool_2eproto_once,
-      file_level_metadata_kvpool_2eproto[28]);
+      file_level_metadata_kvpool_2eproto[29]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -8121,6 +8607,10 @@ Arena::CreateMaybeMessage< ::kvpool::rpc::RemoveAllResponse >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::kvpool::rpc::QueryResult*
 Arena::CreateMaybeMessage< ::kvpool::rpc::QueryResult >(Arena* arena) {
   return Arena::CreateMessageInternal< ::kvpool::rpc::QueryResult >(arena);
+}
+template<> PROTOBUF_NOINLINE ::kvpool::rpc::SegmentDescriptor*
+Arena::CreateMaybeMessage< ::kvpool::rpc::SegmentDescriptor >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::kvpool::rpc::SegmentDescriptor >(arena);
 }
 template<> PROTOBUF_NOINLINE ::kvpool::rpc::BatchQueryReadOnlyResponse*
 Arena::CreateMaybeMessage< ::kvpool::rpc::BatchQueryReadOnlyResponse >(Arena* arena) {

@@ -126,6 +126,9 @@ extern ReplicaDescriptorDefaultTypeInternal _ReplicaDescriptor_default_instance_
 class ReplicateConfig;
 struct ReplicateConfigDefaultTypeInternal;
 extern ReplicateConfigDefaultTypeInternal _ReplicateConfig_default_instance_;
+class SegmentDescriptor;
+struct SegmentDescriptorDefaultTypeInternal;
+extern SegmentDescriptorDefaultTypeInternal _SegmentDescriptor_default_instance_;
 class SegmentStats;
 struct SegmentStatsDefaultTypeInternal;
 extern SegmentStatsDefaultTypeInternal _SegmentStats_default_instance_;
@@ -164,6 +167,7 @@ template<> ::kvpool::rpc::RemoveAllResponse* Arena::CreateMaybeMessage<::kvpool:
 template<> ::kvpool::rpc::RemoveRequest* Arena::CreateMaybeMessage<::kvpool::rpc::RemoveRequest>(Arena*);
 template<> ::kvpool::rpc::ReplicaDescriptor* Arena::CreateMaybeMessage<::kvpool::rpc::ReplicaDescriptor>(Arena*);
 template<> ::kvpool::rpc::ReplicateConfig* Arena::CreateMaybeMessage<::kvpool::rpc::ReplicateConfig>(Arena*);
+template<> ::kvpool::rpc::SegmentDescriptor* Arena::CreateMaybeMessage<::kvpool::rpc::SegmentDescriptor>(Arena*);
 template<> ::kvpool::rpc::SegmentStats* Arena::CreateMaybeMessage<::kvpool::rpc::SegmentStats>(Arena*);
 template<> ::kvpool::rpc::UnmountSegmentRequest* Arena::CreateMaybeMessage<::kvpool::rpc::UnmountSegmentRequest>(Arena*);
 template<> ::kvpool::rpc::UnmountSegmentResponse* Arena::CreateMaybeMessage<::kvpool::rpc::UnmountSegmentResponse>(Arena*);
@@ -4628,6 +4632,229 @@ class QueryResult final :
 };
 // -------------------------------------------------------------------
 
+class SegmentDescriptor final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:kvpool.rpc.SegmentDescriptor) */ {
+ public:
+  inline SegmentDescriptor() : SegmentDescriptor(nullptr) {}
+  ~SegmentDescriptor() override;
+  explicit PROTOBUF_CONSTEXPR SegmentDescriptor(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  SegmentDescriptor(const SegmentDescriptor& from);
+  SegmentDescriptor(SegmentDescriptor&& from) noexcept
+    : SegmentDescriptor() {
+    *this = ::std::move(from);
+  }
+
+  inline SegmentDescriptor& operator=(const SegmentDescriptor& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline SegmentDescriptor& operator=(SegmentDescriptor&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const SegmentDescriptor& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const SegmentDescriptor* internal_default_instance() {
+    return reinterpret_cast<const SegmentDescriptor*>(
+               &_SegmentDescriptor_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    25;
+
+  friend void swap(SegmentDescriptor& a, SegmentDescriptor& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(SegmentDescriptor* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(SegmentDescriptor* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  SegmentDescriptor* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<SegmentDescriptor>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const SegmentDescriptor& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const SegmentDescriptor& from) {
+    SegmentDescriptor::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(SegmentDescriptor* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "kvpool.rpc.SegmentDescriptor";
+  }
+  protected:
+  explicit SegmentDescriptor(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kNodeIdFieldNumber = 2,
+    kHostIdFieldNumber = 3,
+    kShmPathFieldNumber = 4,
+    kDataEndpointFieldNumber = 5,
+    kSegmentIdFieldNumber = 1,
+    kSegmentSizeFieldNumber = 6,
+  };
+  // string node_id = 2;
+  void clear_node_id();
+  const std::string& node_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_node_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_node_id();
+  PROTOBUF_NODISCARD std::string* release_node_id();
+  void set_allocated_node_id(std::string* node_id);
+  private:
+  const std::string& _internal_node_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_node_id(const std::string& value);
+  std::string* _internal_mutable_node_id();
+  public:
+
+  // string host_id = 3;
+  void clear_host_id();
+  const std::string& host_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_host_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_host_id();
+  PROTOBUF_NODISCARD std::string* release_host_id();
+  void set_allocated_host_id(std::string* host_id);
+  private:
+  const std::string& _internal_host_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_host_id(const std::string& value);
+  std::string* _internal_mutable_host_id();
+  public:
+
+  // string shm_path = 4;
+  void clear_shm_path();
+  const std::string& shm_path() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_shm_path(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_shm_path();
+  PROTOBUF_NODISCARD std::string* release_shm_path();
+  void set_allocated_shm_path(std::string* shm_path);
+  private:
+  const std::string& _internal_shm_path() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_shm_path(const std::string& value);
+  std::string* _internal_mutable_shm_path();
+  public:
+
+  // string data_endpoint = 5;
+  void clear_data_endpoint();
+  const std::string& data_endpoint() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_data_endpoint(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_data_endpoint();
+  PROTOBUF_NODISCARD std::string* release_data_endpoint();
+  void set_allocated_data_endpoint(std::string* data_endpoint);
+  private:
+  const std::string& _internal_data_endpoint() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_data_endpoint(const std::string& value);
+  std::string* _internal_mutable_data_endpoint();
+  public:
+
+  // uint64 segment_id = 1;
+  void clear_segment_id();
+  uint64_t segment_id() const;
+  void set_segment_id(uint64_t value);
+  private:
+  uint64_t _internal_segment_id() const;
+  void _internal_set_segment_id(uint64_t value);
+  public:
+
+  // uint64 segment_size = 6;
+  void clear_segment_size();
+  uint64_t segment_size() const;
+  void set_segment_size(uint64_t value);
+  private:
+  uint64_t _internal_segment_size() const;
+  void _internal_set_segment_size(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:kvpool.rpc.SegmentDescriptor)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr node_id_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr host_id_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr shm_path_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr data_endpoint_;
+    uint64_t segment_id_;
+    uint64_t segment_size_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_kvpool_2eproto;
+};
+// -------------------------------------------------------------------
+
 class BatchQueryReadOnlyResponse final :
     public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:kvpool.rpc.BatchQueryReadOnlyResponse) */ {
  public:
@@ -4676,7 +4903,7 @@ class BatchQueryReadOnlyResponse final :
                &_BatchQueryReadOnlyResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    26;
 
   friend void swap(BatchQueryReadOnlyResponse& a, BatchQueryReadOnlyResponse& b) {
     a.Swap(&b);
@@ -4750,6 +4977,7 @@ class BatchQueryReadOnlyResponse final :
 
   enum : int {
     kItemsFieldNumber = 1,
+    kSegmentsFieldNumber = 2,
   };
   // repeated .kvpool.rpc.QueryResult items = 1;
   int items_size() const;
@@ -4769,6 +4997,24 @@ class BatchQueryReadOnlyResponse final :
   const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::QueryResult >&
       items() const;
 
+  // repeated .kvpool.rpc.SegmentDescriptor segments = 2;
+  int segments_size() const;
+  private:
+  int _internal_segments_size() const;
+  public:
+  void clear_segments();
+  ::kvpool::rpc::SegmentDescriptor* mutable_segments(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::SegmentDescriptor >*
+      mutable_segments();
+  private:
+  const ::kvpool::rpc::SegmentDescriptor& _internal_segments(int index) const;
+  ::kvpool::rpc::SegmentDescriptor* _internal_add_segments();
+  public:
+  const ::kvpool::rpc::SegmentDescriptor& segments(int index) const;
+  ::kvpool::rpc::SegmentDescriptor* add_segments();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::SegmentDescriptor >&
+      segments() const;
+
   // @@protoc_insertion_point(class_scope:kvpool.rpc.BatchQueryReadOnlyResponse)
  private:
   class _Internal;
@@ -4778,6 +5024,7 @@ class BatchQueryReadOnlyResponse final :
   typedef void DestructorSkippable_;
   struct Impl_ {
     ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::QueryResult > items_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::SegmentDescriptor > segments_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -4833,7 +5080,7 @@ class SegmentStats final :
                &_SegmentStats_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    27;
 
   friend void swap(SegmentStats& a, SegmentStats& b) {
     a.Swap(&b);
@@ -5045,7 +5292,7 @@ class ClusterStatsRequest final :
                &_ClusterStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    27;
+    28;
 
   friend void swap(ClusterStatsRequest& a, ClusterStatsRequest& b) {
     a.Swap(&b);
@@ -5164,7 +5411,7 @@ class ClusterStatsResponse final :
                &_ClusterStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    28;
+    29;
 
   friend void swap(ClusterStatsResponse& a, ClusterStatsResponse& b) {
     a.Swap(&b);
@@ -7797,6 +8044,250 @@ inline void QueryResult::set_lease_remaining_ms(int64_t value) {
 
 // -------------------------------------------------------------------
 
+// SegmentDescriptor
+
+// uint64 segment_id = 1;
+inline void SegmentDescriptor::clear_segment_id() {
+  _impl_.segment_id_ = uint64_t{0u};
+}
+inline uint64_t SegmentDescriptor::_internal_segment_id() const {
+  return _impl_.segment_id_;
+}
+inline uint64_t SegmentDescriptor::segment_id() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.segment_id)
+  return _internal_segment_id();
+}
+inline void SegmentDescriptor::_internal_set_segment_id(uint64_t value) {
+  
+  _impl_.segment_id_ = value;
+}
+inline void SegmentDescriptor::set_segment_id(uint64_t value) {
+  _internal_set_segment_id(value);
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.segment_id)
+}
+
+// string node_id = 2;
+inline void SegmentDescriptor::clear_node_id() {
+  _impl_.node_id_.ClearToEmpty();
+}
+inline const std::string& SegmentDescriptor::node_id() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.node_id)
+  return _internal_node_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void SegmentDescriptor::set_node_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.node_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.node_id)
+}
+inline std::string* SegmentDescriptor::mutable_node_id() {
+  std::string* _s = _internal_mutable_node_id();
+  // @@protoc_insertion_point(field_mutable:kvpool.rpc.SegmentDescriptor.node_id)
+  return _s;
+}
+inline const std::string& SegmentDescriptor::_internal_node_id() const {
+  return _impl_.node_id_.Get();
+}
+inline void SegmentDescriptor::_internal_set_node_id(const std::string& value) {
+  
+  _impl_.node_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::_internal_mutable_node_id() {
+  
+  return _impl_.node_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::release_node_id() {
+  // @@protoc_insertion_point(field_release:kvpool.rpc.SegmentDescriptor.node_id)
+  return _impl_.node_id_.Release();
+}
+inline void SegmentDescriptor::set_allocated_node_id(std::string* node_id) {
+  if (node_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.node_id_.SetAllocated(node_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.node_id_.IsDefault()) {
+    _impl_.node_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:kvpool.rpc.SegmentDescriptor.node_id)
+}
+
+// string host_id = 3;
+inline void SegmentDescriptor::clear_host_id() {
+  _impl_.host_id_.ClearToEmpty();
+}
+inline const std::string& SegmentDescriptor::host_id() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.host_id)
+  return _internal_host_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void SegmentDescriptor::set_host_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.host_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.host_id)
+}
+inline std::string* SegmentDescriptor::mutable_host_id() {
+  std::string* _s = _internal_mutable_host_id();
+  // @@protoc_insertion_point(field_mutable:kvpool.rpc.SegmentDescriptor.host_id)
+  return _s;
+}
+inline const std::string& SegmentDescriptor::_internal_host_id() const {
+  return _impl_.host_id_.Get();
+}
+inline void SegmentDescriptor::_internal_set_host_id(const std::string& value) {
+  
+  _impl_.host_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::_internal_mutable_host_id() {
+  
+  return _impl_.host_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::release_host_id() {
+  // @@protoc_insertion_point(field_release:kvpool.rpc.SegmentDescriptor.host_id)
+  return _impl_.host_id_.Release();
+}
+inline void SegmentDescriptor::set_allocated_host_id(std::string* host_id) {
+  if (host_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.host_id_.SetAllocated(host_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.host_id_.IsDefault()) {
+    _impl_.host_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:kvpool.rpc.SegmentDescriptor.host_id)
+}
+
+// string shm_path = 4;
+inline void SegmentDescriptor::clear_shm_path() {
+  _impl_.shm_path_.ClearToEmpty();
+}
+inline const std::string& SegmentDescriptor::shm_path() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.shm_path)
+  return _internal_shm_path();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void SegmentDescriptor::set_shm_path(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.shm_path_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.shm_path)
+}
+inline std::string* SegmentDescriptor::mutable_shm_path() {
+  std::string* _s = _internal_mutable_shm_path();
+  // @@protoc_insertion_point(field_mutable:kvpool.rpc.SegmentDescriptor.shm_path)
+  return _s;
+}
+inline const std::string& SegmentDescriptor::_internal_shm_path() const {
+  return _impl_.shm_path_.Get();
+}
+inline void SegmentDescriptor::_internal_set_shm_path(const std::string& value) {
+  
+  _impl_.shm_path_.Set(value, GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::_internal_mutable_shm_path() {
+  
+  return _impl_.shm_path_.Mutable(GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::release_shm_path() {
+  // @@protoc_insertion_point(field_release:kvpool.rpc.SegmentDescriptor.shm_path)
+  return _impl_.shm_path_.Release();
+}
+inline void SegmentDescriptor::set_allocated_shm_path(std::string* shm_path) {
+  if (shm_path != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.shm_path_.SetAllocated(shm_path, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.shm_path_.IsDefault()) {
+    _impl_.shm_path_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:kvpool.rpc.SegmentDescriptor.shm_path)
+}
+
+// string data_endpoint = 5;
+inline void SegmentDescriptor::clear_data_endpoint() {
+  _impl_.data_endpoint_.ClearToEmpty();
+}
+inline const std::string& SegmentDescriptor::data_endpoint() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.data_endpoint)
+  return _internal_data_endpoint();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void SegmentDescriptor::set_data_endpoint(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.data_endpoint_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.data_endpoint)
+}
+inline std::string* SegmentDescriptor::mutable_data_endpoint() {
+  std::string* _s = _internal_mutable_data_endpoint();
+  // @@protoc_insertion_point(field_mutable:kvpool.rpc.SegmentDescriptor.data_endpoint)
+  return _s;
+}
+inline const std::string& SegmentDescriptor::_internal_data_endpoint() const {
+  return _impl_.data_endpoint_.Get();
+}
+inline void SegmentDescriptor::_internal_set_data_endpoint(const std::string& value) {
+  
+  _impl_.data_endpoint_.Set(value, GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::_internal_mutable_data_endpoint() {
+  
+  return _impl_.data_endpoint_.Mutable(GetArenaForAllocation());
+}
+inline std::string* SegmentDescriptor::release_data_endpoint() {
+  // @@protoc_insertion_point(field_release:kvpool.rpc.SegmentDescriptor.data_endpoint)
+  return _impl_.data_endpoint_.Release();
+}
+inline void SegmentDescriptor::set_allocated_data_endpoint(std::string* data_endpoint) {
+  if (data_endpoint != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.data_endpoint_.SetAllocated(data_endpoint, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.data_endpoint_.IsDefault()) {
+    _impl_.data_endpoint_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:kvpool.rpc.SegmentDescriptor.data_endpoint)
+}
+
+// uint64 segment_size = 6;
+inline void SegmentDescriptor::clear_segment_size() {
+  _impl_.segment_size_ = uint64_t{0u};
+}
+inline uint64_t SegmentDescriptor::_internal_segment_size() const {
+  return _impl_.segment_size_;
+}
+inline uint64_t SegmentDescriptor::segment_size() const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.SegmentDescriptor.segment_size)
+  return _internal_segment_size();
+}
+inline void SegmentDescriptor::_internal_set_segment_size(uint64_t value) {
+  
+  _impl_.segment_size_ = value;
+}
+inline void SegmentDescriptor::set_segment_size(uint64_t value) {
+  _internal_set_segment_size(value);
+  // @@protoc_insertion_point(field_set:kvpool.rpc.SegmentDescriptor.segment_size)
+}
+
+// -------------------------------------------------------------------
+
 // BatchQueryReadOnlyResponse
 
 // repeated .kvpool.rpc.QueryResult items = 1;
@@ -7837,6 +8328,46 @@ inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::QueryResu
 BatchQueryReadOnlyResponse::items() const {
   // @@protoc_insertion_point(field_list:kvpool.rpc.BatchQueryReadOnlyResponse.items)
   return _impl_.items_;
+}
+
+// repeated .kvpool.rpc.SegmentDescriptor segments = 2;
+inline int BatchQueryReadOnlyResponse::_internal_segments_size() const {
+  return _impl_.segments_.size();
+}
+inline int BatchQueryReadOnlyResponse::segments_size() const {
+  return _internal_segments_size();
+}
+inline void BatchQueryReadOnlyResponse::clear_segments() {
+  _impl_.segments_.Clear();
+}
+inline ::kvpool::rpc::SegmentDescriptor* BatchQueryReadOnlyResponse::mutable_segments(int index) {
+  // @@protoc_insertion_point(field_mutable:kvpool.rpc.BatchQueryReadOnlyResponse.segments)
+  return _impl_.segments_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::SegmentDescriptor >*
+BatchQueryReadOnlyResponse::mutable_segments() {
+  // @@protoc_insertion_point(field_mutable_list:kvpool.rpc.BatchQueryReadOnlyResponse.segments)
+  return &_impl_.segments_;
+}
+inline const ::kvpool::rpc::SegmentDescriptor& BatchQueryReadOnlyResponse::_internal_segments(int index) const {
+  return _impl_.segments_.Get(index);
+}
+inline const ::kvpool::rpc::SegmentDescriptor& BatchQueryReadOnlyResponse::segments(int index) const {
+  // @@protoc_insertion_point(field_get:kvpool.rpc.BatchQueryReadOnlyResponse.segments)
+  return _internal_segments(index);
+}
+inline ::kvpool::rpc::SegmentDescriptor* BatchQueryReadOnlyResponse::_internal_add_segments() {
+  return _impl_.segments_.Add();
+}
+inline ::kvpool::rpc::SegmentDescriptor* BatchQueryReadOnlyResponse::add_segments() {
+  ::kvpool::rpc::SegmentDescriptor* _add = _internal_add_segments();
+  // @@protoc_insertion_point(field_add:kvpool.rpc.BatchQueryReadOnlyResponse.segments)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::kvpool::rpc::SegmentDescriptor >&
+BatchQueryReadOnlyResponse::segments() const {
+  // @@protoc_insertion_point(field_list:kvpool.rpc.BatchQueryReadOnlyResponse.segments)
+  return _impl_.segments_;
 }
 
 // -------------------------------------------------------------------
@@ -8134,6 +8665,8 @@ inline void ClusterStatsResponse::set_evictions(uint64_t value) {
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

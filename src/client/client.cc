@@ -514,10 +514,15 @@ std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(const std::vector<std:
       ri.kind = r.kind() == rpc::MEMORY ? ReplicaInfo::Kind::kMemory : ReplicaInfo::Kind::kLocalDisk;
       ri.complete = r.status() == rpc::COMPLETE;
       if (r.kind() == rpc::MEMORY) {
-        ri.node_id = r.memory().node_id();
-        ri.data_endpoint = r.memory().data_endpoint();
         ri.segment_id = r.memory().segment_id();
         ri.offset = r.memory().offset();
+        for (const auto& seg : resp.segments()) {
+          if (seg.segment_id() == ri.segment_id) {
+            ri.node_id = seg.node_id();
+            ri.data_endpoint = seg.data_endpoint();
+            break;
+          }
+        }
       } else {
         ri.node_id = r.disk_node_id();
         ri.data_endpoint = r.disk_data_endpoint();

@@ -1,5 +1,7 @@
 #include "master/master_grpc_service.h"
 
+#include <algorithm>
+
 namespace kvpool {
 
 namespace {
@@ -177,14 +179,38 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
                                                    const rpc::BatchKeyRequest* req,
                                                    rpc::BatchQueryReadOnlyResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
+  BatchQueryResult batch;
+  batch.replicas.reserve(static_cast<size_t>(req->keys_size()));
+  svc_->QueryReadOnlyBatch(req->tenant(), req->keys(), &batch);
   resp->mutable_items()->Reserve(req->keys_size());
-  for (const auto& k : req->keys()) {
-    QueryResult q = svc_->QueryReadOnly(req->tenant(), k);
+  std::vector<uint32_t> described;  // segment ids already in the table
+  for (const QueryItem& q : batch.items) {
     auto* item = resp->add_items();
     item->set_error_code(ToInt(q.code));
     item->set_size(q.size);
     item->set_lease_remaining_ms(q.lease_remaining_ms);
-    for (const auto& d : q.replicas) ToProto(d, item->add_replicas());
+    for (uint32_t i = 0; i < q.num_replicas; ++i) {
+      const Replica& r = batch.replicas[q.first_replica + i];
+      auto* d = item->add_replicas();
+      d->set_kind(r.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
+      d->set_status(r.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
+      if (r.kind != ReplicaKind::kMemory) continue;
+      auto* m = d->mutable_memory();
+      m->set_segment_id(r.segment);
+      m->set_offset(r.offset);
+      m->set_length(q.size);
+      if (std::find(described.begin(), described.end(), r.segment) != described.end()) continue;
+      described.push_back(r.segment);
+      if (auto info = svc_->segments().Info(r.segment)) {
+        auto* seg = resp->add_segments();
+        seg->set_segment_id(info->id);
+        seg->set_node_id(info->node_id);
+        seg->set_host_id(info->host_id);
+        seg->set_shm_path(info->shm_path);
+        seg->set_data_endpoint(info->data_endpoint);
+        seg->set_segment_size(info->capacity);
+      }
+    }
   }
   return grpc::Status::OK;
 }

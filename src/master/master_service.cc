@@ -89,10 +89,10 @@ ObjectKey MasterService::MakeKey(const std::string& tenant, const std::string& k
 }
 
 bool MasterService::LookupKey(const std::string& tenant, const std::string& key,
-                              ObjectKey* out) const {
+                              ObjectKeyView* out) const {
   int64_t id = tenants_.Lookup(TenantOrDefault(tenant));
   if (id < 0) return false;
-  *out = ObjectKey{static_cast<uint32_t>(id), key};
+  *out = ObjectKeyView{static_cast<uint32_t>(id), key};
   return true;
 }
 
@@ -297,7 +297,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
 
 Status MasterService::PutEnd(const std::string& tenant, const std::string& key) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
-  ObjectKey okey;
+  ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -315,7 +315,7 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
       fresh.lease_deadline_ms = 0;
       it->second = std::move(fresh);
     } else {
-      shard.objects.emplace(okey, std::move(fresh));
+      shard.objects.emplace(ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
     }
     return Status::OK();
   }
@@ -330,7 +330,7 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
 
 Status MasterService::PutRevoke(const std::string& tenant, const std::string& key) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
-  ObjectKey okey;
+  ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -368,7 +368,7 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     return s;
   };
   if (Status s = ValidateKey(key); !s.ok()) return fail(s);
-  ObjectKey okey;
+  ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey)) return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
   auto& shard = objects_.ShardFor(okey);
   GetResult out;
@@ -398,7 +398,7 @@ ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& 
   ErrorCode code = ErrorCode::OBJECT_NOT_FOUND;
   if (!ValidateKey(key).ok()) {
     code = ErrorCode::INVALID_KEY;
-  } else if (ObjectKey okey; LookupKey(tenant, key, &okey)) {
+  } else if (ObjectKeyView okey; LookupKey(tenant, key, &okey)) {
     auto& shard = objects_.ShardFor(okey);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(okey);
@@ -415,28 +415,43 @@ ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& 
   return code;
 }
 
+void MasterService::QueryOne(int64_t tenant_id, std::string_view key, int64_t now,
+                             BatchQueryResult* out) const {
+  QueryItem item;
+  item.first_replica = static_cast<uint32_t>(out->replicas.size());
+  if (key.empty() || key.size() > kMaxKeyLength) {
+    item.code = ErrorCode::INVALID_KEY;
+  } else if (tenant_id < 0) {
+    item.code = ErrorCode::OBJECT_NOT_FOUND;
+  } else {
+    ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
+    auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(view);
+    if (it == shard.objects.end()) {
+      item.code = ErrorCode::OBJECT_NOT_FOUND;
+    } else {
+      const ObjectMeta& m = it->second;
+      item.size = m.size;
+      item.lease_remaining_ms = m.lease_deadline_ms - now;
+      out->replicas.insert(out->replicas.end(), m.replicas.begin(), m.replicas.end());
+      item.num_replicas = static_cast<uint32_t>(m.replicas.size());
+    }
+  }
+  out->items.push_back(item);
+}
+
 QueryResult MasterService::QueryReadOnly(const std::string& tenant, const std::string& key) const {
+  BatchQueryResult batch;
+  QueryReadOnlyBatch(tenant, std::vector<std::string_view>{key}, &batch);
+  const QueryItem& item = batch.items[0];
   QueryResult q;
-  if (!ValidateKey(key).ok()) {
-    q.code = ErrorCode::INVALID_KEY;
-    return q;
+  q.code = item.code;
+  q.size = item.size;
+  q.lease_remaining_ms = item.lease_remaining_ms;
+  for (uint32_t i = 0; i < item.num_replicas; ++i) {
+    q.replicas.push_back(Describe(batch.replicas[item.first_replica + i], item.size));
   }
-  ObjectKey okey;
-  if (!LookupKey(tenant, key, &okey)) {
-    q.code = ErrorCode::OBJECT_NOT_FOUND;
-    return q;
-  }
-  auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(okey);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.objects.find(okey);
-  if (it == shard.objects.end()) {
-    q.code = ErrorCode::OBJECT_NOT_FOUND;
-    return q;
-  }
-  const ObjectMeta& m = it->second;
-  q.size = m.size;
-  q.lease_remaining_ms = m.lease_deadline_ms - clock_->NowMs();
-  for (const auto& r : m.replicas) q.replicas.push_back(Describe(r, m.size));
   return q;
 }
 
@@ -444,7 +459,7 @@ QueryResult MasterService::QueryReadOnly(const std::string& tenant, const std::s
 
 Status MasterService::Remove(const std::string& tenant, const std::string& key, bool force) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
-  ObjectKey okey;
+  ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);

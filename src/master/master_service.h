@@ -61,6 +61,20 @@ struct QueryResult {
   int64_t lease_remaining_ms = 0;
 };
 
+// Results of a batched tier lookup, flat so a batch costs two allocations:
+// item i's replicas are replicas[first_replica, first_replica+num_replicas).
+struct QueryItem {
+  ErrorCode code = ErrorCode::OK;
+  uint64_t size = 0;
+  int64_t lease_remaining_ms = 0;
+  uint32_t first_replica = 0;
+  uint32_t num_replicas = 0;
+};
+struct BatchQueryResult {
+  std::vector<QueryItem> items;
+  std::vector<Replica> replicas;
+};
+
 struct MasterStats {
   uint64_t objects = 0;
   uint64_t memory_replicas = 0;
@@ -101,6 +115,12 @@ class MasterService {
   ErrorCode ExistKey(const std::string& tenant, const std::string& key, bool grant_lease);
   // Tier lookup: no lease, no LRU touch, no get/exist metrics.
   QueryResult QueryReadOnly(const std::string& tenant, const std::string& key) const;
+  // The same for many keys of one tenant; segment details are left to the
+  // caller (SegmentInfo of each replica's segment id), so the hot path takes
+  // no segment lock and copies no strings.
+  template <typename KeyRange>
+  void QueryReadOnlyBatch(const std::string& tenant, const KeyRange& keys,
+                          BatchQueryResult* out) const;
 
   // ---- remove ----
   Status Remove(const std::string& tenant, const std::string& key, bool force);
@@ -127,7 +147,8 @@ class MasterService {
  private:
   Status ValidateKey(const std::string& key) const;
   ObjectKey MakeKey(const std::string& tenant, const std::string& key);
-  bool LookupKey(const std::string& tenant, const std::string& key, ObjectKey* out) const;
+  void QueryOne(int64_t tenant_id, std::string_view key, int64_t now, BatchQueryResult* out) const;
+  bool LookupKey(const std::string& tenant, const std::string& key, ObjectKeyView* out) const;
   ReplicaDesc Describe(const Replica& r, uint64_t size) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
@@ -157,6 +178,15 @@ class MasterService {
   std::thread bg_thread_;
   int64_t last_slow_housekeep_ms_ = 0;
 };
+
+template <typename KeyRange>
+void MasterService::QueryReadOnlyBatch(const std::string& tenant, const KeyRange& keys,
+                                       BatchQueryResult* out) const {
+  int64_t tid = tenants_.Lookup(tenant.empty() ? std::string(kDefaultTenant) : tenant);
+  int64_t now = clock_->NowMs();
+  out->items.reserve(out->items.size() + static_cast<size_t>(keys.size()));
+  for (const auto& k : keys) QueryOne(tid, k, now, out);
+}
 
 }  // namespace kvpool
 

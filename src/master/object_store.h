@@ -59,9 +59,26 @@ struct ObjectKey {
   bool operator==(const ObjectKey& o) const { return tenant == o.tenant && key == o.key; }
 };
 
+// A borrowed key for lookups that must not copy the key string.
+struct ObjectKeyView {
+  uint32_t tenant = 0;
+  std::string_view key;
+};
+
 struct ObjectKeyHash {
-  size_t operator()(const ObjectKey& k) const {
-    return std::hash<std::string_view>()(k.key) ^ (size_t{k.tenant} * 0x9E3779B97F4A7C15ull);
+  using is_transparent = void;
+  size_t operator()(const ObjectKey& k) const { return Hash(k.tenant, k.key); }
+  size_t operator()(const ObjectKeyView& k) const { return Hash(k.tenant, k.key); }
+  static size_t Hash(uint32_t tenant, std::string_view key) {
+    return std::hash<std::string_view>()(key) ^ (size_t{tenant} * 0x9E3779B97F4A7C15ull);
+  }
+};
+
+struct ObjectKeyEq {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return a.tenant == b.tenant && std::string_view(a.key) == std::string_view(b.key);
   }
 };
 
@@ -82,13 +99,14 @@ class ObjectStore {
   static constexpr size_t kShards = 1024;
   struct Shard {
     std::mutex mu;
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash> objects;
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq> objects;
     // Upserts in progress: the new replicas, invisible to readers until
     // PutEnd swaps them in (the old value stays readable meanwhile).
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash> upserts;
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq> upserts;
   };
 
   Shard& ShardFor(const ObjectKey& k) { return shards_[ObjectKeyHash()(k) % kShards]; }
+  Shard& ShardFor(const ObjectKeyView& k) { return shards_[ObjectKeyHash()(k) % kShards]; }
   Shard& shard(size_t i) { return shards_[i]; }
   size_t Size() const;
 

@@ -291,15 +291,18 @@ TEST_F(TcpDataPlaneTest, BadRangesFailAloneAndTheRestOfTheBatchSucceeds) {
   const auto a = RandomBytes(1000, 1);
   const auto b = RandomBytes(5000, 2);
   const auto c = RandomBytes(300, 3);
+  // Rejected ops' payloads still go on the wire, so their source must be
+  // readable for the full length.
+  const auto x = RandomBytes(1000, 4);
   const uint64_t u64max = std::numeric_limits<uint64_t>::max();
   std::vector<WriteOp> writes = {
       {kSmallSegment, 0, a.size(), a.data()},
       // Ends one byte past the segment.
-      {kSmallSegment, kSmallSize - 999, 1000, c.data()},
+      {kSmallSegment, kSmallSize - 999, 1000, x.data()},
       // offset + length wraps around 2^64.
-      {kSmallSegment, u64max - 10, 100, c.data()},
-      {kSmallSegment, kSmallSize + 1, 1, c.data()},
-      {999, 0, 10, c.data()},
+      {kSmallSegment, u64max - 10, 100, x.data()},
+      {kSmallSegment, kSmallSize + 1, 1, x.data()},
+      {999, 0, 10, x.data()},
       // Accepted ops after rejected ones prove the payload stream stayed in
       // sync: a misaligned drain would shift these bytes.
       {kSmallSegment, 2000, b.size(), b.data()},
