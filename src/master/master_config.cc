@@ -22,6 +22,12 @@ Status MasterConfig::Validate() const {
     return bad("allocation_strategy must be random or free_ratio_first");
   }
   if (housekeeping_interval_ms <= 0) return bad("housekeeping_interval_ms must be > 0");
+  if (offloading_queue_limit < 0) return bad("offloading_queue_limit must be >= 0");
+  if (offload_task_ttl_sec <= 0) return bad("offload_task_ttl_sec must be > 0");
+  if (promotion_admission_threshold < 0) return bad("promotion_admission_threshold must be >= 0");
+  if (promotion_queue_limit < 0) return bad("promotion_queue_limit must be >= 0");
+  if (promotion_max_per_heartbeat < 0) return bad("promotion_max_per_heartbeat must be >= 0");
+  if (promotion_task_ttl_sec <= 0) return bad("promotion_task_ttl_sec must be > 0");
   return Status::OK();
 }
 
@@ -30,10 +36,14 @@ std::string MasterConfig::ToString() const {
       "rpc={}:{} metrics_port={} default_kv_lease_ttl={}ms "
       "eviction_high_watermark_ratio={} eviction_ratio={} "
       "put_start_discard_timeout_sec={} put_start_release_timeout_sec={} "
-      "client_ttl={}s allocation_strategy={}",
+      "client_ttl={}s allocation_strategy={} enable_offload={} offload_on_evict={} "
+      "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
+      "promotion_admission_threshold={} promotion_queue_limit={} promotion_task_ttl_sec={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio, put_start_discard_timeout_sec,
-      put_start_release_timeout_sec, client_ttl, allocation_strategy);
+      put_start_release_timeout_sec, client_ttl, allocation_strategy, enable_offload,
+      offload_on_evict, offload_force_evict, offloading_queue_limit, promotion_on_hit,
+      promotion_admission_threshold, promotion_queue_limit, promotion_task_ttl_sec);
 }
 
 }  // namespace kvpool

@@ -26,6 +26,18 @@ struct MasterConfig {
   std::string allocation_strategy = "free_ratio_first";  // or "random"
   int64_t housekeeping_interval_ms = 100;
 
+  // ---- SSD tier (off by default) ----
+  bool enable_offload = false;         // copy DRAM values to holders' SSDs
+  bool offload_on_evict = false;       // false: offload at PutEnd; true: at eviction
+  bool offload_force_evict = false;    // may eviction drop a key with no SSD copy?
+  int64_t offloading_queue_limit = 50000;
+  int64_t offload_task_ttl_sec = 600;  // an unanswered offload task is dropped
+  bool promotion_on_hit = false;       // promote SSD-only keys that gets hit
+  int64_t promotion_admission_threshold = 2;
+  int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths
+  int64_t promotion_max_per_heartbeat = 1;
+  int64_t promotion_task_ttl_sec = 600;   // the reaper's deadline
+
   // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
   Status Validate() const;
   std::string ToString() const;

@@ -16,6 +16,10 @@ grpc::Status TooLarge() {
 void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
   out->set_kind(d.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
   out->set_status(d.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
+  if (d.kind == ReplicaKind::kLocalDisk && d.holder) {
+    out->set_disk_node_id(d.holder->node_id);
+    out->set_disk_data_endpoint(d.holder->data_endpoint);
+  }
   if (d.kind == ReplicaKind::kMemory && d.segment) {
     auto* m = out->mutable_memory();
     m->set_segment_id(d.segment->id);
@@ -40,7 +44,7 @@ grpc::Status MasterGrpcService::MountSegment(grpc::ServerContext*,
   info.capacity = req->size();
   info.shm_path = req->shm_path();
   info.data_endpoint = req->data_endpoint();
-  auto r = svc_->MountSegment(std::move(info));
+  auto r = svc_->MountSegment(std::move(info), req->ssd_enabled());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
   return grpc::Status::OK;
@@ -60,7 +64,92 @@ grpc::Status MasterGrpcService::UnmountSegment(grpc::ServerContext*,
 
 grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
                                           rpc::HeartbeatResponse* resp) {
-  resp->set_error_code(ToInt(svc_->Heartbeat(req->node_id()).code()));
+  NodeTasks tasks;
+  // Bounded so a shutdown or a lost client never pins a server thread long.
+  int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
+  Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(), &tasks);
+  resp->set_error_code(ToInt(s.code()));
+  for (const auto& t : tasks.offloads) {
+    auto* o = resp->add_offload_tasks();
+    o->set_tenant(t.tenant);
+    o->set_key(t.key);
+    o->set_segment_id(t.segment);
+    o->set_offset(t.offset);
+    o->set_size(t.size);
+    o->set_version(t.version);
+  }
+  for (const auto& t : tasks.promotions) {
+    auto* p = resp->add_promotion_tasks();
+    p->set_tenant(t.tenant);
+    p->set_key(t.key);
+    p->set_size(t.size);
+    p->set_task_id(t.task_id);
+    p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
+    p->set_from_prefetch(t.from_prefetch);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::NotifyOffload(grpc::ServerContext*,
+                                              const rpc::NotifyOffloadRequest* req,
+                                              rpc::NotifyOffloadResponse* resp) {
+  if (req->results_size() > kMaxBatch) return TooLarge();
+  std::vector<OffloadResultIn> in;
+  in.reserve(req->results_size());
+  for (const auto& r : req->results()) {
+    in.push_back(OffloadResultIn{r.tenant(), r.key(), r.version(), ErrorCodeFromInt(r.error_code())});
+  }
+  for (ErrorCode c : svc_->NotifyOffload(req->node_id(), in)) resp->add_error_codes(ToInt(c));
+  return grpc::Status::OK;
+}
+
+namespace {
+std::vector<DiskObjectIn> FromProto(
+    const google::protobuf::RepeatedPtrField<rpc::DiskObject>& objects) {
+  std::vector<DiskObjectIn> in;
+  in.reserve(objects.size());
+  for (const auto& o : objects) in.push_back(DiskObjectIn{o.tenant(), o.key(), o.size()});
+  return in;
+}
+}  // namespace
+
+grpc::Status MasterGrpcService::RegisterDiskObjects(grpc::ServerContext*,
+                                                    const rpc::RegisterDiskObjectsRequest* req,
+                                                    rpc::RegisterDiskObjectsResponse* resp) {
+  if (req->objects_size() > kMaxBatch) return TooLarge();
+  for (ErrorCode c : svc_->RegisterDiskObjects(req->node_id(), FromProto(req->objects()))) {
+    resp->add_error_codes(ToInt(c));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::RemoveDiskReplicas(grpc::ServerContext*,
+                                                   const rpc::RemoveDiskReplicasRequest* req,
+                                                   rpc::RemoveDiskReplicasResponse* resp) {
+  if (req->objects_size() > kMaxBatch) return TooLarge();
+  for (ErrorCode c : svc_->RemoveDiskReplicas(req->node_id(), FromProto(req->objects()))) {
+    resp->add_error_codes(ToInt(c));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::PromotionAllocStart(grpc::ServerContext*,
+                                                    const rpc::PromotionAllocStartRequest* req,
+                                                    rpc::PromotionAllocStartResponse* resp) {
+  auto r = svc_->PromotionAllocStart(req->node_id(), req->tenant(), req->key(), req->size(),
+                                     req->task_id());
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) ToProto(r.value(), resp->mutable_replica());
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::NotifyPromotion(grpc::ServerContext*,
+                                                const rpc::PromotionNotifyRequest* req,
+                                                rpc::KeyStatus* resp) {
+  resp->set_error_code(ToInt(
+      svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(), req->task_id(),
+                            req->success())
+          .code()));
   return grpc::Status::OK;
 }
 
@@ -194,7 +283,13 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
       auto* d = item->add_replicas();
       d->set_kind(r.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
       d->set_status(r.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
-      if (r.kind != ReplicaKind::kMemory) continue;
+      if (r.kind != ReplicaKind::kMemory) {
+        if (auto holder = svc_->nodes().Info(r.segment)) {
+          d->set_disk_node_id(holder->node_id);
+          d->set_disk_data_endpoint(holder->data_endpoint);
+        }
+        continue;
+      }
       auto* m = d->mutable_memory();
       m->set_segment_id(r.segment);
       m->set_offset(r.offset);

@@ -46,6 +46,16 @@ class MasterGrpcService final : public rpc::MasterService::Service {
                                   rpc::BatchQueryReadOnlyResponse*) override;
   grpc::Status GetClusterStats(grpc::ServerContext*, const rpc::ClusterStatsRequest*,
                                rpc::ClusterStatsResponse*) override;
+  grpc::Status NotifyOffload(grpc::ServerContext*, const rpc::NotifyOffloadRequest*,
+                             rpc::NotifyOffloadResponse*) override;
+  grpc::Status RegisterDiskObjects(grpc::ServerContext*, const rpc::RegisterDiskObjectsRequest*,
+                                   rpc::RegisterDiskObjectsResponse*) override;
+  grpc::Status RemoveDiskReplicas(grpc::ServerContext*, const rpc::RemoveDiskReplicasRequest*,
+                                  rpc::RemoveDiskReplicasResponse*) override;
+  grpc::Status PromotionAllocStart(grpc::ServerContext*, const rpc::PromotionAllocStartRequest*,
+                                   rpc::PromotionAllocStartResponse*) override;
+  grpc::Status NotifyPromotion(grpc::ServerContext*, const rpc::PromotionNotifyRequest*,
+                               rpc::KeyStatus*) override;
 
  private:
   void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);

@@ -21,7 +21,8 @@ const std::string& TenantOrDefault(const std::string& t) {
 MasterService::MasterService(MasterConfig config, const Clock* clock)
     : config_(std::move(config)),
       clock_(clock),
-      segments_(ParseStrategy(config_.allocation_strategy)) {
+      segments_(ParseStrategy(config_.allocation_strategy)),
+      nodes_(clock) {
   metrics_.AddGauge("kvpool_master_objects", "", [this] { return double(objects_.Size()); },
                     "objects known to the master");
   for (auto [kind, name] : {std::pair{SegmentKind::kMain, "main"},
@@ -36,6 +37,17 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
   }
   metrics_.AddGauge("kvpool_master_graveyard_ranges", "",
                     [this] { return double(segments_.graveyard_size()); });
+  metrics_.AddGauge("kvpool_master_offloads_in_flight", "",
+                    [this] { return double(offloads_in_flight_.load()); });
+  metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
+                    [this] { return double(promotion_in_flight_.load()); });
+  for (auto [name, counter] :
+       {std::pair{"admitted", &promo_admitted_}, std::pair{"completed", &promo_completed_},
+        std::pair{"failed", &promo_failed_}, std::pair{"cancelled", &promo_cancelled_},
+        std::pair{"expired", &promo_expired_}}) {
+    metrics_.AddGauge("kvpool_master_promotions_total", fmt::format("state=\"{}\"", name),
+                      [counter = counter] { return double(counter->load()); });
+  }
 }
 
 MasterService::~MasterService() { Stop(); }
@@ -52,6 +64,7 @@ void MasterService::Stop() {
     std::lock_guard<std::mutex> lock(bg_mu_);
     bg_stop_ = true;
   }
+  nodes_.WakeAll();
   bg_cv_.notify_all();
   if (bg_thread_.joinable()) bg_thread_.join();
 }
@@ -102,7 +115,11 @@ ReplicaDesc MasterService::Describe(const Replica& r, uint64_t size) const {
   d.status = r.status;
   d.offset = r.offset;
   d.length = size;
-  if (r.kind == ReplicaKind::kMemory) d.segment = segments_.Info(r.segment);
+  if (r.kind == ReplicaKind::kMemory) {
+    d.segment = segments_.Info(r.segment);
+  } else {
+    d.holder = nodes_.Info(r.segment);
+  }
   return d;
 }
 
@@ -121,14 +138,12 @@ void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas, int64_
 
 // ---------------------------------------------------------------- segments
 
-Result<uint32_t> MasterService::MountSegment(SegmentInfo info) {
+Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled) {
+  if (info.node_id.empty()) return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   std::string node = info.node_id;
+  nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled);
   auto r = segments_.Mount(std::move(info));
-  if (r.ok()) {
-    std::lock_guard<std::mutex> lock(nodes_mu_);
-    node_last_heartbeat_ms_[node] = clock_->NowMs();
-    spdlog::info("mounted segment {} of node {}", r.value(), node);
-  }
+  if (r.ok()) spdlog::info("mounted segment {} of node {}", r.value(), node);
   return r;
 }
 
@@ -143,13 +158,15 @@ Status MasterService::UnmountSegment(const std::string& node_id, uint32_t segmen
   return s;
 }
 
-Status MasterService::Heartbeat(const std::string& node_id) {
-  std::lock_guard<std::mutex> lock(nodes_mu_);
-  auto it = node_last_heartbeat_ms_.find(node_id);
-  if (it == node_last_heartbeat_ms_.end()) {
+Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms, size_t max_offload,
+                                NodeTasks* tasks) {
+  if (!nodes_.Touch(node_id)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id + ": remount");
   }
-  it->second = clock_->NowMs();
+  if (tasks != nullptr) {
+    nodes_.TakeTasks(node_id, wait_ms, max_offload,
+                     static_cast<size_t>(config_.promotion_max_per_heartbeat), tasks);
+  }
   return Status::OK();
 }
 
@@ -163,16 +180,19 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto* table : {&shard.objects, &shard.upserts}) {
-      for (auto it = table->begin(); it != table->end();) {
-        auto& reps = it->second.replicas;
-        reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
-        if (reps.empty()) {
-          it = table->erase(it);
-          ++dropped_objects;
-        } else {
-          ++it;
-        }
+    for (auto it = shard.upserts.begin(); it != shard.upserts.end();) {
+      auto& reps = it->second.replicas;
+      reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
+      it = reps.empty() ? shard.upserts.erase(it) : std::next(it);
+    }
+    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+      auto& reps = it->second.replicas;
+      reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
+      if (reps.empty()) {
+        it = EraseObject(shard, it, 0);
+        ++dropped_objects;
+      } else {
+        ++it;
       }
     }
   }
@@ -180,11 +200,50 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
       .Inc(dropped_objects);
 }
 
-void MasterService::DropNode(const std::string& node_id) {
-  auto ids = segments_.UnmountNode(node_id);
-  spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)", node_id,
+void MasterService::DropNode(const NodeInfo& node) {
+  auto ids = segments_.UnmountNode(node.node_id);
+  spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)", node.node_id,
                config_.client_ttl, ids.size());
   DropSegments(ids);
+  // Its SSD copies and the tasks it was running go with it.
+  uint64_t lost = 0;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto it = shard.promotions.begin(); it != shard.promotions.end();) {
+      if (it->second.holder != node.index) {
+        ++it;
+        continue;
+      }
+      ObjectKeyView kv{it->first.tenant, it->first.key};
+      ++it;
+      CancelPromotion(shard, kv);
+    }
+    for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
+      if (it->second.node == node.index) {
+        it = shard.offloads.erase(it);
+        --offloads_in_flight_;
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+      auto& reps = it->second.replicas;
+      reps.erase(std::remove_if(reps.begin(), reps.end(),
+                                [&](const Replica& r) {
+                                  return r.kind == ReplicaKind::kLocalDisk &&
+                                         r.segment == node.index;
+                                }),
+                 reps.end());
+      if (reps.empty()) {
+        it = EraseObject(shard, it, 0);
+        ++lost;
+      } else {
+        ++it;
+      }
+    }
+  }
+  metrics_.GetCounter("kvpool_master_objects_lost_total").Inc(lost);
   metrics_.GetCounter("kvpool_master_nodes_expired_total").Inc();
 }
 
@@ -232,8 +291,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
       if (now - m.last_access_ms < discard_ms) {
         return Status(ErrorCode::OBJECT_ALREADY_EXISTS, "a put of this key is in progress");
       }
-      ReleaseReplicas(m.replicas, m.last_access_ms + release_ms);
-      shard.objects.erase(it);
+      EraseObject(shard, it, m.last_access_ms + release_ms);
       metrics_.GetCounter("kvpool_master_put_discarded_total").Inc();
       return Status::OK();
     }
@@ -264,6 +322,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
 
   ObjectMeta meta;
   meta.size = size;
+  meta.version = next_version_++;
   meta.last_access_ms = now;
   meta.hard_pin = opts.hard_pin;
   meta.soft_pin = opts.soft_pin;
@@ -309,13 +368,17 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
     fresh.last_access_ms = now;
     auto it = shard.objects.find(okey);
+    int64_t not_before = 0;
     if (it != shard.objects.end()) {
       // Readers of the old value hold its lease: keep its bytes until then.
-      ReleaseReplicas(it->second.replicas, it->second.lease_deadline_ms);
-      fresh.lease_deadline_ms = 0;
-      it->second = std::move(fresh);
-    } else {
-      shard.objects.emplace(ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+      // Its SSD copies, promotion and offload describe the old bytes: gone.
+      not_before = it->second.lease_deadline_ms;
+      EraseObject(shard, it, not_before);
+    }
+    auto [ins, ok] =
+        shard.objects.emplace(ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+    if (config_.enable_offload && !config_.offload_on_evict) {
+      QueueOffload(shard, ins->first, ins->second);
     }
     return Status::OK();
   }
@@ -325,6 +388,11 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
+  if (config_.enable_offload && !config_.offload_on_evict) {
+    // Proactive offload: handed to the holder now (its heartbeat is a long
+    // poll), so the SSD copy usually exists before eviction needs it.
+    QueueOffload(shard, it->first, it->second);
+  }
   return Status::OK();
 }
 
@@ -385,6 +453,9 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     out.lease_ttl_ms = config_.default_kv_lease_ttl;
     for (const auto& r : m.replicas) {
       if (r.status == ReplicaStatus::kComplete) out.replicas.push_back(Describe(r, m.size));
+    }
+    if (config_.promotion_on_hit && !m.HasCompleteMemory() && m.FirstCompleteDisk()) {
+      MaybePromoteOnHit(shard, it->first, m);
     }
   }
   std::stable_partition(out.replicas.begin(), out.replicas.end(),
@@ -481,8 +552,7 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key, 
   if (m.HasProcessing()) {
     not_before = std::max(not_before, m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
   }
-  ReleaseReplicas(m.replicas, not_before);
-  shard.objects.erase(it);
+  EraseObject(shard, it, not_before);
   return Status::OK();
 }
 
@@ -507,8 +577,7 @@ uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
         not_before = std::max(not_before,
                               m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
       }
-      ReleaseReplicas(m.replicas, not_before);
-      it = shard.objects.erase(it);
+      it = EraseObject(shard, it, not_before);
       ++removed;
     }
   }
@@ -538,25 +607,35 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
     }
     return n;
   };
-  // Evictable: complete, unleased, unpinned, has MAIN memory. Soft-pinned
-  // objects go only in a second round, after every other candidate.
-  auto evictable = [&](const ObjectMeta& m, bool allow_soft) {
-    if (m.hard_pin || (m.soft_pin && !allow_soft) || m.LeaseLive(now) || m.HasProcessing()) {
+  // Candidates come in rounds: unpinned before soft-pinned, and within each,
+  // objects that keep an SSD copy (they become SSD-only) before objects that
+  // would be lost.
+  struct Round {
+    bool allow_soft;
+    bool with_copy;
+  };
+  auto eligible = [&](const Shard& shard, const ObjectKey& k, const ObjectMeta& m,
+                      const Round& round) {
+    if (m.hard_pin || (m.soft_pin && !round.allow_soft) || m.LeaseLive(now) ||
+        m.HasProcessing() || memory_bytes(m) == 0) {
       return false;
     }
-    return memory_bytes(m) > 0;
+    if ((m.FirstCompleteDisk() != nullptr) != round.with_copy) return false;
+    // A pending offload reads this memory: it is pinned until answered.
+    return !shard.offloads.count(k);
   };
 
-  uint64_t freed = 0;
-  for (bool allow_soft : {false, true}) {
+  uint64_t freed = 0, queued = 0, forced = 0, kept = 0;
+  for (Round round : {Round{false, true}, Round{false, false}, Round{true, true},
+                      Round{true, false}}) {
     if (freed >= bytes) break;
-    // Pass 1: find the access-time cutoff that frees enough (no key copies).
+    // Pass 1: the access-time cutoff that frees enough (no key copies).
     std::vector<std::pair<int64_t, uint64_t>> cands;  // (last_access, bytes)
     for (size_t i = 0; i < ObjectStore::kShards; ++i) {
       auto& shard = objects_.shard(i);
       std::lock_guard<std::mutex> lock(shard.mu);
       for (const auto& [k, m] : shard.objects) {
-        if (evictable(m, allow_soft)) cands.emplace_back(m.last_access_ms, memory_bytes(m));
+        if (eligible(shard, k, m, round)) cands.emplace_back(m.last_access_ms, memory_bytes(m));
       }
     }
     if (cands.empty()) continue;
@@ -570,16 +649,30 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
         break;
       }
     }
-    // Pass 2: evict everything at or below the cutoff, oldest shards' order
-    // does not matter since the cutoff already encodes LRU.
+    // Pass 2: act on everything at or below the cutoff.
     for (size_t i = 0; i < ObjectStore::kShards && freed < bytes; ++i) {
       auto& shard = objects_.shard(i);
       std::lock_guard<std::mutex> lock(shard.mu);
       for (auto it = shard.objects.begin(); it != shard.objects.end() && freed < bytes;) {
         ObjectMeta& m = it->second;
-        if (m.last_access_ms > cutoff || !evictable(m, allow_soft)) {
+        if (m.last_access_ms > cutoff || !eligible(shard, it->first, m, round)) {
           ++it;
           continue;
+        }
+        if (!round.with_copy && config_.enable_offload) {
+          // Never lose an acknowledged value silently: copy it first, or
+          // drop it only by an explicit, counted force-evict.
+          if (QueueOffload(shard, it->first, m)) {
+            ++queued;
+            ++it;
+            continue;
+          }
+          if (!config_.offload_force_evict) {
+            ++kept;
+            ++it;
+            continue;
+          }
+          ++forced;
         }
         std::vector<Replica> mem;
         auto& reps = m.replicas;
@@ -595,11 +688,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
         evicted_bytes_ += mem.size() * m.size;
         ReleaseReplicas(mem, 0);
         ++evicted_objects_;
-        if (reps.empty()) {
-          it = shard.objects.erase(it);
-        } else {
-          ++it;
-        }
+        it = reps.empty() ? EraseObject(shard, it, 0) : std::next(it);
       }
     }
   }
@@ -607,6 +696,13 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
     metrics_.GetCounter("kvpool_master_evicted_bytes_total").Inc(freed);
     metrics_.GetCounter("kvpool_master_eviction_passes_total").Inc();
   }
+  if (queued) metrics_.GetCounter("kvpool_master_evict_offload_queued_total").Inc(queued);
+  if (forced) {
+    metrics_.GetCounter("kvpool_master_force_evicted_without_copy_total", "",
+                        "keys dropped from DRAM with no SSD copy (offload_force_evict)")
+        .Inc(forced);
+  }
+  if (kept) metrics_.GetCounter("kvpool_master_evict_kept_no_copy_total").Inc(kept);
   return freed;
 }
 
@@ -616,30 +712,19 @@ void MasterService::Housekeep() {
   const int64_t now = clock_->NowMs();
   segments_.ReleaseDue(now);
 
-  // Dead nodes.
-  std::vector<std::string> dead;
-  {
-    std::lock_guard<std::mutex> lock(nodes_mu_);
-    for (auto it = node_last_heartbeat_ms_.begin(); it != node_last_heartbeat_ms_.end();) {
-      if (now - it->second > config_.client_ttl * 1000) {
-        dead.push_back(it->first);
-        it = node_last_heartbeat_ms_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (const auto& n : dead) DropNode(n);
+  for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000)) DropNode(*node);
 
-  // Abandoned puts: a full scan, so at most once a second.
+  // Abandoned puts and expired tasks: full scans, so at most once a second.
   if (now - last_slow_housekeep_ms_ < 1000) return;
   last_slow_housekeep_ms_ = now;
+  ReapTasks(now);
   const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
   uint64_t reclaimed = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
     for (auto* table : {&shard.objects, &shard.upserts}) {
+      const bool is_objects = table == &shard.objects;
       for (auto it = table->begin(); it != table->end();) {
         ObjectMeta& m = it->second;
         if (!m.HasProcessing() || now - m.last_access_ms < release_ms) {
@@ -658,7 +743,13 @@ void MasterService::Housekeep() {
         }
         ReleaseReplicas(stale, 0);
         ++reclaimed;
-        it = reps.empty() ? table->erase(it) : std::next(it);
+        if (!reps.empty()) {
+          ++it;
+        } else if (is_objects) {
+          it = EraseObject(shard, it, 0);
+        } else {
+          it = table->erase(it);
+        }
       }
     }
   }
@@ -678,7 +769,10 @@ MasterStats MasterService::Stats() const {
     std::lock_guard<std::mutex> lock(shard.mu);
     s.objects += shard.objects.size();
     for (const auto& [k, m] : shard.objects) {
-      for (const auto& r : m.replicas) s.memory_replicas += r.kind == ReplicaKind::kMemory;
+      for (const auto& r : m.replicas) {
+        s.memory_replicas += r.kind == ReplicaKind::kMemory;
+        s.disk_replicas += r.kind == ReplicaKind::kLocalDisk;
+      }
     }
   }
   s.evicted_objects = evicted_objects_.load();
@@ -700,10 +794,15 @@ std::string MasterService::StatusJson() const {
   SegmentUsage main = segments_.Usage(SegmentKind::kMain);
   SegmentUsage pb = segments_.Usage(SegmentKind::kPrefetchBuffer);
   return fmt::format(
-      R"({{"objects":{},"memory_replicas":{},"evicted_objects":{},"evicted_bytes":{},)"
+      R"({{"objects":{},"memory_replicas":{},"disk_replicas":{},"evicted_objects":{},"evicted_bytes":{},)"
+      R"("offloads_in_flight":{},"promotions":{{"admitted":{},"completed":{},"failed":{},)"
+      R"("cancelled":{},"expired":{},"in_flight":{}}},)"
       R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
       R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
-      s.objects, s.memory_replicas, s.evicted_objects, s.evicted_bytes, main.used, main.capacity,
+      s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects, s.evicted_bytes,
+      offloads_in_flight_.load(), promo_admitted_.load(), promo_completed_.load(),
+      promo_failed_.load(), promo_cancelled_.load(), promo_expired_.load(),
+      promotion_in_flight_.load(), main.used, main.capacity,
       main.ratio(), pb.used, pb.capacity, pb.ratio(), segs);
 }
 

@@ -1,11 +1,12 @@
 // MasterService: the metadata brain of kvpool. Objects and their replicas,
-// leases, allocation across segments, eviction, put timeouts and node
-// liveness. Never touches value bytes. Transport-agnostic: the gRPC layer
-// (master_grpc_service.h) converts messages to these calls, and tests call
-// them directly with a FakeClock.
+// leases, allocation across segments, eviction, put timeouts, node liveness,
+// and the SSD tier's bookkeeping (offload tasks, LOCAL_DISK replicas, the
+// promotion entry per key with its gates and reaper). Never touches value
+// bytes. Transport-agnostic: the gRPC layer (master_grpc_service.h) converts
+// messages to these calls, and tests call them directly with a FakeClock.
 //
-// Thread-safe. Lock order: object shard -> segment allocator; nothing takes
-// a shard lock while holding a segment lock.
+// Thread-safe. Lock order: object shard -> segment allocator / node
+// registry; nothing takes a shard lock while holding one of those.
 #ifndef KVPOOL_MASTER_MASTER_SERVICE_H_
 #define KVPOOL_MASTER_MASTER_SERVICE_H_
 
@@ -16,13 +17,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "kvpool/status.h"
+#include "master/frequency_sketch.h"
 #include "master/master_config.h"
+#include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
 
@@ -30,6 +32,9 @@ namespace kvpool {
 
 inline constexpr size_t kMaxKeyLength = 4096;
 inline constexpr const char* kDefaultTenant = "default";
+// How long a range whose owner vanished is kept before reuse when a holder
+// may still be copying it (an offload read or a promotion write).
+inline constexpr int64_t kTaskGraceMs = 30000;
 
 struct PutOptions {
   int replica_num = 1;
@@ -46,6 +51,7 @@ struct ReplicaDesc {
   uint64_t offset = 0;
   uint64_t length = 0;
   std::shared_ptr<const SegmentInfo> segment;  // kMemory
+  std::shared_ptr<const NodeInfo> holder;      // kLocalDisk
 };
 
 struct GetResult {
@@ -78,9 +84,34 @@ struct BatchQueryResult {
 struct MasterStats {
   uint64_t objects = 0;
   uint64_t memory_replicas = 0;
+  uint64_t disk_replicas = 0;
   uint64_t evicted_objects = 0;
   uint64_t evicted_bytes = 0;
   std::vector<SegmentSnapshot> segments;
+};
+
+// Offload and disk-object messages from holders.
+struct OffloadResultIn {
+  std::string tenant;
+  std::string key;
+  uint64_t version = 0;
+  ErrorCode code = ErrorCode::OK;
+};
+struct DiskObjectIn {
+  std::string tenant;
+  std::string key;
+  uint64_t size = 0;
+};
+
+// Counters of the promotion entry, all paths together. Invariant (tested):
+// admitted == completed + failed + cancelled + expired + in_flight.
+struct PromotionCounters {
+  uint64_t admitted = 0;
+  uint64_t completed = 0;
+  uint64_t failed = 0;
+  uint64_t cancelled = 0;
+  uint64_t expired = 0;
+  uint64_t in_flight = 0;
 };
 
 class MasterService {
@@ -89,16 +120,18 @@ class MasterService {
   ~MasterService();
 
   // Starts / stops the background thread (eviction, graveyard, put
-  // timeouts, liveness). Tests may instead call the steps directly.
+  // timeouts, liveness, reaper). Tests may instead call the steps directly.
   void Start();
   void Stop();
 
   // ---- segments and liveness ----
-  Result<uint32_t> MountSegment(SegmentInfo info);
+  Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false);
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
-  // the node must mount its segments again.
-  Status Heartbeat(const std::string& node_id);
+  // the node must mount its segments again. With `tasks`, also hands over
+  // the node's queued tasks, waiting up to `wait_ms` for some.
+  Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0, size_t max_offload = 0,
+                   NodeTasks* tasks = nullptr);
 
   // ---- put ----
   Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant, const std::string& key,
@@ -108,16 +141,16 @@ class MasterService {
 
   // ---- get / exist / query ----
   // Grants (extends) the read lease. REPLICA_IS_NOT_READY while only
-  // PROCESSING replicas exist.
+  // PROCESSING replicas exist. For an SSD-only key with promotion_on_hit,
+  // may admit a promotion (never waits for it).
   Result<GetResult> GetReplicaList(const std::string& tenant, const std::string& key);
   // OK when a COMPLETE replica exists, else OBJECT_NOT_FOUND. Grants the
   // lease unless `grant_lease` is false.
   ErrorCode ExistKey(const std::string& tenant, const std::string& key, bool grant_lease);
   // Tier lookup: no lease, no LRU touch, no get/exist metrics.
   QueryResult QueryReadOnly(const std::string& tenant, const std::string& key) const;
-  // The same for many keys of one tenant; segment details are left to the
-  // caller (SegmentInfo of each replica's segment id), so the hot path takes
-  // no segment lock and copies no strings.
+  // The same for many keys of one tenant; segment/holder details are left to
+  // the caller, so the hot path takes no segment lock and copies no strings.
   template <typename KeyRange>
   void QueryReadOnlyBatch(const std::string& tenant, const KeyRange& keys,
                           BatchQueryResult* out) const;
@@ -128,14 +161,36 @@ class MasterService {
   // with force). Returns how many were removed.
   uint64_t RemoveAll(const std::string& tenant, bool force);
 
+  // ---- SSD tier (holders) ----
+  // One code per result: OK = the LOCAL_DISK replica is recorded (duplicates
+  // are idempotent); else the node must drop its copy. A NACK releases the
+  // pin at once.
+  std::vector<ErrorCode> NotifyOffload(const std::string& node_id,
+                                       const std::vector<OffloadResultIn>& results);
+  // A restarted node's SSD contents. OK = recorded; else drop the copy (the
+  // master already has a value for that key, which may differ).
+  std::vector<ErrorCode> RegisterDiskObjects(const std::string& node_id,
+                                             const std::vector<DiskObjectIn>& objects);
+  // Two-phase SSD eviction: OK = the replica is gone from the master (or was
+  // never there) and the node may free the space; else keep it.
+  std::vector<ErrorCode> RemoveDiskReplicas(const std::string& node_id,
+                                            const std::vector<DiskObjectIn>& objects);
+  // The promotion chain, called by the holder of the task's source.
+  Result<ReplicaDesc> PromotionAllocStart(const std::string& node_id, const std::string& tenant,
+                                          const std::string& key, uint64_t size,
+                                          uint64_t task_id);
+  Status NotifyPromotion(const std::string& node_id, const std::string& tenant,
+                         const std::string& key, uint64_t task_id, bool success);
+  PromotionCounters promotion_counters() const;
+
   // ---- maintenance steps (run by the background thread) ----
   // Evicts when the MAIN watermark is above the high watermark. Returns the
   // bytes freed.
   uint64_t EvictIfNeeded();
-  // Frees at least `bytes` of MAIN memory if it can, LRU first. Returns the
-  // bytes freed.
+  // Frees at least `bytes` of MAIN memory if it can, LRU first (objects with
+  // an SSD copy before those without). Returns the bytes freed.
   uint64_t EvictBytes(uint64_t bytes);
-  // Graveyard, abandoned puts, dead nodes.
+  // Graveyard, abandoned puts, dead nodes, expired tasks.
   void Housekeep();
 
   MasterStats Stats() const;
@@ -143,18 +198,34 @@ class MasterService {
   std::string StatusJson() const;
   const MasterConfig& config() const { return config_; }
   SegmentManager& segments() { return segments_; }
+  NodeRegistry& nodes() { return nodes_; }
+  const TenantTable& tenants() const { return tenants_; }
 
  private:
+  using Shard = ObjectStore::Shard;
+  using ObjectMap = decltype(Shard::objects);
+
   Status ValidateKey(const std::string& key) const;
   ObjectKey MakeKey(const std::string& tenant, const std::string& key);
-  void QueryOne(int64_t tenant_id, std::string_view key, int64_t now, BatchQueryResult* out) const;
   bool LookupKey(const std::string& tenant, const std::string& key, ObjectKeyView* out) const;
   ReplicaDesc Describe(const Replica& r, uint64_t size) const;
+  void QueryOne(int64_t tenant_id, std::string_view key, int64_t now, BatchQueryResult* out) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
   void ReleaseReplicas(const std::vector<Replica>& replicas, int64_t not_before_ms);
-  void DropNode(const std::string& node_id);
+  // Erases an object and everything hanging off it (promotion entry,
+  // pending offload), keeping ranges that someone may still touch until
+  // it is safe. Returns the iterator past it.
+  ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it, int64_t not_before_ms);
+  void CancelPromotion(Shard& shard, const ObjectKeyView& key);
+  // Queues an offload of the object's memory replica to an SSD-capable
+  // holder; false when none or the queue is full.
+  bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m);
+  // Promotion gates and admission (shard lock held).
+  void MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m);
+  void DropNode(const NodeInfo& node);
   void DropSegments(const std::vector<uint32_t>& segment_ids);
+  void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
   void BackgroundLoop();
 
@@ -163,13 +234,19 @@ class MasterService {
   MetricsRegistry metrics_;
   SegmentManager segments_;
   TenantTable tenants_;
+  NodeRegistry nodes_;
   ObjectStore objects_;
+  FrequencySketch sketch_;
 
-  std::mutex nodes_mu_;
-  std::unordered_map<std::string, int64_t> node_last_heartbeat_ms_;
-
+  std::atomic<uint64_t> next_version_{1};
+  std::atomic<uint64_t> next_task_id_{1};
   std::atomic<uint64_t> evicted_objects_{0};
   std::atomic<uint64_t> evicted_bytes_{0};
+  std::atomic<int64_t> offloads_in_flight_{0};
+  // The promotion entry's shared counters (promotion_in_flight_ in the seeds).
+  std::atomic<uint64_t> promotion_in_flight_{0};
+  std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0}, promo_failed_{0},
+      promo_cancelled_{0}, promo_expired_{0};
   std::mutex evict_mu_;  // one eviction pass at a time
 
   std::mutex bg_mu_;

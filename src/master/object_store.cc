@@ -10,6 +10,7 @@ uint32_t TenantTable::Intern(const std::string& name) {
   }
   std::unique_lock lock(mu_);
   auto [it, inserted] = ids_.emplace(name, static_cast<uint32_t>(ids_.size()));
+  if (inserted) names_.push_back(name);
   return it->second;
 }
 
@@ -17,6 +18,11 @@ int64_t TenantTable::Lookup(const std::string& name) const {
   std::shared_lock lock(mu_);
   auto it = ids_.find(name);
   return it == ids_.end() ? -1 : int64_t{it->second};
+}
+
+std::string TenantTable::Name(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  return id < names_.size() ? names_[id] : std::string();
 }
 
 size_t ObjectStore::Size() const {

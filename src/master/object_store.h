@@ -17,11 +17,12 @@
 namespace kvpool {
 
 enum class ReplicaKind : uint8_t { kMemory = 0, kLocalDisk = 1 };
+enum class TriggerSource : uint8_t { kOnHit = 0, kExist = 1, kRouter = 2 };
 enum class ReplicaStatus : uint8_t { kProcessing = 0, kComplete = 1 };
 
 struct Replica {
   uint64_t offset = 0;      // kMemory: offset in the segment
-  uint32_t segment = 0;     // kMemory: segment id; kLocalDisk: node index
+  uint32_t segment = 0;     // kMemory: segment id; kLocalDisk: holder node index
   uint32_t handle = 0;      // kMemory: allocator handle
   ReplicaKind kind = ReplicaKind::kMemory;
   ReplicaStatus status = ReplicaStatus::kProcessing;
@@ -34,9 +35,31 @@ struct ObjectMeta {
   // Last get/put completion; while the put is in progress, its start time
   // (the put timeouts count from it).
   int64_t last_access_ms = 0;
+  // Changes whenever the value changes (put, upsert): an offload result for
+  // an older value is refused, so an SSD copy never carries other bytes.
+  uint64_t version = 0;
   bool hard_pin = false;
   bool soft_pin = false;
   std::vector<Replica> replicas;
+
+  bool HasCompleteMemory() const {
+    for (const auto& r : replicas) {
+      if (r.kind == ReplicaKind::kMemory && r.status == ReplicaStatus::kComplete) return true;
+    }
+    return false;
+  }
+  bool HasDiskOn(uint32_t node) const {
+    for (const auto& r : replicas) {
+      if (r.kind == ReplicaKind::kLocalDisk && r.segment == node) return true;
+    }
+    return false;
+  }
+  const Replica* FirstCompleteDisk() const {
+    for (const auto& r : replicas) {
+      if (r.kind == ReplicaKind::kLocalDisk && r.status == ReplicaStatus::kComplete) return &r;
+    }
+    return nullptr;
+  }
 
   bool HasComplete() const {
     for (const auto& r : replicas) {
@@ -51,6 +74,28 @@ struct ObjectMeta {
     return false;
   }
   bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
+};
+
+// The single promotion entry of a key, shared by every promotion path
+// (promote-on-hit, prefetch-on-exist, router trigger): at most one per key.
+struct PromotionState {
+  uint64_t task_id = 0;
+  uint32_t holder = 0;  // node index of the LOCAL_DISK source (pinned)
+  int64_t created_ms = 0;
+  TriggerSource source = TriggerSource::kOnHit;
+  bool from_prefetch = false;
+  bool staged = false;  // PromotionAllocStart reserved `staged_*`
+  uint32_t staged_segment = 0;
+  uint32_t staged_handle = 0;
+  uint64_t staged_offset = 0;
+};
+
+// An offload handed to a holder and not yet answered; pins the memory
+// replica it copies.
+struct OffloadState {
+  uint32_t node = 0;
+  uint64_t version = 0;
+  int64_t created_ms = 0;
 };
 
 struct ObjectKey {
@@ -88,10 +133,12 @@ class TenantTable {
   uint32_t Intern(const std::string& name);
   // -1 when the tenant was never seen (so it has no objects).
   int64_t Lookup(const std::string& name) const;
+  std::string Name(uint32_t id) const;
 
  private:
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_;
 };
 
 class ObjectStore {
@@ -103,6 +150,8 @@ class ObjectStore {
     // Upserts in progress: the new replicas, invisible to readers until
     // PutEnd swaps them in (the old value stays readable meanwhile).
     std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq> upserts;
+    std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash, ObjectKeyEq> promotions;
+    std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq> offloads;
   };
 
   Shard& ShardFor(const ObjectKey& k) { return shards_[ObjectKeyHash()(k) % kShards]; }

@@ -1,0 +1,346 @@
+// MasterService's SSD-tier bookkeeping: offload tasks, LOCAL_DISK replicas,
+// and the per-key promotion entry shared by every promotion path, with its
+// gates and reaper. Split from master_service.cc to keep each file to one
+// concern; both implement the one MasterService class.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "master/master_service.h"
+
+namespace kvpool {
+
+MasterService::ObjectMap::iterator MasterService::EraseObject(Shard& shard,
+                                                              ObjectMap::iterator it,
+                                                              int64_t not_before_ms) {
+  const int64_t now = clock_->NowMs();
+  ObjectKeyView kv{it->first.tenant, it->first.key};
+  auto off = shard.offloads.find(kv);
+  if (off != shard.offloads.end()) {
+    // The holder may be copying this memory to its SSD right now.
+    not_before_ms = std::max(not_before_ms, now + kTaskGraceMs);
+    shard.offloads.erase(off);
+    --offloads_in_flight_;
+  }
+  if (shard.promotions.count(kv)) CancelPromotion(shard, kv);
+  ReleaseReplicas(it->second.replicas, not_before_ms);
+  return shard.objects.erase(it);
+}
+
+void MasterService::CancelPromotion(Shard& shard, const ObjectKeyView& key) {
+  auto it = shard.promotions.find(key);
+  if (it == shard.promotions.end()) return;
+  if (it->second.staged) {
+    // The holder may still be writing the staged range.
+    segments_.FreeAt(Placement{it->second.staged_segment, it->second.staged_handle,
+                               it->second.staged_offset},
+                     clock_->NowMs() + kTaskGraceMs);
+  }
+  shard.promotions.erase(it);
+  --promotion_in_flight_;
+  ++promo_cancelled_;
+}
+
+bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m) {
+  if (shard.offloads.count(key)) return true;
+  if (m.FirstCompleteDisk() != nullptr) return false;
+  if (offloads_in_flight_.load() >= config_.offloading_queue_limit) {
+    metrics_.GetCounter("kvpool_master_offload_queue_full_total").Inc();
+    return false;
+  }
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete) continue;
+    auto seg = segments_.Info(r.segment);
+    if (!seg) continue;
+    auto idx = nodes_.IndexOf(seg->node_id);
+    if (!idx) continue;
+    auto node = nodes_.Info(*idx);
+    if (!node || !node->ssd_enabled) continue;
+    shard.offloads[key] = OffloadState{*idx, m.version, clock_->NowMs()};
+    ++offloads_in_flight_;
+    nodes_.PushOffload(*idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
+                                            r.offset, m.size, m.version});
+    metrics_.GetCounter("kvpool_master_offload_tasks_total").Inc();
+    return true;
+  }
+  return false;
+}
+
+void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m) {
+  auto reject = [&](const char* reason) {
+    metrics_.GetCounter("kvpool_master_promotion_rejected_total",
+                        fmt::format("reason=\"{}\"", reason))
+        .Inc();
+  };
+  if (sketch_.Increment(key.tenant, key.key) <
+      static_cast<uint64_t>(config_.promotion_admission_threshold)) {
+    return reject("frequency");
+  }
+  if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+    return reject("watermark");
+  }
+  if (shard.promotions.count(key) || m.HasProcessing() || shard.upserts.count(key)) {
+    return reject("dedup");
+  }
+  if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+    return reject("cap");
+  }
+  const Replica* src = m.FirstCompleteDisk();
+  PromotionState st;
+  st.task_id = next_task_id_++;
+  st.holder = src->segment;
+  st.created_ms = clock_->NowMs();
+  st.source = TriggerSource::kOnHit;
+  shard.promotions[key] = st;
+  ++promotion_in_flight_;
+  ++promo_admitted_;
+  nodes_.PushPromotion(st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key, m.size,
+                                                   st.task_id, st.source, false});
+}
+
+std::vector<ErrorCode> MasterService::NotifyOffload(const std::string& node_id,
+                                                    const std::vector<OffloadResultIn>& results) {
+  std::vector<ErrorCode> out(results.size(), ErrorCode::OK);
+  auto idx = nodes_.IndexOf(node_id);
+  if (!idx) {
+    std::fill(out.begin(), out.end(), ErrorCode::CLIENT_NOT_FOUND);
+    return out;
+  }
+  uint64_t acks = 0, nacks = 0, stale = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    ObjectKeyView kv;
+    if (!ValidateKey(r.key).ok() || !LookupKey(r.tenant, r.key, &kv)) {
+      out[i] = ErrorCode::OBJECT_NOT_FOUND;
+      ++stale;
+      continue;
+    }
+    auto& shard = objects_.ShardFor(kv);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto off = shard.offloads.find(kv);
+    bool ours = off != shard.offloads.end() && off->second.node == *idx &&
+                off->second.version == r.version;
+    if (ours) {
+      // ACK or NACK, the pin is released at once.
+      shard.offloads.erase(off);
+      --offloads_in_flight_;
+    }
+    if (r.code != ErrorCode::OK) {
+      ++nacks;
+      continue;  // the node holds no copy; nothing for it to drop
+    }
+    auto it = shard.objects.find(kv);
+    if (it == shard.objects.end() || it->second.version != r.version) {
+      out[i] = ErrorCode::OBJECT_NOT_FOUND;  // stale copy: the node drops it
+      ++stale;
+      continue;
+    }
+    if (!it->second.HasDiskOn(*idx)) {
+      it->second.replicas.push_back(
+          Replica{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete});
+    }
+    ++acks;
+  }
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"").Inc(acks);
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"").Inc(nacks);
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"stale\"").Inc(stale);
+  return out;
+}
+
+std::vector<ErrorCode> MasterService::RegisterDiskObjects(
+    const std::string& node_id, const std::vector<DiskObjectIn>& objects) {
+  std::vector<ErrorCode> out(objects.size(), ErrorCode::OK);
+  auto idx = nodes_.IndexOf(node_id);
+  if (!idx) {
+    std::fill(out.begin(), out.end(), ErrorCode::CLIENT_NOT_FOUND);
+    return out;
+  }
+  const int64_t now = clock_->NowMs();
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const auto& o = objects[i];
+    if (!ValidateKey(o.key).ok() || o.size == 0) {
+      out[i] = ErrorCode::INVALID_PARAMS;
+      continue;
+    }
+    ObjectKey key = MakeKey(o.tenant, o.key);
+    auto& shard = objects_.ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(key);
+    if (it == shard.objects.end()) {
+      ObjectMeta m;
+      m.size = o.size;
+      m.version = next_version_++;
+      m.last_access_ms = now;
+      m.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete});
+      shard.objects.emplace(std::move(key), std::move(m));
+    } else if (!(it->second.HasDiskOn(*idx) && it->second.size == o.size)) {
+      // The pool already has a value for this key, which may not be the
+      // bytes on this SSD: never attach a copy that might differ.
+      out[i] = ErrorCode::OBJECT_ALREADY_EXISTS;
+    }
+  }
+  return out;
+}
+
+std::vector<ErrorCode> MasterService::RemoveDiskReplicas(const std::string& node_id,
+                                                         const std::vector<DiskObjectIn>& objects) {
+  std::vector<ErrorCode> out(objects.size(), ErrorCode::OK);
+  auto idx = nodes_.IndexOf(node_id);
+  if (!idx) {
+    std::fill(out.begin(), out.end(), ErrorCode::CLIENT_NOT_FOUND);
+    return out;
+  }
+  const int64_t now = clock_->NowMs();
+  for (size_t i = 0; i < objects.size(); ++i) {
+    ObjectKeyView kv;
+    if (!LookupKey(objects[i].tenant, objects[i].key, &kv)) continue;
+    auto& shard = objects_.ShardFor(kv);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(kv);
+    if (it == shard.objects.end() || !it->second.HasDiskOn(*idx)) continue;
+    auto promo = shard.promotions.find(kv);
+    if (promo != shard.promotions.end() && promo->second.holder == *idx) {
+      out[i] = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;  // the source is pinned
+      continue;
+    }
+    ObjectMeta& m = it->second;
+    if (m.LeaseLive(now) && !m.HasCompleteMemory()) {
+      out[i] = ErrorCode::OBJECT_HAS_LEASE;  // a reader may be on its way
+      continue;
+    }
+    auto& reps = m.replicas;
+    reps.erase(std::remove_if(reps.begin(), reps.end(),
+                              [&](const Replica& r) {
+                                return r.kind == ReplicaKind::kLocalDisk && r.segment == *idx;
+                              }),
+               reps.end());
+    if (reps.empty()) EraseObject(shard, it, 0);
+  }
+  return out;
+}
+
+Result<ReplicaDesc> MasterService::PromotionAllocStart(const std::string& node_id,
+                                                       const std::string& tenant,
+                                                       const std::string& key, uint64_t size,
+                                                       uint64_t task_id) {
+  auto idx = nodes_.IndexOf(node_id);
+  if (!idx) return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
+  ObjectKeyView kv;
+  if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(kv);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto st = shard.promotions.find(kv);
+  auto it = shard.objects.find(kv);
+  if (st == shard.promotions.end() || st->second.task_id != task_id ||
+      it == shard.objects.end()) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND, "no such promotion task");
+  }
+  if (st->second.holder != *idx) {
+    return Status(ErrorCode::INVALID_PARAMS, "only the holder of the source may promote it");
+  }
+  if (size != it->second.size) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  fmt::format("size {} does not match the object's {}", size, it->second.size));
+  }
+  if (st->second.staged) return Status(ErrorCode::INVALID_PARAMS, "promotion already started");
+  auto holder = nodes_.Info(*idx);
+  // No synchronous eviction here: a full pool is the DRAM-pressure signal.
+  auto placements = segments_.Allocate(size, 1, SegmentKind::kMain,
+                                       holder ? holder->node_id : std::string());
+  if (placements.empty()) {
+    metrics_.GetCounter("kvpool_master_promotion_alloc_failed_total").Inc();
+    return Status(ErrorCode::NO_AVAILABLE_HANDLE, "no DRAM for the promotion");
+  }
+  st->second.staged = true;
+  st->second.staged_segment = placements[0].segment;
+  st->second.staged_handle = placements[0].handle;
+  st->second.staged_offset = placements[0].offset;
+  Replica staged{placements[0].offset, placements[0].segment, placements[0].handle,
+                 ReplicaKind::kMemory, ReplicaStatus::kProcessing};
+  return Describe(staged, size);
+}
+
+Status MasterService::NotifyPromotion(const std::string& node_id, const std::string& tenant,
+                                      const std::string& key, uint64_t task_id, bool success) {
+  auto idx = nodes_.IndexOf(node_id);
+  if (!idx) return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
+  ObjectKeyView kv;
+  if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(kv);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto st = shard.promotions.find(kv);
+  if (st == shard.promotions.end() || st->second.task_id != task_id) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND, "no such promotion task (cancelled or reaped)");
+  }
+  if (st->second.holder != *idx) {
+    return Status(ErrorCode::INVALID_PARAMS, "only the holder of the source may report it");
+  }
+  PromotionState state = st->second;
+  shard.promotions.erase(st);
+  --promotion_in_flight_;
+  Placement staged{state.staged_segment, state.staged_handle, state.staged_offset};
+  auto it = shard.objects.find(kv);
+  bool usable = success && state.staged && it != shard.objects.end() &&
+                segments_.IsMounted(state.staged_segment);
+  if (!usable) {
+    // The holder is done with the range (it reports after its last write).
+    if (state.staged) segments_.Free(staged);
+    ++promo_failed_;
+    return success ? Status(ErrorCode::INVALID_PARAMS, "promotion was not started or lost its DRAM")
+                   : Status::OK();
+  }
+  ObjectMeta& m = it->second;
+  m.replicas.insert(m.replicas.begin(), Replica{staged.offset, staged.segment, staged.handle,
+                                                ReplicaKind::kMemory, ReplicaStatus::kComplete});
+  const int64_t now = clock_->NowMs();
+  m.last_access_ms = now;
+  if (state.from_prefetch) {
+    // A prefetched block must survive until its get arrives.
+    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+  }
+  ++promo_completed_;
+  return Status::OK();
+}
+
+void MasterService::ReapTasks(int64_t now) {
+  const int64_t promo_ttl = config_.promotion_task_ttl_sec * 1000;
+  const int64_t offload_ttl = config_.offload_task_ttl_sec * 1000;
+  uint64_t offload_expired = 0;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto it = shard.promotions.begin(); it != shard.promotions.end();) {
+      if (now - it->second.created_ms <= promo_ttl) {
+        ++it;
+        continue;
+      }
+      if (it->second.staged) {
+        segments_.FreeAt(
+            Placement{it->second.staged_segment, it->second.staged_handle, it->second.staged_offset},
+            now + kTaskGraceMs);
+      }
+      it = shard.promotions.erase(it);
+      --promotion_in_flight_;
+      ++promo_expired_;
+    }
+    for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
+      if (now - it->second.created_ms > offload_ttl) {
+        it = shard.offloads.erase(it);
+        --offloads_in_flight_;
+        ++offload_expired;
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (offload_expired) metrics_.GetCounter("kvpool_master_offload_expired_total").Inc(offload_expired);
+}
+
+PromotionCounters MasterService::promotion_counters() const {
+  return PromotionCounters{promo_admitted_.load(), promo_completed_.load(), promo_failed_.load(),
+                           promo_cancelled_.load(), promo_expired_.load(),
+                           promotion_in_flight_.load()};
+}
+
+}  // namespace kvpool

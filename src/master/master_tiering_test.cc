@@ -1,0 +1,384 @@
+// SSD-tier bookkeeping of the master: offload tasks and their results,
+// LOCAL_DISK replicas, eviction with offload, and the promotion entry with
+// its gates, chain, reaper and counters. Driven with a FakeClock.
+#include <gtest/gtest.h>
+
+#include "master/master_service.h"
+
+namespace kvpool {
+namespace {
+
+class MasterTieringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.enable_offload = true;
+    Make();
+  }
+  void Make() {
+    svc_ = std::make_unique<MasterService>(config_, &clock_);
+    SegmentInfo info;
+    info.node_id = "ssd-node";
+    info.capacity = 100 * 1024;
+    info.data_endpoint = "127.0.0.1:1";
+    ASSERT_TRUE(svc_->MountSegment(info, /*ssd_enabled=*/true).ok());
+  }
+  Status Put(const std::string& key, uint64_t size) {
+    auto r = svc_->PutStart("", key, size, {});
+    if (!r.ok()) return r.status();
+    return svc_->PutEnd("", key);
+  }
+  NodeTasks Poll(size_t max_offload = 100) {
+    NodeTasks t;
+    EXPECT_TRUE(svc_->Heartbeat("ssd-node", 0, max_offload, &t).ok());
+    return t;
+  }
+  // Acknowledges every offload task as a holder that wrote its copy.
+  void AckAll(const NodeTasks& t, ErrorCode code = ErrorCode::OK) {
+    std::vector<OffloadResultIn> res;
+    for (const auto& o : t.offloads) res.push_back({o.tenant, o.key, o.version, code});
+    svc_->NotifyOffload("ssd-node", res);
+  }
+  bool HasDisk(const std::string& key) {
+    for (const auto& r : svc_->QueryReadOnly("", key).replicas) {
+      if (r.kind == ReplicaKind::kLocalDisk) return true;
+    }
+    return false;
+  }
+  bool HasMemory(const std::string& key) {
+    for (const auto& r : svc_->QueryReadOnly("", key).replicas) {
+      if (r.kind == ReplicaKind::kMemory) return true;
+    }
+    return false;
+  }
+  void ExpectInvariant() {
+    auto c = svc_->promotion_counters();
+    EXPECT_EQ(c.admitted, c.completed + c.failed + c.cancelled + c.expired + c.in_flight);
+  }
+
+  MasterConfig config_;
+  FakeClock clock_;
+  std::unique_ptr<MasterService> svc_;
+};
+
+TEST_F(MasterTieringTest, ProactiveOffloadAddsDiskReplicaOnAck) {
+  ASSERT_TRUE(Put("k", 4096).ok());
+  NodeTasks t = Poll();
+  ASSERT_EQ(t.offloads.size(), 1u);
+  EXPECT_EQ(t.offloads[0].key, "k");
+  EXPECT_EQ(t.offloads[0].size, 4096u);
+  EXPECT_FALSE(HasDisk("k"));
+  AckAll(t);
+  EXPECT_TRUE(HasDisk("k"));
+  EXPECT_TRUE(HasMemory("k"));
+  // A duplicate result is idempotent: still one disk replica, still OK.
+  std::vector<OffloadResultIn> dup = {{"default", "k", t.offloads[0].version, ErrorCode::OK}};
+  EXPECT_EQ(svc_->NotifyOffload("ssd-node", dup)[0], ErrorCode::OK);
+  EXPECT_EQ(svc_->QueryReadOnly("", "k").replicas.size(), 2u);
+}
+
+TEST_F(MasterTieringTest, OffloadOffByDefaultQueuesNothing) {
+  config_ = MasterConfig{};
+  Make();
+  ASSERT_TRUE(Put("k", 4096).ok());
+  EXPECT_TRUE(Poll().offloads.empty());
+}
+
+TEST_F(MasterTieringTest, DuplicateInBatchNeverFailsTheRest) {
+  ASSERT_TRUE(Put("a", 100).ok());
+  ASSERT_TRUE(Put("b", 100).ok());
+  NodeTasks t = Poll();
+  ASSERT_EQ(t.offloads.size(), 2u);
+  std::vector<OffloadResultIn> res;
+  for (const auto& o : t.offloads) res.push_back({o.tenant, o.key, o.version, ErrorCode::OK});
+  res.push_back(res[0]);  // the same key twice in one batch
+  auto codes = svc_->NotifyOffload("ssd-node", res);
+  for (auto c : codes) EXPECT_EQ(c, ErrorCode::OK);
+  EXPECT_TRUE(HasDisk("a"));
+  EXPECT_TRUE(HasDisk("b"));
+}
+
+TEST_F(MasterTieringTest, NackReleasesPinAtOnce) {
+  ASSERT_TRUE(Put("k", 4096).ok());
+  NodeTasks t = Poll();
+  ASSERT_EQ(t.offloads.size(), 1u);
+  clock_.Advance(2000);  // lease-free
+  // While the offload is pending the memory is pinned: not evictable.
+  EXPECT_EQ(svc_->EvictBytes(4096), 0u);
+  AckAll(t, ErrorCode::FILE_WRITE_FAIL);
+  EXPECT_FALSE(HasDisk("k"));
+  // Pin released: the next eviction may queue it again (not lose it).
+  config_.offload_force_evict = false;
+  EXPECT_EQ(svc_->EvictBytes(4096), 0u);
+  EXPECT_EQ(Poll().offloads.size(), 1u);  // re-queued instead of dropped
+  EXPECT_TRUE(HasMemory("k"));
+}
+
+TEST_F(MasterTieringTest, StaleOffloadResultIsRefused) {
+  ASSERT_TRUE(Put("k", 4096).ok());
+  NodeTasks t = Poll();
+  ASSERT_TRUE(svc_->Remove("", "k", true).ok());
+  ASSERT_TRUE(Put("k", 4096).ok());  // a new value under the same key
+  std::vector<OffloadResultIn> res = {{"default", "k", t.offloads[0].version, ErrorCode::OK}};
+  EXPECT_EQ(svc_->NotifyOffload("ssd-node", res)[0], ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_FALSE(HasDisk("k"));
+}
+
+TEST_F(MasterTieringTest, EvictionTakesKeysWithSsdCopyFirst) {
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), 10 * 1024).ok());
+    clock_.Advance(10);
+  }
+  NodeTasks t = Poll();
+  // Only the newest five get their copy acknowledged.
+  NodeTasks some;
+  for (int i = 4; i < 9; ++i) some.offloads.push_back(t.offloads[i]);
+  AckAll(some);
+  clock_.Advance(2000);
+  uint64_t freed = svc_->EvictBytes(20 * 1024);
+  EXPECT_GE(freed, 20u * 1024);
+  // Old keys without a copy stay in DRAM (pinned by their offload); two of
+  // the copied keys became SSD-only, none was lost.
+  int ssd_only = 0;
+  for (int i = 0; i < 9; ++i) {
+    std::string k = "k" + std::to_string(i);
+    EXPECT_TRUE(HasMemory(k) || HasDisk(k)) << k;
+    ssd_only += !HasMemory(k);
+    if (i < 4) EXPECT_TRUE(HasMemory(k)) << k;
+  }
+  EXPECT_EQ(ssd_only, 2);
+}
+
+TEST_F(MasterTieringTest, OffloadOnEvictQueuesInsteadOfDropping) {
+  config_.offload_on_evict = true;
+  Make();
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), 10 * 1024).ok());
+    clock_.Advance(10);
+  }
+  EXPECT_TRUE(Poll().offloads.empty());  // nothing proactive
+  clock_.Advance(2000);
+  EXPECT_EQ(svc_->EvictBytes(10 * 1024), 0u);
+  NodeTasks t = Poll();
+  ASSERT_GE(t.offloads.size(), 1u);
+  EXPECT_EQ(t.offloads[0].key, "k0");  // least recently used first
+  AckAll(t);
+  EXPECT_GE(svc_->EvictBytes(10 * 1024), 10u * 1024);
+  EXPECT_FALSE(HasMemory("k0"));
+  EXPECT_TRUE(HasDisk("k0"));
+}
+
+TEST_F(MasterTieringTest, ForceEvictDropsWithoutCopyAndCounts) {
+  config_.offload_on_evict = true;
+  config_.offload_force_evict = true;
+  config_.offloading_queue_limit = 0;  // nothing can be offloaded
+  Make();
+  ASSERT_TRUE(Put("k", 10 * 1024).ok());
+  clock_.Advance(2000);
+  EXPECT_GE(svc_->EvictBytes(10 * 1024), 10u * 1024);
+  EXPECT_EQ(svc_->QueryReadOnly("", "k").code, ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_force_evicted_without_copy_total"), 1u);
+}
+
+TEST_F(MasterTieringTest, RegisterDiskObjectsAfterRestart) {
+  std::vector<DiskObjectIn> objs = {{"default", "a", 100}, {"t2", "b", 200}, {"default", "", 1}};
+  auto codes = svc_->RegisterDiskObjects("ssd-node", objs);
+  EXPECT_EQ(codes[0], ErrorCode::OK);
+  EXPECT_EQ(codes[1], ErrorCode::OK);
+  EXPECT_EQ(codes[2], ErrorCode::INVALID_PARAMS);
+  auto g = svc_->GetReplicaList("", "a");
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->replicas.size(), 1u);
+  EXPECT_EQ(g->replicas[0].kind, ReplicaKind::kLocalDisk);
+  EXPECT_EQ(g->replicas[0].holder->node_id, "ssd-node");
+  EXPECT_EQ(svc_->QueryReadOnly("t2", "b").size, 200u);
+  // A key the pool already holds is never attached from a disk copy.
+  ASSERT_TRUE(Put("c", 100).ok());
+  EXPECT_EQ(svc_->RegisterDiskObjects("ssd-node", {{"default", "c", 100}})[0],
+            ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(svc_->RegisterDiskObjects("stranger", {{"default", "x", 1}})[0],
+            ErrorCode::CLIENT_NOT_FOUND);
+}
+
+TEST_F(MasterTieringTest, RemoveDiskReplicasIsTwoPhase) {
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "a", 100}, {"default", "b", 100}});
+  ASSERT_TRUE(svc_->GetReplicaList("", "b").ok());  // b is leased now
+  auto codes = svc_->RemoveDiskReplicas(
+      "ssd-node", {{"default", "a", 100}, {"default", "b", 100}, {"default", "zz", 1}});
+  EXPECT_EQ(codes[0], ErrorCode::OK);
+  EXPECT_EQ(codes[1], ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_EQ(codes[2], ErrorCode::OK);  // unknown: free to drop
+  EXPECT_EQ(svc_->QueryReadOnly("", "a").code, ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->QueryReadOnly("", "b").code, ErrorCode::OK);
+}
+
+class PromotionTest : public MasterTieringTest {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.promotion_on_hit = true;
+    config_.promotion_admission_threshold = 2;
+    Make();
+    svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}});
+  }
+  // Gets the key `n` times; returns the promotion tasks handed out.
+  std::vector<PromotionTaskMsg> Hit(const std::string& key, int n) {
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(svc_->GetReplicaList("", key).ok());
+    std::vector<PromotionTaskMsg> tasks;
+    for (;;) {
+      NodeTasks t = Poll(0);
+      if (t.promotions.empty()) break;
+      for (auto& p : t.promotions) tasks.push_back(p);
+    }
+    return tasks;
+  }
+};
+
+TEST_F(PromotionTest, FrequencyGateThenChainSucceeds) {
+  EXPECT_TRUE(Hit("cold", 1).empty());  // first hit: below the threshold
+  auto tasks = Hit("cold", 1);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].source, TriggerSource::kOnHit);
+  auto staged = svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id);
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+  EXPECT_EQ(staged->status, ReplicaStatus::kProcessing);
+  EXPECT_FALSE(HasMemory("cold"));  // invisible until success
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).ok());
+  auto g = svc_->GetReplicaList("", "cold");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->replicas[0].kind, ReplicaKind::kMemory);
+  EXPECT_EQ(svc_->promotion_counters().completed, 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, OffByDefault) {
+  config_ = MasterConfig{};
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}});
+  EXPECT_TRUE(Hit("cold", 5).empty());
+  EXPECT_EQ(svc_->promotion_counters().admitted, 0u);
+}
+
+TEST_F(PromotionTest, DedupAllowsOneTaskPerKey) {
+  auto tasks = Hit("cold", 6);
+  EXPECT_EQ(tasks.size(), 1u);
+  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
+                                         "reason=\"dedup\""),
+            1u);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, WatermarkAndCapGates) {
+  config_.promotion_queue_limit = 1;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "a", 100}, {"default", "b", 100}});
+  EXPECT_EQ(Hit("a", 2).size(), 1u);
+  EXPECT_TRUE(Hit("b", 2).empty());  // cap of one in flight
+  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
+                                         "reason=\"cap\""),
+            1u);
+  // Fill DRAM above the high watermark: no admission.
+  config_.promotion_queue_limit = 100;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "c", 100}});
+  ASSERT_TRUE(Put("filler", 95 * 1024).ok());
+  EXPECT_TRUE(Hit("c", 3).empty());
+  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
+                                         "reason=\"watermark\""),
+            1u);
+}
+
+TEST_F(PromotionTest, ChainChecksHolderAndSize) {
+  SegmentInfo other;
+  other.node_id = "other";
+  other.capacity = 1 << 20;
+  other.data_endpoint = "127.0.0.1:2";
+  ASSERT_TRUE(svc_->MountSegment(other, true).ok());
+  auto tasks = Hit("cold", 2);
+  ASSERT_EQ(tasks.size(), 1u);
+  uint64_t id = tasks[0].task_id;
+  EXPECT_EQ(svc_->PromotionAllocStart("other", "", "cold", 4096, id).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4095, id).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, id + 99).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, id).ok());
+  EXPECT_EQ(svc_->NotifyPromotion("other", "", "cold", id, true).code(),
+            ErrorCode::INVALID_PARAMS);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, FailureReleasesStagedMemoryAtOnce) {
+  auto tasks = Hit("cold", 2);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 4096u);
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false).ok());
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+  EXPECT_FALSE(HasMemory("cold"));
+  EXPECT_TRUE(HasDisk("cold"));  // the source is intact
+  EXPECT_EQ(svc_->promotion_counters().failed, 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, NoDramAtAllocStartIsPressureSignal) {
+  auto tasks = Hit("cold", 2);
+  ASSERT_TRUE(Put("filler", 97 * 1024).ok());
+  EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).code(),
+            ErrorCode::NO_AVAILABLE_HANDLE);
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false).ok());
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, ReaperExpiresForgottenTasks) {
+  auto tasks = Hit("cold", 2);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  clock_.Advance(config_.promotion_task_ttl_sec * 1000 + 1001);
+  ASSERT_TRUE(svc_->Heartbeat("ssd-node").ok());
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->promotion_counters().expired, 1u);
+  EXPECT_EQ(svc_->promotion_counters().in_flight, 0u);
+  // A late report is refused and changes nothing.
+  EXPECT_EQ(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_FALSE(HasMemory("cold"));
+  // The staged range waits out the grace period, then is reused.
+  clock_.Advance(kTaskGraceMs + 1);
+  ASSERT_TRUE(svc_->Heartbeat("ssd-node").ok());
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+  // A new promotion of the key may start.
+  EXPECT_EQ(Hit("cold", 1).size(), 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, RemoveDuringPromotionCancelsIt) {
+  auto tasks = Hit("cold", 2);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  ASSERT_TRUE(svc_->Remove("", "cold", true).ok());
+  EXPECT_EQ(svc_->promotion_counters().cancelled, 1u);
+  EXPECT_EQ(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->QueryReadOnly("", "cold").code, ErrorCode::OBJECT_NOT_FOUND);
+  ExpectInvariant();
+}
+
+TEST_F(PromotionTest, SourcePinnedAgainstSsdEviction) {
+  auto tasks = Hit("cold", 2);
+  clock_.Advance(2000);
+  EXPECT_EQ(svc_->RemoveDiskReplicas("ssd-node", {{"default", "cold", 4096}})[0],
+            ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  EXPECT_TRUE(HasDisk("cold"));
+}
+
+TEST_F(PromotionTest, HolderDeathCancelsItsPromotionsAndCopies) {
+  auto tasks = Hit("cold", 2);
+  clock_.Advance(config_.client_ttl * 1000 + 1);
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->promotion_counters().cancelled, 1u);
+  EXPECT_EQ(svc_->QueryReadOnly("", "cold").code, ErrorCode::OBJECT_NOT_FOUND);
+  ExpectInvariant();
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -1,0 +1,137 @@
+#include "master/node_registry.h"
+
+#include <chrono>
+
+namespace kvpool {
+
+uint32_t NodeRegistry::Register(const std::string& node_id, const std::string& data_endpoint,
+                                const std::string& host_id, bool ssd_enabled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto info = std::make_shared<NodeInfo>();
+  info->node_id = node_id;
+  info->data_endpoint = data_endpoint;
+  info->host_id = host_id;
+  info->ssd_enabled = ssd_enabled;
+  auto it = by_id_.find(node_id);
+  if (it != by_id_.end()) {
+    Entry& e = nodes_[it->second];
+    info->index = it->second;
+    // A node that mounts a second segment keeps one identity; SSD ability
+    // sticks once declared.
+    info->ssd_enabled = ssd_enabled || e.info->ssd_enabled;
+    e.info = info;
+    e.last_seen_ms = clock_->NowMs();
+    return it->second;
+  }
+  info->index = next_index_++;
+  by_id_[node_id] = info->index;
+  Entry& e = nodes_[info->index];
+  e.info = info;
+  e.last_seen_ms = clock_->NowMs();
+  return info->index;
+}
+
+bool NodeRegistry::Touch(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(node_id);
+  if (it == by_id_.end()) return false;
+  nodes_[it->second].last_seen_ms = clock_->NowMs();
+  return true;
+}
+
+std::optional<uint32_t> NodeRegistry::IndexOf(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(node_id);
+  if (it == by_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::shared_ptr<const NodeInfo> NodeRegistry::Info(uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(index);
+  return it == nodes_.end() ? nullptr : it->second.info;
+}
+
+std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(int64_t ttl_ms) {
+  std::vector<std::shared_ptr<const NodeInfo>> dead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t now = clock_->NowMs();
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      if (now - it->second.last_seen_ms > ttl_ms) {
+        dead.push_back(it->second.info);
+        offload_queued_ -= it->second.offloads.size();
+        by_id_.erase(it->second.info->node_id);
+        it = nodes_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  cv_.notify_all();  // a poll of a dead node returns (and finds it unknown)
+  return dead;
+}
+
+void NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end()) return;
+    it->second.offloads.push_back(std::move(task));
+    ++offload_queued_;
+  }
+  cv_.notify_all();
+}
+
+void NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end()) return;
+    it->second.promotions.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms, size_t max_offload,
+                             size_t max_promotion, NodeTasks* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto has_work = [&]() -> Entry* {
+    auto id = by_id_.find(node_id);
+    if (id == by_id_.end()) return nullptr;
+    Entry& e = nodes_[id->second];
+    bool work = (max_offload > 0 && !e.offloads.empty()) ||
+                (max_promotion > 0 && !e.promotions.empty());
+    return work ? &e : nullptr;
+  };
+  if (wait_ms > 0) {
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                 [&] { return waking_ || has_work() != nullptr || !by_id_.count(node_id); });
+  }
+  Entry* e = has_work();
+  if (!e) return;
+  while (max_offload-- > 0 && !e->offloads.empty()) {
+    out->offloads.push_back(std::move(e->offloads.front()));
+    e->offloads.pop_front();
+    --offload_queued_;
+  }
+  while (max_promotion-- > 0 && !e->promotions.empty()) {
+    out->promotions.push_back(std::move(e->promotions.front()));
+    e->promotions.pop_front();
+  }
+}
+
+size_t NodeRegistry::offload_queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return offload_queued_;
+}
+
+void NodeRegistry::WakeAll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waking_ = true;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace kvpool

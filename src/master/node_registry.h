@@ -1,0 +1,102 @@
+// The holders the master knows: identity, liveness, and each node's task
+// mailbox (offload and promotion tasks). A node's heartbeat is a long poll:
+// TakeTasks blocks until the node has work or its wait ends, so work is
+// handed over the moment it exists instead of on the next timer tick.
+//
+// Node indices are never reused: a replica that names a node by index can
+// never be mistaken for a later node. Thread-safe; never calls out while
+// holding its lock (callers may hold an object shard lock).
+#ifndef KVPOOL_MASTER_NODE_REGISTRY_H_
+#define KVPOOL_MASTER_NODE_REGISTRY_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "master/object_store.h"
+
+namespace kvpool {
+
+struct NodeInfo {
+  uint32_t index = 0;
+  std::string node_id;
+  std::string data_endpoint;
+  std::string host_id;
+  bool ssd_enabled = false;
+};
+
+struct OffloadTaskMsg {
+  std::string tenant;
+  std::string key;
+  uint32_t segment = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t version = 0;
+};
+
+struct PromotionTaskMsg {
+  std::string tenant;
+  std::string key;
+  uint64_t size = 0;
+  uint64_t task_id = 0;
+  TriggerSource source = TriggerSource::kOnHit;
+  bool from_prefetch = false;
+};
+
+struct NodeTasks {
+  std::vector<OffloadTaskMsg> offloads;
+  std::vector<PromotionTaskMsg> promotions;
+};
+
+class NodeRegistry {
+ public:
+  explicit NodeRegistry(const Clock* clock) : clock_(clock) {}
+
+  // Registers a node (or refreshes its details) and marks it alive.
+  uint32_t Register(const std::string& node_id, const std::string& data_endpoint,
+                    const std::string& host_id, bool ssd_enabled);
+  // Marks the node alive; false if unknown.
+  bool Touch(const std::string& node_id);
+  std::optional<uint32_t> IndexOf(const std::string& node_id) const;
+  std::shared_ptr<const NodeInfo> Info(uint32_t index) const;
+  // Removes nodes silent for longer than `ttl_ms`; returns them. Their
+  // queued tasks are discarded (the caller releases the pins).
+  std::vector<std::shared_ptr<const NodeInfo>> ExpireSilent(int64_t ttl_ms);
+
+  void PushOffload(uint32_t index, OffloadTaskMsg task);
+  void PushPromotion(uint32_t index, PromotionTaskMsg task);
+  // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
+  // `max_offload` offload and `max_promotion` promotion tasks.
+  void TakeTasks(const std::string& node_id, int64_t wait_ms, size_t max_offload,
+                 size_t max_promotion, NodeTasks* out);
+  size_t offload_queued() const;
+  // Wakes every waiting poll (shutdown).
+  void WakeAll();
+
+ private:
+  struct Entry {
+    std::shared_ptr<const NodeInfo> info;
+    int64_t last_seen_ms = 0;
+    std::deque<OffloadTaskMsg> offloads;
+    std::deque<PromotionTaskMsg> promotions;
+  };
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, uint32_t> by_id_;
+  std::unordered_map<uint32_t, Entry> nodes_;
+  uint32_t next_index_ = 1;
+  size_t offload_queued_ = 0;
+  bool waking_ = false;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_NODE_REGISTRY_H_
