@@ -10,6 +10,7 @@ namespace kvpool {
 
 struct BenchOptions {
   std::string json_path;
+  std::string svg_path;  // a chart of the same figures
   double seconds_per_case = 1.0;
   uint64_t objects = 1000000;
 };

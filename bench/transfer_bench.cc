@@ -17,6 +17,7 @@
 
 #include "bench/bench_main.h"
 #include "bench/bench_util.h"
+#include "bench/svg_chart.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 
@@ -215,6 +216,18 @@ int RunTransferBench(const BenchOptions& opts) {
                          r.baseline_gbps, r.ratio);
     }
     out << "]\n";
+  }
+  if (!opts.svg_path.empty()) {
+    std::vector<bench::BarGroup> groups;
+    for (const auto& r : rows) {
+      groups.push_back(bench::BarGroup{
+          fmt::format("{} {} {} x{}", r.op, r.path, FormatSize(r.size), r.batch),
+          {r.gbps, r.baseline_gbps}});
+    }
+    bench::WriteFile(opts.svg_path,
+                     bench::BarChartSvg("kvpool bench transfer: GB/s (median call)", "GB/s",
+                                        {"kvpool", "baseline (memcpy for shm, raw TCP for tcp)"},
+                                        groups));
   }
   cluster.Stop();
   return 0;

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   auto* bench_transfer = bench->add_subcommand("transfer", "put/get GB/s and latency, shm and TCP");
   bench_transfer->add_option("--json", bench_opts.json_path, "also write JSON here");
+  bench_transfer->add_option("--svg", bench_opts.svg_path, "also draw an SVG chart here");
   bench_transfer->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
   auto* bench_master = bench->add_subcommand("master", "tier lookups/s and bytes per object");
