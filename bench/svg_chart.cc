@@ -105,7 +105,7 @@ std::string LineChartSvg(const std::string& title, const std::string& x_label,
                      left - 4, py + 4, fy, px, top + plot_h + 14, fx);
   }
   s += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)"
-                   R"(<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>)"
+                   R"svg(<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>)svg"
                    "\n",
                    left + plot_w / 2, top + plot_h + 34, Escape(x_label), top + plot_h / 2,
                    top + plot_h / 2, Escape(y_label));

@@ -162,7 +162,7 @@ TEST_F(ClusterTest, DataPlaneRejectsRangesOutsideTheSegment) {
   ops[0] = ReadOp{node.segment_id(), (64ull << 20) - 10, 4096, buf.data()};   // runs off the end
   ops[1] = ReadOp{node.segment_id(), UINT64_MAX - 1, 4096, buf.data()};        // overflows
   ops[2] = ReadOp{node.segment_id() + 1000, 0, 16, buf.data()};                // unknown segment
-  ASSERT_TRUE(raw.Read(node.data_endpoint(), ops).ok());
+  ASSERT_TRUE(raw.Read(node.data_endpoint(), node.node_id(), ops).ok());
   for (const auto& op : ops) EXPECT_EQ(op.result, ErrorCode::INVALID_PARAMS);
   // The node still serves a valid read afterwards.
   EXPECT_EQ(c->Get("k").value(), RandomBytes(4096, 5));

@@ -105,7 +105,7 @@ TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
       ReplicateConfig rc;
       rc.preferred_segment = id;
       std::string key = std::string(id) + "-key-" + std::to_string(i);
-      ASSERT_TRUE(client->Put(key, RandomBytes(100 * 1024, i)).ok());
+      ASSERT_TRUE(client->Put(key, RandomBytes(100 * 1024, i), rc).ok());
       (id[5] == 'a' ? on_a : on_b).push_back(key);
     }
   }

@@ -30,6 +30,16 @@ struct LocalClusterOptions {
   int64_t heartbeat_interval_ms = 1000;
   double eviction_high_watermark_ratio = 0.90;
   double eviction_ratio = 0.05;
+
+  // SSD tier: each node gets <ssd_root>/node<i>; the master offloads.
+  bool enable_ssd = false;
+  std::string ssd_root;                // required with enable_ssd
+  uint64_t ssd_capacity_bytes = 1ull << 30;
+  uint64_t ssd_segment_file_size = 64ull << 20;
+  std::string ssd_io_backend = "auto";
+  bool offload_on_evict = false;
+  bool offload_force_evict = false;
+  bool promotion_on_hit = false;
 };
 
 class LocalCluster {
@@ -47,6 +57,9 @@ class LocalCluster {
   // Stops node i as a crash would look to the master: no unmount, no more
   // heartbeats (its segment stays mapped so no reader faults).
   void CrashNode(size_t i);
+  // Stops node i cleanly and starts it again with the same configuration
+  // (same node id and SSD directory), as an operator restart would.
+  Status RestartNode(size_t i);
   // A client of this cluster.
   Result<std::unique_ptr<Client>> NewClient(ClientConfig config = {}) const;
 
@@ -54,6 +67,7 @@ class LocalCluster {
   LocalClusterOptions options_;
   std::unique_ptr<MasterServer> master_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<NodeConfig>> node_configs_;
 };
 
 }  // namespace kvpool

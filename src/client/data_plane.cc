@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
-#include <unordered_map>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "common/host_id.h"
 
@@ -57,7 +59,11 @@ DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr) {
 
 template <typename Op>
 void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
-  std::unordered_map<std::string, std::vector<std::pair<Op, TransferItem*>>> by_endpoint;
+  // Grouped per (endpoint, node id): the data server proves it is the node
+  // the master named, so a port reused by another process is never read.
+  std::map<std::pair<std::string, std::string>,
+           std::vector<std::pair<Op, TransferItem*>>>
+      by_node;
   for (auto& item : items) {
     item.result = ErrorCode::OK;
     uint8_t* p = nullptr;
@@ -80,18 +86,20 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
       } else {
         op.src = item.buf;
       }
-      by_endpoint[item.loc->data_endpoint()].emplace_back(op, &item);
+      by_node[{item.loc->data_endpoint(), item.loc->node_id()}].emplace_back(
+          op, &item);
     }
   }
-  for (auto& [endpoint, pairs] : by_endpoint) {
+  for (auto& [node, pairs] : by_node) {
+    const auto& [endpoint, node_id] = node;
     std::vector<Op> ops;
     ops.reserve(pairs.size());
     for (auto& pr : pairs) ops.push_back(pr.first);
     Status s;
     if constexpr (std::is_same_v<Op, ReadOp>) {
-      s = tcp_.Read(endpoint, ops);
+      s = tcp_.Read(endpoint, node_id, ops);
     } else {
-      s = tcp_.Write(endpoint, ops);
+      s = tcp_.Write(endpoint, node_id, ops);
     }
     for (size_t i = 0; i < ops.size(); ++i) {
       ErrorCode r = s.ok() ? ops[i].result : ErrorCode::TRANSFER_FAIL;

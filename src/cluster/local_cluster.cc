@@ -18,6 +18,13 @@ Status LocalCluster::Start() {
   mc.client_ttl = options_.client_ttl;
   mc.eviction_high_watermark_ratio = options_.eviction_high_watermark_ratio;
   mc.eviction_ratio = options_.eviction_ratio;
+  mc.enable_offload = options_.enable_ssd;
+  mc.offload_on_evict = options_.offload_on_evict;
+  mc.offload_force_evict = options_.offload_force_evict;
+  mc.promotion_on_hit = options_.promotion_on_hit;
+  if (options_.enable_ssd && options_.ssd_root.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");
+  }
   master_ = std::make_unique<MasterServer>(mc);
   if (Status s = master_->Start(); !s.ok()) return s;
   for (int i = 0; i < options_.num_nodes; ++i) {
@@ -26,12 +33,20 @@ Status LocalCluster::Start() {
     nc.global_segment_size = options_.segment_size;
     nc.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     nc.node_id = "node" + std::to_string(i);
+    if (options_.enable_ssd) {
+      nc.enable_ssd_offload = true;
+      nc.ssd_offload_path = options_.ssd_root + "/node" + std::to_string(i);
+      nc.ssd_capacity_bytes = options_.ssd_capacity_bytes;
+      nc.ssd_segment_file_size = options_.ssd_segment_file_size;
+      nc.ssd_io_backend = options_.ssd_io_backend;
+    }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {
       Stop();
       return s;
     }
     nodes_.push_back(std::move(node));
+    node_configs_.push_back(std::make_unique<NodeConfig>(nc));
   }
   return Status::OK();
 }
@@ -39,10 +54,17 @@ Status LocalCluster::Start() {
 void LocalCluster::Stop() {
   for (auto& n : nodes_) n->Stop();
   nodes_.clear();
+  node_configs_.clear();
   if (master_) master_->Stop();
 }
 
 void LocalCluster::CrashNode(size_t i) { nodes_.at(i)->PauseHeartbeats(true); }
+
+Status LocalCluster::RestartNode(size_t i) {
+  nodes_.at(i)->Stop();
+  nodes_[i] = std::make_unique<Node>(*node_configs_.at(i));
+  return nodes_[i]->Start();
+}
 
 std::string LocalCluster::master_address() const { return master_->address(); }
 

@@ -71,7 +71,8 @@ Status Node::Start() {
   auto seg = ShmSegment::Create(shm_name, config_.global_segment_size);
   if (!seg.ok()) return seg.status();
   segment_ = std::move(seg.value());
-  data_server_ = std::make_unique<TcpDataServer>(&table_, config_.data_threads);
+  data_server_ = std::make_unique<TcpDataServer>(&table_, config_.node_id,
+                                                 config_.data_threads);
   if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {
     return s;
   }

@@ -21,6 +21,15 @@ struct NodeConfig {
   int data_threads = 2;
   int rpc_timeout_ms = 5000;
 
+  // ---- SSD tier (off by default) ----
+  bool enable_ssd_offload = false;
+  std::string ssd_offload_path;              // required when enabled
+  uint64_t ssd_capacity_bytes = 4ull << 30;
+  uint64_t ssd_segment_file_size = 256ull << 20;
+  int64_t ssd_gc_interval_ms = 1000;
+  int64_t ssd_eviction_interval_ms = 500;
+  std::string ssd_io_backend = "auto";       // auto, io_uring, pread
+
   Status Validate() const;
 };
 

@@ -18,12 +18,15 @@ namespace kvpool {
 
 class ShmSegment {
  public:
-  // Creates /dev/shm/<name> of `size` bytes (O_EXCL), maps it read-write.
-  // The file is removed by the destructor.
+  // Creates /dev/shm/<name> of `size` bytes (O_EXCL), allocates all of its
+  // memory (posix_fallocate: a /dev/shm too full for it fails here rather
+  // than with SIGBUS later) and maps it read-write with page tables
+  // populated. The file is removed by the destructor.
   static Result<std::unique_ptr<ShmSegment>> Create(const std::string& name,
                                                     uint64_t size);
-  // Maps an existing segment file. Fails (INVALID_PARAMS) if its size is not
-  // `expected_size`, so a stale or foreign file is never used.
+  // Maps an existing segment file, page tables populated. Fails
+  // (INVALID_PARAMS) if its size is not `expected_size`, so a stale or
+  // foreign file is never used.
   static Result<std::unique_ptr<ShmSegment>> Open(const std::string& path,
                                                   uint64_t expected_size);
   ~ShmSegment();

@@ -1,11 +1,16 @@
 #include "transport/shm_segment.h"
 
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace kvpool {
@@ -23,6 +28,29 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// Resident bytes of this process's mapping that starts at `base`, from
+// /proc/self/smaps: with MAP_POPULATE every page is mapped before first use.
+// Returns -1 if the mapping is not found.
+int64_t ResidentBytes(const void* base) {
+  char start[32];
+  std::snprintf(start, sizeof(start), "%lx-",
+                reinterpret_cast<unsigned long>(base));
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind(start, 0) == 0) {
+      in_mapping = true;
+    } else if (in_mapping && line.rfind("Rss:", 0) == 0) {
+      std::istringstream fields(line.substr(4));
+      int64_t kb = 0;
+      fields >> kb;
+      return kb * 1024;
+    }
+  }
+  return -1;
+}
+
 TEST(ShmSegmentTest, CreateMapsAFileOfTheRequestedSize) {
   const std::string name = UniqueName();
   auto seg = ShmSegment::Create(name, 1 << 20);
@@ -30,6 +58,11 @@ TEST(ShmSegmentTest, CreateMapsAFileOfTheRequestedSize) {
   EXPECT_EQ((*seg)->path(), "/dev/shm/" + name);
   EXPECT_EQ((*seg)->size(), 1u << 20);
   ASSERT_NE((*seg)->data(), nullptr);
+  // The memory is allocated and mapped before anything touched it.
+  struct stat allocated {};
+  ASSERT_EQ(::stat((*seg)->path().c_str(), &allocated), 0);
+  EXPECT_GE(allocated.st_blocks * 512, 1 << 20);
+  EXPECT_EQ(ResidentBytes((*seg)->data()), 1 << 20);
   // Fresh tmpfs pages read as zero and the whole range is writable.
   EXPECT_EQ((*seg)->data()[0], 0);
   EXPECT_EQ((*seg)->data()[(1 << 20) - 1], 0);
@@ -60,11 +93,33 @@ TEST(ShmSegmentTest, CreateRejectsBadArguments) {
   EXPECT_EQ(ShmSegment::Create("a/b", 4096).code(), ErrorCode::INVALID_PARAMS);
 }
 
+TEST(ShmSegmentTest, CreateLargerThanDevShmFailsUpFront) {
+  // tmpfs refuses at once an allocation larger than the whole file system,
+  // without allocating anything first, so this cannot starve other tests.
+  // (A merely full /dev/shm fails the same way but is not reproducible.)
+  struct statfs fs {};
+  ASSERT_EQ(::statfs("/dev/shm", &fs), 0);
+  if (fs.f_type != TMPFS_MAGIC || fs.f_blocks == 0) {
+    GTEST_SKIP() << "/dev/shm is not a size-limited tmpfs";
+  }
+  const uint64_t total = uint64_t{fs.f_blocks} * fs.f_bsize;
+  const std::string name = UniqueName();
+  auto seg = ShmSegment::Create(name, total + (4 << 20));
+  EXPECT_EQ(seg.code(), ErrorCode::INTERNAL_ERROR);
+  EXPECT_NE(seg.status().message().find("No space left on device"),
+            std::string::npos)
+      << seg.status().message();
+  EXPECT_NE(seg.status().message().find("/dev/shm/" + name), std::string::npos)
+      << seg.status().message();
+  EXPECT_FALSE(FileExists("/dev/shm/" + name));
+}
+
 TEST(ShmSegmentTest, OpenSharesTheCreatorsBytes) {
   auto owner = ShmSegment::Create(UniqueName(), 64 << 10);
   ASSERT_TRUE(owner.ok()) << owner.status().ToString();
   auto peer = ShmSegment::Open((*owner)->path(), 64 << 10);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_EQ(ResidentBytes((*peer)->data()), 64 << 10);
   EXPECT_NE((*peer)->data(), (*owner)->data());
   EXPECT_EQ((*peer)->size(), 64u << 10);
   EXPECT_EQ((*peer)->path(), (*owner)->path());

@@ -10,6 +10,7 @@
 #include <asio.hpp>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <mutex>
@@ -25,10 +26,35 @@ namespace kvpool {
 namespace {
 
 using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
 constexpr int kSocketBufferBytes = 4 << 20;
 
 std::string ErrnoText(int err) { return std::string(std::strerror(err)); }
+
+// For quoting a node id in a message: a peer's answer may hold any bytes.
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out += (c >= 0x20 && c < 0x7F) ? c : '?';
+  return out;
+}
+
+// Waits until `fd` is ready for `events` or `deadline` has passed. Returns
+// > 0 when ready (or in error, which the next send/recv reports), 0 on
+// timeout, < 0 on a poll error (errno set).
+int PollUntil(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return 0;
+    pollfd pfd{fd, events, 0};
+    const int r = ::poll(
+        &pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
 
 // Splits "host:port" (or "[v6]:port").
 bool ParseEndpoint(const std::string& endpoint, std::string* host,
@@ -125,29 +151,38 @@ class TcpDataClient::Impl {
   explicit Impl(const TcpDataClientOptions& options) : options_(options) {}
 
   template <typename OpT>
-  Status Run(const std::string& endpoint, std::span<OpT> ops);
+  Status Run(const std::string& endpoint, const std::string& node_id,
+             std::span<OpT> ops);
   void Forget(const std::string& endpoint);
 
  private:
   struct Connection {
     tcp::socket socket;
-    uint64_t generation;  // of the endpoint's pool when it was opened
+    uint64_t generation;  // of its pool when it was opened
   };
   struct Pool {
     uint64_t generation = 0;
     std::vector<std::unique_ptr<Connection>> idle;
   };
 
-  // A pooled connection if there is one (sets *reused), else a new one.
+  // A pooled connection to `node_id` at `endpoint` if there is one (sets
+  // *reused), else a new one that passed the HELLO exchange.
   Result<std::unique_ptr<Connection>> Take(const std::string& endpoint,
+                                           const std::string& node_id,
                                            bool* reused);
-  void Give(const std::string& endpoint, std::unique_ptr<Connection> conn);
-  // Closes the idle connections; with `forget`, also those in use now, as
-  // they come back.
-  void DropIdle(const std::string& endpoint, bool forget);
+  void Give(const std::string& endpoint, const std::string& node_id,
+            std::unique_ptr<Connection> conn);
+  // Closes the idle connections to `node_id` at `endpoint`.
+  void DropIdle(const std::string& endpoint, const std::string& node_id);
   Result<std::unique_ptr<Connection>> Connect(const std::string& endpoint,
+                                              const std::string& node_id,
                                               uint64_t generation);
+  // Connects `socket` to `ep` and leaves it non-blocking.
   Status ConnectTo(tcp::socket& socket, const tcp::endpoint& ep);
+  // The HELLO exchange on a freshly connected, non-blocking socket, bounded
+  // as a whole by options_.handshake_timeout.
+  Status Handshake(int fd, const std::string& endpoint,
+                   const std::string& node_id);
   // One request/response on `conn` for the ops at `batch` indices.
   template <typename OpT>
   bool Exchange(Connection& conn, std::span<OpT> ops,
@@ -157,7 +192,9 @@ class TcpDataClient::Impl {
   // Only owns the sockets; it is never run because all I/O is blocking.
   asio::io_context io_;
   std::mutex mu_;
-  std::unordered_map<std::string, Pool> pools_;
+  // endpoint -> expected node id -> pool. A connection is only ever reused
+  // for the node its HELLO named.
+  std::unordered_map<std::string, std::unordered_map<std::string, Pool>> pools_;
 };
 
 Status TcpDataClient::Impl::ConnectTo(tcp::socket& socket,
@@ -201,16 +238,112 @@ Status TcpDataClient::Impl::ConnectTo(tcp::socket& socket,
       return Status(ErrorCode::TRANSFER_FAIL, "connect: " + ErrnoText(err));
     }
   }
-  socket.non_blocking(false, ec);
-  if (ec) {
+  return Status::OK();
+}
+
+Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
+                                      const std::string& node_id) {
+  const auto deadline = Clock::now() + options_.handshake_timeout;
+  auto fail = [&](const std::string& why) {
     return Status(ErrorCode::TRANSFER_FAIL,
-                  "cannot make socket blocking: " + ec.message());
+                  "HELLO with " + endpoint + " (expecting node '" +
+                      Printable(node_id) + "') failed: " + why);
+  };
+  auto timed_out = [&](const char* waiting_for) {
+    return fail("timed out after " +
+                std::to_string(options_.handshake_timeout.count()) +
+                " ms waiting for " + waiting_for +
+                " (not a kvpool data server, or one that hangs)");
+  };
+
+  std::vector<uint8_t> hello(wire::kHeaderSize);
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kHello);
+  h.body_len = node_id.size();
+  wire::EncodeHeader(h, hello.data());
+  hello.insert(hello.end(), node_id.begin(), node_id.end());
+  for (size_t sent = 0; sent < hello.size();) {
+    const ssize_t n =
+        ::send(fd, hello.data() + sent, hello.size() - sent, MSG_NOSIGNAL);
+    if (n >= 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) {
+      return fail("send: " + ErrnoText(err));
+    }
+    const int r = PollUntil(fd, POLLOUT, deadline);
+    if (r == 0) return timed_out("the send");
+    if (r < 0) return fail("poll: " + ErrnoText(errno));
+  }
+
+  // The answer: a header, then the server's node id. Its first bytes are
+  // checked as they arrive, so a peer speaking another protocol (an HTTP or
+  // gRPC server that got the port) is recognised without waiting for a
+  // whole header it may never send.
+  uint8_t magic[4];
+  wire::PutLe<uint32_t>(magic, wire::kMagic);
+  uint8_t raw[wire::kHeaderSize + wire::kMaxNodeIdSize];
+  size_t want = wire::kHeaderSize;
+  size_t got = 0;
+  wire::Header rh;
+  while (got < want) {
+    const ssize_t n = ::recv(fd, raw + got, want - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      if (want == wire::kHeaderSize &&
+          std::memcmp(raw, magic, std::min<size_t>(got, sizeof(magic))) != 0) {
+        return fail("not a kvpool data server (bad magic in the answer)");
+      }
+      if (want == wire::kHeaderSize && got == wire::kHeaderSize) {
+        rh = wire::DecodeHeader(raw);
+        if (rh.version != wire::kVersion) {
+          return fail("server speaks data plane version " +
+                      std::to_string(rh.version) + ", expected " +
+                      std::to_string(wire::kVersion));
+        }
+        if (rh.op != h.op || rh.count != 0 ||
+            rh.body_len < wire::kMinNodeIdSize ||
+            rh.body_len > wire::kMaxNodeIdSize) {
+          return fail("malformed HELLO answer");
+        }
+        want += static_cast<size_t>(rh.body_len);
+      }
+      continue;
+    }
+    if (n == 0) {
+      return fail(got == 0 ? "connection closed without an answer (not a "
+                             "kvpool data server, or one of an older version)"
+                           : "connection closed in the middle of the answer");
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) {
+      return fail("receive: " + ErrnoText(err));
+    }
+    const int r = PollUntil(fd, POLLIN, deadline);
+    if (r == 0) return timed_out("the answer");
+    if (r < 0) return fail("poll: " + ErrnoText(errno));
+  }
+  const std::string_view server_id(
+      reinterpret_cast<const char*>(raw) + wire::kHeaderSize,
+      static_cast<size_t>(rh.body_len));
+  // An OK naming another node would be a broken server; refuse it too.
+  if (rh.status != 0 || server_id != node_id) {
+    return Status(ErrorCode::TRANSFER_FAIL,
+                  "data endpoint " + endpoint +
+                      " is now a different node: expected node '" +
+                      Printable(node_id) + "', found node '" +
+                      Printable(server_id) + "'");
   }
   return Status::OK();
 }
 
 Result<std::unique_ptr<TcpDataClient::Impl::Connection>>
-TcpDataClient::Impl::Connect(const std::string& endpoint, uint64_t generation) {
+TcpDataClient::Impl::Connect(const std::string& endpoint,
+                             const std::string& node_id, uint64_t generation) {
   std::string host;
   uint16_t port = 0;
   if (!ParseEndpoint(endpoint, &host, &port)) {
@@ -235,19 +368,34 @@ TcpDataClient::Impl::Connect(const std::string& endpoint, uint64_t generation) {
   for (const tcp::endpoint& ep : candidates) {
     auto conn =
         std::make_unique<Connection>(Connection{tcp::socket(io_), generation});
-    last = ConnectTo(conn->socket, ep);
-    if (last.ok()) return conn;
+    Status s = ConnectTo(conn->socket, ep);
+    if (!s.ok()) {
+      last = Status(ErrorCode::TRANSFER_FAIL,
+                    "cannot connect to " + endpoint + ": " + s.message());
+      continue;
+    }
+    // Nothing is sent or received on the connection before the server has
+    // proved to be the expected node.
+    last = Handshake(conn->socket.native_handle(), endpoint, node_id);
+    if (!last.ok()) continue;
+    conn->socket.non_blocking(false, ec);
+    if (ec) {
+      last = Status(ErrorCode::TRANSFER_FAIL,
+                    "cannot make socket blocking: " + ec.message());
+      continue;
+    }
+    return conn;
   }
-  return Status(ErrorCode::TRANSFER_FAIL,
-                "cannot connect to " + endpoint + ": " + last.message());
+  return last;
 }
 
 Result<std::unique_ptr<TcpDataClient::Impl::Connection>>
-TcpDataClient::Impl::Take(const std::string& endpoint, bool* reused) {
+TcpDataClient::Impl::Take(const std::string& endpoint,
+                          const std::string& node_id, bool* reused) {
   uint64_t generation;
   {
     std::lock_guard lock(mu_);
-    Pool& pool = pools_[endpoint];
+    Pool& pool = pools_[endpoint][node_id];
     if (!pool.idle.empty()) {
       auto conn = std::move(pool.idle.back());
       pool.idle.pop_back();
@@ -257,13 +405,14 @@ TcpDataClient::Impl::Take(const std::string& endpoint, bool* reused) {
     generation = pool.generation;
   }
   *reused = false;
-  return Connect(endpoint, generation);
+  return Connect(endpoint, node_id, generation);
 }
 
 void TcpDataClient::Impl::Give(const std::string& endpoint,
+                               const std::string& node_id,
                                std::unique_ptr<Connection> conn) {
   std::lock_guard lock(mu_);
-  Pool& pool = pools_[endpoint];
+  Pool& pool = pools_[endpoint][node_id];
   // A connection opened before Forget() belongs to the forgotten node.
   if (conn->generation != pool.generation ||
       pool.idle.size() >= options_.max_idle_per_endpoint) {
@@ -272,20 +421,33 @@ void TcpDataClient::Impl::Give(const std::string& endpoint,
   pool.idle.push_back(std::move(conn));
 }
 
-void TcpDataClient::Impl::DropIdle(const std::string& endpoint, bool forget) {
+void TcpDataClient::Impl::DropIdle(const std::string& endpoint,
+                                   const std::string& node_id) {
   std::vector<std::unique_ptr<Connection>> doomed;
   {
     std::lock_guard lock(mu_);
     auto it = pools_.find(endpoint);
     if (it == pools_.end()) return;
-    if (forget) ++it->second.generation;
-    doomed.swap(it->second.idle);
+    auto pool = it->second.find(node_id);
+    if (pool == it->second.end()) return;
+    doomed.swap(pool->second.idle);
   }
   // `doomed` closes its sockets here, outside the lock.
 }
 
 void TcpDataClient::Impl::Forget(const std::string& endpoint) {
-  DropIdle(endpoint, /*forget=*/true);
+  std::vector<std::unique_ptr<Connection>> doomed;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(endpoint);
+    if (it == pools_.end()) return;
+    for (auto& [node_id, pool] : it->second) {
+      // Connections in use now are closed instead of returned.
+      ++pool.generation;
+      for (auto& conn : pool.idle) doomed.push_back(std::move(conn));
+      pool.idle.clear();
+    }
+  }
 }
 
 template <typename OpT>
@@ -380,7 +542,16 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
 
 template <typename OpT>
 Status TcpDataClient::Impl::Run(const std::string& endpoint,
+                                const std::string& node_id,
                                 std::span<OpT> ops) {
+  if (node_id.size() < wire::kMinNodeIdSize ||
+      node_id.size() > wire::kMaxNodeIdSize) {
+    for (OpT& op : ops) op.result = ErrorCode::INVALID_PARAMS;
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "expected node id must be 1 to " +
+                      std::to_string(wire::kMaxNodeIdSize) + " bytes, got " +
+                      std::to_string(node_id.size()));
+  }
   // Ops the server would reject anyway (or that would make us touch a null
   // buffer) are settled here and never sent.
   std::vector<uint32_t> sendable;
@@ -417,7 +588,7 @@ Status TcpDataClient::Impl::Run(const std::string& endpoint,
   };
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
-    auto conn = Take(endpoint, &reused);
+    auto conn = Take(endpoint, node_id, &reused);
     if (!conn.ok()) return fail_all(conn.code(), conn.status().message());
     IoFailure failure;
     bool ok = true;
@@ -426,19 +597,20 @@ Status TcpDataClient::Impl::Run(const std::string& endpoint,
       if (!ok) break;
     }
     if (ok) {
-      Give(endpoint, std::move(*conn));
+      Give(endpoint, node_id, std::move(*conn));
       return Status::OK();
     }
     // The other idle connections most likely share the failed one's fate
     // (the node restarted or died); drop them so they are not tried next.
-    DropIdle(endpoint, /*forget=*/false);
+    DropIdle(endpoint, node_id);
     // A pooled connection the node closed while it sat idle says nothing
-    // about the node now: retry once on a fresh one. Both ops are
-    // idempotent, so repeating a partly done batch is harmless.
+    // about the node now: retry once on a fresh one, which must pass the
+    // HELLO again (a different process may hold the port by now). Both ops
+    // are idempotent, so repeating a partly done batch is harmless.
     if (attempt == 0 && reused && failure.peer_closed) continue;
-    return fail_all(
-        ErrorCode::TRANSFER_FAIL,
-        "data transfer with " + endpoint + " failed: " + failure.message);
+    return fail_all(ErrorCode::TRANSFER_FAIL,
+                    "data transfer with node '" + Printable(node_id) + "' at " +
+                        endpoint + " failed: " + failure.message);
   }
 }
 
@@ -449,13 +621,16 @@ TcpDataClient::TcpDataClient(const TcpDataClientOptions& options)
 
 TcpDataClient::~TcpDataClient() = default;
 
-Status TcpDataClient::Read(const std::string& endpoint, std::span<ReadOp> ops) {
-  return impl_->Run(endpoint, ops);
+Status TcpDataClient::Read(const std::string& endpoint,
+                           const std::string& expected_node_id,
+                           std::span<ReadOp> ops) {
+  return impl_->Run(endpoint, expected_node_id, ops);
 }
 
 Status TcpDataClient::Write(const std::string& endpoint,
+                            const std::string& expected_node_id,
                             std::span<WriteOp> ops) {
-  return impl_->Run(endpoint, ops);
+  return impl_->Run(endpoint, expected_node_id, ops);
 }
 
 void TcpDataClient::Forget(const std::string& endpoint) {

@@ -71,7 +71,7 @@ double DataPlaneRead(size_t value_size, size_t batch, double seconds) {
   std::vector<uint8_t> segment(value_size * batch, 2);
   SegmentTable table;
   table.Add(1, {segment.data(), segment.size()});
-  TcpDataServer server(&table, 2);
+  TcpDataServer server(&table, "bench-node", 2);
   if (!server.Start("127.0.0.1", 0).ok()) std::abort();
   const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
   TcpDataClient client;
@@ -83,7 +83,7 @@ double DataPlaneRead(size_t value_size, size_t batch, double seconds) {
     for (size_t i = 0; i < batch; ++i) {
       ops[i] = {1, i * value_size, value_size, dst.data() + i * value_size};
     }
-    Status s = client.Read(endpoint, ops);
+    Status s = client.Read(endpoint, "bench-node", ops);
     if (!s.ok() || ops[0].result != ErrorCode::OK) {
       std::fprintf(stderr, "read failed: %s\n", s.ToString().c_str());
       std::abort();

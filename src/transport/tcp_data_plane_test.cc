@@ -4,6 +4,7 @@
 #include <asio.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -26,6 +27,8 @@ constexpr uint64_t kBigSegment = 1;
 constexpr uint64_t kSmallSegment = 2;
 constexpr uint64_t kBigSize = 32 << 20;
 constexpr uint64_t kSmallSize = 64 << 10;
+// The identity of the server under test, as a node id.
+const std::string kNodeId = "host-1234-0";
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   std::mt19937_64 rng(seed);
@@ -115,6 +118,72 @@ class CuttableProxy {
   std::vector<std::thread> pumps_;
 };
 
+// A loopback server that is not (or pretends to be) a kvpool data server:
+// `behave` runs on each accepted connection in turn and may keep it open by
+// returning true, which parks the socket until the peer is destroyed.
+class FakePeer {
+ public:
+  using Behaviour = std::function<bool(tcp::socket&)>;
+  explicit FakePeer(Behaviour behave)
+      : behave_(std::move(behave)),
+        acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this] {
+      for (;;) {
+        tcp::socket s(io_);
+        asio::error_code ec;
+        acceptor_.accept(s, ec);
+        if (ec) return;
+        if (behave_(s)) parked_.push_back(std::move(s));
+      }
+    });
+  }
+  ~FakePeer() {
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    thread_.join();
+  }
+  std::string Endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+
+ private:
+  Behaviour behave_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::vector<tcp::socket> parked_;  // only touched by thread_
+  std::thread thread_;
+};
+
+// Reads a client's HELLO off `s`; returns the node id it expects, or "" if
+// there was no well-formed HELLO.
+std::string ReadHello(tcp::socket& s) {
+  uint8_t raw[wire::kHeaderSize];
+  asio::error_code ec;
+  asio::read(s, asio::buffer(raw), ec);
+  if (ec) return "";
+  const wire::Header h = wire::DecodeHeader(raw);
+  if (h.magic != wire::kMagic || h.version != wire::kVersion ||
+      h.op != static_cast<uint16_t>(wire::Op::kHello) || h.count != 0 ||
+      h.body_len > wire::kMaxNodeIdSize) {
+    return "";
+  }
+  std::string id(static_cast<size_t>(h.body_len), '\0');
+  asio::read(s, asio::buffer(id), ec);
+  return ec ? "" : id;
+}
+
+std::vector<uint8_t> HelloFrame(const std::string& node_id, int32_t status,
+                                uint16_t version = wire::kVersion) {
+  wire::Header h;
+  h.version = version;
+  h.op = static_cast<uint16_t>(wire::Op::kHello);
+  h.status = status;
+  h.body_len = node_id.size();
+  std::vector<uint8_t> f(wire::kHeaderSize + node_id.size());
+  wire::EncodeHeader(h, f.data());
+  std::memcpy(f.data() + wire::kHeaderSize, node_id.data(), node_id.size());
+  return f;
+}
+
 class TcpDataPlaneTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -122,7 +191,7 @@ class TcpDataPlaneTest : public ::testing::Test {
     small_.assign(kSmallSize, 0);
     table_.Add(kBigSegment, {big_.data(), big_.size()});
     table_.Add(kSmallSegment, {small_.data(), small_.size()});
-    server_ = std::make_unique<TcpDataServer>(&table_, 2);
+    server_ = std::make_unique<TcpDataServer>(&table_, kNodeId, 2);
     ASSERT_TRUE(server_->Start("127.0.0.1", 0).ok());
     ASSERT_NE(server_->port(), 0);
   }
@@ -131,10 +200,22 @@ class TcpDataPlaneTest : public ::testing::Test {
     return "127.0.0.1:" + std::to_string(server_->port());
   }
 
-  // A plain socket for speaking (or garbling) the protocol by hand.
-  tcp::socket RawConnect() {
+  // A plain socket for speaking (or garbling) the protocol by hand; with
+  // `hello`, past a successful HELLO naming the server.
+  tcp::socket RawConnect(bool hello = true) {
     tcp::socket s(io_);
     s.connect({asio::ip::make_address("127.0.0.1"), server_->port()});
+    if (hello) {
+      asio::write(s, asio::buffer(HelloFrame(kNodeId, 0)));
+      uint8_t raw[wire::kHeaderSize];
+      asio::read(s, asio::buffer(raw));
+      const wire::Header rh = wire::DecodeHeader(raw);
+      EXPECT_EQ(rh.status, 0);
+      EXPECT_EQ(rh.op, static_cast<uint16_t>(wire::Op::kHello));
+      std::string id(static_cast<size_t>(rh.body_len), '\0');
+      asio::read(s, asio::buffer(id));
+      EXPECT_EQ(id, kNodeId);
+    }
     return s;
   }
 
@@ -161,10 +242,11 @@ class TcpDataPlaneTest : public ::testing::Test {
     return f;
   }
 
-  // Sends a frame the server must reject and checks it hung up on us.
-  void ExpectBadFrame(const std::vector<uint8_t>& bytes) {
+  // Sends a frame the server must reject and checks it hung up on us; with
+  // `hello`, on a connection past the HELLO.
+  void ExpectBadFrame(const std::vector<uint8_t>& bytes, bool hello = true) {
     const uint64_t before = server_->stats().bad_frames.load();
-    tcp::socket s = RawConnect();
+    tcp::socket s = RawConnect(hello);
     asio::error_code ec;
     asio::write(s, asio::buffer(bytes), ec);
     EXPECT_TRUE(ServerClosed(s));
@@ -178,12 +260,12 @@ class TcpDataPlaneTest : public ::testing::Test {
                        std::string endpoint = "") {
     if (endpoint.empty()) endpoint = Endpoint();
     WriteOp w{kBigSegment, offset, data.size(), data.data()};
-    Status s = client.Write(endpoint, {&w, 1});
+    Status s = client.Write(endpoint, kNodeId, {&w, 1});
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(w.result, ErrorCode::OK);
     std::vector<uint8_t> back(data.size());
     ReadOp r{kBigSegment, offset, back.size(), back.data()};
-    s = client.Read(endpoint, {&r, 1});
+    s = client.Read(endpoint, kNodeId, {&r, 1});
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(r.result, ErrorCode::OK);
     ASSERT_EQ(back, data);
@@ -214,7 +296,7 @@ TEST_F(TcpDataPlaneTest, BatchedWritesThenReadsRoundTripExactly) {
   ASSERT_LE(offset, kBigSize);
 
   TcpDataClient client;
-  Status s = client.Write(Endpoint(), writes);
+  Status s = client.Write(Endpoint(), kNodeId, writes);
   ASSERT_TRUE(s.ok()) << s.ToString();
   for (size_t i = 0; i < writes.size(); ++i) {
     ASSERT_EQ(writes[i].result, ErrorCode::OK) << i;
@@ -233,7 +315,7 @@ TEST_F(TcpDataPlaneTest, BatchedWritesThenReadsRoundTripExactly) {
     dests[i].assign(sizes[i], 0xEE);
     reads.push_back({kBigSegment, writes[i].offset, sizes[i], dests[i].data()});
   }
-  s = client.Read(Endpoint(), reads);
+  s = client.Read(Endpoint(), kNodeId, reads);
   ASSERT_TRUE(s.ok()) << s.ToString();
   for (size_t i = 0; i < sizes.size(); ++i) {
     EXPECT_EQ(reads[i].result, ErrorCode::OK);
@@ -252,7 +334,7 @@ TEST_F(TcpDataPlaneTest, ZeroLengthAndNullBuffersAreInvalidParams) {
       {kBigSegment, 0, 100, nullptr},
       {kBigSegment, 200, 100, data.data()},
   };
-  ASSERT_TRUE(client.Write(Endpoint(), writes).ok());
+  ASSERT_TRUE(client.Write(Endpoint(), kNodeId, writes).ok());
   EXPECT_EQ(writes[0].result, ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(writes[1].result, ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(writes[2].result, ErrorCode::OK);
@@ -263,7 +345,7 @@ TEST_F(TcpDataPlaneTest, ZeroLengthAndNullBuffersAreInvalidParams) {
       {kBigSegment, 200, 0, out.data()},
       {kBigSegment, 200, 100, nullptr},
   };
-  ASSERT_TRUE(client.Read(Endpoint(), reads).ok());
+  ASSERT_TRUE(client.Read(Endpoint(), kNodeId, reads).ok());
   EXPECT_EQ(reads[0].result, ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(reads[1].result, ErrorCode::INVALID_PARAMS);
 }
@@ -309,7 +391,7 @@ TEST_F(TcpDataPlaneTest, BadRangesFailAloneAndTheRestOfTheBatchSucceeds) {
       {kSmallSegment, kSmallSize - c.size(), c.size(), c.data()},
   };
   std::vector<uint8_t> before = small_;
-  Status s = client.Write(Endpoint(), writes);
+  Status s = client.Write(Endpoint(), kNodeId, writes);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(writes[0].result, ErrorCode::OK);
   for (int i = 1; i <= 4; ++i) {
@@ -333,7 +415,7 @@ TEST_F(TcpDataPlaneTest, BadRangesFailAloneAndTheRestOfTheBatchSucceeds) {
       {kSmallSegment, u64max, 1, junk.data()},
       {kSmallSegment, 2000, b.size(), out_b.data()},
   };
-  s = client.Read(Endpoint(), reads);
+  s = client.Read(Endpoint(), kNodeId, reads);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(reads[0].result, ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(reads[1].result, ErrorCode::OK);
@@ -351,10 +433,10 @@ TEST_F(TcpDataPlaneTest, RemovedSegmentIsRejected) {
   TcpDataClient client;
   std::vector<uint8_t> out(10);
   ReadOp r{kSmallSegment, 0, out.size(), out.data()};
-  ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+  ASSERT_TRUE(client.Read(Endpoint(), kNodeId, {&r, 1}).ok());
   EXPECT_EQ(r.result, ErrorCode::OK);
   table_.Remove(kSmallSegment);
-  ASSERT_TRUE(client.Read(Endpoint(), {&r, 1}).ok());
+  ASSERT_TRUE(client.Read(Endpoint(), kNodeId, {&r, 1}).ok());
   EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS);
 }
 
@@ -377,7 +459,11 @@ TEST_F(TcpDataPlaneTest, MalformedFramesCloseTheConnection) {
   ExpectBadFrame(Frame(bad, one));
 
   bad = h;
-  bad.version = 2;
+  bad.version = 1;  // before the HELLO handshake
+  ExpectBadFrame(Frame(bad, one));
+
+  bad = h;
+  bad.version = wire::kVersion + 1;
   ExpectBadFrame(Frame(bad, one));
 
   bad = h;
@@ -428,7 +514,7 @@ TEST_F(TcpDataPlaneTest, MalformedFramesCloseTheConnection) {
 
   EXPECT_EQ(small_, sentinel);
   EXPECT_EQ(server_->stats().bytes_written.load(), 0u);
-  EXPECT_EQ(server_->stats().bad_frames.load(), 11u);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 12u);
 
   // The server is still healthy for well-behaved clients.
   TcpDataClient client;
@@ -489,7 +575,7 @@ TEST_F(TcpDataPlaneTest, BatchesOverTheOpLimitAreSplit) {
     writes[i] = {kBigSegment, i * 16, 16, data.data() + i * 16};
   }
   TcpDataClient client;
-  ASSERT_TRUE(client.Write(Endpoint(), writes).ok());
+  ASSERT_TRUE(client.Write(Endpoint(), kNodeId, writes).ok());
   for (const auto& w : writes) ASSERT_EQ(w.result, ErrorCode::OK);
 
   std::vector<uint8_t> out(n * 16);
@@ -499,7 +585,7 @@ TEST_F(TcpDataPlaneTest, BatchesOverTheOpLimitAreSplit) {
     const size_t j = n - 1 - i;
     reads[i] = {kBigSegment, j * 16, 16, out.data() + j * 16};
   }
-  ASSERT_TRUE(client.Read(Endpoint(), reads).ok());
+  ASSERT_TRUE(client.Read(Endpoint(), kNodeId, reads).ok());
   for (const auto& r : reads) ASSERT_EQ(r.result, ErrorCode::OK);
   EXPECT_EQ(out, data);
 }
@@ -515,7 +601,7 @@ TEST_F(TcpDataPlaneTest, DeadEndpointIsTransferFail) {
   std::vector<uint8_t> out(4096);
   std::vector<ReadOp> reads = {{kBigSegment, 0, 4096, out.data()},
                                {kBigSegment, 0, 0, out.data()}};
-  Status s = client.Read(old_endpoint, reads);
+  Status s = client.Read(old_endpoint, kNodeId, reads);
   EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
   EXPECT_NE(s.message().find(old_endpoint), std::string::npos) << s.message();
   EXPECT_EQ(reads[0].result, ErrorCode::TRANSFER_FAIL);
@@ -524,7 +610,7 @@ TEST_F(TcpDataPlaneTest, DeadEndpointIsTransferFail) {
   // Nothing pooled any more: a fresh connect is refused.
   const auto data = RandomBytes(10, 9);
   WriteOp w{kBigSegment, 0, data.size(), data.data()};
-  s = client.Write(old_endpoint, {&w, 1});
+  s = client.Write(old_endpoint, kNodeId, {&w, 1});
   EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
   EXPECT_NE(s.message().find("connect"), std::string::npos) << s.message();
   EXPECT_EQ(w.result, ErrorCode::TRANSFER_FAIL);
@@ -549,24 +635,286 @@ TEST_F(TcpDataPlaneTest, StalePooledConnectionIsRetriedOnANewOne) {
 }
 
 TEST_F(TcpDataPlaneTest, StalledServerTimesOut) {
-  // Listens but never reads or answers: the kernel completes the handshake
-  // from the backlog and buffers the request.
-  tcp::acceptor silent(io_, {asio::ip::make_address("127.0.0.1"), 0});
-  const std::string endpoint =
-      "127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+  // Passes the HELLO, then never reads or answers: the kernel buffers the
+  // request and the client waits for a response that never comes.
+  FakePeer stalled([](tcp::socket& s) {
+    if (ReadHello(s) != kNodeId) return false;
+    asio::error_code ec;
+    asio::write(s, asio::buffer(HelloFrame(kNodeId, 0)), ec);
+    return true;
+  });
   TcpDataClientOptions options;
   options.io_timeout = std::chrono::milliseconds(200);
   TcpDataClient client(options);
   std::vector<uint8_t> out(64);
   ReadOp r{kBigSegment, 0, out.size(), out.data()};
   const auto start = std::chrono::steady_clock::now();
-  Status s = client.Read(endpoint, {&r, 1});
+  Status s = client.Read(stalled.Endpoint(), kNodeId, {&r, 1});
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
   EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("receive response"), std::string::npos)
+      << s.message();
   EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL);
   EXPECT_GE(took, std::chrono::milliseconds(150));
   EXPECT_LT(took, std::chrono::seconds(20));
+}
+
+TEST_F(TcpDataPlaneTest, WrongExpectedNodeIsRefusedAndBuffersStayUntouched) {
+  const auto stored = RandomBytes(8192, 21);
+  std::memcpy(big_.data(), stored.data(), stored.size());
+  TcpDataClient client;
+  // A pooled connection to the right node must not serve another node id.
+  ExpectRoundTrip(client, 100000, RandomBytes(1000, 22));
+  // (bytes_read is counted once a response is out, so it may still lag.)
+  const uint64_t written_before = server_->stats().bytes_written.load();
+
+  std::vector<uint8_t> out(4096, 0x5A);
+  std::vector<ReadOp> reads = {{kBigSegment, 0, 4096, out.data()},
+                               {kBigSegment, 4096, 0, out.data()}};
+  Status s = client.Read(Endpoint(), "other-node", reads);
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  for (const char* part : {"different node", "'other-node'", kNodeId.c_str()}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  }
+  EXPECT_NE(s.message().find(Endpoint()), std::string::npos) << s.message();
+  for (const auto& r : reads) EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(out, std::vector<uint8_t>(4096, 0x5A));
+
+  const auto data = RandomBytes(4096, 23);
+  WriteOp w{kBigSegment, 0, data.size(), data.data()};
+  s = client.Write(Endpoint(), "host-1234-1", {&w, 1});
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find("different node"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(w.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(std::memcmp(big_.data(), stored.data(), stored.size()), 0);
+
+  EXPECT_EQ(server_->stats().identity_mismatches.load(), 2u);
+  EXPECT_EQ(server_->stats().bytes_written.load(), written_before);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
+
+  // The server keeps serving clients that expect it, the same client too.
+  ExpectRoundTrip(client, 0, RandomBytes(5000, 24));
+  TcpDataClient other;
+  ExpectRoundTrip(other, 0, RandomBytes(5000, 25));
+}
+
+TEST_F(TcpDataPlaneTest, PortTakenOverByAnotherNodeIsNeverServed) {
+  // What a SIGKILLed node leaves behind: clients with pooled connections and
+  // stale locations, and its port free for the next process. The new node
+  // has a segment with the same id, holding other bytes.
+  TcpDataClient client;
+  const uint16_t port = server_->port();
+  ExpectRoundTrip(client, 0, RandomBytes(4096, 26));
+  server_->Stop();
+  std::vector<uint8_t> impostor_bytes(kBigSize, 0x77);
+  SegmentTable impostor_table;
+  impostor_table.Add(kBigSegment,
+                     {impostor_bytes.data(), impostor_bytes.size()});
+  TcpDataServer impostor(&impostor_table, "host-1234-1");
+  ASSERT_TRUE(impostor.Start("127.0.0.1", port).ok());
+
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  std::vector<uint8_t> out(4096, 0x5A);
+  ReadOp r{kBigSegment, 0, out.size(), out.data()};
+  Status s = client.Read(endpoint, kNodeId, {&r, 1});
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find("different node"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(out, std::vector<uint8_t>(4096, 0x5A));
+  const auto data = RandomBytes(4096, 27);
+  WriteOp w{kBigSegment, 0, data.size(), data.data()};
+  EXPECT_EQ(client.Write(endpoint, kNodeId, {&w, 1}).code(),
+            ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(impostor_bytes, std::vector<uint8_t>(kBigSize, 0x77));
+  EXPECT_EQ(impostor.stats().identity_mismatches.load(), 2u);
+
+  // Clients that know the new node reach it at the same endpoint.
+  r.result = ErrorCode::INTERNAL_ERROR;
+  ASSERT_TRUE(client.Read(endpoint, "host-1234-1", {&r, 1}).ok());
+  EXPECT_EQ(r.result, ErrorCode::OK);
+  EXPECT_EQ(out, std::vector<uint8_t>(4096, 0x77));
+}
+
+TEST_F(TcpDataPlaneTest, RawHelloForAnotherNodeGetsAnErrorThenTheClose) {
+  tcp::socket s = RawConnect(/*hello=*/false);
+  asio::write(s, asio::buffer(HelloFrame("someone-else", 0)));
+  uint8_t raw[wire::kHeaderSize];
+  asio::read(s, asio::buffer(raw));
+  const wire::Header rh = wire::DecodeHeader(raw);
+  EXPECT_EQ(rh.magic, wire::kMagic);
+  EXPECT_EQ(rh.version, wire::kVersion);
+  EXPECT_EQ(rh.op, static_cast<uint16_t>(wire::Op::kHello));
+  EXPECT_EQ(rh.count, 0u);
+  EXPECT_EQ(rh.status, ToInt(ErrorCode::SEGMENT_NOT_FOUND));
+  ASSERT_EQ(rh.body_len, kNodeId.size());
+  std::string id(kNodeId.size(), '\0');
+  asio::read(s, asio::buffer(id));
+  EXPECT_EQ(id, kNodeId);
+  EXPECT_TRUE(ServerClosed(s));
+  EXPECT_EQ(server_->stats().identity_mismatches.load(), 1u);
+  EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
+}
+
+TEST_F(TcpDataPlaneTest, RequestsBeforeHelloAndBadHellosAreMalformed) {
+  const std::vector<uint8_t> sentinel = small_;
+  wire::Header read;
+  read.op = static_cast<uint16_t>(wire::Op::kRead);
+  read.count = 1;
+  read.body_len = wire::kRangeSize;
+  ExpectBadFrame(Frame(read, {{kSmallSegment, 0, 16}}), /*hello=*/false);
+
+  wire::Header write = read;
+  write.op = static_cast<uint16_t>(wire::Op::kWrite);
+  write.body_len = wire::kRangeSize + 16;
+  std::vector<uint8_t> frame = Frame(write, {{kSmallSegment, 0, 16}});
+  frame.resize(frame.size() + 16, 0xCC);
+  ExpectBadFrame(frame, /*hello=*/false);
+
+  // Empty and over-long node ids, a count, a status, an old version.
+  ExpectBadFrame(HelloFrame("", 0), /*hello=*/false);
+  ExpectBadFrame(HelloFrame(std::string(wire::kMaxNodeIdSize + 1, 'n'), 0),
+                 /*hello=*/false);
+  frame = HelloFrame(kNodeId, 0);
+  wire::PutLe<uint32_t>(frame.data() + 8, 1);  // count
+  ExpectBadFrame(frame, /*hello=*/false);
+  ExpectBadFrame(HelloFrame(kNodeId, -1), /*hello=*/false);
+  ExpectBadFrame(HelloFrame(kNodeId, 0, /*version=*/1), /*hello=*/false);
+  // HELLO only opens a connection.
+  ExpectBadFrame(HelloFrame(kNodeId, 0), /*hello=*/true);
+
+  EXPECT_EQ(server_->stats().bad_frames.load(), 8u);
+  EXPECT_EQ(server_->stats().identity_mismatches.load(), 0u);
+  EXPECT_EQ(small_, sentinel);
+  TcpDataClient client;
+  ExpectRoundTrip(client, 0, RandomBytes(1000, 28));
+}
+
+TEST_F(TcpDataPlaneTest, SilentPeerFailsWithinTheHandshakeTimeout) {
+  // Accepts and holds the connection but never answers, like a server of
+  // another protocol that waits for its client to speak first.
+  FakePeer silent([](tcp::socket&) { return true; });
+  TcpDataClient client;  // default timeouts: 2 s handshake, 30 s I/O
+  const TcpDataClientOptions defaults;
+  ASSERT_LT(defaults.handshake_timeout, defaults.io_timeout);
+  std::vector<uint8_t> out(64, 0x5A);
+  ReadOp r{kBigSegment, 0, out.size(), out.data()};
+  auto start = std::chrono::steady_clock::now();
+  Status s = client.Read(silent.Endpoint(), kNodeId, {&r, 1});
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("HELLO"), std::string::npos) << s.message();
+  EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(out, std::vector<uint8_t>(64, 0x5A));
+  EXPECT_GE(took, defaults.handshake_timeout - std::chrono::milliseconds(50));
+  EXPECT_LT(took, defaults.handshake_timeout + std::chrono::seconds(3));
+  EXPECT_LT(took, defaults.io_timeout);
+
+  // The handshake timeout is its own knob.
+  TcpDataClientOptions options;
+  options.handshake_timeout = std::chrono::milliseconds(300);
+  TcpDataClient quick(options);
+  const auto data = RandomBytes(64, 29);
+  WriteOp w{kBigSegment, 0, data.size(), data.data()};
+  start = std::chrono::steady_clock::now();
+  s = quick.Write(silent.Endpoint(), kNodeId, {&w, 1});
+  took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL);
+  EXPECT_EQ(w.result, ErrorCode::TRANSFER_FAIL);
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(2));
+}
+
+TEST_F(TcpDataPlaneTest, PeerAnsweringGarbageFailsFast) {
+  struct Case {
+    const char* name;
+    FakePeer::Behaviour behave;
+    const char* expect;  // in the message
+  };
+  auto answer = [](std::vector<uint8_t> bytes, bool keep_open) {
+    return [bytes, keep_open](tcp::socket& s) {
+      // The whole HELLO is read first, so a close is a clean FIN.
+      ReadHello(s);
+      asio::error_code ec;
+      asio::write(s, asio::buffer(bytes), ec);
+      return keep_open;
+    };
+  };
+  auto text = [](const std::string& t) {
+    return std::vector<uint8_t>(t.begin(), t.end());
+  };
+  std::vector<uint8_t> old_version = HelloFrame(kNodeId, 0, /*version=*/1);
+  std::vector<uint8_t> bad_length = HelloFrame(kNodeId, 0);
+  wire::PutLe<uint64_t>(bad_length.data() + 16, uint64_t{1} << 40);
+  std::vector<uint8_t> wrong_op = HelloFrame(kNodeId, 0);
+  wire::PutLe<uint16_t>(wrong_op.data() + 6,
+                        static_cast<uint16_t>(wire::Op::kRead));
+  const std::vector<Case> cases = {
+      // An HTTP/1 server answering a request it cannot parse, connection
+      // kept open: recognised from its first bytes, not by a timeout.
+      {"http", answer(text("HTTP/1.1 400 Bad Request\r\n"), true),
+       "not a kvpool data server"},
+      {"short garbage", answer(text("K?"), true), "not a kvpool data server"},
+      {"binary garbage", answer(RandomBytes(4096, 30), false),
+       "not a kvpool data server"},
+      {"closes", answer({}, false), "closed without an answer"},
+      {"old version", answer(old_version, true), "version 1"},
+      {"huge body", answer(bad_length, true), "malformed"},
+      {"wrong op", answer(wrong_op, true), "malformed"},
+      // A broken server that says OK but names another node.
+      {"ok for another node", answer(HelloFrame("host-9", 0), true),
+       "different node"},
+  };
+  TcpDataClientOptions options;
+  options.handshake_timeout = std::chrono::seconds(5);
+  TcpDataClient client(options);
+  for (const Case& c : cases) {
+    FakePeer peer(c.behave);
+    std::vector<uint8_t> out(64, 0x5A);
+    std::vector<ReadOp> reads = {{kBigSegment, 0, 32, out.data()},
+                                 {kBigSegment, 32, 32, out.data() + 32}};
+    const auto start = std::chrono::steady_clock::now();
+    Status s = client.Read(peer.Endpoint(), kNodeId, reads);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(s.code(), ErrorCode::TRANSFER_FAIL) << c.name;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos)
+        << c.name << ": " << s.message();
+    for (const auto& r : reads) {
+      EXPECT_EQ(r.result, ErrorCode::TRANSFER_FAIL) << c.name;
+    }
+    EXPECT_EQ(out, std::vector<uint8_t>(64, 0x5A)) << c.name;
+    EXPECT_LT(took, options.handshake_timeout) << c.name;
+  }
+}
+
+TEST_F(TcpDataPlaneTest, NodeIdsMustBeOneTo256Bytes) {
+  TcpDataServer nameless(&table_, "");
+  EXPECT_EQ(nameless.Start("127.0.0.1", 0).code(), ErrorCode::INVALID_PARAMS);
+  TcpDataServer verbose(&table_, std::string(wire::kMaxNodeIdSize + 1, 'x'));
+  EXPECT_EQ(verbose.Start("127.0.0.1", 0).code(), ErrorCode::INVALID_PARAMS);
+
+  const std::string longest(wire::kMaxNodeIdSize, 'x');
+  TcpDataServer server(&table_, longest);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  EXPECT_EQ(server.node_id(), longest);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+  TcpDataClient client;
+  std::vector<uint8_t> out(16, 0x5A);
+  for (const std::string& bad :
+       {std::string(), std::string(wire::kMaxNodeIdSize + 1, 'x')}) {
+    ReadOp r{kBigSegment, 0, out.size(), out.data()};
+    EXPECT_EQ(client.Read(endpoint, bad, {&r, 1}).code(),
+              ErrorCode::INVALID_PARAMS);
+    EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS);
+  }
+  EXPECT_EQ(out, std::vector<uint8_t>(16, 0x5A));
+  ReadOp r{kBigSegment, 0, out.size(), out.data()};
+  ASSERT_TRUE(client.Read(endpoint, longest, {&r, 1}).ok());
+  EXPECT_EQ(r.result, ErrorCode::OK);
+  EXPECT_EQ(out, std::vector<uint8_t>(16, 0));
 }
 
 TEST_F(TcpDataPlaneTest, MalformedEndpointIsInvalidParams) {
@@ -575,7 +923,9 @@ TEST_F(TcpDataPlaneTest, MalformedEndpointIsInvalidParams) {
   for (const char* ep : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:0",
                          "127.0.0.1:70000", ":80", "127.0.0.1:12x"}) {
     ReadOp r{kBigSegment, 0, out.size(), out.data()};
-    EXPECT_EQ(client.Read(ep, {&r, 1}).code(), ErrorCode::INVALID_PARAMS) << ep;
+    EXPECT_EQ(client.Read(ep, kNodeId, {&r, 1}).code(),
+              ErrorCode::INVALID_PARAMS)
+        << ep;
     EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS) << ep;
   }
 }
@@ -612,7 +962,7 @@ TEST_F(TcpDataPlaneTest, ConcurrentClientsFromManyThreads) {
           writes.push_back({kBigSegment, offset, len, data.back().data()});
           offset += len;
         }
-        Status s = client.Write(Endpoint(), writes);
+        Status s = client.Write(Endpoint(), kNodeId, writes);
         std::vector<std::vector<uint8_t>> out(n);
         std::vector<ReadOp> reads;
         for (size_t i = 0; i < n; ++i) {
@@ -620,7 +970,7 @@ TEST_F(TcpDataPlaneTest, ConcurrentClientsFromManyThreads) {
           reads.push_back(
               {kBigSegment, writes[i].offset, out[i].size(), out[i].data()});
         }
-        if (s.ok()) s = client.Read(Endpoint(), reads);
+        if (s.ok()) s = client.Read(Endpoint(), kNodeId, reads);
         if (!s.ok()) {
           failures[t] = s.ToString();
           return;

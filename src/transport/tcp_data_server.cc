@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <asio.hpp>
 #include <chrono>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -48,8 +50,23 @@ const char* CheckRequestHeader(const wire::Header& h) {
     case wire::Op::kSsdRead:
       if (h.body_len > wire::kMaxUnsupportedBody) return "body over limit";
       return nullptr;
+    case wire::Op::kHello:
+      if (h.count != 0) return "HELLO with a non-zero count";
+      if (h.body_len < wire::kMinNodeIdSize ||
+          h.body_len > wire::kMaxNodeIdSize) {
+        return "HELLO node id length out of range";
+      }
+      return nullptr;
   }
   return "unknown op";
+}
+
+// For logging a node id a peer sent: it may hold any bytes.
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out += (c >= 0x20 && c < 0x7F) ? c : '?';
+  return out;
 }
 
 std::string PeerName(const tcp::socket& s) {
@@ -63,13 +80,16 @@ std::string PeerName(const tcp::socket& s) {
 
 class TcpDataServer::Impl {
  public:
-  Impl(const SegmentTable* segments, int io_threads)
-      : segments_(segments), io_threads_(io_threads > 0 ? io_threads : 1) {}
+  Impl(const SegmentTable* segments, std::string node_id, int io_threads)
+      : segments_(segments),
+        node_id_(std::move(node_id)),
+        io_threads_(io_threads > 0 ? io_threads : 1) {}
   ~Impl() { Stop(); }
 
   Status Start(const std::string& host, uint16_t port);
   void Stop();
   uint16_t port() const { return port_.load(std::memory_order_relaxed); }
+  const std::string& node_id() const { return node_id_; }
   const TcpDataServerStats& stats() const { return stats_; }
 
  private:
@@ -77,6 +97,7 @@ class TcpDataServer::Impl {
   // coroutine frame, so buffers handed to Asio stay put.
   struct SessionState {
     uint8_t header[wire::kHeaderSize];
+    bool greeted = false;  // a HELLO naming this node was accepted
     std::vector<uint8_t> ranges_raw;
     std::vector<wire::Range> ranges;
     std::vector<uint8_t*> targets;  // resolved segment memory, null = rejected
@@ -88,6 +109,11 @@ class TcpDataServer::Impl {
 
   asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor);
   asio::awaitable<void> Serve(tcp::socket socket);
+  // Answers the HELLO whose header is `h`. Returns false when the session
+  // must end (I/O error, or the client expects another node: then the
+  // socket is already closed).
+  asio::awaitable<bool> Greet(tcp::socket& socket, const wire::Header& h,
+                              SessionState& st);
   // Reads the ranges, resolves each against the segment table and fills in
   // per-op result codes. Returns a reason when the frame is malformed.
   const char* ResolveRanges(const wire::Header& h, SessionState& st);
@@ -96,6 +122,7 @@ class TcpDataServer::Impl {
   void BadFrame(tcp::socket& socket, const char* why);
 
   const SegmentTable* const segments_;
+  const std::string node_id_;
   const int io_threads_;
   TcpDataServerStats stats_;
   std::atomic<uint16_t> port_{0};
@@ -111,6 +138,15 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
   if (io_) {
     return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                   "data server already started");
+  }
+  // Without an identity the server could not tell a client that expects
+  // another node from one that expects it.
+  if (node_id_.size() < wire::kMinNodeIdSize ||
+      node_id_.size() > wire::kMaxNodeIdSize) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "data server node id must be 1 to " +
+                      std::to_string(wire::kMaxNodeIdSize) + " bytes, got " +
+                      std::to_string(node_id_.size()));
   }
   auto io = std::make_unique<asio::io_context>(io_threads_);
   const std::string where = host + ":" + std::to_string(port);
@@ -277,6 +313,46 @@ void TcpDataServer::Impl::PrepareResponse(const wire::Header& h,
   }
 }
 
+asio::awaitable<bool> TcpDataServer::Impl::Greet(tcp::socket& socket,
+                                                 const wire::Header& h,
+                                                 SessionState& st) {
+  asio::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  // Bounded by CheckRequestHeader (at most kMaxNodeIdSize bytes).
+  std::string expected(static_cast<size_t>(h.body_len), '\0');
+  co_await asio::async_read(socket, asio::buffer(expected), token);
+  if (ec) co_return false;
+  const bool match = expected == node_id_;
+  if (!match) {
+    // Counted and logged before the answer goes out, so whoever sees the
+    // answer also sees the count.
+    stats_.identity_mismatches.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("data server {}: {} expected node '{}', refusing and closing",
+                 node_id_, PeerName(socket), Printable(expected));
+  }
+  // Either way the answer names this node, so the client can report who
+  // holds the endpoint now.
+  wire::Header rh;
+  rh.op = h.op;
+  rh.status = ToInt(match ? ErrorCode::OK : ErrorCode::SEGMENT_NOT_FOUND);
+  rh.body_len = node_id_.size();
+  st.response.resize(wire::kHeaderSize);
+  wire::EncodeHeader(rh, st.response.data());
+  const std::array<asio::const_buffer, 2> out = {asio::buffer(st.response),
+                                                 asio::buffer(node_id_)};
+  co_await asio::async_write(socket, out, token);
+  if (ec) co_return false;
+  if (match) {
+    st.greeted = true;
+    co_return true;
+  }
+  // The client sends nothing after its HELLO, so closing cannot reset the
+  // connection before it has read the answer.
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+  co_return false;
+}
+
 asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
   SessionState st;
   asio::error_code ec;
@@ -290,6 +366,16 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
       co_return;
     }
     const auto op = static_cast<wire::Op>(h.op);
+    // HELLO is the first frame and only the first: nothing is served to a
+    // client that has not named this node.
+    if ((op == wire::Op::kHello) == st.greeted) {
+      BadFrame(socket, st.greeted ? "second HELLO" : "request before HELLO");
+      co_return;
+    }
+    if (op == wire::Op::kHello) {
+      if (!co_await Greet(socket, h, st)) co_return;
+      continue;
+    }
 
     if (op == wire::Op::kSsdRead) {
       // Skip the body so the connection stays usable, then refuse cleanly.
@@ -369,8 +455,9 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
   }
 }
 
-TcpDataServer::TcpDataServer(const SegmentTable* segments, int io_threads)
-    : impl_(std::make_unique<Impl>(segments, io_threads)) {}
+TcpDataServer::TcpDataServer(const SegmentTable* segments, std::string node_id,
+                             int io_threads)
+    : impl_(std::make_unique<Impl>(segments, std::move(node_id), io_threads)) {}
 
 TcpDataServer::~TcpDataServer() { Stop(); }
 
@@ -381,6 +468,8 @@ Status TcpDataServer::Start(const std::string& host, uint16_t port) {
 void TcpDataServer::Stop() { impl_->Stop(); }
 
 uint16_t TcpDataServer::port() const { return impl_->port(); }
+
+const std::string& TcpDataServer::node_id() const { return impl_->node_id(); }
 
 const TcpDataServerStats& TcpDataServer::stats() const {
   return impl_->stats();

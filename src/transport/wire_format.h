@@ -14,7 +14,8 @@ namespace kvpool::wire {
 
 // The bytes 'K' 'V' 'D' 'P' read as a little-endian u32.
 inline constexpr uint32_t kMagic = 0x5044564B;
-inline constexpr uint16_t kVersion = 1;
+// Version 2 added the HELLO handshake (there was no released version 1).
+inline constexpr uint16_t kVersion = 2;
 
 enum class Op : uint16_t {
   kRead = 1,
@@ -23,6 +24,11 @@ enum class Op : uint16_t {
   // that do not implement it answer with a frame-level error instead of
   // dropping the connection, so a newer client can fall back.
   kSsdRead = 3,
+  // The first frame on every connection, and only there: the client names
+  // the node it means to reach (the body is that node id); the server
+  // answers OK only if it is that node, else an error frame, and then
+  // closes. Both bodies carry a node id, the response's the server's own.
+  kHello = 4,
 };
 
 inline constexpr size_t kHeaderSize = 24;
@@ -36,6 +42,9 @@ inline constexpr uint64_t kMaxPayload = uint64_t{16} << 30;
 // An unsupported op's body is read and discarded; its format is unknown, so
 // it gets a tighter bound than the payload of a WRITE.
 inline constexpr uint64_t kMaxUnsupportedBody = uint64_t{64} << 20;
+// Bounds of the node id carried by HELLO frames (bytes, no terminator).
+inline constexpr size_t kMinNodeIdSize = 1;
+inline constexpr size_t kMaxNodeIdSize = 256;
 
 // Same layout for requests and responses.
 //   0  u32 magic

@@ -1,0 +1,36 @@
+// Entry point of `kvpool bench ssd`: O_DIRECT reads of large objects from
+// the SSD tier (FileStorage) at several queue depths, beside fio's io_uring
+// engine reading a file in the same directory in the same run.
+#ifndef KVPOOL_BENCH_SSD_BENCH_H_
+#define KVPOOL_BENCH_SSD_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+struct SsdBenchOptions {
+  // Must be on the device under test; emptied of earlier bench files first.
+  std::string dir = "/tmp/kvpool-ssd-bench";
+  std::string json_path;                // empty = no JSON
+  double seconds_per_case = 2.0;        // per case, for FileStorage and for fio
+  uint64_t dataset_bytes = 1ull << 30;  // stored per object size
+  std::vector<uint64_t> object_sizes = {1ull << 20, 4ull << 20};
+  std::vector<int> depths = {1, 8, 32};  // objects in flight per batch
+  // Each case alternates FileStorage and fio this many times and keeps the
+  // best run of each: shared and virtual disks drift between runs.
+  int rounds = 2;
+  std::string io_backend = "auto";  // auto | io_uring | pread
+  std::string fio_path = "fio";
+  bool keep_files = false;
+};
+
+// Prints a table (case, FileStorage MB/s, fio MB/s, ratio, p50/p99) and
+// progress on stderr; returns 0, or 1 if a read failed or returned wrong
+// bytes, or fio could not be run.
+int RunSsdBench(const SsdBenchOptions& opts);
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_BENCH_SSD_BENCH_H_

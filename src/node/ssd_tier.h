@@ -1,0 +1,97 @@
+// A holder's SSD tier: its FileStorage plus the work the master hands it.
+//  - offload: copy a MEMORY replica from this node's segment to the SSD,
+//    commit it to the local index, then report (roll back if the master
+//    refuses or cannot be told);
+//  - promotion: PromoteOneKeyFromLocalDisk, the one chain every promotion
+//    path uses (AllocStart -> staging buffer -> SSD read -> write into the
+//    staged replica -> NotifyPromotion), with an RAII guard that reports a
+//    failure at any step;
+//  - capacity: above the SSD high watermark, two-phase eviction (the master
+//    drops the replica first, then the space is freed);
+//  - re-registration of what the SSD holds after a (re)mount.
+// Thread-safe. One offload worker and one sequential promotion worker.
+#ifndef KVPOOL_NODE_SSD_TIER_H_
+#define KVPOOL_NODE_SSD_TIER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/master_client.h"
+#include "common/metrics.h"
+#include "kvpool.pb.h"
+#include "storage/file_storage.h"
+#include "transport/data_plane_types.h"
+#include "transport/segment_table.h"
+#include "transport/tcp_data_client.h"
+
+namespace kvpool {
+
+struct SsdTierConfig {
+  std::string ssd_offload_path;
+  uint64_t ssd_capacity_bytes = 4ull << 30;
+  uint64_t ssd_segment_file_size = 256ull << 20;
+  int64_t ssd_gc_interval_ms = 1000;
+  int64_t ssd_eviction_interval_ms = 500;
+  std::string ssd_io_backend = "auto";  // auto, io_uring, pread
+  size_t offload_batch = 64;
+};
+
+class SsdTier {
+ public:
+  // `master`, `segments` and `tcp` must outlive the tier.
+  SsdTier(SsdTierConfig config, std::string node_id, MasterClient* master,
+          const SegmentTable* segments, TcpDataClient* tcp);
+  ~SsdTier();
+  Status Start();
+  // Refuses new work, finishes queued and running tasks, joins the workers.
+  void Stop();
+
+  // Registers every stored object with the master; copies it refuses are
+  // dropped locally. Called after each (re)mount.
+  void RegisterWithMaster();
+  void EnqueueOffloads(const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks);
+  void EnqueuePromotions(const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks);
+  // Serves SSD_READ of the data plane: fills each op's dest and result.
+  void ServeReads(std::span<KeyReadOp> ops);
+
+  // The shared promotion chain. Returns what the master was told.
+  Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
+  // Offloads one batch now (the worker's body; public for tests).
+  void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
+  // One SSD watermark check (the eviction loop's body; public for tests).
+  void EvictIfNeeded();
+
+  FileStorage* storage() { return storage_.get(); }
+  MetricsRegistry& metrics() { return metrics_; }
+  std::string StatusJson() const;
+
+ private:
+  void OffloadLoop();
+  void PromotionLoop();
+  void EvictionLoop();
+
+  const SsdTierConfig config_;
+  const std::string node_id_;
+  MasterClient* master_;
+  const SegmentTable* segments_;
+  TcpDataClient* tcp_;
+  std::unique_ptr<FileStorage> storage_;
+  MetricsRegistry metrics_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<rpc::OffloadTask> offloads_;
+  std::deque<rpc::PromotionTask> promotions_;
+  std::thread offload_thread_, promotion_thread_, eviction_thread_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_NODE_SSD_TIER_H_

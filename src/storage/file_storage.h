@@ -1,0 +1,202 @@
+// FileStorage: the SSD tier of one node. Values live in append-only segment
+// files of 4096-aligned records (docs/ssd_format.md), read and written with
+// O_DIRECT through io_uring (or pread/pwrite where io_uring is refused), and
+// found through an in-memory index rebuilt by scanning the files at Open.
+//
+// Space is reclaimed in two steps because the master must forget a
+// LOCAL_DISK replica before its bytes go away: PickEvictionCandidates names
+// the oldest records, the caller tells the master and calls Remove for each,
+// and CollectGarbage (or its background thread) later rewrites the live
+// records of mostly-dead files and deletes those files.
+//
+// Every method is thread-safe.
+#ifndef KVPOOL_STORAGE_FILE_STORAGE_H_
+#define KVPOOL_STORAGE_FILE_STORAGE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvpool/status.h"
+#include "storage/io_backend.h"
+#include "storage/storage_index.h"
+
+namespace kvpool {
+
+enum class SsdIoBackend {
+  kAuto,     // io_uring, or pread/pwrite (logged once) where it is refused
+  kIoUring,  // io_uring or fail
+  kPread,    // pread/pwrite with O_DIRECT
+};
+
+struct FileStorageConfig {
+  std::string ssd_dir;                        // created if missing
+  uint64_t segment_file_size = 256ull << 20;  // a log file is sealed here
+  uint64_t ssd_capacity_bytes = 64ull << 30;  // bytes of segment files
+  double ssd_high_watermark_ratio = 0.90;     // eviction starts above
+  double ssd_low_watermark_ratio = 0.80;      // ... and stops below
+  // A sealed file is collected when this share of it is dead.
+  double ssd_gc_dead_ratio = 0.5;
+  // Period of the background collector; 0 = none (call CollectGarbage).
+  int64_t ssd_gc_interval_ms = 0;
+  SsdIoBackend ssd_io_backend = SsdIoBackend::kAuto;
+  unsigned ssd_io_queue_depth = 64;  // requests in flight per ring
+  unsigned ssd_io_rings = 4;         // concurrent batches before waiting
+  // Check every value's checksum during the start-up scan (reads every
+  // byte); when false only headers are checked and damage in a value is
+  // found by the read that meets it.
+  bool ssd_verify_on_open = true;
+  // Replaces the backend chosen above; for fault injection in tests.
+  std::shared_ptr<storage::IoBackend> io_backend_override;
+
+  Status Validate() const;
+};
+
+struct WriteItem {
+  std::string tenant;
+  std::string key;
+  const void* data = nullptr;
+  uint64_t size = 0;
+};
+
+struct ReadItem {
+  std::string tenant;
+  std::string key;
+  void* dest = nullptr;  // 4096-aligned dest is filled without a copy
+  uint64_t capacity = 0;
+};
+
+struct StoredObject {
+  std::string tenant;
+  std::string key;
+  uint64_t size = 0;
+  uint64_t seq = 0;  // write order; smaller is older
+};
+
+struct FileStorageStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t bytes_used = 0;  // segment file bytes handed out, dead included
+  uint64_t bytes_live = 0;  // on-disk bytes of current records
+  uint64_t files = 0;
+  uint64_t records = 0;
+  uint64_t corrupt_skipped = 0;  // damaged records skipped by the Open scan
+  uint64_t corrupt_reads = 0;    // reads that failed a checksum
+  uint64_t read_errors = 0;
+  uint64_t write_errors = 0;
+  uint64_t gc_runs = 0;
+  uint64_t gc_files_deleted = 0;
+  uint64_t gc_records_moved = 0;
+  uint64_t gc_bytes_reclaimed = 0;
+  bool io_uring_enabled = false;
+};
+
+class FileStorage {
+ public:
+  // Creates the directory, checks that it takes O_DIRECT, scans the
+  // existing segment files and rebuilds the index. Damaged records are
+  // skipped and counted (corrupt_skipped); new writes go to a new file.
+  static Result<std::unique_ptr<FileStorage>> Open(
+      const FileStorageConfig& config);
+  ~FileStorage();
+  FileStorage(const FileStorage&) = delete;
+  FileStorage& operator=(const FileStorage&) = delete;
+
+  // Writes all items in one submission; one Status per item. Rewriting a key
+  // supersedes its record; rewriting it with the same bytes does nothing.
+  // NO_AVAILABLE_HANDLE: over ssd_capacity_bytes. FILE_WRITE_FAIL: the disk
+  // refused the write (full, I/O error, short write); the key then keeps its
+  // previous value, if any.
+  std::vector<Status> BatchWrite(const std::vector<WriteItem>& items);
+
+  // Reads all items in one submission; each result is the value's size.
+  // The checksum is verified on every read: damage is OBJECT_NOT_FOUND (and
+  // the key is dropped), never wrong bytes. BUFFER_OVERFLOW: capacity is
+  // smaller than the value. Only [dest, dest + size) is written, and its
+  // contents are unspecified when the result is an error.
+  std::vector<Result<uint64_t>> BatchRead(const std::vector<ReadItem>& items);
+
+  Result<uint64_t> LookupSize(std::string_view tenant,
+                              std::string_view key) const;
+
+  // Drops the key and marks its record dead on disk (so a restart does not
+  // bring it back). Its space returns through garbage collection.
+  Status Remove(std::string_view tenant, std::string_view key);
+
+  // Every stored object, for re-registering with the master after a restart.
+  std::vector<StoredObject> List() const;
+
+  // Above the high watermark: the oldest records whose removal brings the
+  // live bytes below the low watermark, oldest first. Removes nothing.
+  std::vector<StoredObject> PickEvictionCandidates() const;
+
+  // Rewrites the live records of sealed files whose dead share exceeds
+  // ssd_gc_dead_ratio (and, above the high watermark, of the deadest files
+  // until the low watermark is in reach) into the active file, then deletes
+  // those files. Reads in flight on a deleted file finish normally.
+  Status CollectGarbage();
+
+  FileStorageStats GetStats() const;
+  bool io_uring_enabled() const { return io_->is_io_uring(); }
+  const FileStorageConfig& config() const { return config_; }
+
+ private:
+  struct PendingRecord;
+  struct Reservation;
+
+  explicit FileStorage(const FileStorageConfig& config);
+  Status Recover();
+  Result<std::shared_ptr<storage::SegmentFile>> ActiveFileFor(uint64_t span);
+  void Reserve(std::span<PendingRecord> recs, bool over_capacity_ok);
+  void ReleaseReservation(storage::SegmentFile* file);
+  void WriteRecords(std::span<PendingRecord> recs);
+  // Overwrites the headers of records that stopped being current with dead
+  // headers; returns how many could not be written.
+  size_t Invalidate(
+      const std::vector<std::pair<StoredObject, storage::IndexEntry>>& records);
+  void DropLive(const storage::IndexEntry& e);
+  Status CollectFile(
+      const std::shared_ptr<storage::SegmentFile>& file,
+      std::vector<std::pair<StoredObject, storage::IndexEntry>> live);
+  void GcLoop();
+
+  const FileStorageConfig config_;
+  std::unique_ptr<storage::IoBackend> owned_io_;
+  storage::IoBackend* io_ = nullptr;
+  storage::StorageIndex index_;
+  std::atomic<uint64_t> next_seq_{1};
+
+  // The file table. Lock order: files_mu_ before an index shard is never
+  // needed; the two are not held together.
+  mutable std::mutex files_mu_;
+  std::map<uint32_t, std::shared_ptr<storage::SegmentFile>> files_;
+  std::shared_ptr<storage::SegmentFile> active_;
+  uint32_t next_file_id_ = 1;
+  uint64_t bytes_used_ = 0;
+
+  std::atomic<uint64_t> bytes_live_{0};
+  std::atomic<uint64_t> corrupt_skipped_{0};
+  std::atomic<uint64_t> corrupt_reads_{0};
+  std::atomic<uint64_t> read_errors_{0};
+  std::atomic<uint64_t> write_errors_{0};
+  std::atomic<uint64_t> gc_runs_{0};
+  std::atomic<uint64_t> gc_files_deleted_{0};
+  std::atomic<uint64_t> gc_records_moved_{0};
+  std::atomic<uint64_t> gc_bytes_reclaimed_{0};
+
+  std::mutex gc_mu_;  // one collection at a time
+  std::mutex gc_thread_mu_;
+  std::condition_variable gc_cv_;
+  bool stopping_ = false;
+  std::thread gc_thread_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_STORAGE_FILE_STORAGE_H_
