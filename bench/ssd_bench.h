@@ -11,7 +11,8 @@
 namespace kvpool {
 
 struct SsdBenchOptions {
-  // Must be on the device under test; emptied of earlier bench files first.
+  // On the device under test. One store per object size is made in a
+  // subdirectory and removed afterwards; fio reads that store's files.
   std::string dir = "/tmp/kvpool-ssd-bench";
   std::string json_path;                // empty = no JSON
   double seconds_per_case = 2.0;        // per case, for FileStorage and for fio
@@ -20,7 +21,7 @@ struct SsdBenchOptions {
   std::vector<int> depths = {1, 8, 32};  // objects in flight per batch
   // Each case alternates FileStorage and fio this many times and keeps the
   // best run of each: shared and virtual disks drift between runs.
-  int rounds = 2;
+  int rounds = 3;
   std::string io_backend = "auto";  // auto | io_uring | pread
   std::string fio_path = "fio";
   bool keep_files = false;

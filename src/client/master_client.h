@@ -28,8 +28,17 @@ class MasterClient {
                                                                Resp*),
               const Req& req, Resp* resp) const {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
-    grpc::Status s = (stub_.get()->*method)(&ctx, req, resp);
+    return CallWith(&ctx, method, req, resp);
+  }
+  // The same with a caller-owned context (so another thread may TryCancel
+  // it, e.g. to end a long-poll heartbeat at shutdown).
+  template <typename Req, typename Resp>
+  Status CallWith(grpc::ClientContext* ctx,
+                  grpc::Status (rpc::MasterService::Stub::*method)(grpc::ClientContext*,
+                                                                   const Req&, Resp*),
+                  const Req& req, Resp* resp) const {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
+    grpc::Status s = (stub_.get()->*method)(ctx, req, resp);
     if (s.ok()) return Status::OK();
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "master lacks RPC: " + s.error_message());

@@ -45,6 +45,8 @@ Status MasterServer::Start() {
 
 void MasterServer::Stop() {
   if (http_) http_->Stop();
+  // Release long-poll heartbeats first, or Shutdown waits for them.
+  service_->nodes().WakeAll();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }

@@ -19,6 +19,10 @@ Status NodeConfig::Validate() const {
   if (data_port < 0 || data_port > 65535) return bad("data_port out of range");
   if (heartbeat_interval_ms <= 0) return bad("heartbeat_interval_ms must be > 0");
   if (data_threads <= 0) return bad("data_threads must be > 0");
+  if (enable_ssd_offload && ssd_offload_path.empty()) {
+    return bad("enable_ssd_offload needs ssd_offload_path");
+  }
+  if (enable_ssd_offload && ssd_capacity_bytes == 0) return bad("ssd_capacity_bytes must be > 0");
   return Status::OK();
 }
 
@@ -73,6 +77,18 @@ Status Node::Start() {
   segment_ = std::move(seg.value());
   data_server_ = std::make_unique<TcpDataServer>(&table_, config_.node_id,
                                                  config_.data_threads);
+  if (config_.enable_ssd_offload) {
+    SsdTierConfig sc;
+    sc.ssd_offload_path = config_.ssd_offload_path;
+    sc.ssd_capacity_bytes = config_.ssd_capacity_bytes;
+    sc.ssd_segment_file_size = config_.ssd_segment_file_size;
+    sc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
+    sc.ssd_eviction_interval_ms = config_.ssd_eviction_interval_ms;
+    sc.ssd_io_backend = config_.ssd_io_backend;
+    ssd_ = std::make_unique<SsdTier>(sc, config_.node_id, master_.get(), &table_, &tcp_);
+    if (Status s = ssd_->Start(); !s.ok()) return s;
+    // SSD_HANDLER_HOOK
+  }
   if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {
     return s;
   }
@@ -117,6 +133,7 @@ Status Node::Mount() {
   req.set_size(segment_->size());
   req.set_shm_path(segment_->path());
   req.set_data_endpoint(data_endpoint());
+  req.set_ssd_enabled(ssd_ != nullptr);
   rpc::MountSegmentResponse resp;
   if (Status s = master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp); !s.ok()) {
     return s;
@@ -128,20 +145,39 @@ Status Node::Mount() {
   uint64_t old = segment_id_.exchange(resp.segment_id());
   table_.Add(resp.segment_id(), SegmentView{segment_->data(), segment_->size()});
   if (old != 0 && old != resp.segment_id()) table_.Remove(old);
+  // What the SSD holds survives a master restart or our own: tell the pool.
+  if (ssd_) ssd_->RegisterWithMaster();
   return Status::OK();
 }
 
 void Node::HeartbeatLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(config_.heartbeat_interval_ms));
-    if (stopping_) break;
-    if (hb_paused_) continue;
+    if (hb_paused_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(config_.heartbeat_interval_ms));
+      continue;
+    }
     lock.unlock();
+    // A long poll: the master answers at once when it has tasks for us and
+    // otherwise after heartbeat_interval_ms, so this is both the liveness
+    // beat and the immediate hand-over of offload and promotion work.
     rpc::HeartbeatRequest req;
     req.set_node_id(config_.node_id);
+    req.set_wait_ms(static_cast<uint32_t>(config_.heartbeat_interval_ms));
+    req.set_max_offload_tasks(ssd_ ? 256 : 0);
     rpc::HeartbeatResponse resp;
-    Status s = master_->Call(&rpc::MasterService::Stub::Heartbeat, req, &resp);
+    auto started = std::chrono::steady_clock::now();
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (stopping_) break;
+      hb_ctx_ = &ctx;
+    }
+    Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat, req, &resp);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      hb_ctx_ = nullptr;
+    }
     if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
       // The master forgot us (restart or declared dead). What was in the
       // segment is no longer indexed anywhere, so it is safe to reuse.
@@ -149,8 +185,17 @@ void Node::HeartbeatLoop() {
       if (Status m = Mount(); !m.ok()) spdlog::warn("remount failed: {}", m.ToString());
     } else if (!s.ok()) {
       metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
+    } else if (ssd_) {
+      ssd_->EnqueueOffloads(resp.offload_tasks());
+      ssd_->EnqueuePromotions(resp.promotion_tasks());
     }
     lock.lock();
+    // Pace only calls that returned early without work (errors, an old
+    // master that does not hold the poll), never a hand-over.
+    bool had_work = resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0;
+    auto elapsed = std::chrono::steady_clock::now() - started;
+    auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
+    if (!had_work && elapsed < period && !stopping_) cv_.wait_for(lock, period - elapsed);
   }
 }
 
@@ -158,9 +203,12 @@ void Node::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    if (hb_ctx_) hb_ctx_->TryCancel();
   }
   cv_.notify_all();
   if (hb_thread_.joinable()) hb_thread_.join();
+  // Finish queued offloads and promotions while the segment is still ours.
+  if (ssd_) ssd_->Stop();
   if (master_ && segment_id_.load() != 0) {
     rpc::UnmountSegmentRequest req;
     req.set_node_id(config_.node_id);
@@ -179,9 +227,10 @@ std::string Node::StatusJson() const {
   const auto& st = data_server_->stats();
   return fmt::format(
       R"({{"node_id":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
-      R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{}}})",
+      R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{},"ssd":{}}})",
       config_.node_id, segment_id_.load(), config_.global_segment_size, data_endpoint(),
-      st.bytes_read.load(), st.bytes_written.load(), st.bad_frames.load());
+      st.bytes_read.load(), st.bytes_written.load(), st.bad_frames.load(),
+      ssd_ ? ssd_->StatusJson() : std::string("null"));
 }
 
 }  // namespace kvpool

@@ -18,8 +18,10 @@
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
 #include "node/node_config.h"
+#include "node/ssd_tier.h"
 #include "transport/segment_table.h"
 #include "transport/shm_segment.h"
+#include "transport/tcp_data_client.h"
 #include "transport/tcp_data_server.h"
 
 namespace kvpool {
@@ -41,6 +43,8 @@ class Node {
   uint64_t segment_id() const { return segment_id_.load(); }
   int metrics_port() const { return http_ ? http_->port() : -1; }
   MetricsRegistry& metrics() { return metrics_; }
+  // The SSD tier, or nullptr when enable_ssd_offload is off.
+  SsdTier* ssd() { return ssd_.get(); }
   std::string StatusJson() const;
 
  private:
@@ -52,6 +56,8 @@ class Node {
   std::unique_ptr<ShmSegment> segment_;
   SegmentTable table_;
   std::unique_ptr<TcpDataServer> data_server_;
+  TcpDataClient tcp_;  // promotion writes into another node's segment
+  std::unique_ptr<SsdTier> ssd_;
   std::unique_ptr<HttpEndpoint> http_;
   MetricsRegistry metrics_;
   std::atomic<uint64_t> segment_id_{0};
@@ -60,6 +66,7 @@ class Node {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  grpc::ClientContext* hb_ctx_ = nullptr;  // the poll in flight, under mu_
   std::thread hb_thread_;
 };
 
