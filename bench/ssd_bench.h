@@ -19,17 +19,20 @@ struct SsdBenchOptions {
   uint64_t dataset_bytes = 1ull << 30;  // stored per object size
   std::vector<uint64_t> object_sizes = {1ull << 20, 4ull << 20};
   std::vector<int> depths = {1, 8, 32};  // objects in flight per batch
-  // Each case alternates FileStorage and fio this many times and keeps the
-  // best run of each: shared and virtual disks drift between runs.
+  // Each case alternates FileStorage and fio this many times and reports
+  // the median run of each: shared and virtual disks drift between runs.
   int rounds = 3;
   std::string io_backend = "auto";  // auto | io_uring | pread
+  // FileStorage reads into memory advised MADV_HUGEPAGE (fio keeps its own
+  // buffers): shows what destination memory does on a segment-limited disk.
+  bool huge_page_dest = false;
   std::string fio_path = "fio";
   bool keep_files = false;
 };
 
 // Prints a table (case, FileStorage MB/s, fio MB/s, ratio, p50/p99) and
-// progress on stderr; returns 0, or 1 if a read failed or returned wrong
-// bytes, or fio could not be run.
+// progress (each round's MB/s) on stderr; returns 0, or 1 if a read failed or
+// returned wrong bytes, or fio could not be run.
 int RunSsdBench(const SsdBenchOptions& opts);
 
 }  // namespace kvpool

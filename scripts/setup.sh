@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libasio-dev liburing-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev fio
 )
 
 missing=()

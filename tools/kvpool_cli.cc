@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bench/bench_main.h"
+#include "bench/ssd_bench.h"
 #include "kvpool/client.h"
 #include "kvpool/local_cluster.h"
 #include "tools/demo.h"
@@ -105,6 +106,24 @@ int main(int argc, char** argv) {
   bench_master->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
 
+  auto* bench_pressure =
+      bench->add_subcommand("pressure", "3x DRAM of 1 MiB puts with offload: latency, copies, losses");
+  bench_pressure->add_option("--json", bench_opts.json_path, "also write JSON here");
+  bench_pressure->add_option("--svg", bench_opts.svg_path, "put latency over time as SVG");
+  bench_pressure->add_option("--dir", bench_opts.dir, "scratch directory for SSD files");
+  kvpool::AddSizeFlag(*bench_pressure, "--dram", &bench_opts.pressure_dram_bytes, "pool DRAM");
+
+  kvpool::SsdBenchOptions ssd_opts;
+  auto* bench_ssd = bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
+  bench_ssd->add_option("--json", ssd_opts.json_path, "also write JSON here");
+  bench_ssd->add_option("--dir", ssd_opts.dir, "directory on the device under test")
+      ->capture_default_str();
+  bench_ssd->add_option("--seconds", ssd_opts.seconds_per_case, "time per case")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*bench_ssd, "--dataset", &ssd_opts.dataset_bytes, "bytes stored per size");
+  bench_ssd->add_option("--rounds", ssd_opts.rounds, "alternations per case")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   if (transport == "shm") {
@@ -141,6 +160,8 @@ int main(int argc, char** argv) {
   if (*demo) return kvpool::RunDemo(demo_opts);
   if (*bench_transfer) return kvpool::RunTransferBench(bench_opts);
   if (*bench_master) return kvpool::RunMasterBench(bench_opts);
+  if (*bench_pressure) return kvpool::RunPressureBench(bench_opts);
+  if (*bench_ssd) return kvpool::RunSsdBench(ssd_opts);
 
   auto created = kvpool::Client::Create(cc);
   if (!created.ok()) return Fail(created.status());

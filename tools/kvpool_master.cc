@@ -41,6 +41,30 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--allocation_strategy", c.allocation_strategy, "free_ratio_first or random")
       ->capture_default_str();
+  app.add_flag("--enable_offload", c.enable_offload, "copy DRAM values to holders' SSDs");
+  app.add_flag("--offload_on_evict", c.offload_on_evict,
+               "offload at eviction instead of at PutEnd");
+  app.add_flag("--offload_force_evict", c.offload_force_evict,
+               "let eviction drop keys that have no SSD copy (counted)");
+  app.add_option("--offloading_queue_limit", c.offloading_queue_limit,
+                 "offload tasks in flight at most")
+      ->capture_default_str();
+  app.add_option("--offload_task_ttl_sec", c.offload_task_ttl_sec,
+                 "an unanswered offload task is dropped after this")
+      ->capture_default_str();
+  app.add_flag("--promotion_on_hit", c.promotion_on_hit, "promote SSD-only keys that gets hit");
+  app.add_option("--promotion_admission_threshold", c.promotion_admission_threshold,
+                 "hits (count-min sketch, decaying) before a key is promoted")
+      ->capture_default_str();
+  app.add_option("--promotion_queue_limit", c.promotion_queue_limit,
+                 "promotions in flight at most, all paths together")
+      ->capture_default_str();
+  app.add_option("--promotion_max_per_heartbeat", c.promotion_max_per_heartbeat,
+                 "promotion tasks handed to a holder per heartbeat")
+      ->capture_default_str();
+  app.add_option("--promotion_task_ttl_sec", c.promotion_task_ttl_sec,
+                 "the reaper clears promotion tasks older than this")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file, "write the bound rpc port here (for scripts/tests)");
   CLI11_PARSE(app, argc, argv);

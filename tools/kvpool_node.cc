@@ -26,6 +26,19 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms, "heartbeat period")
       ->capture_default_str();
   app.add_option("--data_threads", c.data_threads, "data-plane I/O threads")->capture_default_str();
+  app.add_flag("--enable_ssd_offload", c.enable_ssd_offload, "give this node an SSD tier");
+  app.add_option("--ssd_offload_path", c.ssd_offload_path, "directory of the SSD tier");
+  kvpool::AddSizeFlag(app, "--ssd_capacity_bytes", &c.ssd_capacity_bytes,
+                      "bytes of SSD the tier may use");
+  kvpool::AddSizeFlag(app, "--ssd_segment_file_size", &c.ssd_segment_file_size,
+                      "size of each log file");
+  app.add_option("--ssd_gc_interval_ms", c.ssd_gc_interval_ms, "garbage collection period")
+      ->capture_default_str();
+  app.add_option("--ssd_eviction_interval_ms", c.ssd_eviction_interval_ms,
+                 "SSD watermark check period")
+      ->capture_default_str();
+  app.add_option("--ssd_io_backend", c.ssd_io_backend, "auto, io_uring or pread")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   sigset_t set;

@@ -25,6 +25,8 @@ struct ClientCounters {
   uint64_t shm_bytes_written = 0;
   uint64_t tcp_bytes_read = 0;
   uint64_t tcp_bytes_written = 0;
+  uint64_t ssd_bytes_read = 0;  // values read from a holder's SSD
+  uint64_t local_ssd_bytes_read = 0;  // ... of which from a holder in this process
 };
 
 class Client {

@@ -75,7 +75,8 @@ const ClientConfig& Client::config() const { return state_->config; }
 ClientCounters Client::counters() const {
   auto& d = state_->data;
   return ClientCounters{d.shm_bytes_read.load(), d.shm_bytes_written.load(),
-                        d.tcp_bytes_read.load(), d.tcp_bytes_written.load()};
+                        d.tcp_bytes_read.load(), d.tcp_bytes_written.load(),
+                        d.ssd_bytes_read.load(), d.local_ssd_bytes_read.load()};
 }
 
 // -------------------------------------------------------------------- put
@@ -260,6 +261,7 @@ std::vector<Status> Client::BatchPutFrom(const std::vector<std::string>& keys,
 namespace {
 // One key's read: where to put it and what the master said.
 struct ReadJob {
+  std::string_view key;
   uint8_t* dest = nullptr;
   uint64_t capacity = 0;
   const rpc::GetReplicaListResponse* reply = nullptr;
@@ -271,35 +273,44 @@ struct ReadJob {
 
 // Reads every job whose reply is OK; tries the next replica when a transfer
 // fails, so a dead holder of one replica does not fail the read.
-static void RunReads(DataPlane& data, std::vector<ReadJob>& jobs, int64_t started_ms) {
+static void RunReads(DataPlane& data, const std::string& tenant, std::vector<ReadJob>& jobs,
+                     int64_t started_ms) {
   bool progress = true;
   while (progress) {
     progress = false;
-    std::vector<TransferItem> items;
-    std::vector<size_t> owner;
+    std::vector<TransferItem> items;  // MEMORY replicas
+    std::vector<size_t> item_owner;
+    std::vector<KeyReadOp> disk;       // LOCAL_DISK replicas: SSD_READ at the holder
+    std::vector<std::pair<std::string, std::string>> disk_peer;  // (endpoint, node id)
+    std::vector<size_t> disk_owner;
     for (size_t i = 0; i < jobs.size(); ++i) {
       auto& j = jobs[i];
       if (j.result.ok() || j.reply == nullptr) continue;
-      while (j.next_replica < j.reply->replicas_size() &&
-             j.reply->replicas(j.next_replica).kind() != rpc::MEMORY) {
-        ++j.next_replica;
-      }
       if (j.next_replica >= j.reply->replicas_size()) continue;
-      const auto& loc = j.reply->replicas(j.next_replica++).memory();
-      items.push_back(TransferItem{&loc, j.dest, j.reply->size()});
-      owner.push_back(i);
+      const auto& rep = j.reply->replicas(j.next_replica++);
+      if (rep.kind() == rpc::MEMORY) {
+        items.push_back(TransferItem{&rep.memory(), j.dest, j.reply->size()});
+        item_owner.push_back(i);
+      } else {
+        disk.push_back(KeyReadOp{tenant, std::string(j.key), j.reply->size(), j.dest});
+        disk_peer.emplace_back(rep.disk_data_endpoint(), rep.disk_node_id());
+        disk_owner.push_back(i);
+      }
     }
-    if (items.empty()) break;
-    data.Read(items);
-    for (size_t k = 0; k < items.size(); ++k) {
-      auto& j = jobs[owner[k]];
-      if (items[k].result == ErrorCode::OK) {
+    if (items.empty() && disk.empty()) break;
+    if (!items.empty()) data.Read(items);
+    if (!disk.empty()) data.ReadKeys(disk, disk_peer);
+    auto settle = [&](size_t owner, ErrorCode code) {
+      auto& j = jobs[owner];
+      if (code == ErrorCode::OK) {
         j.result = j.reply->size();
       } else {
-        j.result = Status(items[k].result, "reading the value failed");
-        progress = true;
+        j.result = Status(code, "reading the value failed");
+        progress = true;  // try the next replica
       }
-    }
+    };
+    for (size_t k = 0; k < items.size(); ++k) settle(item_owner[k], items[k].result);
+    for (size_t k = 0; k < disk.size(); ++k) settle(disk_owner[k], disk[k].result);
   }
   // Past the lease, the master may have reused the range: the bytes cannot
   // be trusted (Mooncake's LEASE_EXPIRED).
@@ -354,10 +365,11 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
       continue;
     }
     jobs[j].reply = &r;
+    jobs[j].key = keys[i];
     jobs[j].dest = static_cast<uint8_t*>(bufs[i]);
     jobs[j].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started);
   for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
   return out;
 }
@@ -385,9 +397,10 @@ std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>
     jobs[i].owned.resize(r.size());
     jobs[i].dest = reinterpret_cast<uint8_t*>(jobs[i].owned.data());
     jobs[i].reply = &r;
+    jobs[i].key = keys[i];
     jobs[i].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started);
   for (size_t i = 0; i < n; ++i) {
     if (jobs[i].result.ok()) {
       out[i] = std::move(jobs[i].owned);
@@ -420,9 +433,10 @@ Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size)
   }
   std::vector<ReadJob> jobs(1);
   jobs[0].reply = &r;
+  jobs[0].key = key;
   jobs[0].dest = static_cast<uint8_t*>(buf);
   jobs[0].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
-  RunReads(state_->data, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started);
   return jobs[0].result;
 }
 

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "common/host_id.h"
+#include "node/local_holders.h"
+#include "node/ssd_tier.h"
 
 namespace kvpool {
 
@@ -110,6 +112,50 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
 }
 
 void DataPlane::Read(std::vector<TransferItem>& items) { Transfer<ReadOp>(items, false); }
+
+void DataPlane::ReadKeys(std::vector<KeyReadOp>& ops,
+                         const std::vector<std::pair<std::string, std::string>>& peers) {
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_peer;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (peers[i].first.empty() || peers[i].second.empty()) {
+      ops[i].result = ErrorCode::INVALID_REPLICA;  // the holder is unknown
+      continue;
+    }
+    by_peer[peers[i]].push_back(i);
+  }
+  // A holder in this very process reads its own SSD: no socket.
+  if (mode_ != TransportMode::kTcp) {
+    for (auto it = by_peer.begin(); it != by_peer.end();) {
+      auto tier = FindLocalHolder(it->first.second);
+      if (!tier) {
+        ++it;
+        continue;
+      }
+      std::vector<KeyReadOp> batch;
+      for (size_t i : it->second) batch.push_back(std::move(ops[i]));
+      tier->ServeReads(batch);
+      for (size_t k = 0; k < it->second.size(); ++k) {
+        ops[it->second[k]] = std::move(batch[k]);
+        if (ops[it->second[k]].result == ErrorCode::OK) {
+          ssd_bytes_read += ops[it->second[k]].length;
+          local_ssd_bytes_read += ops[it->second[k]].length;
+        }
+      }
+      it = by_peer.erase(it);
+    }
+  }
+  for (auto& [peer, idx] : by_peer) {
+    std::vector<KeyReadOp> batch;
+    batch.reserve(idx.size());
+    for (size_t i : idx) batch.push_back(std::move(ops[i]));
+    Status s = tcp_.ReadKeys(peer.first, peer.second, batch);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      ops[idx[k]] = std::move(batch[k]);
+      if (!s.ok()) ops[idx[k]].result = ErrorCode::TRANSFER_FAIL;
+      if (ops[idx[k]].result == ErrorCode::OK) ssd_bytes_read += ops[idx[k]].length;
+    }
+  }
+}
 void DataPlane::Write(std::vector<TransferItem>& items) { Transfer<WriteOp>(items, true); }
 
 }  // namespace kvpool

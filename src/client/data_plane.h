@@ -33,9 +33,15 @@ class DataPlane {
   explicit DataPlane(TransportMode mode);
   void Read(std::vector<TransferItem>& items);
   void Write(std::vector<TransferItem>& items);
+  // SSD_READ of each op at the holder named by peers[i] = (endpoint, node
+  // id); one round trip per holder.
+  void ReadKeys(std::vector<KeyReadOp>& ops,
+                const std::vector<std::pair<std::string, std::string>>& peers);
 
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};
   std::atomic<uint64_t> tcp_bytes_read{0}, tcp_bytes_written{0};
+  std::atomic<uint64_t> ssd_bytes_read{0};
+  std::atomic<uint64_t> local_ssd_bytes_read{0};  // of which from an in-process holder
 
  private:
   enum class Path { kShm, kTcp, kInvalid };

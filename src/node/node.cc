@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/host_id.h"
+#include "node/local_holders.h"
 
 namespace kvpool {
 
@@ -85,9 +86,12 @@ Status Node::Start() {
     sc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
     sc.ssd_eviction_interval_ms = config_.ssd_eviction_interval_ms;
     sc.ssd_io_backend = config_.ssd_io_backend;
-    ssd_ = std::make_unique<SsdTier>(sc, config_.node_id, master_.get(), &table_, &tcp_);
+    ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(), &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;
-    // SSD_HANDLER_HOOK
+    data_server_->SetSsdReadHandler([tier = ssd_.get()](std::span<KeyReadOp> ops) {
+      tier->ServeReads(ops);
+    });
+    RegisterLocalHolder(config_.node_id, ssd_);
   }
   if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {
     return s;
@@ -208,7 +212,10 @@ void Node::Stop() {
   cv_.notify_all();
   if (hb_thread_.joinable()) hb_thread_.join();
   // Finish queued offloads and promotions while the segment is still ours.
-  if (ssd_) ssd_->Stop();
+  if (ssd_) {
+    UnregisterLocalHolder(config_.node_id);
+    ssd_->Stop();
+  }
   if (master_ && segment_id_.load() != 0) {
     rpc::UnmountSegmentRequest req;
     req.set_node_id(config_.node_id);

@@ -57,7 +57,7 @@ class Node {
   SegmentTable table_;
   std::unique_ptr<TcpDataServer> data_server_;
   TcpDataClient tcp_;  // promotion writes into another node's segment
-  std::unique_ptr<SsdTier> ssd_;
+  std::shared_ptr<SsdTier> ssd_;  // shared with in-process readers
   std::unique_ptr<HttpEndpoint> http_;
   MetricsRegistry metrics_;
   std::atomic<uint64_t> segment_id_{0};

@@ -1,7 +1,9 @@
 #include "storage/file_storage.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,8 +37,11 @@ constexpr size_t kGcChunkRecords = 32;
 constexpr uint64_t kGcChunkBytes = 64ull << 20;
 // A read that meets a record invalidated under it looks the key up again.
 constexpr int kReadAttempts = 3;
-// Smallest piece a value is read in (see BatchRead).
+// How a batch of reads is cut into pieces (see BatchRead); measured on
+// virtio disks, where 256 KiB requests moved fewer bytes per second than
+// whole 1-4 MiB values once several values were in flight.
 constexpr uint64_t kMinReadPiece = 256ull << 10;
+constexpr uint64_t kReadPiecesPerBatch = 8;
 
 std::string IoError(int64_t result, uint64_t expected) {
   if (result < 0) return std::strerror(int(-result));
@@ -119,6 +124,7 @@ FileStorage::~FileStorage() {
   }
   gc_cv_.notify_all();
   if (gc_thread_.joinable()) gc_thread_.join();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 Result<std::unique_ptr<FileStorage>> FileStorage::Open(
@@ -130,9 +136,25 @@ Result<std::unique_ptr<FileStorage>> FileStorage::Open(
     return Status(ErrorCode::FILE_WRITE_FAIL,
                   "cannot create " + config.ssd_dir + ": " + ec.message());
   }
+  // Two stores appending to one directory would corrupt each other.
+  const std::string lock_path = config.ssd_dir + "/LOCK";
+  const int lock_fd =
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    return Status(ErrorCode::FILE_WRITE_FAIL,
+                  "open " + lock_path + ": " + std::strerror(errno));
+  }
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(lock_fd);
+    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                  config.ssd_dir + " is in use by another FileStorage (" +
+                      std::strerror(err) + ")");
+  }
+  std::unique_ptr<FileStorage> fs(new FileStorage(config));
+  fs->lock_fd_ = lock_fd;  // released by the destructor, also on failure
   if (Status st = storage::ProbeDirectIo(config.ssd_dir); !st.ok()) return st;
 
-  std::unique_ptr<FileStorage> fs(new FileStorage(config));
   if (config.io_backend_override) {
     fs->io_ = config.io_backend_override.get();
   } else {
@@ -510,10 +532,12 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
       p.dest = static_cast<uint8_t*>(it.dest);
       batch_bytes += AlignUp(p.entry.value_len);
     }
-    // Pieces small enough for overlap, large enough that the whole batch
-    // stays within about one queue depth of requests.
+    // About kReadPiecesPerBatch pieces per batch: a lone large value is cut
+    // so that its hashing overlaps its own I/O, while in a batch of many
+    // values each value is one piece (hashing one overlaps the reading of
+    // the others, and fewer, larger requests move more bytes per second).
     const uint64_t piece = std::max<uint64_t>(
-        kMinReadPiece, AlignUp(batch_bytes / config_.ssd_io_queue_depth + 1));
+        kMinReadPiece, AlignUp(batch_bytes / kReadPiecesPerBatch + 1));
 
     std::vector<IoRequest> reqs;
     std::vector<uint32_t> owner;  // plan of each request
@@ -584,20 +608,10 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
       }
       auto parsed =
           storage::ParseHeaderBlock(p.header.data(), e.file->id(), e.offset);
-      if (parsed.ok() && parsed->kind() == RecordKind::kDead) {
-        // Removed or superseded while this read was on its way: the key may
-        // live elsewhere now.
-        auto now = index_.Get(it.tenant, it.key);
-        if (now && !now->SameRecord(e)) {
-          retry.push_back(p.item);
-        } else {
-          out[p.item] = Status(ErrorCode::OBJECT_NOT_FOUND,
-                               it.tenant + "/" + it.key + " was removed");
-        }
-        continue;
-      }
       std::string damage;
-      if (!parsed.ok()) {
+      if (parsed.ok() && parsed->kind() == RecordKind::kDead) {
+        damage = "record is dead";
+      } else if (!parsed.ok()) {
         damage = parsed.status().message();
       } else if (parsed->tenant != it.tenant || parsed->key != it.key ||
                  parsed->header.value_len != e.value_len ||
@@ -609,10 +623,25 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
         damage = "value checksum";
       }
       if (!damage.empty()) {
-        corrupt_reads_.fetch_add(1);
-        if (index_.RemoveIf(it.tenant, it.key, e)) DropLive(e);
-        spdlog::warn("SSD tier: {}/{} damaged in {} at {} ({}); dropped",
-                     it.tenant, it.key, e.file->path(), e.offset, damage);
+        // Removed or rewritten while this read was on its way (its header
+        // was being marked dead): not damage, and the key may live
+        // elsewhere now.
+        auto now = index_.Get(it.tenant, it.key);
+        if (!now || !now->SameRecord(e)) {
+          if (now) {
+            retry.push_back(p.item);
+          } else {
+            out[p.item] = Status(ErrorCode::OBJECT_NOT_FOUND,
+                                 it.tenant + "/" + it.key + " was removed");
+          }
+          continue;
+        }
+        if (index_.RemoveIf(it.tenant, it.key, e)) {
+          DropLive(e);
+          corrupt_reads_.fetch_add(1);
+          spdlog::warn("SSD tier: {}/{} damaged in {} at {} ({}); dropped",
+                       it.tenant, it.key, e.file->path(), e.offset, damage);
+        }
         out[p.item] = Status(ErrorCode::OBJECT_NOT_FOUND,
                              "checksum mismatch (" + damage + ") for " +
                                  it.tenant + "/" + it.key + "; dropped");
@@ -800,9 +829,12 @@ Status FileStorage::CollectFile(
       if (!parsed.ok() || parsed->header.seq != e.seq ||
           storage::DataChecksum(b + kBlockSize, e.value_len) !=
               e.data_checksum) {
-        // Never copy damage forward: the key becomes a miss instead.
-        corrupt_reads_.fetch_add(1);
-        if (index_.RemoveIf(obj.tenant, obj.key, e)) DropLive(e);
+        // Never copy damage forward: the key becomes a miss instead. (If
+        // the key moved on meanwhile, this was a header being marked dead.)
+        if (index_.RemoveIf(obj.tenant, obj.key, e)) {
+          DropLive(e);
+          corrupt_reads_.fetch_add(1);
+        }
         continue;
       }
       PendingRecord r;

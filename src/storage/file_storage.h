@@ -99,7 +99,8 @@ struct FileStorageStats {
 
 class FileStorage {
  public:
-  // Creates the directory, checks that it takes O_DIRECT, scans the
+  // Creates the directory, locks it (UNAVAILABLE_IN_CURRENT_STATUS if
+  // another FileStorage holds it), checks that it takes O_DIRECT, scans the
   // existing segment files and rebuilds the index. Damaged records are
   // skipped and counted (corrupt_skipped); new writes go to a new file.
   static Result<std::unique_ptr<FileStorage>> Open(
@@ -189,6 +190,8 @@ class FileStorage {
   std::atomic<uint64_t> gc_files_deleted_{0};
   std::atomic<uint64_t> gc_records_moved_{0};
   std::atomic<uint64_t> gc_bytes_reclaimed_{0};
+
+  int lock_fd_ = -1;  // flock on <ssd_dir>/LOCK: one store per directory
 
   std::mutex gc_mu_;  // one collection at a time
   std::mutex gc_thread_mu_;

@@ -166,6 +166,15 @@ TEST_P(FileStorageTest, RemoveMakesAMissThatSurvivesRestart) {
   EXPECT_EQ(list[0].size, 9000u);
 }
 
+TEST_P(FileStorageTest, OneStorePerDirectory) {
+  auto fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(FileStorage::Open(Config()).code(),
+            ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  fs.reset();
+  EXPECT_TRUE(FileStorage::Open(Config()).ok());
+}
+
 TEST_P(FileStorageTest, RejectsBadArguments) {
   auto fs = MustOpen(Config());
   ASSERT_NE(fs, nullptr);

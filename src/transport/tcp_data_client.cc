@@ -144,6 +144,63 @@ iovec Iov(Buf* p, uint64_t len) {
 uint8_t* OpBuffer(ReadOp& op) { return op.dest; }
 const uint8_t* OpBuffer(WriteOp& op) { return op.src; }
 
+Status CheckNodeId(const std::string& node_id) {
+  if (node_id.size() < wire::kMinNodeIdSize ||
+      node_id.size() > wire::kMaxNodeIdSize) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "expected node id must be 1 to " +
+                      std::to_string(wire::kMaxNodeIdSize) + " bytes, got " +
+                      std::to_string(node_id.size()));
+  }
+  return Status::OK();
+}
+
+bool ProtocolError(IoFailure* failure, const char* what) {
+  failure->message = std::string("bad response from server: ") + what;
+  return false;
+}
+
+// Receives the head of the response to a request of `op` with `n` ops: the
+// header into *rh and, if the server took the frame (status 0), the n
+// result codes into *codes. A refused frame (status != 0) has no body.
+bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
+                 std::vector<ErrorCode>* codes, IoFailure* failure) {
+  uint8_t header_raw[wire::kHeaderSize];
+  std::vector<iovec> iov(1, Iov(header_raw, sizeof(header_raw)));
+  if (!TransferAll(fd, iov, /*sending=*/false, "receive response", failure)) {
+    return false;
+  }
+  *rh = wire::DecodeHeader(header_raw);
+  if (rh->magic != wire::kMagic || rh->version != wire::kVersion ||
+      rh->op != op) {
+    return ProtocolError(failure, "header mismatch");
+  }
+  codes->clear();
+  if (rh->status != 0) {
+    // The server refused the whole frame but kept the stream in sync.
+    if (rh->count != 0 || rh->body_len != 0) {
+      return ProtocolError(failure, "error frame with a body");
+    }
+    return true;
+  }
+  if (rh->count != n) return ProtocolError(failure, "result count mismatch");
+  std::vector<uint8_t> raw(size_t{n} * wire::kResultSize);
+  iov.assign(1, Iov(raw.data(), raw.size()));
+  if (!TransferAll(fd, iov, /*sending=*/false, "receive results", failure)) {
+    return false;
+  }
+  codes->resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    (*codes)[i] = ErrorCodeFromInt(static_cast<int32_t>(
+        wire::GetLe<uint32_t>(raw.data() + i * wire::kResultSize)));
+  }
+  return true;
+}
+
+bool ValidKey(const std::string& key) {
+  return !key.empty() && key.size() <= wire::kMaxKeySize;
+}
+
 }  // namespace
 
 class TcpDataClient::Impl {
@@ -153,6 +210,12 @@ class TcpDataClient::Impl {
   template <typename OpT>
   Status Run(const std::string& endpoint, const std::string& node_id,
              std::span<OpT> ops);
+  Status ReadKeys(const std::string& endpoint, const std::string& node_id,
+                  std::span<KeyReadOp> ops);
+  Status Prefetch(const std::string& endpoint, const std::string& node_id,
+                  const std::string& tenant,
+                  const std::vector<std::string>& keys,
+                  std::vector<ErrorCode>* results);
   void Forget(const std::string& endpoint);
 
  private:
@@ -183,10 +246,26 @@ class TcpDataClient::Impl {
   // as a whole by options_.handshake_timeout.
   Status Handshake(int fd, const std::string& endpoint,
                    const std::string& node_id);
+  // Runs `exchange(conn, i, failure)` for every i < `exchanges` on one
+  // connection to `node_id` at `endpoint`, in order; on failure drops the
+  // node's idle connections and, if the connection was a pooled one the
+  // peer had closed, starts over once on a new one. Returns OK, the
+  // connect/HELLO error, or TRANSFER_FAIL.
+  template <typename F>
+  Status OnConnection(const std::string& endpoint, const std::string& node_id,
+                      size_t exchanges, F&& exchange);
   // One request/response on `conn` for the ops at `batch` indices.
   template <typename OpT>
   bool Exchange(Connection& conn, std::span<OpT> ops,
                 std::span<const uint32_t> batch, IoFailure* failure);
+  bool ExchangeKeys(Connection& conn, std::span<KeyReadOp> ops,
+                    std::span<const uint32_t> batch, IoFailure* failure);
+  // *unsupported is set when the node refused the op as a whole.
+  bool ExchangePrefetch(Connection& conn, const std::string& tenant,
+                        const std::vector<std::string>& keys,
+                        std::span<const uint32_t> batch,
+                        std::vector<ErrorCode>& results, bool* unsupported,
+                        IoFailure* failure);
 
   const TcpDataClientOptions options_;
   // Only owns the sockets; it is never run because all I/O is blocking.
@@ -486,42 +565,19 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
     return false;
   }
 
-  uint8_t header_raw[wire::kHeaderSize];
-  iov.assign(1, Iov(header_raw, sizeof(header_raw)));
-  if (!TransferAll(fd, iov, /*sending=*/false, "receive response", failure)) {
-    return false;
-  }
-  const wire::Header rh = wire::DecodeHeader(header_raw);
-  auto protocol_error = [&](const char* what) {
-    failure->message = std::string("bad response from server: ") + what;
-    return false;
-  };
-  if (rh.magic != wire::kMagic || rh.version != wire::kVersion ||
-      rh.op != h.op) {
-    return protocol_error("header mismatch");
-  }
+  wire::Header rh;
+  std::vector<ErrorCode> codes;
+  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
   if (rh.status != 0) {
-    // The server refused the whole frame but kept the stream in sync.
-    if (rh.count != 0 || rh.body_len != 0) {
-      return protocol_error("error frame with a body");
-    }
     const ErrorCode code = ErrorCodeFromInt(rh.status);
     for (uint32_t idx : batch) ops[idx].result = code;
     return true;
-  }
-  if (rh.count != n) return protocol_error("result count mismatch");
-
-  std::vector<uint8_t> codes(size_t{n} * wire::kResultSize);
-  iov.assign(1, Iov(codes.data(), codes.size()));
-  if (!TransferAll(fd, iov, /*sending=*/false, "receive results", failure)) {
-    return false;
   }
   iov.clear();
   uint64_t data_len = 0;
   for (uint32_t i = 0; i < n; ++i) {
     OpT& op = ops[batch[i]];
-    op.result = ErrorCodeFromInt(static_cast<int32_t>(
-        wire::GetLe<uint32_t>(codes.data() + i * wire::kResultSize)));
+    op.result = codes[i];
     if constexpr (kIsRead) {
       if (op.result == ErrorCode::OK) {
         iov.push_back(Iov(op.dest, op.length));
@@ -530,7 +586,7 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
     }
   }
   if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
-    return protocol_error("body length mismatch");
+    return ProtocolError(failure, "body length mismatch");
   }
   // Scattered straight into each successful op's destination.
   if (data_len > 0 &&
@@ -544,13 +600,9 @@ template <typename OpT>
 Status TcpDataClient::Impl::Run(const std::string& endpoint,
                                 const std::string& node_id,
                                 std::span<OpT> ops) {
-  if (node_id.size() < wire::kMinNodeIdSize ||
-      node_id.size() > wire::kMaxNodeIdSize) {
+  if (Status s = CheckNodeId(node_id); !s.ok()) {
     for (OpT& op : ops) op.result = ErrorCode::INVALID_PARAMS;
-    return Status(ErrorCode::INVALID_PARAMS,
-                  "expected node id must be 1 to " +
-                      std::to_string(wire::kMaxNodeIdSize) + " bytes, got " +
-                      std::to_string(node_id.size()));
+    return s;
   }
   // Ops the server would reject anyway (or that would make us touch a null
   // buffer) are settled here and never sent.
@@ -582,19 +634,28 @@ Status TcpDataClient::Impl::Run(const std::string& endpoint,
     begin = end;
   }
 
-  auto fail_all = [&](ErrorCode code, std::string msg) {
-    for (OpT& op : ops) op.result = code;
-    return Status(code, std::move(msg));
-  };
+  Status s = OnConnection(endpoint, node_id, batches.size(),
+                          [&](Connection& conn, size_t i, IoFailure* failure) {
+                            return Exchange(conn, ops, batches[i], failure);
+                          });
+  if (!s.ok()) {
+    for (OpT& op : ops) op.result = s.code();
+  }
+  return s;
+}
+
+template <typename F>
+Status TcpDataClient::Impl::OnConnection(const std::string& endpoint,
+                                         const std::string& node_id,
+                                         size_t exchanges, F&& exchange) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     auto conn = Take(endpoint, node_id, &reused);
-    if (!conn.ok()) return fail_all(conn.code(), conn.status().message());
+    if (!conn.ok()) return conn.status();
     IoFailure failure;
     bool ok = true;
-    for (const auto& batch : batches) {
-      ok = Exchange(**conn, ops, batch, &failure);
-      if (!ok) break;
+    for (size_t i = 0; i < exchanges && ok; ++i) {
+      ok = exchange(**conn, i, &failure);
     }
     if (ok) {
       Give(endpoint, node_id, std::move(*conn));
@@ -605,13 +666,251 @@ Status TcpDataClient::Impl::Run(const std::string& endpoint,
     DropIdle(endpoint, node_id);
     // A pooled connection the node closed while it sat idle says nothing
     // about the node now: retry once on a fresh one, which must pass the
-    // HELLO again (a different process may hold the port by now). Both ops
-    // are idempotent, so repeating a partly done batch is harmless.
+    // HELLO again (a different process may hold the port by now). Every op
+    // is idempotent, so repeating a partly done batch is harmless.
     if (attempt == 0 && reused && failure.peer_closed) continue;
-    return fail_all(ErrorCode::TRANSFER_FAIL,
-                    "data transfer with node '" + Printable(node_id) + "' at " +
-                        endpoint + " failed: " + failure.message);
+    return Status(ErrorCode::TRANSFER_FAIL,
+                  "data transfer with node '" + Printable(node_id) + "' at " +
+                      endpoint + " failed: " + failure.message);
   }
+}
+
+bool TcpDataClient::Impl::ExchangeKeys(Connection& conn,
+                                       std::span<KeyReadOp> ops,
+                                       std::span<const uint32_t> batch,
+                                       IoFailure* failure) {
+  const int fd = conn.socket.native_handle();
+  const uint32_t n = static_cast<uint32_t>(batch.size());
+  uint64_t body_len = 0;
+  for (uint32_t idx : batch) {
+    body_len +=
+        wire::kKeyReadFixedSize + ops[idx].tenant.size() + ops[idx].key.size();
+  }
+  std::vector<uint8_t> request(wire::kHeaderSize +
+                               static_cast<size_t>(body_len));
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kSsdRead);
+  h.count = n;
+  h.body_len = body_len;
+  wire::EncodeHeader(h, request.data());
+  uint8_t* p = request.data() + wire::kHeaderSize;
+  for (uint32_t idx : batch) {
+    const KeyReadOp& op = ops[idx];
+    wire::PutLe<uint64_t>(p, op.length);
+    wire::PutLe<uint32_t>(p + 8, static_cast<uint32_t>(op.tenant.size()));
+    wire::PutLe<uint32_t>(p + 12, static_cast<uint32_t>(op.key.size()));
+    p += wire::kKeyReadFixedSize;
+    std::memcpy(p, op.tenant.data(), op.tenant.size());
+    p += op.tenant.size();
+    std::memcpy(p, op.key.data(), op.key.size());
+    p += op.key.size();
+  }
+  std::vector<iovec> iov(1, Iov(request.data(), request.size()));
+  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+    return false;
+  }
+
+  wire::Header rh;
+  std::vector<ErrorCode> codes;
+  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
+  if (rh.status != 0) {
+    const ErrorCode code = ErrorCodeFromInt(rh.status);
+    for (uint32_t idx : batch) ops[idx].result = code;
+    return true;
+  }
+  iov.clear();
+  uint64_t data_len = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    KeyReadOp& op = ops[batch[i]];
+    op.result = codes[i];
+    if (op.result == ErrorCode::OK) {
+      iov.push_back(Iov(op.dest, op.length));
+      data_len += op.length;
+    }
+  }
+  if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
+    return ProtocolError(failure, "body length mismatch");
+  }
+  // Scattered straight into each successful op's destination.
+  if (data_len > 0 &&
+      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
+    return false;
+  }
+  return true;
+}
+
+Status TcpDataClient::Impl::ReadKeys(const std::string& endpoint,
+                                     const std::string& node_id,
+                                     std::span<KeyReadOp> ops) {
+  if (Status s = CheckNodeId(node_id); !s.ok()) {
+    for (KeyReadOp& op : ops) op.result = ErrorCode::INVALID_PARAMS;
+    return s;
+  }
+  // Ops the server would refuse (and that would make it refuse the whole
+  // request) are settled here and never sent.
+  std::vector<uint32_t> sendable;
+  sendable.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    KeyReadOp& op = ops[i];
+    if (op.length == 0 || op.length > wire::kMaxPayload || op.dest == nullptr ||
+        !ValidKey(op.key) || op.tenant.size() > wire::kMaxTenantSize) {
+      op.result = ErrorCode::INVALID_PARAMS;
+    } else {
+      op.result = ErrorCode::OK;
+      sendable.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  if (sendable.empty()) return Status::OK();
+
+  // Split into requests within the frame limits and the buffer budget; an
+  // op larger than the budget on its own still goes, alone.
+  std::vector<std::span<const uint32_t>> batches;
+  for (size_t begin = 0; begin < sendable.size();) {
+    size_t end = begin;
+    uint64_t body = 0;
+    uint64_t slots = 0;
+    while (end < sendable.size() && end - begin < wire::kMaxOps) {
+      const KeyReadOp& op = ops[sendable[end]];
+      const uint64_t desc =
+          wire::kKeyReadFixedSize + op.tenant.size() + op.key.size();
+      const uint64_t slot = wire::RoundUpToSsdAlign(op.length);
+      if (end > begin && (body + desc > wire::kMaxKeyFrameBody ||
+                          slots + slot > options_.max_ssd_read_frame_bytes)) {
+        break;
+      }
+      body += desc;
+      slots += slot;
+      ++end;
+    }
+    batches.emplace_back(sendable.data() + begin, end - begin);
+    begin = end;
+  }
+
+  Status s = OnConnection(endpoint, node_id, batches.size(),
+                          [&](Connection& conn, size_t i, IoFailure* failure) {
+                            return ExchangeKeys(conn, ops, batches[i], failure);
+                          });
+  if (!s.ok()) {
+    for (KeyReadOp& op : ops) op.result = s.code();
+  }
+  return s;
+}
+
+bool TcpDataClient::Impl::ExchangePrefetch(
+    Connection& conn, const std::string& tenant,
+    const std::vector<std::string>& keys, std::span<const uint32_t> batch,
+    std::vector<ErrorCode>& results, bool* unsupported, IoFailure* failure) {
+  if (*unsupported) return true;  // an earlier batch learned it already
+  const int fd = conn.socket.native_handle();
+  const uint32_t n = static_cast<uint32_t>(batch.size());
+  uint64_t body_len = wire::kLenPrefixSize + tenant.size();
+  for (uint32_t idx : batch)
+    body_len += wire::kLenPrefixSize + keys[idx].size();
+  std::vector<uint8_t> request(wire::kHeaderSize +
+                               static_cast<size_t>(body_len));
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kPrefetch);
+  h.count = n;
+  h.body_len = body_len;
+  wire::EncodeHeader(h, request.data());
+  uint8_t* p = request.data() + wire::kHeaderSize;
+  auto put = [&p](const std::string& s) {
+    wire::PutLe<uint32_t>(p, static_cast<uint32_t>(s.size()));
+    p += wire::kLenPrefixSize;
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(tenant);
+  for (uint32_t idx : batch) put(keys[idx]);
+  std::vector<iovec> iov(1, Iov(request.data(), request.size()));
+  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+    return false;
+  }
+
+  wire::Header rh;
+  std::vector<ErrorCode> codes;
+  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
+  if (rh.status != 0) {
+    ErrorCode code = ErrorCodeFromInt(rh.status);
+    // INVALID_PARAMS for the whole frame: the node has no prefetch handler
+    // (it refuses keys one by one, and this client sends no bad ones).
+    if (code == ErrorCode::INVALID_PARAMS) {
+      *unsupported = true;
+      code = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    for (uint32_t idx : batch) results[idx] = code;
+    return true;
+  }
+  if (rh.body_len != uint64_t{n} * wire::kResultSize) {
+    return ProtocolError(failure, "body length mismatch");
+  }
+  for (uint32_t i = 0; i < n; ++i) results[batch[i]] = codes[i];
+  return true;
+}
+
+Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
+                                     const std::string& node_id,
+                                     const std::string& tenant,
+                                     const std::vector<std::string>& keys,
+                                     std::vector<ErrorCode>* results_out) {
+  std::vector<ErrorCode> local;
+  std::vector<ErrorCode>& results = results_out ? *results_out : local;
+  results.assign(keys.size(), ErrorCode::OK);
+  auto fail_all = [&](Status s) {
+    std::fill(results.begin(), results.end(), s.code());
+    return s;
+  };
+  if (Status s = CheckNodeId(node_id); !s.ok()) return fail_all(s);
+  if (tenant.size() > wire::kMaxTenantSize) {
+    return fail_all(Status(ErrorCode::INVALID_PARAMS,
+                           "tenant of " + std::to_string(tenant.size()) +
+                               " bytes, at most " +
+                               std::to_string(wire::kMaxTenantSize)));
+  }
+  std::vector<uint32_t> sendable;
+  sendable.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (ValidKey(keys[i])) {
+      sendable.push_back(static_cast<uint32_t>(i));
+    } else {
+      results[i] = ErrorCode::INVALID_PARAMS;
+    }
+  }
+  if (sendable.empty()) return Status::OK();
+
+  std::vector<std::span<const uint32_t>> batches;
+  const uint64_t head = wire::kLenPrefixSize + tenant.size();
+  for (size_t begin = 0; begin < sendable.size();) {
+    size_t end = begin;
+    uint64_t body = head;
+    while (end < sendable.size() && end - begin < wire::kMaxOps) {
+      const uint64_t entry = wire::kLenPrefixSize + keys[sendable[end]].size();
+      if (body + entry > wire::kMaxKeyFrameBody) break;
+      body += entry;
+      ++end;
+    }
+    batches.emplace_back(sendable.data() + begin, end - begin);
+    begin = end;
+  }
+
+  bool unsupported = false;
+  Status s =
+      OnConnection(endpoint, node_id, batches.size(),
+                   [&](Connection& conn, size_t i, IoFailure* failure) {
+                     if (i == 0) unsupported = false;  // a retry starts over
+                     return ExchangePrefetch(conn, tenant, keys, batches[i],
+                                             results, &unsupported, failure);
+                   });
+  if (!s.ok()) return fail_all(s);
+  if (unsupported) {
+    for (uint32_t idx : sendable) {
+      results[idx] = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                  "node '" + Printable(node_id) + "' at " + endpoint +
+                      " does not serve PREFETCH");
+  }
+  return Status::OK();
 }
 
 TcpDataClient::TcpDataClient() : TcpDataClient(TcpDataClientOptions{}) {}
@@ -631,6 +930,20 @@ Status TcpDataClient::Write(const std::string& endpoint,
                             const std::string& expected_node_id,
                             std::span<WriteOp> ops) {
   return impl_->Run(endpoint, expected_node_id, ops);
+}
+
+Status TcpDataClient::ReadKeys(const std::string& endpoint,
+                               const std::string& expected_node_id,
+                               std::span<KeyReadOp> ops) {
+  return impl_->ReadKeys(endpoint, expected_node_id, ops);
+}
+
+Status TcpDataClient::Prefetch(const std::string& endpoint,
+                               const std::string& expected_node_id,
+                               const std::string& tenant,
+                               const std::vector<std::string>& keys,
+                               std::vector<ErrorCode>* results) {
+  return impl_->Prefetch(endpoint, expected_node_id, tenant, keys, results);
 }
 
 void TcpDataClient::Forget(const std::string& endpoint) {

@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kvpool/status.h"
 #include "transport/data_plane_types.h"
@@ -30,6 +32,11 @@ struct TcpDataClientOptions {
   std::chrono::milliseconds handshake_timeout{2000};
   // Idle connections kept per endpoint; more are closed when returned.
   size_t max_idle_per_endpoint = 64;
+  // Bounds the buffer one SSD_READ request asks the server for (the ops'
+  // lengths, each rounded up to 4096, summed); a bigger ReadKeys call is
+  // split into several requests. Servers refuse a request over their own
+  // max_ssd_read_bytes (default the same 256 MiB), so keep this at most that.
+  uint64_t max_ssd_read_frame_bytes = uint64_t{256} << 20;
 };
 
 class TcpDataClient {
@@ -48,6 +55,36 @@ class TcpDataClient {
               std::span<ReadOp> ops);
   Status Write(const std::string& endpoint, const std::string& expected_node_id,
                std::span<WriteOp> ops);
+  // SSD_READ: reads values by key from the SSD of the node at `endpoint`
+  // into each op's `dest` (which must hold `length` bytes). Same contract
+  // as Read: TRANSFER_FAIL for the call and every op if the connection or
+  // the HELLO failed, else OK with a result per op: OK (dest holds exactly
+  // `length` bytes), OBJECT_NOT_FOUND (not on that SSD, or stored with
+  // another size), INVALID_PARAMS (a null dest, zero length, a key empty or
+  // over 4096 bytes, a tenant over 4096 bytes; or the node refused the
+  // request: no SSD read support, or over its size limit), or another error
+  // code of the node's storage.
+  Status ReadKeys(const std::string& endpoint,
+                  const std::string& expected_node_id,
+                  std::span<KeyReadOp> ops);
+  // PREFETCH: asks the node to promote `keys` of `tenant` (empty = the
+  // default tenant, passed through as given) from its SSD into DRAM. The
+  // node only queues the work; `results` (if not null) gets one code per key:
+  // OK = accepted, OBJECT_NOT_FOUND = not on that node's SSD, INVALID_PARAMS
+  // = a key empty or over 4096 bytes (never sent), or another code of the
+  // node. The call returns
+  //  - UNAVAILABLE_IN_CURRENT_STATUS (and every result too) when the node
+  //    does not serve PREFETCH (an older or SSD-less node): the caller can
+  //    treat it as a no-op; the connection stays pooled;
+  //  - TRANSFER_FAIL (every result too) as Read does;
+  //  - INVALID_PARAMS (every result too) for a bad node id or a tenant over
+  //    4096 bytes;
+  //  - else OK.
+  Status Prefetch(const std::string& endpoint,
+                  const std::string& expected_node_id,
+                  const std::string& tenant,
+                  const std::vector<std::string>& keys,
+                  std::vector<ErrorCode>* results);
   // Drops pooled connections to `endpoint`, whatever node they were opened
   // for (e.g. after the node died).
   void Forget(const std::string& endpoint);

@@ -6,8 +6,12 @@
 #include <array>
 #include <asio.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +33,76 @@ using asio::ip::tcp;
 constexpr int kSocketBufferBytes = 4 << 20;
 // Payload of a rejected WRITE op is drained through this much scratch.
 constexpr size_t kDiscardChunk = 256 << 10;
+constexpr uint32_t kNoOp = ~uint32_t{0};
+
+static_assert(TcpDataServerOptions{}.max_ssd_read_bytes ==
+              wire::kDefaultMaxSsdReadBytes);
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+// A few threads that run blocking jobs (the SSD read handler) in FIFO
+// order, so that disk I/O never occupies an I/O thread. Each connection has
+// at most one job queued or running (its requests are sequential), and a
+// queued job holds only its parsed descriptors: its data buffer is
+// allocated when a thread picks it up.
+class BlockingPool {
+ public:
+  explicit BlockingPool(int threads) {
+    for (int i = 0; i < std::max(threads, 1); ++i) {
+      threads_.emplace_back([this] { Loop(); });
+    }
+  }
+  ~BlockingPool() { Stop(); }
+
+  void Submit(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;  // the job (and what it owns) is dropped
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+  // Lets running jobs finish, drops queued ones, joins the threads.
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    std::deque<std::function<void()>> dropped;
+    {
+      std::lock_guard lock(mu_);
+      dropped.swap(jobs_);
+    }
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (stopping_) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+};
 
 // Returns why `h` is not an acceptable request header, or nullptr.
 const char* CheckRequestHeader(const wire::Header& h) {
@@ -48,7 +122,9 @@ const char* CheckRequestHeader(const wire::Header& h) {
       }
       return nullptr;
     case wire::Op::kSsdRead:
-      if (h.body_len > wire::kMaxUnsupportedBody) return "body over limit";
+    case wire::Op::kPrefetch:
+      // The body's structure is checked once it has been read.
+      if (h.body_len > wire::kMaxKeyFrameBody) return "body over limit";
       return nullptr;
     case wire::Op::kHello:
       if (h.count != 0) return "HELLO with a non-zero count";
@@ -69,6 +145,19 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
+// Reads a u32 length and that many bytes at `*pos` of `body`, advancing
+// `*pos`. False if the body ends first.
+bool TakeLengthPrefixed(const std::vector<uint8_t>& body, size_t* pos,
+                        std::string* out) {
+  if (body.size() - *pos < wire::kLenPrefixSize) return false;
+  const uint32_t len = wire::GetLe<uint32_t>(body.data() + *pos);
+  *pos += wire::kLenPrefixSize;
+  if (body.size() - *pos < len) return false;
+  out->assign(reinterpret_cast<const char*>(body.data() + *pos), len);
+  *pos += len;
+  return true;
+}
+
 std::string PeerName(const tcp::socket& s) {
   asio::error_code ec;
   auto ep = s.remote_endpoint(ec);
@@ -80,11 +169,18 @@ std::string PeerName(const tcp::socket& s) {
 
 class TcpDataServer::Impl {
  public:
-  Impl(const SegmentTable* segments, std::string node_id, int io_threads)
+  Impl(const SegmentTable* segments, std::string node_id,
+       const TcpDataServerOptions& options)
       : segments_(segments),
         node_id_(std::move(node_id)),
-        io_threads_(io_threads > 0 ? io_threads : 1) {}
+        io_threads_(options.io_threads > 0 ? options.io_threads : 1),
+        ssd_read_threads_(
+            options.ssd_read_threads > 0 ? options.ssd_read_threads : 1),
+        max_ssd_read_bytes_(options.max_ssd_read_bytes) {}
   ~Impl() { Stop(); }
+
+  void SetSsdReadHandler(SsdReadHandler handler);
+  void SetPrefetchHandler(PrefetchHandler handler);
 
   Status Start(const std::string& host, uint16_t port);
   void Stop();
@@ -105,6 +201,17 @@ class TcpDataServer::Impl {
     std::vector<asio::const_buffer> out;
     std::vector<asio::mutable_buffer> in;
     std::unique_ptr<uint8_t[]> scratch;
+    // SSD_READ and PREFETCH.
+    std::vector<uint8_t> body;            // the request body
+    std::vector<ErrorCode> codes;         // per request op, in wire order
+    std::vector<uint32_t> handler_index;  // request op -> handler op, or kNoOp
+    std::vector<KeyReadOp> key_ops;       // ops handed to the SSD read handler
+    std::vector<uint64_t> key_lengths;    // their lengths as requested
+    std::vector<uint64_t> key_offsets;    // their slots in ssd_buffer
+    uint64_t ssd_buffer_size = 0;
+    AlignedBuffer ssd_buffer;
+    std::string tenant;
+    std::vector<std::string> keys;
   };
 
   asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor);
@@ -119,19 +226,66 @@ class TcpDataServer::Impl {
   const char* ResolveRanges(const wire::Header& h, SessionState& st);
   void PrepareResponse(const wire::Header& h, ErrorCode status,
                        uint64_t data_len, SessionState& st);
+  // A status-0 response whose result codes are st.codes.
+  void PrepareCodesResponse(const wire::Header& h, uint64_t data_len,
+                            SessionState& st);
   void BadFrame(tcp::socket& socket, const char* why);
+  // Reads and discards the body of an op this server does not serve, then
+  // answers it with a frame-level INVALID_PARAMS. False if the session ends.
+  asio::awaitable<bool> RefuseOp(tcp::socket& socket, const wire::Header& h,
+                                 SessionState& st);
+  // SSD_READ and PREFETCH, once their body is in st.body. False if the
+  // session must end.
+  asio::awaitable<bool> ServeSsdRead(tcp::socket& socket, const wire::Header& h,
+                                     SessionState& st);
+  asio::awaitable<bool> ServePrefetch(tcp::socket& socket,
+                                      const wire::Header& h, SessionState& st);
+  // Parses an SSD_READ body into st (key_ops and the maps around them).
+  // Returns a reason when the frame is malformed; *refusal is set to
+  // INVALID_PARAMS when it is well formed but over the server's limits.
+  const char* ParseSsdRead(const wire::Header& h, SessionState& st,
+                           ErrorCode* refusal);
+  // On an SSD read thread: allocates the buffer and runs the handler.
+  void RunSsdRead(SessionState& st);
 
   const SegmentTable* const segments_;
   const std::string node_id_;
   const int io_threads_;
+  const int ssd_read_threads_;
+  const uint64_t max_ssd_read_bytes_;
   TcpDataServerStats stats_;
   std::atomic<uint16_t> port_{0};
+  // Set before Start, read-only while serving.
+  SsdReadHandler ssd_read_handler_;
+  PrefetchHandler prefetch_handler_;
 
-  std::mutex mu_;  // serialises Start and Stop
+  std::mutex mu_;  // serialises Start, Stop and the handler setters
   std::unique_ptr<asio::io_context> io_;
   std::unique_ptr<tcp::acceptor> acceptor_;
   std::vector<std::thread> threads_;
+  // Runs the SSD read handler; exists while serving if that handler is set.
+  std::unique_ptr<BlockingPool> ssd_pool_;
 };
+
+void TcpDataServer::Impl::SetSsdReadHandler(SsdReadHandler handler) {
+  std::lock_guard lock(mu_);
+  if (io_) {
+    spdlog::error("data server {}: SSD read handler set after Start, ignored",
+                  node_id_);
+    return;
+  }
+  ssd_read_handler_ = std::move(handler);
+}
+
+void TcpDataServer::Impl::SetPrefetchHandler(PrefetchHandler handler) {
+  std::lock_guard lock(mu_);
+  if (io_) {
+    spdlog::error("data server {}: prefetch handler set after Start, ignored",
+                  node_id_);
+    return;
+  }
+  prefetch_handler_ = std::move(handler);
+}
 
 Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
   std::lock_guard lock(mu_);
@@ -190,6 +344,9 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
   if (ec) return fail("listen");
   port_.store(acceptor->local_endpoint().port(), std::memory_order_relaxed);
 
+  if (ssd_read_handler_) {
+    ssd_pool_ = std::make_unique<BlockingPool>(ssd_read_threads_);
+  }
   asio::co_spawn(*io, AcceptLoop(*acceptor), asio::detached);
   io_ = std::move(io);
   acceptor_ = std::move(acceptor);
@@ -216,6 +373,14 @@ void TcpDataServer::Impl::Stop() {
   io_->stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // Before the context goes: a running SSD read finishes and posts its
+  // session's resumption (which never runs), queued ones are dropped. Both
+  // release their session, whose unwinding is posted to the context and
+  // destroyed with it below.
+  if (ssd_pool_) {
+    ssd_pool_->Stop();
+    ssd_pool_.reset();
+  }
   acceptor_.reset();
   // Destroying the context destroys every suspended session coroutine, and
   // with it each connection's socket; clients see the connection close.
@@ -353,6 +518,248 @@ asio::awaitable<bool> TcpDataServer::Impl::Greet(tcp::socket& socket,
   co_return false;
 }
 
+void TcpDataServer::Impl::PrepareCodesResponse(const wire::Header& h,
+                                               uint64_t data_len,
+                                               SessionState& st) {
+  const uint32_t count = static_cast<uint32_t>(st.codes.size());
+  st.response.resize(wire::kHeaderSize + size_t{count} * wire::kResultSize);
+  wire::Header rh;
+  rh.op = h.op;
+  rh.count = count;
+  rh.body_len = uint64_t{count} * wire::kResultSize + data_len;
+  wire::EncodeHeader(rh, st.response.data());
+  uint8_t* codes = st.response.data() + wire::kHeaderSize;
+  for (uint32_t i = 0; i < count; ++i) {
+    wire::PutLe<uint32_t>(codes + i * wire::kResultSize,
+                          static_cast<uint32_t>(ToInt(st.codes[i])));
+  }
+}
+
+asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
+                                                    const wire::Header& h,
+                                                    SessionState& st) {
+  asio::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  // Skip the body so the connection stays usable, then refuse cleanly.
+  if (!st.scratch) st.scratch.reset(new uint8_t[kDiscardChunk]);
+  for (uint64_t left = h.body_len; left > 0;) {
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(left, kDiscardChunk));
+    co_await asio::async_read(socket, asio::buffer(st.scratch.get(), n), token);
+    if (ec) co_return false;
+    left -= n;
+  }
+  PrepareResponse(h, ErrorCode::INVALID_PARAMS, 0, st);
+  co_await asio::async_write(socket, asio::buffer(st.response), token);
+  co_return !ec;
+}
+
+const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
+                                              SessionState& st,
+                                              ErrorCode* refusal) {
+  *refusal = ErrorCode::OK;
+  st.codes.assign(h.count, ErrorCode::OK);
+  st.handler_index.assign(h.count, kNoOp);
+  st.key_ops.clear();
+  st.key_lengths.clear();
+  st.key_offsets.clear();
+  const std::vector<uint8_t>& body = st.body;
+  size_t pos = 0;
+  uint64_t slots = 0;
+  bool over_limits = false;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    if (body.size() - pos < wire::kKeyReadFixedSize) {
+      return "key descriptor cut short";
+    }
+    const uint8_t* d = body.data() + pos;
+    const uint64_t length = wire::GetLe<uint64_t>(d);
+    const uint32_t tenant_len = wire::GetLe<uint32_t>(d + 8);
+    const uint32_t key_len = wire::GetLe<uint32_t>(d + 12);
+    pos += wire::kKeyReadFixedSize;
+    if (body.size() - pos < uint64_t{tenant_len} + key_len) {
+      return "key descriptor cut short";
+    }
+    const char* tenant = reinterpret_cast<const char*>(body.data() + pos);
+    const char* key = tenant + tenant_len;
+    pos += size_t{tenant_len} + key_len;
+    if (over_limits) continue;  // only the structure matters any more
+    if (tenant_len > wire::kMaxTenantSize || key_len == 0 ||
+        key_len > wire::kMaxKeySize || length > wire::kMaxPayload) {
+      over_limits = true;
+      continue;
+    }
+    // Cannot overflow: at most 65536 slots of at most 16 GiB + 4 KiB.
+    slots += wire::RoundUpToSsdAlign(length);
+    if (length == 0) {
+      // Names no bytes: rejected like a zero-length READ range.
+      st.codes[i] = ErrorCode::INVALID_PARAMS;
+      continue;
+    }
+    st.handler_index[i] = static_cast<uint32_t>(st.key_ops.size());
+    KeyReadOp& op = st.key_ops.emplace_back();
+    op.tenant.assign(tenant, tenant_len);
+    op.key.assign(key, key_len);
+    op.length = length;
+  }
+  if (pos != body.size()) return "body longer than its key descriptors";
+  if (over_limits || slots > max_ssd_read_bytes_) {
+    *refusal = ErrorCode::INVALID_PARAMS;
+    st.key_ops.clear();
+    return nullptr;
+  }
+  // Every slot starts 4096-aligned within a 4096-aligned buffer.
+  uint64_t offset = 0;
+  for (const KeyReadOp& op : st.key_ops) {
+    st.key_lengths.push_back(op.length);
+    st.key_offsets.push_back(offset);
+    offset += wire::RoundUpToSsdAlign(op.length);
+  }
+  st.ssd_buffer_size = offset;
+  return nullptr;
+}
+
+void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
+  void* p = nullptr;
+  const size_t size = static_cast<size_t>(
+      std::max<uint64_t>(st.ssd_buffer_size, wire::kSsdReadAlign));
+  if (::posix_memalign(&p, wire::kSsdReadAlign, size) != 0) {
+    spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
+                  node_id_, size);
+    for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
+    return;
+  }
+  st.ssd_buffer.reset(static_cast<uint8_t*>(p));
+  for (size_t j = 0; j < st.key_ops.size(); ++j) {
+    st.key_ops[j].dest = st.ssd_buffer.get() + st.key_offsets[j];
+    // A handler that does not get to an op must not make it read as OK.
+    st.key_ops[j].result = ErrorCode::INTERNAL_ERROR;
+  }
+  try {
+    ssd_read_handler_(std::span<KeyReadOp>(st.key_ops));
+  } catch (const std::exception& e) {
+    spdlog::error("data server {}: SSD read handler threw: {}", node_id_,
+                  e.what());
+    for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
+  } catch (...) {
+    spdlog::error("data server {}: SSD read handler threw", node_id_);
+    for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
+  }
+}
+
+asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
+                                                        const wire::Header& h,
+                                                        SessionState& st) {
+  asio::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  ErrorCode refusal = ErrorCode::OK;
+  if (const char* why = ParseSsdRead(h, st, &refusal)) {
+    BadFrame(socket, why);
+    co_return false;
+  }
+  if (refusal != ErrorCode::OK) {
+    spdlog::warn(
+        "data server {}: SSD_READ of {} ops from {} refused (a key or tenant "
+        "of bad length, or more than {} bytes in total)",
+        node_id_, h.count, PeerName(socket), max_ssd_read_bytes_);
+    PrepareResponse(h, refusal, 0, st);
+    co_await asio::async_write(socket, asio::buffer(st.response), token);
+    co_return !ec;
+  }
+
+  if (!st.key_ops.empty()) {
+    // The handler blocks on disk I/O: it runs on an SSD read thread while
+    // this session is suspended, and the session resumes on its own
+    // executor. Nothing else touches `st` meanwhile.
+    const auto ex = co_await asio::this_coro::executor;
+    co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(
+        [this, &st, ex](auto handler) {
+          auto resume = std::make_shared<decltype(handler)>(std::move(handler));
+          ssd_pool_->Submit([this, &st, ex, resume] {
+            RunSsdRead(st);
+            asio::post(ex, [resume] { std::move (*resume)(); });
+          });
+        },
+        asio::use_awaitable);
+  }
+
+  // Header, codes and the bytes of the successful ops go out in one
+  // gathered write straight from the buffer the handler filled.
+  uint64_t data_len = 0;
+  st.out.clear();
+  st.out.emplace_back();  // response header + codes, filled in below
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const uint32_t j = st.handler_index[i];
+    if (j == kNoOp) continue;
+    st.codes[i] = st.key_ops[j].result;
+    if (st.codes[i] != ErrorCode::OK) continue;
+    st.out.emplace_back(st.ssd_buffer.get() + st.key_offsets[j],
+                        st.key_lengths[j]);
+    data_len += st.key_lengths[j];
+  }
+  PrepareCodesResponse(h, data_len, st);
+  st.out[0] = asio::buffer(st.response);
+  co_await asio::async_write(socket, st.out, token);
+  st.ssd_buffer.reset();
+  if (ec) co_return false;
+  stats_.ssd_bytes_read.fetch_add(data_len, std::memory_order_relaxed);
+  co_return true;
+}
+
+asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
+                                                         const wire::Header& h,
+                                                         SessionState& st) {
+  asio::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  size_t pos = 0;
+  if (!TakeLengthPrefixed(st.body, &pos, &st.tenant)) {
+    BadFrame(socket, "PREFETCH tenant cut short");
+    co_return false;
+  }
+  const bool tenant_ok = st.tenant.size() <= wire::kMaxTenantSize;
+  st.codes.assign(h.count, ErrorCode::OK);
+  st.handler_index.assign(h.count, kNoOp);
+  st.keys.clear();
+  std::string key;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    if (!TakeLengthPrefixed(st.body, &pos, &key)) {
+      BadFrame(socket, "PREFETCH key cut short");
+      co_return false;
+    }
+    if (!tenant_ok || key.empty() || key.size() > wire::kMaxKeySize) {
+      st.codes[i] = ErrorCode::INVALID_PARAMS;
+      continue;
+    }
+    st.handler_index[i] = static_cast<uint32_t>(st.keys.size());
+    st.keys.push_back(std::move(key));
+  }
+  if (pos != st.body.size()) {
+    BadFrame(socket, "body longer than its keys");
+    co_return false;
+  }
+  if (!st.keys.empty()) {
+    std::vector<ErrorCode> got;
+    try {
+      got = prefetch_handler_(st.tenant, st.keys);
+    } catch (const std::exception& e) {
+      spdlog::error("data server {}: prefetch handler threw: {}", node_id_,
+                    e.what());
+      got.clear();
+    } catch (...) {
+      spdlog::error("data server {}: prefetch handler threw", node_id_);
+      got.clear();
+    }
+    for (uint32_t i = 0; i < h.count; ++i) {
+      const uint32_t j = st.handler_index[i];
+      if (j == kNoOp) continue;
+      st.codes[i] = j < got.size() ? got[j] : ErrorCode::INTERNAL_ERROR;
+    }
+    stats_.prefetch_keys.fetch_add(st.keys.size(), std::memory_order_relaxed);
+  }
+  PrepareCodesResponse(h, 0, st);
+  co_await asio::async_write(socket, asio::buffer(st.response), token);
+  co_return !ec;
+}
+
 asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
   SessionState st;
   asio::error_code ec;
@@ -377,20 +784,25 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
       continue;
     }
 
-    if (op == wire::Op::kSsdRead) {
-      // Skip the body so the connection stays usable, then refuse cleanly.
-      if (!st.scratch) st.scratch.reset(new uint8_t[kDiscardChunk]);
-      for (uint64_t left = h.body_len; left > 0;) {
-        const size_t n =
-            static_cast<size_t>(std::min<uint64_t>(left, kDiscardChunk));
-        co_await asio::async_read(socket, asio::buffer(st.scratch.get(), n),
-                                  token);
-        if (ec) co_return;
-        left -= n;
+    if (op == wire::Op::kSsdRead || op == wire::Op::kPrefetch) {
+      const bool ssd_read = op == wire::Op::kSsdRead;
+      // Without the op's handler (e.g. a node without an SSD tier) the op is
+      // refused cleanly and the connection stays usable.
+      if (ssd_read ? !ssd_read_handler_ : !prefetch_handler_) {
+        if (!co_await RefuseOp(socket, h, st)) co_return;
+        continue;
       }
-      PrepareResponse(h, ErrorCode::INVALID_PARAMS, 0, st);
-      co_await asio::async_write(socket, asio::buffer(st.response), token);
+      // Bounded by CheckRequestHeader (kMaxKeyFrameBody).
+      st.body.resize(static_cast<size_t>(h.body_len));
+      co_await asio::async_read(socket, asio::buffer(st.body), token);
       if (ec) co_return;
+      const bool go_on = ssd_read ? co_await ServeSsdRead(socket, h, st)
+                                  : co_await ServePrefetch(socket, h, st);
+      if (!go_on) co_return;
+      // An idle connection does not keep a big request's memory.
+      if (st.body.capacity() > kDiscardChunk) st.body = {};
+      if (st.key_ops.capacity() > 1024) st.key_ops = {};
+      if (st.keys.capacity() > 1024) st.keys = {};
       continue;
     }
 
@@ -457,7 +869,20 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
 
 TcpDataServer::TcpDataServer(const SegmentTable* segments, std::string node_id,
                              int io_threads)
-    : impl_(std::make_unique<Impl>(segments, std::move(node_id), io_threads)) {}
+    : TcpDataServer(segments, std::move(node_id),
+                    TcpDataServerOptions{.io_threads = io_threads}) {}
+
+TcpDataServer::TcpDataServer(const SegmentTable* segments, std::string node_id,
+                             const TcpDataServerOptions& options)
+    : impl_(std::make_unique<Impl>(segments, std::move(node_id), options)) {}
+
+void TcpDataServer::SetSsdReadHandler(SsdReadHandler handler) {
+  impl_->SetSsdReadHandler(std::move(handler));
+}
+
+void TcpDataServer::SetPrefetchHandler(PrefetchHandler handler) {
+  impl_->SetPrefetchHandler(std::move(handler));
+}
 
 TcpDataServer::~TcpDataServer() { Stop(); }
 

@@ -1,6 +1,8 @@
 // The node's TCP data server (standalone Asio): serves batched READ and
-// WRITE of ranges of the segments in a SegmentTable. See docs/data_plane.md
-// for the frame format. Every connection starts with a HELLO in which the
+// WRITE of ranges of the segments in a SegmentTable and, when the node sets
+// handlers for them, SSD_READ (values by key from the node's SSD) and
+// PREFETCH (promote keys from SSD to DRAM). See docs/data_plane.md for the
+// frame format. Every connection starts with a HELLO in which the
 // client names the node it expects; the server serves it only if that is its
 // own node id, so a client that reaches a different process on a reused
 // port is refused instead of served the wrong segment's bytes. Every range
@@ -11,10 +13,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "kvpool/status.h"
+#include "transport/data_plane_types.h"
 #include "transport/segment_table.h"
 
 namespace kvpool {
@@ -26,7 +32,34 @@ struct TcpDataServerStats {
   std::atomic<uint64_t> rejected_ranges{0};
   // HELLOs that named another node (the connection was refused and closed).
   std::atomic<uint64_t> identity_mismatches{0};
+  // Bytes of successful SSD_READ ops sent to readers.
+  std::atomic<uint64_t> ssd_bytes_read{0};
+  // Keys handed to the prefetch handler.
+  std::atomic<uint64_t> prefetch_keys{0};
 };
+
+struct TcpDataServerOptions {
+  int io_threads = 2;
+  // Threads that run the SSD read handler (blocking disk I/O), so that it
+  // never holds up an I/O thread. Started only if that handler is set.
+  int ssd_read_threads = 2;
+  // An SSD_READ whose buffer (each op's length rounded up to 4096, summed)
+  // would exceed this is refused as a whole with INVALID_PARAMS.
+  uint64_t max_ssd_read_bytes = uint64_t{256} << 20;
+};
+
+// Serves the ops of one SSD_READ request. Each op's `dest` is 4096-aligned
+// and has room for `length` rounded up to 4096; the handler fills it and
+// sets `result` (OK means `dest` holds exactly `length` bytes: the value's
+// size). A result left unset reads as INTERNAL_ERROR. Runs on the server's
+// SSD read threads, may block, may run concurrently with itself.
+using SsdReadHandler = std::function<void(std::span<KeyReadOp> ops)>;
+// Accepts the keys of one PREFETCH request for promotion to DRAM and returns
+// one code per key (OK = accepted, e.g. OBJECT_NOT_FOUND = not here); a
+// missing code reads as INTERNAL_ERROR. Runs on an I/O thread: it must only
+// enqueue work and return quickly.
+using PrefetchHandler = std::function<std::vector<ErrorCode>(
+    const std::string& tenant, const std::vector<std::string>& keys)>;
 
 class TcpDataServer {
  public:
@@ -35,7 +68,14 @@ class TcpDataServer {
   // among the nodes any client may talk to.
   TcpDataServer(const SegmentTable* segments, std::string node_id,
                 int io_threads = 2);
+  TcpDataServer(const SegmentTable* segments, std::string node_id,
+                const TcpDataServerOptions& options);
   ~TcpDataServer();
+  // Handlers of SSD_READ and PREFETCH; set them before Start (later calls
+  // are ignored with an error log). Without one, the server answers that op
+  // with a frame-level INVALID_PARAMS and keeps the connection.
+  void SetSsdReadHandler(SsdReadHandler handler);
+  void SetPrefetchHandler(PrefetchHandler handler);
   // Binds host:port (port 0 = any free port) and starts serving.
   Status Start(const std::string& host, uint16_t port);
   // Closes the acceptor and every connection, joins the threads. Idempotent.

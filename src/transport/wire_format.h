@@ -20,15 +20,19 @@ inline constexpr uint16_t kVersion = 2;
 enum class Op : uint16_t {
   kRead = 1,
   kWrite = 2,
-  // Reserved for reading an object from a node's SSD tier by key. Servers
-  // that do not implement it answer with a frame-level error instead of
-  // dropping the connection, so a newer client can fall back.
+  // Reads values by key from the node's SSD tier. A server without an SSD
+  // read handler answers with a frame-level INVALID_PARAMS instead of
+  // dropping the connection, so a client can fall back.
   kSsdRead = 3,
   // The first frame on every connection, and only there: the client names
   // the node it means to reach (the body is that node id); the server
   // answers OK only if it is that node, else an error frame, and then
   // closes. Both bodies carry a node id, the response's the server's own.
   kHello = 4,
+  // Asks the node to promote keys it holds on SSD into DRAM; answered per
+  // key. A server without a prefetch handler answers with a frame-level
+  // INVALID_PARAMS and keeps the connection.
+  kPrefetch = 5,
 };
 
 inline constexpr size_t kHeaderSize = 24;
@@ -39,9 +43,18 @@ inline constexpr size_t kResultSize = 4;
 // request can make the server allocate (descriptors) or wait for (payload).
 inline constexpr uint32_t kMaxOps = 65536;
 inline constexpr uint64_t kMaxPayload = uint64_t{16} << 30;
-// An unsupported op's body is read and discarded; its format is unknown, so
-// it gets a tighter bound than the payload of a WRITE.
-inline constexpr uint64_t kMaxUnsupportedBody = uint64_t{64} << 20;
+// Bound of the body of SSD_READ and PREFETCH requests (key descriptors),
+// and of the body a server without the op's handler reads and discards.
+inline constexpr uint64_t kMaxKeyFrameBody = uint64_t{64} << 20;
+// Keys are 1 to kMaxKeySize bytes, tenants 0 to kMaxTenantSize (empty is
+// the default tenant); both raw bytes without a terminator.
+inline constexpr size_t kMaxKeySize = 4096;
+inline constexpr size_t kMaxTenantSize = 4096;
+// SSD_READ: the server gives each op a buffer slot of its length rounded up
+// to this, so every slot starts 4096-aligned (O_DIRECT); the sum of the
+// slots is what the server's limit bounds (by default the value below).
+inline constexpr uint64_t kSsdReadAlign = 4096;
+inline constexpr uint64_t kDefaultMaxSsdReadBytes = uint64_t{256} << 20;
 // Bounds of the node id carried by HELLO frames (bytes, no terminator).
 inline constexpr size_t kMinNodeIdSize = 1;
 inline constexpr size_t kMaxNodeIdSize = 256;
@@ -61,6 +74,19 @@ struct Header {
   int32_t status = 0;
   uint64_t body_len = 0;
 };
+
+// SSD_READ key descriptor: a fixed part, then the tenant and key bytes.
+//   0  u64 length
+//   8  u32 tenant_len
+//  12  u32 key_len
+//  16  tenant, then key
+inline constexpr size_t kKeyReadFixedSize = 16;
+// PREFETCH body: u32 tenant_len, tenant, then per key u32 key_len, key.
+inline constexpr size_t kLenPrefixSize = 4;
+
+inline constexpr uint64_t RoundUpToSsdAlign(uint64_t n) {
+  return (n + kSsdReadAlign - 1) / kSsdReadAlign * kSsdReadAlign;
+}
 
 struct Range {
   uint64_t segment_id = 0;

@@ -1,0 +1,213 @@
+// The SSD tier end to end on a LocalCluster: offload (both modes), reads of
+// SSD-only keys across nodes, restart recovery, promote-on-hit, corrupt
+// records, and the pressure property: every acknowledged put stays readable.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kvpool/local_cluster.h"
+#include "master/master_server.h"
+#include "node/node.h"
+#include "tests/test_util.h"
+
+namespace kvpool {
+namespace {
+
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+namespace fs = std::filesystem;
+
+constexpr uint64_t kValue = 1 << 20;
+
+class SsdClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("kvpool-ssd-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    opts_.num_nodes = 2;
+    opts_.segment_size = 16ull << 20;
+    opts_.enable_ssd = true;
+    opts_.ssd_root = root_.string();
+    opts_.ssd_capacity_bytes = 512ull << 20;
+    opts_.ssd_segment_file_size = 16ull << 20;
+    opts_.heartbeat_interval_ms = 200;
+    opts_.default_kv_lease_ttl = 500;
+  }
+  void TearDown() override {
+    cluster_.reset();
+    fs::remove_all(root_);
+  }
+  void Start() {
+    cluster_ = std::make_unique<LocalCluster>(opts_);
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  std::unique_ptr<Client> NewClient(TransportMode mode = TransportMode::kAuto) {
+    ClientConfig c;
+    c.transport = mode;
+    return cluster_->NewClient(c).value();
+  }
+  static std::string Key(int i) { return "blk-" + std::to_string(i); }
+  // Tier of a key: "memory", "local_disk", "processing" or "absent".
+  static std::string Tier(Client& c, const std::string& key) {
+    auto t = c.BatchGetReplicaDesc({key});
+    return t[0].ok() ? t[0]->BestTier() : "absent";
+  }
+  static bool HasDiskCopy(Client& c, const std::string& key) {
+    auto t = c.BatchGetReplicaDesc({key});
+    if (!t[0].ok()) return false;
+    for (const auto& r : t[0]->replicas) {
+      if (r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete) return true;
+    }
+    return false;
+  }
+
+  fs::path root_;
+  LocalClusterOptions opts_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(SsdClusterTest, ProactiveOffloadGivesEveryKeyAnSsdCopy) {
+  Start();
+  auto c = NewClient();
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 8; ++i) {
+          if (!HasDiskCopy(*c, Key(i))) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Tier(*c, Key(i)), "memory");  // still in DRAM too
+}
+
+TEST_F(SsdClusterTest, PressureKeepsEveryAcknowledgedKeyReadable) {
+  Start();
+  auto c = NewClient(TransportMode::kTcp);
+  const int n = 3 * 2 * 16;  // three times the pool's DRAM
+  int acked = 0;
+  for (int i = 0; i < n; ++i) acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
+  EXPECT_EQ(acked, n);
+  int ssd_only = 0;
+  for (int i = 0; i < n; ++i) {
+    auto r = c->Get(Key(i));
+    ASSERT_TRUE(r.ok()) << Key(i) << ": " << r.status().ToString();
+    EXPECT_EQ(r.value(), RandomBytes(kValue, i)) << Key(i);
+  }
+  for (int i = 0; i < n; ++i) ssd_only += Tier(*c, Key(i)) == "local_disk";
+  EXPECT_GT(ssd_only, 0);
+  EXPECT_GT(c->counters().ssd_bytes_read, 0u);
+}
+
+TEST_F(SsdClusterTest, OffloadOnEvictAlsoLosesNothing) {
+  opts_.offload_on_evict = true;
+  Start();
+  auto c = NewClient();
+  const int n = 3 * 2 * 16;
+  int acked = 0;
+  for (int i = 0; i < n; ++i) acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
+  // A put may be refused (NO_AVAILABLE_HANDLE) while evicted keys are still
+  // being copied, but a refused put was never acknowledged; every
+  // acknowledged key must be readable.
+  EXPECT_GT(acked, n / 2);
+  for (int i = 0; i < n; ++i) {
+    auto r = c->Get(Key(i));
+    if (r.code() == ErrorCode::OBJECT_NOT_FOUND) continue;  // its put was refused
+    ASSERT_TRUE(r.ok()) << Key(i) << ": " << r.status().ToString();
+    EXPECT_EQ(r.value(), RandomBytes(kValue, i));
+  }
+  auto& svc = cluster_->master().service();
+  EXPECT_EQ(svc.metrics().CounterValue("kvpool_master_force_evicted_without_copy_total"), 0u);
+}
+
+TEST_F(SsdClusterTest, RemoteHolderServesSsdReadOverTcp) {
+  Start();
+  auto c = NewClient(TransportMode::kTcp);
+  ReplicateConfig on1;
+  on1.preferred_segment = cluster_->node(1).node_id();
+  ASSERT_TRUE(c->Put("far", RandomBytes(kValue, 99), on1).ok());
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "far"); }, std::chrono::seconds(20)));
+  // Push "far" out of DRAM with newer keys.
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on1).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "far") == "local_disk"; }, std::chrono::seconds(20)));
+  auto r = c->Get("far");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), RandomBytes(kValue, 99));
+  EXPECT_GE(c->counters().ssd_bytes_read, kValue);
+}
+
+TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
+  opts_.client_ttl = 1;
+  Start();
+  auto c = NewClient();
+  ReplicateConfig on0;
+  on0.preferred_segment = cluster_->node(0).node_id();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on0).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 6; ++i) {
+          if (!HasDiskCopy(*c, Key(i))) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+  // The master forgets node0 entirely (as after a crash) ...
+  cluster_->CrashNode(0);
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(0)) == "absent"; }, std::chrono::seconds(10)));
+  // ... and the restarted node brings its SSD objects back.
+  ASSERT_TRUE(cluster_->RestartNode(0).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(5)) == "local_disk"; }, std::chrono::seconds(10)));
+  for (int i = 0; i < 6; ++i) {
+    auto r = c->Get(Key(i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r.value(), RandomBytes(kValue, i));
+  }
+}
+
+TEST_F(SsdClusterTest, PromoteOnHitBringsHotKeyBackToDram) {
+  opts_.promotion_on_hit = true;
+  Start();
+  auto c = NewClient();
+  ASSERT_TRUE(c->Put("hot", RandomBytes(kValue, 7)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "hot"); }, std::chrono::seconds(20)));
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "local_disk"; }, std::chrono::seconds(20)));
+  // Make room so the watermark gate admits the promotion.
+  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "memory"; }, std::chrono::seconds(20)));
+  EXPECT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
+  auto counters = cluster_->master().service().promotion_counters();
+  EXPECT_EQ(counters.completed, 1u);
+  EXPECT_EQ(counters.admitted, counters.completed + counters.failed + counters.cancelled +
+                                   counters.expired + counters.in_flight);
+}
+
+TEST_F(SsdClusterTest, CorruptSsdRecordIsACleanMissNeverWrongBytes) {
+  opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient();
+  ASSERT_TRUE(c->Put("victim", RandomBytes(kValue, 5)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "victim"); }, std::chrono::seconds(20)));
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(
+      WaitUntil([&] { return Tier(*c, "victim") == "local_disk"; }, std::chrono::seconds(20)));
+  // Flip bytes in the middle of every segment file's first record data.
+  for (const auto& e : fs::recursive_directory_iterator(root_)) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8192 + 1000);
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  auto r = c->Get("victim");
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.code(), ErrorCode::OK);
+}
+
+}  // namespace
+}  // namespace kvpool
