@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   app.add_option("--offload_task_ttl_sec", c.offload_task_ttl_sec,
                  "an unanswered offload task is dropped after this")
       ->capture_default_str();
+  app.add_option("--put_offload_wait_ms", c.put_offload_wait_ms,
+                 "how long a put may wait for SSD copies to free DRAM")
+      ->capture_default_str();
   app.add_flag("--promotion_on_hit", c.promotion_on_hit, "promote SSD-only keys that gets hit");
   app.add_option("--promotion_admission_threshold", c.promotion_admission_threshold,
                  "hits (count-min sketch, decaying) before a key is promoted")

@@ -32,6 +32,9 @@ struct MasterConfig {
   bool offload_force_evict = false;    // may eviction drop a key with no SSD copy?
   int64_t offloading_queue_limit = 50000;
   int64_t offload_task_ttl_sec = 600;  // an unanswered offload task is dropped
+  // A put that finds DRAM full of keys still being copied waits for copies
+  // to land (each wakes it) for at most this long before NO_AVAILABLE_HANDLE.
+  int64_t put_offload_wait_ms = 5000;
   bool promotion_on_hit = false;       // promote SSD-only keys that gets hit
   int64_t promotion_admission_threshold = 2;
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths

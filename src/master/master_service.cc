@@ -307,13 +307,30 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
                                        opts.preferred_node);
   if (placements.empty()) {
     // Make room synchronously rather than failing a put the pool could hold.
+    // With offload on, DRAM may be full of keys whose SSD copy is still
+    // being written: wait for those copies (each result wakes us) rather
+    // than drop them or refuse the put; bounded by put_offload_wait_ms.
     metrics_.GetCounter("kvpool_master_put_evictions_total", "",
                         "eviction passes started by a put that found no room")
         .Inc();
-    uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
-    EvictBytes(std::max<uint64_t>(size, uint64_t(config_.eviction_ratio * double(cap))));
-    placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
-                                    opts.preferred_node);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(config_.put_offload_wait_ms);
+    bool waited = false;
+    for (;;) {
+      uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
+      EvictBytes(std::max<uint64_t>(size, uint64_t(config_.eviction_ratio * double(cap))));
+      placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
+                                      opts.preferred_node);
+      if (!placements.empty() || !config_.enable_offload || offloads_in_flight_.load() <= 0 ||
+          std::chrono::steady_clock::now() >= deadline) {
+        break;
+      }
+      waited = true;
+      std::unique_lock<std::mutex> lock(offload_mu_);
+      offload_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                          std::chrono::milliseconds(50)));
+    }
+    if (waited) metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
   }
   if (placements.empty()) {
     return fail(Status(ErrorCode::NO_AVAILABLE_HANDLE,

@@ -248,6 +248,9 @@ class MasterService {
   std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0}, promo_failed_{0},
       promo_cancelled_{0}, promo_expired_{0};
   std::mutex evict_mu_;  // one eviction pass at a time
+  // Signalled when offload results arrive, for puts waiting for room.
+  std::mutex offload_mu_;
+  std::condition_variable offload_cv_;
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

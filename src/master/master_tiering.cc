@@ -142,6 +142,7 @@ std::vector<ErrorCode> MasterService::NotifyOffload(const std::string& node_id,
     }
     ++acks;
   }
+  offload_cv_.notify_all();  // puts waiting for room may retry now
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"").Inc(acks);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"").Inc(nacks);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"stale\"").Inc(stale);

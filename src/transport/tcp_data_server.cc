@@ -676,7 +676,10 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
           auto resume = std::make_shared<decltype(handler)>(std::move(handler));
           ssd_pool_->Submit([this, &st, ex, resume] {
             RunSsdRead(st);
-            asio::post(ex, [resume] { std::move (*resume)(); });
+            asio::post(ex, [resume] {
+              auto& resume_session = *resume;
+              resume_session();
+            });
           });
         },
         asio::use_awaitable);
