@@ -33,6 +33,9 @@ enum class ErrorCode : int32_t {
   OBJECT_ALREADY_EXISTS = -705,
   OBJECT_HAS_LEASE = -706,
   LEASE_EXPIRED = -707,
+  // kvpool's value (not taken from Mooncake): a MEMORY replica or an
+  // in-flight promotion already exists; prefetch callers skip quietly.
+  PROMOTION_ALREADY_EXISTS = -730,
   TRANSFER_FAIL = -800,
   RPC_FAIL = -900,
   UNAVAILABLE_IN_CURRENT_STATUS = -1010,

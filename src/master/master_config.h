@@ -40,6 +40,9 @@ struct MasterConfig {
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths
   int64_t promotion_max_per_heartbeat = 1;
   int64_t promotion_task_ttl_sec = 600;   // the reaper's deadline
+  // Test-only: answer the additive prefetch RPCs as an older master would
+  // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
+  bool emulate_pre_prefetch_master = false;
 
   // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
   Status Validate() const;

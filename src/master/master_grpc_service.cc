@@ -143,6 +143,23 @@ grpc::Status MasterGrpcService::PromotionAllocStart(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status MasterGrpcService::RegisterPrefetchTask(grpc::ServerContext*,
+                                                     const rpc::RegisterPrefetchTaskRequest* req,
+                                                     rpc::RegisterPrefetchTaskResponse* resp) {
+  if (svc_->config().emulate_pre_prefetch_master) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "RegisterPrefetchTask");
+  }
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+  for (const auto& r : svc_->RegisterPrefetchTask(req->node_id(), req->tenant(), keys)) {
+    auto* o = resp->add_results();
+    o->set_error_code(ToInt(r.code));
+    o->set_task_id(r.task_id);
+    o->set_size(r.size);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status MasterGrpcService::NotifyPromotion(grpc::ServerContext*,
                                                 const rpc::PromotionNotifyRequest* req,
                                                 rpc::KeyStatus* resp) {

@@ -56,6 +56,8 @@ class MasterGrpcService final : public rpc::MasterService::Service {
                                    rpc::PromotionAllocStartResponse*) override;
   grpc::Status NotifyPromotion(grpc::ServerContext*, const rpc::PromotionNotifyRequest*,
                                rpc::KeyStatus*) override;
+  grpc::Status RegisterPrefetchTask(grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest*,
+                                    rpc::RegisterPrefetchTaskResponse*) override;
 
  private:
   void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);

@@ -464,6 +464,9 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     ObjectMeta& m = it->second;
     if (!m.HasComplete()) return fail(Status(ErrorCode::REPLICA_IS_NOT_READY));
     const int64_t now = clock_->NowMs();
+    if (m.prefetched_unread && m.HasCompleteMemory()) {
+      CountPrefetchFate(m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
+    }
     m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
     m.last_access_ms = now;
     out.size = m.size;
@@ -701,6 +704,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
             ++r;
           }
         }
+        CountPrefetchFate(m, "evicted_unread");
         freed += mem.size() * m.size;
         evicted_bytes_ += mem.size() * m.size;
         ReleaseReplicas(mem, 0);

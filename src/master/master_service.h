@@ -183,6 +183,23 @@ class MasterService {
                          const std::string& key, uint64_t task_id, bool success);
   PromotionCounters promotion_counters() const;
 
+  // Prefetch-on-exist: registers a promotion of `keys` held on the caller's
+  // SSD (the seed's decision flow). Per key: OK with a task id and size, or
+  // UNAVAILABLE_IN_CURRENT_STATUS, OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY,
+  // PROMOTION_ALREADY_EXISTS (skip quietly), INVALID_PARAMS (not the
+  // holder), KEYS_ULTRA_LIMIT (shared in-flight cap). No sketch, no
+  // watermark, no mailbox: the caller runs the promotion itself.
+  struct PrefetchRegistration {
+    ErrorCode code = ErrorCode::OK;
+    uint64_t task_id = 0;
+    uint64_t size = 0;
+  };
+  std::vector<PrefetchRegistration> RegisterPrefetchTask(const std::string& node_id,
+                                                         const std::string& tenant,
+                                                         const std::vector<std::string>& keys);
+  // Counts the fate of a prefetched replica (shard lock held).
+  void CountPrefetchFate(ObjectMeta& m, const char* fate);
+
   // ---- maintenance steps (run by the background thread) ----
   // Evicts when the MAIN watermark is above the high watermark. Returns the
   // bytes freed.

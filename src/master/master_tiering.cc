@@ -24,6 +24,7 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(Shard& shard,
     --offloads_in_flight_;
   }
   if (shard.promotions.count(kv)) CancelPromotion(shard, kv);
+  CountPrefetchFate(it->second, "removed_unread");
   ReleaseReplicas(it->second.replicas, not_before_ms);
   return shard.objects.erase(it);
 }
@@ -299,6 +300,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id, const std::str
   if (state.from_prefetch) {
     // A prefetched block must survive until its get arrives.
     m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    m.prefetched_unread = true;
   }
   ++promo_completed_;
   return Status::OK();
@@ -342,6 +344,80 @@ PromotionCounters MasterService::promotion_counters() const {
   return PromotionCounters{promo_admitted_.load(), promo_completed_.load(), promo_failed_.load(),
                            promo_cancelled_.load(), promo_expired_.load(),
                            promotion_in_flight_.load()};
+}
+
+}  // namespace kvpool
+
+namespace kvpool {
+
+void MasterService::CountPrefetchFate(ObjectMeta& m, const char* fate) {
+  if (!m.prefetched_unread) return;
+  m.prefetched_unread = false;
+  metrics_.GetCounter("kvpool_master_prefetch_fate_total", fmt::format("fate=\"{}\"", fate)).Inc();
+}
+
+std::vector<MasterService::PrefetchRegistration> MasterService::RegisterPrefetchTask(
+    const std::string& node_id, const std::string& tenant, const std::vector<std::string>& keys) {
+  std::vector<PrefetchRegistration> out(keys.size());
+  auto idx = nodes_.IndexOf(node_id);
+  bool serving;
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    serving = !bg_stop_;
+  }
+  const int64_t now = clock_->NowMs();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto& r = out[i];
+    if (!serving) {
+      r.code = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
+      continue;
+    }
+    ObjectKeyView kv;
+    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &kv)) {
+      r.code = ErrorCode::OBJECT_NOT_FOUND;
+      continue;
+    }
+    auto& shard = objects_.ShardFor(kv);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(kv);
+    if (it == shard.objects.end()) {
+      r.code = ErrorCode::OBJECT_NOT_FOUND;
+      continue;
+    }
+    ObjectMeta& m = it->second;
+    if (m.HasProcessing() || shard.upserts.count(kv)) {
+      r.code = ErrorCode::REPLICA_IS_NOT_READY;  // a put is in flight
+      continue;
+    }
+    if (m.HasCompleteMemory() || shard.promotions.count(kv)) {
+      r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
+      continue;
+    }
+    if (m.FirstCompleteDisk() == nullptr) {
+      r.code = ErrorCode::REPLICA_IS_NOT_READY;
+      continue;
+    }
+    if (!idx || !m.HasDiskOn(*idx)) {
+      r.code = ErrorCode::INVALID_PARAMS;  // only the holder may register
+      continue;
+    }
+    if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+      r.code = ErrorCode::KEYS_ULTRA_LIMIT;
+      continue;
+    }
+    PromotionState st;
+    st.task_id = next_task_id_++;
+    st.holder = *idx;
+    st.created_ms = now;
+    st.source = TriggerSource::kExist;
+    st.from_prefetch = true;
+    shard.promotions[it->first] = st;
+    ++promotion_in_flight_;
+    ++promo_admitted_;
+    r.task_id = st.task_id;
+    r.size = m.size;
+  }
+  return out;
 }
 
 }  // namespace kvpool

@@ -382,3 +382,89 @@ TEST_F(PromotionTest, HolderDeathCancelsItsPromotionsAndCopies) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+class RegisterPrefetchTest : public MasterTieringTest {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.enable_offload = false;
+    Make();
+    SegmentInfo other;
+    other.node_id = "other";
+    other.capacity = 1 << 20;
+    other.data_endpoint = "127.0.0.1:2";
+    ASSERT_TRUE(svc_->MountSegment(other, true).ok());
+    svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  }
+  ErrorCode Reg(const std::string& node, const std::string& key, uint64_t* task = nullptr) {
+    auto r = svc_->RegisterPrefetchTask(node, "", {key});
+    if (task) *task = r[0].task_id;
+    return r[0].code;
+  }
+};
+
+TEST_F(RegisterPrefetchTest, DecisionFlow) {
+  EXPECT_EQ(Reg("ssd-node", "missing"), ErrorCode::OBJECT_NOT_FOUND);
+  ASSERT_TRUE(svc_->PutStart("", "in-put", 100, {}).ok());
+  EXPECT_EQ(Reg("ssd-node", "in-put"), ErrorCode::REPLICA_IS_NOT_READY);
+  ASSERT_TRUE(svc_->PutEnd("", "in-put").ok());
+  EXPECT_EQ(Reg("ssd-node", "in-put"), ErrorCode::PROMOTION_ALREADY_EXISTS);  // in DRAM
+  EXPECT_EQ(Reg("other", "cold"), ErrorCode::INVALID_PARAMS);  // not the holder
+  uint64_t task = 0;
+  EXPECT_EQ(Reg("ssd-node", "cold", &task), ErrorCode::OK);
+  EXPECT_GT(task, 0u);
+  EXPECT_EQ(Reg("ssd-node", "cold"), ErrorCode::PROMOTION_ALREADY_EXISTS);  // in flight
+  // Tenants are looked up as given.
+  EXPECT_EQ(svc_->RegisterPrefetchTask("ssd-node", "t9", {"cold2"})[0].code,
+            ErrorCode::OBJECT_NOT_FOUND);
+  // No mailbox push: the holder runs it itself.
+  EXPECT_TRUE(Poll(0).promotions.empty());
+  ExpectInvariant();
+}
+
+TEST_F(RegisterPrefetchTest, SharesTheInFlightCapWithPromoteOnHit) {
+  config_.promotion_queue_limit = 1;
+  config_.promotion_on_hit = true;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  EXPECT_EQ(Reg("ssd-node", "cold"), ErrorCode::OK);
+  EXPECT_EQ(Reg("ssd-node", "cold2"), ErrorCode::KEYS_ULTRA_LIMIT);
+  // The on-hit path sees the same cap and the same per-key entry.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc_->GetReplicaList("", "cold2").ok());
+  EXPECT_TRUE(Poll(0).promotions.empty());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc_->GetReplicaList("", "cold").ok());
+  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
+                                         "reason=\"dedup\""),
+            1u);
+  ExpectInvariant();
+}
+
+TEST_F(RegisterPrefetchTest, SuccessGrantsLeaseAndFateIsCounted) {
+  uint64_t task = 0;
+  ASSERT_EQ(Reg("ssd-node", "cold", &task), ErrorCode::OK);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, task).ok());
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", task, true).ok());
+  EXPECT_GT(svc_->QueryReadOnly("", "cold").lease_remaining_ms, 0);
+  // The prefetched replica survives eviction until the lease ends.
+  EXPECT_EQ(svc_->EvictBytes(4096), 0u);
+  ASSERT_TRUE(svc_->GetReplicaList("", "cold").ok());
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_prefetch_fate_total",
+                                         "fate=\"read_from_dram\""),
+            1u);
+  // A second prefetched key that nobody reads is evicted unread.
+  ASSERT_EQ(Reg("ssd-node", "cold2", &task), ErrorCode::OK);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold2", 4096, task).ok());
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold2", task, true).ok());
+  clock_.Advance(2000);
+  svc_->EvictBytes(1 << 20);
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_prefetch_fate_total",
+                                         "fate=\"evicted_unread\""),
+            1u);
+  ExpectInvariant();
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -40,6 +40,9 @@ struct ObjectMeta {
   uint64_t version = 0;
   bool hard_pin = false;
   bool soft_pin = false;
+  // Its DRAM replica came from a prefetch and no get has read it yet: the
+  // fate of the prefetch is counted when it is read, evicted or removed.
+  bool prefetched_unread = false;
   std::vector<Replica> replicas;
 
   bool HasCompleteMemory() const {
