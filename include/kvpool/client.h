@@ -29,6 +29,22 @@ struct ClientCounters {
   uint64_t local_ssd_bytes_read = 0;  // ... of which from a holder in this process
 };
 
+// Prefetch-on-exist counters of one client (all zero when the feature is
+// off). prefetch_complete_total = completed, prefetch_fail_total = failed.
+struct PrefetchStats {
+  uint64_t triggers = 0;          // TriggerPrefetch calls (exist probes and get kicks)
+  uint64_t keys_triggered = 0;    // keys that passed the throttle
+  uint64_t dedup_hits = 0;        // keys skipped: prefetched within the window
+  uint64_t cooldown_entries = 0;  // DRAM-pressure backoffs opened
+  uint64_t cooldown_skips = 0;    // keys skipped during a backoff
+  uint64_t delegations = 0;       // keys handed to a remote holder
+  uint64_t completed = 0;         // promoted by an in-process holder
+  uint64_t failed = 0;
+  uint64_t already_resident = 0;  // in DRAM already, or a promotion in flight
+  uint64_t not_ssd_only = 0;
+  uint64_t dropped = 0;           // pool shut down or saturated
+};
+
 class Client {
  public:
   // Connects lazily: creation fails only on an invalid config.
@@ -80,6 +96,9 @@ class Client {
   Result<ClusterReport> Stat();
 
   ClientCounters counters() const;
+  PrefetchStats prefetch_stats() const;
+  // Waits until queued prefetch work has been handed over (tests, benches).
+  bool WaitPrefetchIdle(int64_t timeout_ms);
   const ClientConfig& config() const;
 
  private:

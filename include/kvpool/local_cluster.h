@@ -40,6 +40,10 @@ struct LocalClusterOptions {
   bool offload_on_evict = false;
   bool offload_force_evict = false;
   bool promotion_on_hit = false;
+  int64_t promotion_queue_limit = 50000;
+  // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
+  bool emulate_pre_prefetch_master = false;
+  bool emulate_pre_prefetch_holder = false;
 };
 
 class LocalCluster {

@@ -20,6 +20,11 @@ struct ClientConfig {
   std::string tenant = "default";
   TransportMode transport = TransportMode::kAuto;
   int rpc_timeout_ms = 5000;
+  // Prefetch-on-exist (off by default; with it off exist and get are
+  // exactly as before).
+  bool enable_ssd_prefetch = false;
+  int64_t ssd_prefetch_dedup_ttl_sec = 30;  // 0 disables the dedup window
+  int64_t ssd_prefetch_cooldown_sec = 5;    // 0 disables the DRAM-pressure backoff
 };
 
 // Placement wishes for a put, honoured by the master.
@@ -34,6 +39,9 @@ struct ExistOptions {
   // Probe without granting the read lease (Mooncake issue 3599: probe
   // leases keep hot keys from being evicted).
   bool grant_lease = true;
+  // Start a best-effort SSD->DRAM promotion of existing SSD-only keys
+  // (needs ClientConfig::enable_ssd_prefetch; never blocks the call).
+  bool prefetch_to_memory = false;
 };
 
 // One replica as the tier lookup reports it.

@@ -7,6 +7,7 @@
 
 #include "client/data_plane.h"
 #include "client/master_client.h"
+#include "client/ssd_prefetcher.h"
 #include "common/host_id.h"
 
 namespace kvpool {
@@ -42,10 +43,23 @@ std::string TierInfo::BestTier() const {
 
 struct Client::State {
   explicit State(const ClientConfig& c)
-      : config(c), master(c.master_server_address, c.rpc_timeout_ms), data(c.transport) {}
+      : config(c), master(c.master_server_address, c.rpc_timeout_ms), data(c.transport) {
+    if (c.enable_ssd_prefetch) {
+      SsdPrefetcherConfig pc;
+      pc.throttle.dedup_ttl_ms = c.ssd_prefetch_dedup_ttl_sec * 1000;
+      pc.throttle.cooldown_ms = c.ssd_prefetch_cooldown_sec * 1000;
+      pc.allow_local_holder = c.transport != TransportMode::kTcp;
+      prefetcher = std::make_unique<SsdPrefetcher>(pc, &master, &data, c.tenant);
+    }
+  }
+  // Jobs hold pointers to master and data: drain them first.
+  ~State() {
+    if (prefetcher) prefetcher->Shutdown();
+  }
   ClientConfig config;
   MasterClient master;
   DataPlane data;
+  std::unique_ptr<SsdPrefetcher> prefetcher;  // null when enable_ssd_prefetch is off
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
 
@@ -71,6 +85,15 @@ Client::Client(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Client::~Client() = default;
 
 const ClientConfig& Client::config() const { return state_->config; }
+
+PrefetchStats Client::prefetch_stats() const {
+  return state_->prefetcher ? state_->prefetcher->stats() : PrefetchStats{};
+}
+
+bool Client::WaitPrefetchIdle(int64_t timeout_ms) {
+  return !state_->prefetcher ||
+         state_->prefetcher->WaitIdle(std::chrono::milliseconds(timeout_ms));
+}
 
 ClientCounters Client::counters() const {
   auto& d = state_->data;
@@ -274,7 +297,8 @@ struct ReadJob {
 // Reads every job whose reply is OK; tries the next replica when a transfer
 // fails, so a dead holder of one replica does not fail the read.
 static void RunReads(DataPlane& data, const std::string& tenant, std::vector<ReadJob>& jobs,
-                     int64_t started_ms) {
+                     int64_t started_ms, SsdPrefetcher* prefetcher) {
+  bool kicked = false;
   bool progress = true;
   while (progress) {
     progress = false;
@@ -298,6 +322,15 @@ static void RunReads(DataPlane& data, const std::string& tenant, std::vector<Rea
       }
     }
     if (items.empty() && disk.empty()) break;
+    if (prefetcher && !disk.empty() && !kicked) {
+      // Demand-side kick: the strongest hotness signal there is. One
+      // trigger per get, bypassing only the client-side backoff; the read
+      // below goes to SSD at once and never waits for the promotion.
+      kicked = true;
+      std::vector<std::string> disk_keys;
+      for (const auto& op : disk) disk_keys.push_back(op.key);
+      prefetcher->TriggerPrefetch(disk_keys, /*ignore_cooldown=*/true);
+    }
     if (!items.empty()) data.Read(items);
     if (!disk.empty()) data.ReadKeys(disk, disk_peer);
     auto settle = [&](size_t owner, ErrorCode code) {
@@ -369,7 +402,7 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
     jobs[j].dest = static_cast<uint8_t*>(bufs[i]);
     jobs[j].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, state_->config.tenant, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
   for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
   return out;
 }
@@ -400,7 +433,7 @@ std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>
     jobs[i].key = keys[i];
     jobs[i].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, state_->config.tenant, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
   for (size_t i = 0; i < n; ++i) {
     if (jobs[i].result.ok()) {
       out[i] = std::move(jobs[i].owned);
@@ -436,7 +469,7 @@ Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size)
   jobs[0].key = key;
   jobs[0].dest = static_cast<uint8_t*>(buf);
   jobs[0].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
-  RunReads(state_->data, state_->config.tenant, jobs, started);
+  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
   return jobs[0].result;
 }
 
@@ -455,16 +488,20 @@ std::vector<Result<bool>> Client::BatchIsExist(const std::vector<std::string>& k
     std::fill(out.begin(), out.end(), s);
     return out;
   }
+  std::vector<std::string> existing;
   for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.error_codes_size(); ++i) {
     ErrorCode c = ErrorCodeFromInt(resp.error_codes(static_cast<int>(i)));
     if (c == ErrorCode::OK) {
       out[i] = true;
+      if (opts.prefetch_to_memory && state_->prefetcher) existing.push_back(keys[i]);
     } else if (c == ErrorCode::OBJECT_NOT_FOUND) {
       out[i] = false;
     } else {
       out[i] = Status(c);
     }
   }
+  // One reservation per key and one enqueue on this thread; no RPC.
+  if (!existing.empty()) state_->prefetcher->TriggerPrefetch(existing, false);
   return out;
 }
 

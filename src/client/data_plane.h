@@ -37,6 +37,12 @@ class DataPlane {
   // id); one round trip per holder.
   void ReadKeys(std::vector<KeyReadOp>& ops,
                 const std::vector<std::pair<std::string, std::string>>& peers);
+  // Asks a holder to promote `keys` (the PREFETCH frame).
+  Status Prefetch(const std::string& endpoint, const std::string& node_id,
+                  const std::string& tenant, const std::vector<std::string>& keys,
+                  std::vector<ErrorCode>* results) {
+    return tcp_.Prefetch(endpoint, node_id, tenant, keys, results);
+  }
 
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};
   std::atomic<uint64_t> tcp_bytes_read{0}, tcp_bytes_written{0};

@@ -22,6 +22,8 @@ Status LocalCluster::Start() {
   mc.offload_on_evict = options_.offload_on_evict;
   mc.offload_force_evict = options_.offload_force_evict;
   mc.promotion_on_hit = options_.promotion_on_hit;
+  mc.promotion_queue_limit = options_.promotion_queue_limit;
+  mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;
   if (options_.enable_ssd && options_.ssd_root.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");
   }
@@ -39,6 +41,7 @@ Status LocalCluster::Start() {
       nc.ssd_capacity_bytes = options_.ssd_capacity_bytes;
       nc.ssd_segment_file_size = options_.ssd_segment_file_size;
       nc.ssd_io_backend = options_.ssd_io_backend;
+      nc.emulate_pre_prefetch_holder = options_.emulate_pre_prefetch_holder;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

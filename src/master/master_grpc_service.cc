@@ -285,6 +285,9 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
                                                    const rpc::BatchKeyRequest* req,
                                                    rpc::BatchQueryReadOnlyResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
+  svc_->metrics()
+      .GetCounter("kvpool_master_query_keys_total", "", "keys looked up read-only")
+      .Inc(static_cast<uint64_t>(req->keys_size()));
   BatchQueryResult batch;
   batch.replicas.reserve(static_cast<size_t>(req->keys_size()));
   svc_->QueryReadOnlyBatch(req->tenant(), req->keys(), &batch);

@@ -91,6 +91,10 @@ Status Node::Start() {
     data_server_->SetSsdReadHandler([tier = ssd_.get()](std::span<KeyReadOp> ops) {
       tier->ServeReads(ops);
     });
+    if (!config_.emulate_pre_prefetch_holder) data_server_->SetPrefetchHandler(
+        [tier = ssd_.get()](const std::string& tenant, const std::vector<std::string>& keys) {
+          return tier->PrefetchKeys(tenant, keys, nullptr);
+        });
     RegisterLocalHolder(config_.node_id, ssd_);
   }
   if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {

@@ -29,6 +29,9 @@ struct NodeConfig {
   int64_t ssd_gc_interval_ms = 1000;
   int64_t ssd_eviction_interval_ms = 500;
   std::string ssd_io_backend = "auto";       // auto, io_uring, pread
+  // Test-only: serve no PREFETCH requests, as a holder built before
+  // prefetch-on-exist would.
+  bool emulate_pre_prefetch_holder = false;
 
   Status Validate() const;
 };

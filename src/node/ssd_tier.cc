@@ -41,9 +41,11 @@ Status SsdTier::Start() {
   if (!opened.ok()) return opened.status();
   storage_ = std::move(opened.value());
   stopping_ = false;
+  prefetch_exited_ = false;
   offload_thread_ = std::thread([this] { OffloadLoop(); });
   promotion_thread_ = std::thread([this] { PromotionLoop(); });
   eviction_thread_ = std::thread([this] { EvictionLoop(); });
+  prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
   spdlog::info("node {}: SSD tier at {} ({} objects, io_uring {})", node_id_,
                config_.ssd_offload_path, storage_->GetStats().records,
                storage_->io_uring_enabled() ? "on" : "off (pread fallback)");
@@ -57,6 +59,8 @@ void SsdTier::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // The prefetch thread feeds the promotion worker: join it first.
+  if (prefetch_thread_.joinable()) prefetch_thread_.join();
   for (auto* t : {&offload_thread_, &promotion_thread_, &eviction_thread_}) {
     if (t->joinable()) t->join();
   }
@@ -106,7 +110,7 @@ void SsdTier::EnqueuePromotions(
   if (tasks.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& t : tasks) promotions_.push_back(t);
+    for (const auto& t : tasks) promotions_.push_back(PromotionJob{t, nullptr});
   }
   cv_.notify_all();
 }
@@ -181,16 +185,106 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
 
 void SsdTier::PromotionLoop() {
   for (;;) {
-    rpc::PromotionTask task;
+    PromotionJob job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !promotions_.empty(); });
+      // Stop only when the prefetch thread can add nothing more.
+      cv_.wait(lock, [&] {
+        return (stopping_ && prefetch_exited_) || !promotions_.empty();
+      });
       if (promotions_.empty()) return;
-      task = std::move(promotions_.front());
+      job = std::move(promotions_.front());
       promotions_.pop_front();
     }
-    PromoteOneKeyFromLocalDisk(task);
+    Status s = PromoteOneKeyFromLocalDisk(job.task);
+    if (job.done) job.done(job.task.key(), s.code());
   }
+}
+
+std::vector<ErrorCode> SsdTier::PrefetchKeys(const std::string& tenant,
+                                             const std::vector<std::string>& keys,
+                                             PrefetchDone on_done) {
+  std::vector<ErrorCode> codes(keys.size(), ErrorCode::OK);
+  PrefetchRequest req{tenant, {}, std::move(on_done)};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // The local index is authoritative for what this holder can promote.
+    if (!storage_->LookupSize(tenant.empty() ? "default" : tenant, keys[i]).ok()) {
+      codes[i] = ErrorCode::OBJECT_NOT_FOUND;
+      if (req.done) req.done(keys[i], ErrorCode::OBJECT_NOT_FOUND);
+      continue;
+    }
+    req.keys.push_back(keys[i]);
+  }
+  if (req.keys.empty()) return codes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      for (auto& c : codes) c = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
+      return codes;  // the job is dropped, as the seed asks of a stopped pool
+    }
+    prefetches_.push_back(std::move(req));
+  }
+  cv_.notify_all();
+  metrics_.GetCounter("kvpool_node_prefetch_requests_total").Inc();
+  return codes;
+}
+
+void SsdTier::PrefetchLoop() {
+  for (;;) {
+    PrefetchRequest req;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !prefetches_.empty(); });
+      if (prefetches_.empty()) {
+        prefetch_exited_ = true;
+        cv_.notify_all();
+        return;
+      }
+      req = std::move(prefetches_.front());
+      prefetches_.pop_front();
+    }
+    RegisterPrefetches(std::move(req));
+  }
+}
+
+void SsdTier::RegisterPrefetches(PrefetchRequest req) {
+  rpc::RegisterPrefetchTaskRequest r;
+  r.set_node_id(node_id_);
+  r.set_tenant(req.tenant);
+  for (const auto& k : req.keys) r.add_keys(k);
+  rpc::RegisterPrefetchTaskResponse resp;
+  Status s = master_->Call(&Stub::RegisterPrefetchTask, r, &resp);
+  std::vector<PromotionJob> jobs;
+  for (size_t i = 0; i < req.keys.size(); ++i) {
+    ErrorCode code = !s.ok() ? s.code()
+                     : int(i) < resp.results_size()
+                         ? ErrorCodeFromInt(resp.results(int(i)).error_code())
+                         : ErrorCode::INTERNAL_ERROR;
+    if (code != ErrorCode::OK) {
+      // PROMOTION_ALREADY_EXISTS is a quiet skip; an older master
+      // (UNAVAILABLE_IN_CURRENT_STATUS) makes prefetch a no-op.
+      metrics_
+          .GetCounter("kvpool_node_prefetch_registrations_total",
+                      fmt::format("result=\"{}\"", ErrorCodeName(code)))
+          .Inc();
+      if (req.done) req.done(req.keys[i], code);
+      continue;
+    }
+    rpc::PromotionTask t;
+    t.set_tenant(req.tenant);
+    t.set_key(req.keys[i]);
+    t.set_size(resp.results(int(i)).size());
+    t.set_task_id(resp.results(int(i)).task_id());
+    t.set_trigger_source(rpc::EXIST);
+    t.set_from_prefetch(true);
+    jobs.push_back(PromotionJob{std::move(t), req.done});
+  }
+  if (jobs.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& j : jobs) promotions_.push_back(std::move(j));
+  }
+  cv_.notify_all();
 }
 
 Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +61,17 @@ class SsdTier {
   // Serves SSD_READ of the data plane: fills each op's dest and result.
   void ServeReads(std::span<KeyReadOp> ops);
 
+  // Prefetch-on-exist at the holder. Returns at once, one code per key: OK =
+  // accepted (held here), OBJECT_NOT_FOUND = not on this SSD. Accepted keys
+  // are registered with the master (RegisterPrefetchTask) by a background
+  // thread and promoted by the shared chain on the promotion worker;
+  // `on_done(key, code)` (optional) reports each key's outcome:
+  // OK, PROMOTION_ALREADY_EXISTS (skipped quietly), NO_AVAILABLE_HANDLE
+  // (DRAM pressure), UNAVAILABLE_IN_CURRENT_STATUS (an older master), ...
+  using PrefetchDone = std::function<void(const std::string& key, ErrorCode code)>;
+  std::vector<ErrorCode> PrefetchKeys(const std::string& tenant,
+                                      const std::vector<std::string>& keys, PrefetchDone on_done);
+
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
   // Offloads one batch now (the worker's body; public for tests).
@@ -75,6 +87,17 @@ class SsdTier {
   void OffloadLoop();
   void PromotionLoop();
   void EvictionLoop();
+  void PrefetchLoop();
+  struct PrefetchRequest {
+    std::string tenant;
+    std::vector<std::string> keys;
+    PrefetchDone done;
+  };
+  struct PromotionJob {
+    rpc::PromotionTask task;
+    PrefetchDone done;
+  };
+  void RegisterPrefetches(PrefetchRequest req);
 
   const SsdTierConfig config_;
   const std::string node_id_;
@@ -87,9 +110,11 @@ class SsdTier {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool prefetch_exited_ = false;
   std::deque<rpc::OffloadTask> offloads_;
-  std::deque<rpc::PromotionTask> promotions_;
-  std::thread offload_thread_, promotion_thread_, eviction_thread_;
+  std::deque<PromotionJob> promotions_;
+  std::deque<PrefetchRequest> prefetches_;
+  std::thread offload_thread_, promotion_thread_, eviction_thread_, prefetch_thread_;
 };
 
 }  // namespace kvpool

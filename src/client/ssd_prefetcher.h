@@ -1,0 +1,79 @@
+// SsdPrefetcher: prefetch-on-exist on the client side
+// (shared/seeds/design-prefetch-on-exist.md). TriggerPrefetch costs the
+// caller one throttle reservation and one enqueue: no RPC, nothing
+// proportional to the table. A fixed pool of workers then, per 128-key
+// chunk, runs the read-only tier lookup (no lease, no promote-on-hit, no get
+// metrics), keeps the SSD-only keys (COMPLETE LOCAL_DISK, no MEMORY, size >
+// 0) and hands them to their holder: an in-process holder promotes them
+// itself (RegisterPrefetchTask + the shared chain); a remote holder gets the
+// PREFETCH data-plane request and does the same under the keys' tenant.
+// Best effort throughout: any failure drops the key (counted), never the
+// caller's exist or get. Shutdown() refuses new work, drains queued and
+// running jobs and joins the workers. Thread-safe.
+#ifndef KVPOOL_CLIENT_SSD_PREFETCHER_H_
+#define KVPOOL_CLIENT_SSD_PREFETCHER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/data_plane.h"
+#include "client/master_client.h"
+#include "client/prefetch_throttle.h"
+#include "kvpool/client.h"
+
+namespace kvpool {
+
+struct SsdPrefetcherConfig {
+  int workers = 4;
+  size_t chunk_keys = 128;
+  size_t max_queued_jobs = 4096;  // beyond this a trigger is dropped (counted)
+  // Let an in-process holder promote directly (false with transport kTcp,
+  // which asks for no in-process shortcuts).
+  bool allow_local_holder = true;
+  PrefetchThrottleConfig throttle;
+};
+
+class SsdPrefetcher {
+ public:
+  // `master` and `data` must outlive the prefetcher (Shutdown joins first).
+  SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master, DataPlane* data,
+                std::string tenant, const Clock* clock = SystemClock::Default());
+  ~SsdPrefetcher();
+
+  void TriggerPrefetch(const std::vector<std::string>& keys, bool ignore_cooldown);
+  void Shutdown();
+  // Waits until no job is queued or running (tests, benchmarks).
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  PrefetchStats stats() const;
+
+ private:
+  void WorkerLoop();
+  void RunJob(const std::vector<std::string>& keys);
+  void OnKeyDone(const std::string& key, ErrorCode code);
+
+  const SsdPrefetcherConfig config_;
+  MasterClient* master_;
+  DataPlane* data_;
+  const std::string tenant_;
+  PrefetchThrottle throttle_;
+
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  bool shutdown_ = false;
+  std::deque<std::vector<std::string>> jobs_;
+  int running_ = 0;
+  std::vector<std::thread> workers_;
+
+  std::atomic<uint64_t> triggers_{0}, keys_triggered_{0}, delegations_{0}, completed_{0},
+      failed_{0}, already_resident_{0}, dropped_{0}, not_ssd_only_{0};
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_CLIENT_SSD_PREFETCHER_H_

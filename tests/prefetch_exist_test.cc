@@ -1,0 +1,264 @@
+// Prefetch-on-exist end to end (shared/seeds/design-prefetch-on-exist.md):
+// off by default and harmless when off, local and remote holders, dedup,
+// the DRAM-pressure cooldown, the get-side kick, old masters and holders.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "kvpool/local_cluster.h"
+#include "master/master_server.h"
+#include "node/node.h"
+#include "tests/test_util.h"
+
+namespace kvpool {
+namespace {
+
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+namespace fs = std::filesystem;
+
+constexpr uint64_t kValue = 1 << 20;
+
+class PrefetchExistTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("kvpool-pf-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    opts_.num_nodes = 2;
+    opts_.segment_size = 16ull << 20;
+    opts_.enable_ssd = true;
+    opts_.ssd_root = root_.string();
+    opts_.ssd_capacity_bytes = 512ull << 20;
+    opts_.ssd_segment_file_size = 16ull << 20;
+    opts_.heartbeat_interval_ms = 200;
+    opts_.default_kv_lease_ttl = 2000;
+  }
+  void TearDown() override {
+    cluster_.reset();
+    fs::remove_all(root_);
+  }
+  void Start() {
+    cluster_ = std::make_unique<LocalCluster>(opts_);
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  std::unique_ptr<Client> NewClient(bool prefetch, TransportMode mode = TransportMode::kAuto) {
+    ClientConfig c;
+    c.transport = mode;
+    c.enable_ssd_prefetch = prefetch;
+    return cluster_->NewClient(c).value();
+  }
+  std::string Tier(Client& c, const std::string& key) {
+    auto t = c.BatchGetReplicaDesc({key});
+    return t[0].ok() ? t[0]->BestTier() : "absent";
+  }
+  // Makes `n` keys SSD-only: put them, wait for their copies, push them out
+  // of DRAM with filler, then remove the filler so DRAM has room again.
+  std::vector<std::string> MakeSsdOnly(Client& c, int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) {
+      keys.push_back("cold-" + std::to_string(i));
+      EXPECT_TRUE(c.Put(keys.back(), RandomBytes(kValue, i)).ok());
+    }
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            auto t = c.BatchGetReplicaDesc({k});
+            bool disk = false;
+            for (const auto& r : t[0]->replicas) disk |= r.kind == ReplicaInfo::Kind::kLocalDisk;
+            if (!disk) return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(20)));
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_TRUE(c.Put("filler-" + std::to_string(i), RandomBytes(kValue, 1000 + i)).ok());
+    }
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            if (Tier(c, k) != "local_disk") return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(20)));
+    for (int i = 0; i < 40; ++i) c.Remove("filler-" + std::to_string(i), true);
+    return keys;
+  }
+  uint64_t MasterCounter(const std::string& name, const std::string& labels = "") {
+    return cluster_->master().service().metrics().CounterValue(name, labels);
+  }
+
+  fs::path root_;
+  LocalClusterOptions opts_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(PrefetchExistTest, OffByDefaultChangesNothing) {
+  Start();
+  auto writer = NewClient(false);
+  auto keys = MakeSsdOnly(*writer, 3);
+  auto c = NewClient(false);
+  uint64_t queries = MasterCounter("kvpool_master_query_keys_total");
+  uint64_t exists = MasterCounter("kvpool_master_exists_total", "result=\"OK\"");
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;  // asked for, but the switch is off
+  auto r = c->BatchIsExist({keys[0], keys[1], "nope"}, opts);
+  EXPECT_TRUE(r[0].value());
+  EXPECT_TRUE(r[1].value());
+  EXPECT_FALSE(r[2].value());
+  EXPECT_TRUE(c->WaitPrefetchIdle(1000));
+  // Same RPCs (the exist only), same results, no prefetch metrics.
+  EXPECT_EQ(MasterCounter("kvpool_master_query_keys_total"), queries);
+  EXPECT_EQ(MasterCounter("kvpool_master_exists_total", "result=\"OK\""), exists + 2);
+  EXPECT_EQ(c->prefetch_stats().triggers, 0u);
+  EXPECT_EQ(cluster_->master().service().promotion_counters().admitted, 0u);
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  EXPECT_EQ(cluster_->master().service().promotion_counters().admitted, 0u);
+  EXPECT_EQ(Tier(*c, keys[1]), "local_disk");
+}
+
+TEST_F(PrefetchExistTest, LocalHolderPromotesAndGetReadsDram) {
+  Start();
+  auto c = NewClient(true);
+  auto keys = MakeSsdOnly(*c, 3);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  auto r = c->BatchIsExist(keys, opts);
+  for (const auto& x : r) EXPECT_TRUE(x.value());
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& k : keys) {
+          if (Tier(*c, k) != "memory") return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+  uint64_t ssd_before = c->counters().ssd_bytes_read;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c->Get(keys[i]).value(), RandomBytes(kValue, i));
+  EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);  // served from DRAM
+  auto st = c->prefetch_stats();
+  EXPECT_EQ(st.completed, 3u);
+  EXPECT_EQ(st.failed, 0u);
+  EXPECT_EQ(MasterCounter("kvpool_master_prefetch_fate_total", "fate=\"read_from_dram\""), 3u);
+  // Probing again inside the window is deduplicated (no new work).
+  c->BatchIsExist(keys, opts);
+  EXPECT_EQ(c->prefetch_stats().dedup_hits, 3u);
+}
+
+TEST_F(PrefetchExistTest, RemoteHolderIsDelegatedOverTheDataPlane) {
+  Start();
+  auto c = NewClient(true, TransportMode::kTcp);
+  auto keys = MakeSsdOnly(*c, 2);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  c->BatchIsExist(keys, opts);
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  EXPECT_EQ(c->prefetch_stats().delegations, 2u);
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory" && Tier(*c, keys[1]) == "memory"; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(c->Get(keys[1]).value(), RandomBytes(kValue, 1));
+}
+
+TEST_F(PrefetchExistTest, GetKickPromotesForTheNextGet) {
+  Start();
+  auto c = NewClient(true);
+  auto keys = MakeSsdOnly(*c, 1);
+  // The get itself reads SSD at once (never waits) and kicks a prefetch.
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  EXPECT_EQ(c->prefetch_stats().triggers, 1u);
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory"; }, std::chrono::seconds(20)));
+}
+
+TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
+  opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient(true);
+  auto keys = MakeSsdOnly(*c, 2);
+  // Fill DRAM with leased keys so PromotionAllocStart finds no room.
+  ReplicateConfig pin;
+  pin.with_hard_pin = true;
+  for (int i = 0; i < 16; ++i) c->Put("wall-" + std::to_string(i), RandomBytes(kValue, 500 + i), pin);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  c->BatchIsExist({keys[0]}, opts);
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  ASSERT_TRUE(WaitUntil([&] { return c->prefetch_stats().failed >= 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(c->prefetch_stats().cooldown_entries, 1u);
+  // While it lasts, exist-triggered prefetch is a no-op ...
+  c->BatchIsExist({keys[1]}, opts);
+  EXPECT_EQ(c->prefetch_stats().cooldown_skips, 1u);
+  // ... but a get still kicks one (it bypasses only this client-side backoff).
+  uint64_t before = c->prefetch_stats().keys_triggered;
+  EXPECT_EQ(c->Get(keys[1]).value(), RandomBytes(kValue, 1));
+  EXPECT_EQ(c->prefetch_stats().keys_triggered, before + 1);
+  // The master's state was released at once each time (RAII guard).
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return cluster_->master().service().promotion_counters().in_flight == 0; },
+      std::chrono::seconds(10)));
+  auto pc = cluster_->master().service().promotion_counters();
+  EXPECT_EQ(pc.admitted, pc.completed + pc.failed + pc.cancelled + pc.expired + pc.in_flight);
+}
+
+TEST_F(PrefetchExistTest, OlderMasterMakesPrefetchAQuietNoOp) {
+  opts_.emulate_pre_prefetch_master = true;
+  Start();
+  auto c = NewClient(true);
+  auto keys = MakeSsdOnly(*c, 1);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  EXPECT_TRUE(c->BatchIsExist(keys, opts)[0].value());
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  // Give the holder's registration a chance to run, then check nothing moved.
+  auto& svc = cluster_->master().service();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return cluster_->node(0).ssd()->metrics().CounterValue(
+                   "kvpool_node_prefetch_registrations_total",
+                   "result=\"UNAVAILABLE_IN_CURRENT_STATUS\"") +
+                   cluster_->node(1).ssd()->metrics().CounterValue(
+                       "kvpool_node_prefetch_registrations_total",
+                       "result=\"UNAVAILABLE_IN_CURRENT_STATUS\"") >=
+               1;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(svc.promotion_counters().admitted, 0u);
+  EXPECT_EQ(c->prefetch_stats().failed, 0u);
+  EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));  // exist/get unaffected
+}
+
+TEST_F(PrefetchExistTest, OlderHolderMakesDelegationAQuietNoOp) {
+  opts_.emulate_pre_prefetch_holder = true;
+  Start();
+  auto c = NewClient(true, TransportMode::kTcp);
+  auto keys = MakeSsdOnly(*c, 1);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  EXPECT_TRUE(c->BatchIsExist(keys, opts)[0].value());
+  ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  EXPECT_EQ(c->prefetch_stats().delegations, 0u);
+  EXPECT_EQ(c->prefetch_stats().failed, 0u);
+  EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+}
+
+TEST_F(PrefetchExistTest, ShutdownDrainsBeforeTheClientGoes) {
+  Start();
+  auto c = NewClient(true);
+  auto keys = MakeSsdOnly(*c, 3);
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  c->BatchIsExist(keys, opts);
+  c.reset();  // must drain queued jobs and join the workers, not crash
+  auto other = NewClient(false);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(other->Get(keys[i]).value(), RandomBytes(kValue, i));
+}
+
+}  // namespace
+}  // namespace kvpool
