@@ -13,23 +13,23 @@ SsdPrefetcher::SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master, D
       master_(master),
       data_(data),
       tenant_(std::move(tenant)),
-      throttle_(config.throttle, clock) {
+      shared_(std::make_shared<Shared>(config.throttle, clock)) {
   for (int i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 SsdPrefetcher::~SsdPrefetcher() { Shutdown(); }
 
 void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys, bool ignore_cooldown) {
-  ++triggers_;
-  std::vector<std::string> fresh = throttle_.Reserve(keys, ignore_cooldown);
+  ++shared_->triggers;
+  std::vector<std::string> fresh = shared_->throttle.Reserve(keys, ignore_cooldown);
   if (fresh.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutdown_ || jobs_.size() >= config_.max_queued_jobs) {
-      dropped_ += fresh.size();
+      shared_->dropped += fresh.size();
       return;  // the pool is down or saturated: prefetch is best effort
     }
-    keys_triggered_ += fresh.size();
+    shared_->keys_triggered += fresh.size();
     jobs_.push_back(std::move(fresh));
   }
   cv_.notify_one();
@@ -78,27 +78,27 @@ void SsdPrefetcher::WorkerLoop() {
   }
 }
 
-void SsdPrefetcher::OnKeyDone(const std::string& key, ErrorCode code) {
+void SsdPrefetcher::Shared::OnKeyDone(const std::string& key, ErrorCode code) {
   switch (code) {
     case ErrorCode::OK:
-      ++completed_;
-      throttle_.Mark(key, PrefetchState::kCompleted);
+      ++completed;
+      throttle.Mark(key, PrefetchState::kCompleted);
       break;
     case ErrorCode::PROMOTION_ALREADY_EXISTS:
-      ++already_resident_;
-      throttle_.Mark(key, PrefetchState::kAlreadyResident);
+      ++already_resident;
+      throttle.Mark(key, PrefetchState::kAlreadyResident);
       break;
     case ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS:
       // An older master without RegisterPrefetchTask: a quiet no-op.
-      throttle_.Mark(key, PrefetchState::kCompleted);
+      throttle.Mark(key, PrefetchState::kCompleted);
       break;
     case ErrorCode::NO_AVAILABLE_HANDLE:
       // DRAM is saturated: back off so eviction and offload can free it.
-      throttle_.EnterCooldown();
+      throttle.EnterCooldown();
       [[fallthrough]];
     default:
-      ++failed_;
-      throttle_.Mark(key, PrefetchState::kFailed);
+      ++failed;
+      throttle.Mark(key, PrefetchState::kFailed);
   }
 }
 
@@ -109,7 +109,7 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
   rpc::BatchQueryReadOnlyResponse resp;
   if (Status s = master_->Call(&rpc::MasterService::Stub::BatchQueryReadOnly, req, &resp);
       !s.ok()) {
-    for (const auto& k : keys) OnKeyDone(k, s.code());
+    for (const auto& k : keys) shared_->OnKeyDone(k, s.code());
     return;
   }
   // holder (node id, endpoint) -> its SSD-only keys
@@ -124,22 +124,23 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
       if (r.kind() == rpc::LOCAL_DISK && !disk) disk = &r;
     }
     if (q.error_code() == 0 && memory) {
-      ++already_resident_;
-      throttle_.Mark(keys[i], PrefetchState::kAlreadyResident);
+      ++shared_->already_resident;
+      shared_->throttle.Mark(keys[i], PrefetchState::kAlreadyResident);
     } else if (q.error_code() == 0 && disk && q.size() > 0) {
       by_holder[{disk->disk_node_id(), disk->disk_data_endpoint()}].push_back(keys[i]);
     } else {
-      ++not_ssd_only_;  // unknown, being put, or nothing on SSD: nothing to do
-      throttle_.Mark(keys[i], PrefetchState::kCompleted);
+      ++shared_->not_ssd_only;  // unknown, being put, or nothing on SSD
+      shared_->throttle.Mark(keys[i], PrefetchState::kCompleted);
     }
   }
   for (auto& [holder, hkeys] : by_holder) {
     if (auto tier = config_.allow_local_holder ? FindLocalHolder(holder.first) : nullptr) {
-      for (const auto& k : hkeys) throttle_.Mark(k, PrefetchState::kInFlight);
-      auto codes = tier->PrefetchKeys(tenant_, hkeys, [this](const std::string& key,
-                                                             ErrorCode code) {
-        OnKeyDone(key, code);
-      });
+      for (const auto& k : hkeys) shared_->throttle.Mark(k, PrefetchState::kInFlight);
+      // The holder may finish after this client is gone: the callback keeps
+      // only the shared counters alive, never the client.
+      auto codes = tier->PrefetchKeys(
+          tenant_, hkeys,
+          [shared = shared_](const std::string& key, ErrorCode code) { shared->OnKeyDone(key, code); });
       (void)codes;  // rejected keys were reported through the callback
       continue;
     }
@@ -148,28 +149,29 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
     for (size_t i = 0; i < hkeys.size(); ++i) {
       ErrorCode c = !s.ok() ? s.code() : i < results.size() ? results[i] : ErrorCode::INTERNAL_ERROR;
       if (c == ErrorCode::OK) {
-        ++delegations_;  // the holder owns the execution state from here
-        throttle_.Mark(hkeys[i], PrefetchState::kDelegated);
+        ++shared_->delegations;  // the holder owns the execution state from here
+        shared_->throttle.Mark(hkeys[i], PrefetchState::kDelegated);
       } else {
-        OnKeyDone(hkeys[i], c);
+        shared_->OnKeyDone(hkeys[i], c);
       }
     }
   }
 }
 
 PrefetchStats SsdPrefetcher::stats() const {
+  const Shared& sh = *shared_;
   PrefetchStats s;
-  s.triggers = triggers_.load();
-  s.keys_triggered = keys_triggered_.load();
-  s.dedup_hits = throttle_.dedup_hits();
-  s.cooldown_entries = throttle_.cooldown_entries();
-  s.cooldown_skips = throttle_.cooldown_skips();
-  s.delegations = delegations_.load();
-  s.completed = completed_.load();
-  s.failed = failed_.load();
-  s.already_resident = already_resident_.load();
-  s.not_ssd_only = not_ssd_only_.load();
-  s.dropped = dropped_.load();
+  s.triggers = sh.triggers.load();
+  s.keys_triggered = sh.keys_triggered.load();
+  s.dedup_hits = sh.throttle.dedup_hits();
+  s.cooldown_entries = sh.throttle.cooldown_entries();
+  s.cooldown_skips = sh.throttle.cooldown_skips();
+  s.delegations = sh.delegations.load();
+  s.completed = sh.completed.load();
+  s.failed = sh.failed.load();
+  s.already_resident = sh.already_resident.load();
+  s.not_ssd_only = sh.not_ssd_only.load();
+  s.dropped = sh.dropped.load();
   return s;
 }
 

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -53,15 +54,23 @@ class SsdPrefetcher {
   PrefetchStats stats() const;
 
  private:
+  // Throttle and counters, shared with completion callbacks that an
+  // in-process holder may run after this client is gone.
+  struct Shared {
+    Shared(PrefetchThrottleConfig c, const Clock* clock) : throttle(c, clock) {}
+    void OnKeyDone(const std::string& key, ErrorCode code);
+    PrefetchThrottle throttle;
+    std::atomic<uint64_t> triggers{0}, keys_triggered{0}, delegations{0}, completed{0},
+        failed{0}, already_resident{0}, dropped{0}, not_ssd_only{0};
+  };
   void WorkerLoop();
   void RunJob(const std::vector<std::string>& keys);
-  void OnKeyDone(const std::string& key, ErrorCode code);
 
   const SsdPrefetcherConfig config_;
   MasterClient* master_;
   DataPlane* data_;
   const std::string tenant_;
-  PrefetchThrottle throttle_;
+  std::shared_ptr<Shared> shared_;
 
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
@@ -69,9 +78,6 @@ class SsdPrefetcher {
   std::deque<std::vector<std::string>> jobs_;
   int running_ = 0;
   std::vector<std::thread> workers_;
-
-  std::atomic<uint64_t> triggers_{0}, keys_triggered_{0}, delegations_{0}, completed_{0},
-      failed_{0}, already_resident_{0}, dropped_{0}, not_ssd_only_{0};
 };
 
 }  // namespace kvpool
