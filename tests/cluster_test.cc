@@ -284,3 +284,40 @@ TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST(ClusterLeaseCache, RepeatedGetsSkipTheMasterWithinTheLease) {
+  LocalClusterOptions o;
+  o.default_kv_lease_ttl = 400;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  ClientConfig cached_cfg;
+  cached_cfg.lease_cache = true;
+  auto c = cluster.NewClient(cached_cfg).value();
+  auto other = cluster.NewClient().value();
+  ASSERT_TRUE(c->Put("k", "v1").ok());
+  auto& svc = cluster.master().service();
+  auto gets = [&] { return svc.metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\""); };
+  ASSERT_EQ(c->Get("k").value(), "v1");
+  uint64_t after_first = gets();
+  EXPECT_EQ(c->Get("k").value(), "v1");
+  EXPECT_EQ(gets(), after_first);  // no master round trip
+  EXPECT_EQ(c->counters().lease_cache_hits, 1u);
+  // Another client's upsert: the cached reader may still see v1 while its
+  // lease lasts (the old bytes are kept for it), then sees v2.
+  ASSERT_TRUE(other->Upsert("k", "v2!").ok());
+  auto r = c->Get("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.value() == "v1" || r.value() == "v2!");
+  ASSERT_TRUE(WaitUntil([&] { return c->Get("k").value() == "v2!"; }, std::chrono::seconds(5)));
+  // Its own upsert or remove is seen at once.
+  ASSERT_TRUE(c->Upsert("k", "v3").ok());
+  EXPECT_EQ(c->Get("k").value(), "v3");
+  ASSERT_TRUE(c->Remove("k", true).ok());
+  EXPECT_EQ(c->Get("k").code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -27,6 +27,7 @@ struct ClientCounters {
   uint64_t tcp_bytes_written = 0;
   uint64_t ssd_bytes_read = 0;  // values read from a holder's SSD
   uint64_t local_ssd_bytes_read = 0;  // ... of which from a holder in this process
+  uint64_t lease_cache_hits = 0;      // gets answered without a master RPC
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is
@@ -104,6 +105,13 @@ class Client {
  private:
   struct State;
   explicit Client(std::unique_ptr<State> state);
+  struct Replies;
+  Replies FetchReplies(const std::vector<std::string_view>& keys);
+  void ForgetCached(const std::vector<std::string>& keys);
+  std::vector<Result<uint64_t>> ReadInto(const std::vector<std::string_view>& keys,
+                                         const std::vector<void*>& bufs,
+                                         const std::vector<uint64_t>& sizes,
+                                         bool require_registered);
   std::vector<Status> PutMany(const std::vector<std::string>& keys,
                               const std::vector<const uint8_t*>& bufs,
                               const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,

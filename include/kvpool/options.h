@@ -20,6 +20,11 @@ struct ClientConfig {
   std::string tenant = "default";
   TransportMode transport = TransportMode::kAuto;
   int rpc_timeout_ms = 5000;
+  // Reuse a replica list while this client still holds its read lease, so a
+  // repeated get of a hot key costs no master round trip (the master keeps
+  // leased memory from reuse, even across remove and upsert; a cached get
+  // may return the value as of the lease, never other bytes). Off by default.
+  bool lease_cache = false;
   // Prefetch-on-exist (off by default; with it off exist and get are
   // exactly as before).
   bool enable_ssd_prefetch = false;

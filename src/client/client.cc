@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <shared_mutex>
+#include <unordered_map>
 
 #include "client/data_plane.h"
 #include "client/master_client.h"
@@ -14,6 +15,7 @@ namespace kvpool {
 
 namespace {
 using Stub = rpc::MasterService::Stub;
+constexpr size_t kLeaseCacheEntries = 65536;
 
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -60,6 +62,14 @@ struct Client::State {
   MasterClient master;
   DataPlane data;
   std::unique_ptr<SsdPrefetcher> prefetcher;  // null when enable_ssd_prefetch is off
+  struct CachedReply {
+    std::shared_ptr<const rpc::GetReplicaListResponse> reply;
+    int64_t deadline_ms = 0;  // steady clock: end of the lease this client holds
+    int64_t margin_ms = 0;
+  };
+  std::mutex cache_mu;
+  std::unordered_map<std::string, CachedReply> cache;  // lease_cache only
+  std::atomic<uint64_t> lease_cache_hits{0};
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
 
@@ -99,7 +109,8 @@ ClientCounters Client::counters() const {
   auto& d = state_->data;
   return ClientCounters{d.shm_bytes_read.load(), d.shm_bytes_written.load(),
                         d.tcp_bytes_read.load(), d.tcp_bytes_written.load(),
-                        d.ssd_bytes_read.load(), d.local_ssd_bytes_read.load()};
+                        d.ssd_bytes_read.load(), d.local_ssd_bytes_read.load(),
+                        state_->lease_cache_hits.load()};
 }
 
 // -------------------------------------------------------------------- put
@@ -109,6 +120,7 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
                                     const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
                                     bool upsert) {
   const size_t n = keys.size();
+  if (upsert) ForgetCached(keys);
   std::vector<Status> out(n);
   if (bufs.size() != n || sizes.size() != n) {
     std::fill(out.begin(), out.end(),
@@ -285,6 +297,7 @@ namespace {
 // One key's read: where to put it and what the master said.
 struct ReadJob {
   std::string_view key;
+  int64_t lease_deadline_ms = 0;  // steady clock
   uint8_t* dest = nullptr;
   uint64_t capacity = 0;
   const rpc::GetReplicaListResponse* reply = nullptr;
@@ -297,7 +310,7 @@ struct ReadJob {
 // Reads every job whose reply is OK; tries the next replica when a transfer
 // fails, so a dead holder of one replica does not fail the read.
 static void RunReads(DataPlane& data, const std::string& tenant, std::vector<ReadJob>& jobs,
-                     int64_t started_ms, SsdPrefetcher* prefetcher) {
+                     SsdPrefetcher* prefetcher) {
   bool kicked = false;
   bool progress = true;
   while (progress) {
@@ -347,45 +360,111 @@ static void RunReads(DataPlane& data, const std::string& tenant, std::vector<Rea
   }
   // Past the lease, the master may have reused the range: the bytes cannot
   // be trusted (Mooncake's LEASE_EXPIRED).
-  int64_t elapsed = SteadyMs() - started_ms;
+  const int64_t now = SteadyMs();
   for (auto& j : jobs) {
-    if (j.result.ok() && j.reply && elapsed > int64_t(j.reply->lease_ttl_ms())) {
+    if (j.result.ok() && j.reply && now > j.lease_deadline_ms) {
       j.result = Status(ErrorCode::LEASE_EXPIRED, "lease expired before the copy completed");
     }
   }
 }
 
-std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string>& keys,
-                                                   const std::vector<void*>& bufs,
-                                                   const std::vector<uint64_t>& sizes) {
+struct Client::Replies {
+  Status status;  // an RPC failure, for every key
+  std::vector<std::shared_ptr<const rpc::GetReplicaListResponse>> items;
+  std::vector<int64_t> lease_deadline_ms;  // steady clock
+};
+
+// Replica lists for `keys`, one master RPC for all of them; with the lease
+// cache on, a key whose lease this client still holds is answered from the
+// cache (the master keeps that memory for the lease, whatever happens to the
+// key meanwhile).
+Client::Replies Client::FetchReplies(const std::vector<std::string_view>& keys) {
+  Replies out;
+  out.items.resize(keys.size());
+  out.lease_deadline_ms.resize(keys.size(), 0);
+  const int64_t now = SteadyMs();
+  rpc::BatchKeyRequest req;
+  req.set_tenant(state_->config.tenant);
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (state_->config.lease_cache) {
+      std::lock_guard<std::mutex> lock(state_->cache_mu);
+      auto it = state_->cache.find(std::string(keys[i]));
+      // A margin keeps a copy that starts now well inside the lease.
+      if (it != state_->cache.end() && now + it->second.margin_ms < it->second.deadline_ms) {
+        out.items[i] = it->second.reply;
+        out.lease_deadline_ms[i] = it->second.deadline_ms;
+        ++state_->lease_cache_hits;
+        continue;
+      }
+    }
+    req.add_keys(std::string(keys[i]));
+    asked.push_back(i);
+  }
+  if (asked.empty()) return out;
+  rpc::BatchGetReplicaListResponse resp;
+  out.status = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp);
+  if (!out.status.ok()) return out;
+  if (resp.items_size() != static_cast<int>(asked.size())) {
+    out.status = Status(ErrorCode::RPC_FAIL, "short BatchGetReplicaList reply");
+    return out;
+  }
+  for (size_t j = 0; j < asked.size(); ++j) {
+    size_t i = asked[j];
+    auto reply = std::make_shared<rpc::GetReplicaListResponse>(
+        std::move(*resp.mutable_items(static_cast<int>(j))));
+    // The lease counts from before the request was sent.
+    out.lease_deadline_ms[i] = now + int64_t(reply->lease_ttl_ms());
+    bool memory = false;
+    for (const auto& r : reply->replicas()) memory |= r.kind() == rpc::MEMORY;
+    if (state_->config.lease_cache && reply->error_code() == 0 && memory) {
+      std::lock_guard<std::mutex> lock(state_->cache_mu);
+      if (state_->cache.size() >= kLeaseCacheEntries) state_->cache.clear();
+      state_->cache[std::string(keys[i])] = State::CachedReply{
+          reply, out.lease_deadline_ms[i], std::max<int64_t>(1, reply->lease_ttl_ms() / 5)};
+    }
+    out.items[i] = std::move(reply);
+  }
+  return out;
+}
+
+void Client::ForgetCached(const std::vector<std::string>& keys) {
+  if (!state_->config.lease_cache) return;
+  std::lock_guard<std::mutex> lock(state_->cache_mu);
+  for (const auto& k : keys) state_->cache.erase(k);
+}
+
+std::vector<Result<uint64_t>> Client::ReadInto(const std::vector<std::string_view>& keys,
+                                               const std::vector<void*>& bufs,
+                                               const std::vector<uint64_t>& sizes,
+                                               bool require_registered) {
   const size_t n = keys.size();
   std::vector<Result<uint64_t>> out(n, ErrorCode::INTERNAL_ERROR);
   if (bufs.size() != n || sizes.size() != n) {
     std::fill(out.begin(), out.end(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
     return out;
   }
-  if (n == 0) return out;
-  int64_t started = SteadyMs();
-  rpc::BatchKeyRequest req;
-  req.set_tenant(state_->config.tenant);
+  std::vector<std::string_view> asked_keys;
   std::vector<size_t> asked;
   for (size_t i = 0; i < n; ++i) {
-    if (!state_->Registered(bufs[i], sizes[i])) {
+    if (bufs[i] == nullptr) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS, "null buffer");
+    } else if (require_registered && !state_->Registered(bufs[i], sizes[i])) {
       out[i] = Status(ErrorCode::INVALID_PARAMS, "buffer is not inside a registered buffer");
-      continue;
+    } else {
+      asked_keys.push_back(keys[i]);
+      asked.push_back(i);
     }
-    req.add_keys(keys[i]);
-    asked.push_back(i);
   }
   if (asked.empty()) return out;
-  rpc::BatchGetReplicaListResponse resp;
-  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) {
-    for (size_t i : asked) out[i] = s;
+  Replies replies = FetchReplies(asked_keys);
+  if (!replies.status.ok()) {
+    for (size_t i : asked) out[i] = replies.status;
     return out;
   }
   std::vector<ReadJob> jobs(asked.size());
-  for (size_t j = 0; j < asked.size() && static_cast<int>(j) < resp.items_size(); ++j) {
-    const auto& r = resp.items(static_cast<int>(j));
+  for (size_t j = 0; j < asked.size(); ++j) {
+    const auto& r = *replies.items[j];
     size_t i = asked[j];
     if (r.error_code() != 0) {
       jobs[j].result = Status(ErrorCodeFromInt(r.error_code()));
@@ -398,31 +477,38 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string
       continue;
     }
     jobs[j].reply = &r;
+    jobs[j].lease_deadline_ms = replies.lease_deadline_ms[j];
     jobs[j].key = keys[i];
     jobs[j].dest = static_cast<uint8_t*>(bufs[i]);
     jobs[j].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
+  RunReads(state_->data, state_->config.tenant, jobs, state_->prefetcher.get());
   for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
   return out;
+}
+
+std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string>& keys,
+                                                   const std::vector<void*>& bufs,
+                                                   const std::vector<uint64_t>& sizes) {
+  return ReadInto(std::vector<std::string_view>(keys.begin(), keys.end()), bufs, sizes, true);
+}
+
+Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size) {
+  return ReadInto({key}, {buf}, {size}, false)[0];
 }
 
 std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>& keys) {
   const size_t n = keys.size();
   std::vector<Result<std::string>> out(n, ErrorCode::INTERNAL_ERROR);
   if (n == 0) return out;
-  int64_t started = SteadyMs();
-  rpc::BatchKeyRequest req;
-  req.set_tenant(state_->config.tenant);
-  for (const auto& k : keys) req.add_keys(k);
-  rpc::BatchGetReplicaListResponse resp;
-  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) {
-    std::fill(out.begin(), out.end(), s);
+  Replies replies = FetchReplies(std::vector<std::string_view>(keys.begin(), keys.end()));
+  if (!replies.status.ok()) {
+    std::fill(out.begin(), out.end(), replies.status);
     return out;
   }
   std::vector<ReadJob> jobs(n);
-  for (size_t i = 0; i < n && static_cast<int>(i) < resp.items_size(); ++i) {
-    const auto& r = resp.items(static_cast<int>(i));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = *replies.items[i];
     if (r.error_code() != 0) {
       jobs[i].result = Status(ErrorCodeFromInt(r.error_code()));
       continue;
@@ -430,10 +516,11 @@ std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>
     jobs[i].owned.resize(r.size());
     jobs[i].dest = reinterpret_cast<uint8_t*>(jobs[i].owned.data());
     jobs[i].reply = &r;
+    jobs[i].lease_deadline_ms = replies.lease_deadline_ms[i];
     jobs[i].key = keys[i];
     jobs[i].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
   }
-  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
+  RunReads(state_->data, state_->config.tenant, jobs, state_->prefetcher.get());
   for (size_t i = 0; i < n; ++i) {
     if (jobs[i].result.ok()) {
       out[i] = std::move(jobs[i].owned);
@@ -447,30 +534,6 @@ std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>
 Result<std::string> Client::Get(std::string_view key) {
   auto r = BatchGet({std::string(key)});
   return std::move(r[0]);
-}
-
-Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size) {
-  if (buf == nullptr) return Status(ErrorCode::INVALID_PARAMS, "null buffer");
-  int64_t started = SteadyMs();
-  rpc::BatchKeyRequest req;
-  req.set_tenant(state_->config.tenant);
-  req.add_keys(std::string(key));
-  rpc::BatchGetReplicaListResponse resp;
-  if (Status s = state_->master.Call(&Stub::BatchGetReplicaList, req, &resp); !s.ok()) return s;
-  if (resp.items_size() != 1) return Status(ErrorCode::RPC_FAIL, "short reply");
-  const auto& r = resp.items(0);
-  if (r.error_code() != 0) return Status(ErrorCodeFromInt(r.error_code()));
-  if (r.size() > size) {
-    return Status(ErrorCode::BUFFER_OVERFLOW, "value of " + std::to_string(r.size()) +
-                                                  " bytes, buffer of " + std::to_string(size));
-  }
-  std::vector<ReadJob> jobs(1);
-  jobs[0].reply = &r;
-  jobs[0].key = key;
-  jobs[0].dest = static_cast<uint8_t*>(buf);
-  jobs[0].result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
-  RunReads(state_->data, state_->config.tenant, jobs, started, state_->prefetcher.get());
-  return jobs[0].result;
 }
 
 // ------------------------------------------------------------ exist, size
@@ -519,6 +582,7 @@ Result<uint64_t> Client::GetSize(std::string_view key) {
 // ----------------------------------------------------------------- remove
 
 Status Client::Remove(std::string_view key, bool force) {
+  ForgetCached({std::string(key)});
   rpc::RemoveRequest req;
   req.set_tenant(state_->config.tenant);
   req.set_key(std::string(key));
@@ -529,6 +593,10 @@ Status Client::Remove(std::string_view key, bool force) {
 }
 
 Result<uint64_t> Client::RemoveAll(bool force) {
+  if (state_->config.lease_cache) {
+    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    state_->cache.clear();
+  }
   rpc::RemoveAllRequest req;
   req.set_tenant(state_->config.tenant);
   req.set_force(force);
