@@ -15,11 +15,23 @@ struct BenchOptions {
   uint64_t objects = 1000000;
   uint64_t pressure_dram_bytes = 256ull << 20;
   std::string dir;  // scratch directory for SSD files (default /tmp)
+
+  // exist-prefetch and tier-latency: LocalClusters of 2 nodes with this
+  // much DRAM each, small enough that filler makes the probed keys SSD-only.
+  uint64_t node_dram_bytes = 32ull << 20;
+  uint64_t value_bytes = 256ull << 10;  // exist-prefetch value size
+  int exist_reps = 300;        // off/on(dedup) pairs of 128-key probes
+  int exist_fresh_reps = 16;   // off/on(fresh) pairs, 128 new keys each
+  int keys_per_cell = 16;      // fresh SSD-only keys per (gap, column)
+  int tier_samples = 300;      // gets per tier-latency case
+  int tier_keys = 32;          // SSD-only keys per value size
 };
 
 int RunTransferBench(const BenchOptions& opts);
 int RunMasterBench(const BenchOptions& opts);
 int RunPressureBench(const BenchOptions& opts);
+int RunExistPrefetchBench(const BenchOptions& opts);
+int RunTierLatencyBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 
