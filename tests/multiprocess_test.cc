@@ -71,8 +71,11 @@ class MultiProcessTest : public ::testing::Test {
 TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
   const std::string bin = KVPOOL_BIN_DIR;
   fs::path port_file = dir_ / "master.port";
-  pid_t master = Spawn({bin + "/kvpool-master", "--rpc_port=0", "--metrics_port=-1",
-                        "--client_ttl=1", "--port_file=" + port_file.string()});
+  // Knobs from a config file (same names as the flags), one from a flag.
+  fs::path config = dir_ / "master.toml";
+  std::ofstream(config) << "rpc_port = 0\nmetrics_port = -1\nclient_ttl = 1\n";
+  pid_t master = Spawn({bin + "/kvpool-master", "--config=" + config.string(),
+                        "--port_file=" + port_file.string()});
   pids_.push_back(master);
   ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); }, std::chrono::seconds(20)));
   int port = 0;
