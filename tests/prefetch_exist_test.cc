@@ -6,94 +6,27 @@
 
 #include <filesystem>
 
-#include "kvpool/local_cluster.h"
-#include "master/master_server.h"
-#include "node/node.h"
-#include "tests/test_util.h"
+#include "tests/ssd_fixture.h"
 
 namespace kvpool {
 namespace {
 
+using kvpool::testing::kValue;
 using kvpool::testing::RandomBytes;
 using kvpool::testing::WaitUntil;
-namespace fs = std::filesystem;
 
-constexpr uint64_t kValue = 1 << 20;
-
-class PrefetchExistTest : public ::testing::Test {
+class PrefetchExistTest : public kvpool::testing::SsdFixture {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("kvpool-pf-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    opts_.num_nodes = 2;
-    opts_.segment_size = 16ull << 20;
-    opts_.enable_ssd = true;
-    opts_.ssd_root = root_.string();
-    opts_.ssd_capacity_bytes = 512ull << 20;
-    opts_.ssd_segment_file_size = 16ull << 20;
-    opts_.heartbeat_interval_ms = 200;
+    SsdFixture::SetUp();
     opts_.default_kv_lease_ttl = 2000;
   }
-  void TearDown() override {
-    cluster_.reset();
-    fs::remove_all(root_);
-  }
-  void Start() {
-    cluster_ = std::make_unique<LocalCluster>(opts_);
-    ASSERT_TRUE(cluster_->Start().ok());
-  }
   std::unique_ptr<Client> NewClient(bool prefetch, TransportMode mode = TransportMode::kAuto) {
-    ClientConfig c;
-    c.transport = mode;
-    c.enable_ssd_prefetch = prefetch;
-    return cluster_->NewClient(c).value();
-  }
-  std::string Tier(Client& c, const std::string& key) {
-    auto t = c.BatchGetReplicaDesc({key});
-    return t[0].ok() ? t[0]->BestTier() : "absent";
-  }
-  // Makes `n` keys SSD-only: put them, wait for their copies, push them out
-  // of DRAM with filler, then remove the filler so DRAM has room again.
-  std::vector<std::string> MakeSsdOnly(Client& c, int n) {
-    std::vector<std::string> keys;
-    for (int i = 0; i < n; ++i) {
-      keys.push_back("cold-" + std::to_string(i));
-      EXPECT_TRUE(c.Put(keys.back(), RandomBytes(kValue, i)).ok());
-    }
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          for (const auto& k : keys) {
-            auto t = c.BatchGetReplicaDesc({k});
-            bool disk = false;
-            for (const auto& r : t[0]->replicas) disk |= r.kind == ReplicaInfo::Kind::kLocalDisk;
-            if (!disk) return false;
-          }
-          return true;
-        },
-        std::chrono::seconds(20)));
-    for (int i = 0; i < 40; ++i) {
-      EXPECT_TRUE(c.Put("filler-" + std::to_string(i), RandomBytes(kValue, 1000 + i)).ok());
-    }
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          for (const auto& k : keys) {
-            if (Tier(c, k) != "local_disk") return false;
-          }
-          return true;
-        },
-        std::chrono::seconds(20)));
-    for (int i = 0; i < 40; ++i) c.Remove("filler-" + std::to_string(i), true);
-    return keys;
+    return SsdFixture::NewClient(mode, prefetch);
   }
   uint64_t MasterCounter(const std::string& name, const std::string& labels = "") {
     return cluster_->master().service().metrics().CounterValue(name, labels);
   }
-
-  fs::path root_;
-  LocalClusterOptions opts_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(PrefetchExistTest, OffByDefaultChangesNothing) {

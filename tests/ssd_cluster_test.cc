@@ -7,68 +7,19 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kvpool/local_cluster.h"
-#include "master/master_server.h"
-#include "node/node.h"
-#include "tests/test_util.h"
+#include "tests/ssd_fixture.h"
 
 namespace kvpool {
 namespace {
 
+using kvpool::testing::kValue;
 using kvpool::testing::RandomBytes;
 using kvpool::testing::WaitUntil;
 namespace fs = std::filesystem;
 
-constexpr uint64_t kValue = 1 << 20;
-
-class SsdClusterTest : public ::testing::Test {
+class SsdClusterTest : public kvpool::testing::SsdFixture {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("kvpool-ssd-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-    opts_.num_nodes = 2;
-    opts_.segment_size = 16ull << 20;
-    opts_.enable_ssd = true;
-    opts_.ssd_root = root_.string();
-    opts_.ssd_capacity_bytes = 512ull << 20;
-    opts_.ssd_segment_file_size = 16ull << 20;
-    opts_.heartbeat_interval_ms = 200;
-    opts_.default_kv_lease_ttl = 500;
-  }
-  void TearDown() override {
-    cluster_.reset();
-    fs::remove_all(root_);
-  }
-  void Start() {
-    cluster_ = std::make_unique<LocalCluster>(opts_);
-    ASSERT_TRUE(cluster_->Start().ok());
-  }
-  std::unique_ptr<Client> NewClient(TransportMode mode = TransportMode::kAuto) {
-    ClientConfig c;
-    c.transport = mode;
-    return cluster_->NewClient(c).value();
-  }
   static std::string Key(int i) { return "blk-" + std::to_string(i); }
-  // Tier of a key: "memory", "local_disk", "processing" or "absent".
-  static std::string Tier(Client& c, const std::string& key) {
-    auto t = c.BatchGetReplicaDesc({key});
-    return t[0].ok() ? t[0]->BestTier() : "absent";
-  }
-  static bool HasDiskCopy(Client& c, const std::string& key) {
-    auto t = c.BatchGetReplicaDesc({key});
-    if (!t[0].ok()) return false;
-    for (const auto& r : t[0]->replicas) {
-      if (r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete) return true;
-    }
-    return false;
-  }
-
-  fs::path root_;
-  LocalClusterOptions opts_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(SsdClusterTest, ProactiveOffloadGivesEveryKeyAnSsdCopy) {

@@ -1,0 +1,110 @@
+// A LocalCluster with the SSD tier on, in a per-test temporary directory,
+// plus helpers to put keys in a given tier. Shared by the SSD-tier and
+// prefetch integration tests.
+#ifndef KVPOOL_TESTS_SSD_FIXTURE_H_
+#define KVPOOL_TESTS_SSD_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvpool/local_cluster.h"
+#include "master/master_server.h"
+#include "node/node.h"
+#include "tests/test_util.h"
+
+namespace kvpool::testing {
+
+inline constexpr uint64_t kValue = 1 << 20;
+
+class SsdFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("kvpool-ssd-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
+    opts_.num_nodes = 2;
+    opts_.segment_size = 16ull << 20;
+    opts_.enable_ssd = true;
+    opts_.ssd_root = root_.string();
+    opts_.ssd_capacity_bytes = 512ull << 20;
+    opts_.ssd_segment_file_size = 16ull << 20;
+    opts_.heartbeat_interval_ms = 200;
+    opts_.default_kv_lease_ttl = 500;
+  }
+  void TearDown() override {
+    cluster_.reset();
+    std::filesystem::remove_all(root_);
+  }
+  void Start() {
+    cluster_ = std::make_unique<LocalCluster>(opts_);
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  std::unique_ptr<Client> NewClient(TransportMode mode = TransportMode::kAuto,
+                                    bool prefetch = false) {
+    ClientConfig c;
+    c.transport = mode;
+    c.enable_ssd_prefetch = prefetch;
+    return cluster_->NewClient(c).value();
+  }
+  // "memory", "local_disk", "processing" or "absent".
+  static std::string Tier(Client& c, const std::string& key) {
+    auto t = c.BatchGetReplicaDesc({key});
+    return t[0].ok() ? t[0]->BestTier() : "absent";
+  }
+  static bool HasDiskCopy(Client& c, const std::string& key) {
+    auto t = c.BatchGetReplicaDesc({key});
+    if (!t[0].ok()) return false;
+    for (const auto& r : t[0]->replicas) {
+      if (r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete) return true;
+    }
+    return false;
+  }
+  static bool AllHaveDiskCopies(Client& c, const std::vector<std::string>& keys) {
+    return WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            if (!HasDiskCopy(c, k)) return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(20));
+  }
+  // Makes `n` keys SSD-only: put them, wait for their copies, push them out
+  // of DRAM with filler, then remove the filler so DRAM has room again.
+  std::vector<std::string> MakeSsdOnly(Client& c, int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) {
+      keys.push_back("cold-" + std::to_string(i));
+      EXPECT_TRUE(c.Put(keys.back(), RandomBytes(kValue, i)).ok());
+    }
+    EXPECT_TRUE(AllHaveDiskCopies(c, keys));
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_TRUE(c.Put("filler-" + std::to_string(i), RandomBytes(kValue, 1000 + i)).ok());
+    }
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            if (Tier(c, k) != "local_disk") return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(20)));
+    for (int i = 0; i < 40; ++i) c.Remove("filler-" + std::to_string(i), true);
+    return keys;
+  }
+
+  std::filesystem::path root_;
+  LocalClusterOptions opts_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+}  // namespace kvpool::testing
+
+#endif  // KVPOOL_TESTS_SSD_FIXTURE_H_
