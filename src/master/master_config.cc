@@ -25,6 +25,7 @@ Status MasterConfig::Validate() const {
   if (offloading_queue_limit < 0) return bad("offloading_queue_limit must be >= 0");
   if (offload_task_ttl_sec <= 0) return bad("offload_task_ttl_sec must be > 0");
   if (put_offload_wait_ms < 0) return bad("put_offload_wait_ms must be >= 0");
+  if (prefetch_trigger_lease_ttl_ms <= 0) return bad("prefetch_trigger_lease_ttl_ms must be > 0");
   if (promotion_admission_threshold < 0) return bad("promotion_admission_threshold must be >= 0");
   if (promotion_queue_limit < 0) return bad("promotion_queue_limit must be >= 0");
   if (promotion_max_per_heartbeat < 0) return bad("promotion_max_per_heartbeat must be >= 0");

@@ -40,6 +40,10 @@ struct MasterConfig {
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths
   int64_t promotion_max_per_heartbeat = 1;
   int64_t promotion_task_ttl_sec = 600;   // the reaper's deadline
+  // Router-triggered prefetch (BatchPrefetchToMemory), off by default.
+  bool enable_prefetch_trigger = false;
+  // Lease granted at enqueue: covers the router -> engine get window.
+  int64_t prefetch_trigger_lease_ttl_ms = 10000;
   // Test-only: answer the additive prefetch RPCs as an older master would
   // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
   bool emulate_pre_prefetch_master = false;

@@ -197,6 +197,21 @@ class MasterService {
   std::vector<PrefetchRegistration> RegisterPrefetchTask(const std::string& node_id,
                                                          const std::string& tenant,
                                                          const std::vector<std::string>& keys);
+  // Router-triggered prefetch (shared/seeds/rfc-router-prefetch-trigger.md):
+  // the RFC's per-key statuses. Inside the promote-on-hit gates (watermark,
+  // dedup, shared in-flight cap) except the frequency sketch; the lease is
+  // granted at enqueue. UNAVAILABLE_IN_CURRENT_STATUS for every key when
+  // enable_prefetch_trigger is off.
+  enum class PrefetchStatus : uint8_t {
+    kInMemory,
+    kQueued,
+    kThrottledWatermark,
+    kThrottledCap,
+    kNoLocalDisk,
+    kNotFound,
+  };
+  Result<std::vector<PrefetchStatus>> BatchPrefetchToMemory(const std::string& tenant,
+                                                            const std::vector<std::string>& keys);
   // Counts the fate of a prefetched replica (shard lock held).
   void CountPrefetchFate(ObjectMeta& m, const char* fate);
 

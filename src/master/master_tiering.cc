@@ -421,3 +421,80 @@ std::vector<MasterService::PrefetchRegistration> MasterService::RegisterPrefetch
 }
 
 }  // namespace kvpool
+
+namespace kvpool {
+
+Result<std::vector<MasterService::PrefetchStatus>> MasterService::BatchPrefetchToMemory(
+    const std::string& tenant, const std::vector<std::string>& keys) {
+  if (!config_.enable_prefetch_trigger) {
+    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "enable_prefetch_trigger is off");
+  }
+  std::vector<PrefetchStatus> out(keys.size(), PrefetchStatus::kNotFound);
+  const int64_t now = clock_->NowMs();
+  const int64_t lease = now + config_.prefetch_trigger_lease_ttl_ms;
+  auto count = [&](const char* status) {
+    metrics_.GetCounter("kvpool_master_prefetch_trigger_total", fmt::format("status=\"{}\"", status))
+        .Inc();
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ObjectKeyView kv;
+    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &kv)) {
+      count("NOT_FOUND");
+      continue;
+    }
+    auto& shard = objects_.ShardFor(kv);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(kv);
+    if (it == shard.objects.end()) {
+      count("NOT_FOUND");
+      continue;
+    }
+    ObjectMeta& m = it->second;
+    if (m.HasCompleteMemory()) {
+      m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);  // refreshed
+      out[i] = PrefetchStatus::kInMemory;
+      count("IN_MEMORY");
+      continue;
+    }
+    const Replica* src = m.FirstCompleteDisk();
+    if (src == nullptr) {
+      out[i] = PrefetchStatus::kNoLocalDisk;
+      count("NO_LOCAL_DISK");
+      continue;
+    }
+    // The lease is granted at enqueue so the replica, once promoted,
+    // survives until the request's get (GrantLeaseForGroup in the RFC).
+    m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);
+    if (shard.promotions.count(kv)) {
+      out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
+      count("QUEUED");
+      continue;
+    }
+    if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+      out[i] = PrefetchStatus::kThrottledWatermark;
+      count("THROTTLED_WATERMARK");
+      continue;
+    }
+    if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+      out[i] = PrefetchStatus::kThrottledCap;
+      count("THROTTLED_CAP");
+      continue;
+    }
+    PromotionState st;
+    st.task_id = next_task_id_++;
+    st.holder = src->segment;
+    st.created_ms = now;
+    st.source = TriggerSource::kRouter;
+    st.from_prefetch = true;
+    shard.promotions[it->first] = st;
+    ++promotion_in_flight_;
+    ++promo_admitted_;
+    nodes_.PushPromotion(st.holder, PromotionTaskMsg{tenants_.Name(kv.tenant), keys[i], m.size,
+                                                     st.task_id, st.source, true});
+    out[i] = PrefetchStatus::kQueued;
+    count("QUEUED");
+  }
+  return out;
+}
+
+}  // namespace kvpool

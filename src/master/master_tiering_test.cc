@@ -468,3 +468,99 @@ TEST_F(RegisterPrefetchTest, SuccessGrantsLeaseAndFateIsCounted) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+using PS = MasterService::PrefetchStatus;
+
+class BatchPrefetchTest : public MasterTieringTest {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.enable_offload = false;
+    config_.enable_prefetch_trigger = true;
+    config_.prefetch_trigger_lease_ttl_ms = 5000;
+    Make();
+    svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  }
+  PS One(const std::string& key) { return svc_->BatchPrefetchToMemory("", {key}).value()[0]; }
+};
+
+TEST_F(BatchPrefetchTest, OffByDefaultAnswersDisabled) {
+  config_.enable_prefetch_trigger = false;
+  Make();
+  auto r = svc_->BatchPrefetchToMemory("", {"cold"});
+  EXPECT_EQ(r.code(), ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  EXPECT_EQ(svc_->promotion_counters().admitted, 0u);
+}
+
+TEST_F(BatchPrefetchTest, EveryStatusOfTheDecisionFlow) {
+  EXPECT_EQ(One("missing"), PS::kNotFound);
+  ASSERT_TRUE(Put("hot", 100).ok());
+  EXPECT_EQ(One("hot"), PS::kInMemory);
+  EXPECT_GT(svc_->QueryReadOnly("", "hot").lease_remaining_ms, 1000);  // refreshed
+  // Known, but neither in DRAM nor on SSD (its put is still in flight).
+  ASSERT_TRUE(svc_->PutStart("", "no-disk", 100, {}).ok());
+  EXPECT_EQ(One("no-disk"), PS::kNoLocalDisk);
+  EXPECT_EQ(One("cold"), PS::kQueued);
+  EXPECT_EQ(One("cold"), PS::kQueued);  // idempotent: still one task
+  NodeTasks t = Poll(0);
+  ASSERT_EQ(t.promotions.size(), 1u);
+  EXPECT_EQ(t.promotions[0].source, TriggerSource::kRouter);
+  EXPECT_TRUE(t.promotions[0].from_prefetch);
+  EXPECT_EQ(svc_->promotion_counters().admitted, 1u);
+  ExpectInvariant();
+}
+
+TEST_F(BatchPrefetchTest, LeaseAtEnqueueProtectsTheKeyUntilTheGet) {
+  EXPECT_EQ(One("cold"), PS::kQueued);
+  // Granted at enqueue, before any promotion ran.
+  EXPECT_GT(svc_->QueryReadOnly("", "cold").lease_remaining_ms, 4000);
+  NodeTasks t = Poll(0);
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, t.promotions[0].task_id).ok());
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", t.promotions[0].task_id, true).ok());
+  clock_.Advance(2000);  // past the ordinary lease, inside the trigger lease
+  EXPECT_EQ(svc_->EvictBytes(1 << 20), 0u);
+  EXPECT_TRUE(HasMemory("cold"));
+  // Unconsumed past its lease: free to evict; the SSD replica stays.
+  clock_.Advance(4000);
+  EXPECT_GT(svc_->EvictBytes(1 << 20), 0u);
+  EXPECT_FALSE(HasMemory("cold"));
+  EXPECT_TRUE(HasDisk("cold"));
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_prefetch_fate_total",
+                                         "fate=\"evicted_unread\""),
+            1u);
+}
+
+TEST_F(BatchPrefetchTest, WatermarkAndCapThrottle) {
+  config_.promotion_queue_limit = 1;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  EXPECT_EQ(One("cold"), PS::kQueued);
+  EXPECT_EQ(One("cold2"), PS::kThrottledCap);
+  config_.promotion_queue_limit = 100;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}});
+  ASSERT_TRUE(Put("filler", 95 * 1024).ok());
+  EXPECT_EQ(One("cold"), PS::kThrottledWatermark);
+  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_prefetch_trigger_total",
+                                         "status=\"THROTTLED_WATERMARK\""),
+            1u);
+}
+
+TEST_F(BatchPrefetchTest, SharesTheEntryWithOtherPaths) {
+  uint64_t task = 0;
+  auto r = svc_->RegisterPrefetchTask("ssd-node", "", {"cold"});
+  ASSERT_EQ(r[0].code, ErrorCode::OK);
+  task = r[0].task_id;
+  EXPECT_EQ(One("cold"), PS::kQueued);  // already in flight: no second task
+  EXPECT_TRUE(Poll(0).promotions.empty());
+  EXPECT_EQ(svc_->RegisterPrefetchTask("ssd-node", "", {"cold"})[0].code,
+            ErrorCode::PROMOTION_ALREADY_EXISTS);
+  (void)task;
+  ExpectInvariant();
+}
+
+}  // namespace
+}  // namespace kvpool
