@@ -20,11 +20,12 @@ struct BenchOptions {
   // much DRAM each, small enough that filler makes the probed keys SSD-only.
   uint64_t node_dram_bytes = 32ull << 20;
   uint64_t value_bytes = 256ull << 10;  // exist-prefetch value size
-  int exist_reps = 300;        // off/on(dedup) pairs of 128-key probes
-  int exist_fresh_reps = 16;   // off/on(fresh) pairs, 128 new keys each
-  int keys_per_cell = 16;      // fresh SSD-only keys per (gap, column)
-  int tier_samples = 300;      // gets per tier-latency case
-  int tier_keys = 32;          // SSD-only keys per value size
+
+  int exist_reps = 300;       // off/on(dedup) pairs, 128 keys each
+  int exist_fresh_reps = 32;  // off/on(fresh) pairs, 128 new keys each
+  int keys_per_cell = 16;     // fresh SSD-only keys per (gap, column)
+  int tier_samples = 300;     // gets per tier-latency case
+  int tier_keys = 32;         // SSD-only keys per value size
 };
 
 int RunTransferBench(const BenchOptions& opts);

@@ -10,8 +10,11 @@
 //     lookup only). Every on-call is paired with an off-call of the same keys
 //     right next to it, so the extra per key is the median of the paired
 //     differences; it is shown for wall time and for the caller thread's CPU
-//     time (CLOCK_THREAD_CPUTIME_ID), which leaves out the ~300 us spent
-//     waiting for the exist RPC and so isolates the trigger's own work.
+//     time (CLOCK_THREAD_CPUTIME_ID). CPU time leaves out the wait for the
+//     exist RPC, which dominates the wall time and is the same in both, so
+//     its paired difference is the closest the public API gets to the
+//     trigger's own cost (throttle + enqueue); it is still noisy, since a
+//     caller blocked in gRPC also polls for the in-process master and nodes.
 // (b) Share of follow-up gets served from DRAM versus the exist->get gap,
 //     off and on, with the holder in this process (kAuto) and behind the TCP
 //     data plane (kTcp: the prefetch is delegated). A get counts as a DRAM
@@ -81,7 +84,8 @@ std::vector<Result<TierInfo>> Descs(Client& c,
 }
 
 // Best tier per key, "absent" when the lookup fails.
-std::vector<std::string> Tiers(Client& c, const std::vector<std::string>& keys) {
+std::vector<std::string> Tiers(Client& c,
+                               const std::vector<std::string>& keys) {
   std::vector<std::string> out;
   out.reserve(keys.size());
   for (const auto& t : Descs(c, keys)) {
@@ -145,29 +149,61 @@ std::vector<std::string> MakeSsdOnly(Client& c, const std::string& prefix,
   for (size_t i = 0; i < keys.size(); ++i) {
     if (tiers[i] == "local_disk") ssd_only.push_back(keys[i]);
   }
-  std::fprintf(stderr,
-               "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
-               prefix.c_str(), ssd_only.size(), n, filler.size(),
-               NowSec() - t0);
+  std::fprintf(
+      stderr, "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
+      prefix.c_str(), ssd_only.size(), n, filler.size(), NowSec() - t0);
   return ssd_only;
 }
 
-// Waits until the prefetcher has handed its work over and every key is in
-// DRAM (or `timeout_sec` passed); returns how many keys are in DRAM. Used
-// between measurements so one step's promotions do not run under the next.
+// Waits until the prefetches of `keys` (triggered after `base` was taken)
+// are over, so one step's promotions do not run under the next step's
+// timing: an in-process holder reports every key (completed, failed, ...;
+// dedup hits are left out, a get's kick of a key being prefetched is one);
+// a delegated key's fate stays with the remote holder, so those are over
+// when all keys are in DRAM or the count stopped moving for 200 ms. Returns
+// how many keys are in DRAM.
 int Settle(Client& c, const std::vector<std::string>& keys,
-           double timeout_sec) {
+           const PrefetchStats& base, double timeout_sec) {
   c.WaitPrefetchIdle(int64_t(timeout_sec * 1000));
-  int in_dram = 0;
+  int in_dram = -1;
+  double moved = NowSec();
   WaitFor(timeout_sec, [&] {
-    in_dram = CountTier(c, keys, "memory");
-    return in_dram == int(keys.size());
+    PrefetchStats s = c.prefetch_stats();
+    uint64_t reported =
+        (s.completed - base.completed) + (s.failed - base.failed) +
+        (s.already_resident - base.already_resident) +
+        (s.not_ssd_only - base.not_ssd_only) + (s.dropped - base.dropped) +
+        (s.cooldown_skips - base.cooldown_skips);
+    uint64_t delegated = s.delegations - base.delegations;
+    if (reported + delegated < keys.size()) return false;
+    if (delegated == 0) return true;
+    int now_in_dram = CountTier(c, keys, "memory");
+    if (now_in_dram != in_dram) moved = NowSec();
+    in_dram = now_in_dram;
+    return in_dram == int(keys.size()) || NowSec() - moved > 0.2;
   });
-  return in_dram;
+  return CountTier(c, keys, "memory");
+}
+
+// Waits until every DRAM segment is at most `ratio` full. Removed keys keep
+// their DRAM while a lease on them lasts, and a promotion that finds no room
+// opens the client's DRAM-pressure cooldown, which would turn the next
+// measurement into a measurement of the cooldown path.
+void WaitDramFree(Client& c, double ratio, double timeout_sec) {
+  WaitFor(timeout_sec, [&] {
+    auto r = c.Stat();
+    if (!r.ok()) return false;
+    for (const auto& s : r->segments) {
+      if (s.kind == "main" && double(s.used) > ratio * double(s.capacity)) {
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 LocalClusterOptions ClusterOptions(const BenchOptions& opts,
-                                   const std::string& root) {
+                                   const std::string& root, int64_t lease_ms) {
   LocalClusterOptions o;
   o.num_nodes = 2;
   o.segment_size = opts.node_dram_bytes;
@@ -176,7 +212,7 @@ LocalClusterOptions ClusterOptions(const BenchOptions& opts,
   o.ssd_capacity_bytes = 4ull << 30;  // room for the pools and the filler
   o.ssd_segment_file_size = 64ull << 20;
   o.heartbeat_interval_ms = 200;
-  o.default_kv_lease_ttl = 2000;  // exist and get leases must not pin DRAM long
+  o.default_kv_lease_ttl = lease_ms;
   return o;
 }
 
@@ -239,7 +275,9 @@ std::vector<CostRow> RunCost(const BenchOptions& opts, const std::string& root,
   std::vector<CostRow> rows(2);
   rows[0].name = "on (fresh)";
   rows[1].name = "on (dedup)";
-  LocalCluster cluster(ClusterOptions(opts, root));
+  // Short leases: part (a) has no gets, and a removed key's DRAM is only
+  // reusable once the leases of its exist probe and promotion are over.
+  LocalCluster cluster(ClusterOptions(opts, root, /*lease_ms=*/300));
   if (Status s = cluster.Start(); !s.ok()) {
     std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
     return {};
@@ -255,16 +293,21 @@ std::vector<CostRow> RunCost(const BenchOptions& opts, const std::string& root,
     std::fprintf(stderr, "too few SSD-only keys (%zu)\n", pool.size());
     return {};
   }
-  // Warm both clients' connections on keys that do not exist (nothing is
-  // triggered for a missing key).
+  // Probes of keys that do not exist warm both clients' connections and the
+  // control plane's threads (nothing is triggered for a missing key).
   std::vector<std::string> missing;
-  for (size_t i = 0; i < kBatch; ++i) missing.push_back(fmt::format("nx-{}", i));
-  for (int i = 0; i < 20; ++i) {
+  for (size_t i = 0; i < kBatch; ++i) {
+    missing.push_back(fmt::format("nx-{}", i));
+  }
+  auto warm = [&](int rounds) {
     ExistOptions o;
     o.prefetch_to_memory = true;
-    off->BatchIsExist(missing, o);
-    on->BatchIsExist(missing, o);
-  }
+    for (int i = 0; i < rounds; ++i) {
+      off->BatchIsExist(missing, o);
+      on->BatchIsExist(missing, o);
+    }
+  };
+  warm(20);
 
   // Fresh: each rep probes 128 keys the on-client never probed, all
   // SSD-only. Off goes first so the promotions the on-call starts cannot run
@@ -276,28 +319,43 @@ std::vector<CostRow> RunCost(const BenchOptions& opts, const std::string& root,
   for (size_t r = 0; r < n_fresh; ++r) {
     std::vector<std::string> batch(pool.begin() + long((r + 1) * kBatch),
                                    pool.begin() + long((r + 2) * kBatch));
+    // The same warm-up before each call of the pair: after the settling
+    // below the threads are asleep, and without it the off-call (which must
+    // go first) would pay for waking them while the on-call would not.
+    PrefetchStats base = on->prefetch_stats();
     CostPair p;
+    warm(3);
     TimeExist(*off, batch, &p.off_wall, &p.off_cpu, &fresh.errors);
+    warm(3);
     TimeExist(*on, batch, &p.on_wall, &p.on_cpu, &fresh.errors);
     fresh.pairs.push_back(p);
-    *promoted_fresh += Settle(*on, batch, 20);
+    int in_dram = Settle(*on, batch, base, 20);
+    *promoted_fresh += in_dram;
     for (const auto& k : batch) on->Remove(k, /*force=*/true);
-    std::fprintf(stderr, "  fresh %zu/%zu: off %.0f ns/key, on %.0f ns/key\n",
-                 r + 1, n_fresh, p.off_wall, p.on_wall);
+    WaitDramFree(*on, 0.25, 10);
+    PrefetchStats st = on->prefetch_stats();
+    std::fprintf(stderr,
+                 "  fresh %zu/%zu: off %.0f / on %.0f ns/key wall, off %.0f / "
+                 "on %.0f cpu; %d/%zu promoted (failed %lu)\n",
+                 r + 1, n_fresh, p.off_wall, p.on_wall, p.off_cpu, p.on_cpu,
+                 in_dram, batch.size(), st.failed - base.failed);
   }
   fresh.expected_keys = n_fresh * kBatch;
   fresh.path_keys = on->prefetch_stats().keys_triggered - trig0;
 
   // Dedup: trigger the first batch once (untimed) and let it settle, then
-  // re-probe it many times inside the 30 s window. The order within a pair
-  // alternates so neither client always runs right after the other.
+  // re-probe it many times inside the 30 s window. The batch is in DRAM from
+  // then on, for both clients alike, so the master does the same work for
+  // each call of a pair. The order within a pair alternates so neither
+  // client always runs right after the other.
   CostRow& dedup = rows[1];
   std::vector<std::string> batch0(pool.begin(), pool.begin() + long(kBatch));
   {
     double w, cpu;
     int ignored = 0;
+    PrefetchStats base = on->prefetch_stats();
     TimeExist(*on, batch0, &w, &cpu, &ignored);
-    Settle(*on, batch0, 20);
+    Settle(*on, batch0, base, 20);
   }
   uint64_t dedup0 = on->prefetch_stats().dedup_hits;
   double start = NowSec();
@@ -320,8 +378,10 @@ std::vector<CostRow> RunCost(const BenchOptions& opts, const std::string& root,
   dedup.path_keys = on->prefetch_stats().dedup_hits - dedup0;
   auto st = on->prefetch_stats();
   if (st.cooldown_skips > 0) {
-    std::fprintf(stderr, "  warning: %lu keys skipped by the DRAM-pressure "
-                 "cooldown\n", st.cooldown_skips);
+    std::fprintf(stderr,
+                 "  warning: %lu keys skipped by the DRAM-pressure "
+                 "cooldown\n",
+                 st.cooldown_skips);
   }
   for (auto& r : rows) r.Summarize();
   on.reset();
@@ -353,13 +413,17 @@ struct ShareCell {
   int errors = 0;
   double get_p50_ms = 0, get_p99_ms = 0;
   double mean_effective_gap_ms = 0;  // exist return -> get start, per key
-  int in_dram_after = 0;  // keys in DRAM once the prefetches settled
+  int in_dram_after = 0;             // keys in DRAM once the prefetches settled
+  uint64_t failed = 0;          // prefetches that failed (in-process holder)
+  uint64_t cooldown_skips = 0;  // keys the DRAM-pressure backoff skipped
   double Share() const { return keys ? double(dram_hits) / keys : 0; }
 };
 
 std::vector<ShareCell> RunShare(const BenchOptions& opts,
                                 const std::string& root) {
-  LocalCluster cluster(ClusterOptions(opts, root));
+  // Leases outlast the longest gap, so a promoted block is still leased
+  // (safe from eviction) when its get comes.
+  LocalCluster cluster(ClusterOptions(opts, root, /*lease_ms=*/2000));
   if (Status s = cluster.Start(); !s.ok()) {
     std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
     return {};
@@ -399,6 +463,7 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
       next += n;
       ExistOptions o;
       o.prefetch_to_memory = true;
+      PrefetchStats base = c.prefetch_stats();
       auto ex = c.BatchIsExist(keys, o);
       double exist_done = NowSec();
       for (const auto& e : ex) cell.errors += !(e.ok() && e.value());
@@ -423,12 +488,18 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
       cell.get_p99_ms = Percentile(lat_ms, 99);
       cell.mean_effective_gap_ms = gap_sum / double(keys.size());
       // Let this cell's promotions finish before the next cell is timed.
-      cell.in_dram_after =
-          col.prefetch ? Settle(c, keys, 10) : CountTier(c, keys, "memory");
+      cell.in_dram_after = col.prefetch ? Settle(c, keys, base, 10)
+                                        : CountTier(c, keys, "memory");
       for (const auto& k : keys) c.Remove(k, /*force=*/true);
-      std::fprintf(stderr, "  gap %4d ms %-10s: %2d/%2d from DRAM, get p50 %.3f ms\n",
+      if (col.prefetch) WaitDramFree(c, 0.25, 10);
+      PrefetchStats after = c.prefetch_stats();
+      cell.failed = after.failed - base.failed;
+      cell.cooldown_skips = after.cooldown_skips - base.cooldown_skips;
+      std::fprintf(stderr,
+                   "  gap %4d ms %-10s: %2d/%2d from DRAM, get p50 %.3f ms, "
+                   "%d in DRAM after settling\n",
                    gap, col.name.c_str(), cell.dram_hits, cell.keys,
-                   cell.get_p50_ms);
+                   cell.get_p50_ms, cell.in_dram_after);
       out.push_back(cell);
     }
   }
@@ -440,15 +511,17 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
 }  // namespace
 
 int RunExistPrefetchBench(const BenchOptions& opts) {
-  std::string root = fmt::format("{}/kvpool-exist-prefetch-{}",
-                                 opts.dir.empty() ? "/tmp" : opts.dir, getpid());
+  std::string root =
+      fmt::format("{}/kvpool-exist-prefetch-{}",
+                  opts.dir.empty() ? "/tmp" : opts.dir, getpid());
   std::filesystem::create_directories(root);
   double t0 = NowSec();
   std::fprintf(stderr, "[1/2] caller-thread cost of BatchIsExist (%zu keys)\n",
                kBatch);
   int promoted_fresh = 0;
   auto cost = RunCost(opts, root + "/cost", &promoted_fresh);
-  std::fprintf(stderr, "[2/2] DRAM share of follow-up gets vs exist->get gap\n");
+  std::fprintf(stderr,
+               "[2/2] DRAM share of follow-up gets vs exist->get gap\n");
   auto share = RunShare(opts, root + "/share");
   std::filesystem::remove_all(root);
   std::fprintf(stderr, "done in %.1f s\n", NowSec() - t0);
@@ -464,8 +537,8 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
       "thread, ns per key (median)\n",
       kBatch);
   std::printf("%-11s %6s %9s %9s %9s %9s %9s %9s %11s\n", "case", "pairs",
-              "off_wall", "on_wall", "extra", "off_cpu", "on_cpu",
-              "extra_cpu", "path_keys");
+              "off_wall", "on_wall", "extra", "off_cpu", "on_cpu", "extra_cpu",
+              "path_keys");
   for (const auto& r : cost) {
     std::printf("%-11s %6zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %5lu/%-5lu\n",
                 r.name.c_str(), r.pairs.size(), r.off_wall_p50, r.on_wall_p50,
@@ -485,8 +558,9 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
       "keys probed back to back by an off-client and an on-client.\n",
       kBatch, kBatch);
   std::printf(
-      "*_cpu = CLOCK_THREAD_CPUTIME_ID of the caller thread (leaves out the "
-      "wait for the exist RPC), so extra_cpu is the trigger's own cost.\n");
+      "*_cpu = CLOCK_THREAD_CPUTIME_ID of the caller thread: leaves out the "
+      "wait for the exist RPC, so extra_cpu estimates the trigger's own cost "
+      "(throttle + enqueue).\n");
   std::printf(
       "difference of medians (on_p50 - off_p50): fresh %.1f wall / %.1f cpu, "
       "dedup %.1f wall / %.1f cpu ns/key\n",
@@ -515,6 +589,7 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
   }
   std::printf("\n");
   int share_errors = 0;
+  uint64_t share_failed = 0, share_cooldown = 0;
   for (int gap : kGapsMs) {
     std::printf("%-7d", gap);
     std::vector<const ShareCell*> row;
@@ -524,8 +599,12 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
       }
     }
     for (const auto* c : row) {
-      std::printf(" %4d/%-2d %3.0f%%", c->dram_hits, c->keys, 100 * c->Share());
+      std::printf(" %11s", fmt::format("{}/{} {:.0f}%", c->dram_hits, c->keys,
+                                       100 * c->Share())
+                               .c_str());
       share_errors += c->errors;
+      share_failed += c->failed;
+      share_cooldown += c->cooldown_skips;
     }
     std::printf(" |");
     for (const auto* c : row) std::printf(" %11.3f", c->get_p50_ms);
@@ -537,9 +616,10 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
   std::printf(
       "local = TransportMode::kAuto (holder in this process), remote = kTcp "
       "(prefetch delegated, SSD_READ over TCP).\nKey i's get starts after the "
-      "gap plus i earlier gets (see mean_effective_gap_ms in the JSON). "
-      "errors %d\n",
-      share_errors);
+      "gap plus i earlier gets (see mean_effective_gap_ms in the JSON).\n"
+      "errors %d, prefetches failed %lu, keys skipped by the DRAM-pressure "
+      "cooldown %lu\n",
+      share_errors, share_failed, share_cooldown);
 
   if (!opts.json_path.empty()) {
     std::ofstream out(opts.json_path);
@@ -568,10 +648,10 @@ int RunExistPrefetchBench(const BenchOptions& opts) {
                  R"({{"gap_ms":{},"column":"{}","keys":{},"dram_hits":{},)"
                  R"("share":{:.3f},"get_p50_ms":{:.3f},"get_p99_ms":{:.3f},)"
                  R"("mean_effective_gap_ms":{:.2f},"in_dram_after":{},)"
-                 R"("errors":{}}})",
+                 R"("prefetch_failed":{},"cooldown_skips":{},"errors":{}}})",
                  c.gap_ms, c.column, c.keys, c.dram_hits, c.Share(),
                  c.get_p50_ms, c.get_p99_ms, c.mean_effective_gap_ms,
-                 c.in_dram_after, c.errors);
+                 c.in_dram_after, c.failed, c.cooldown_skips, c.errors);
     }
     out << "]}\n";
   }

@@ -135,7 +135,8 @@ bool WriteBaselineFile(const std::string& path, uint64_t bytes) {
       uint64_t x = rng();
       std::memcpy(block.data() + i, &x, 8);
     }
-    out.write(block.data(), long(std::min<uint64_t>(block.size(), bytes - done)));
+    out.write(block.data(),
+              long(std::min<uint64_t>(block.size(), bytes - done)));
   }
   out.close();
   if (!out) return false;
@@ -149,8 +150,9 @@ bool WriteBaselineFile(const std::string& path, uint64_t bytes) {
 }  // namespace
 
 int RunTierLatencyBench(const BenchOptions& opts) {
-  std::string root = fmt::format("{}/kvpool-tier-latency-{}",
-                                 opts.dir.empty() ? "/tmp" : opts.dir, getpid());
+  std::string root =
+      fmt::format("{}/kvpool-tier-latency-{}",
+                  opts.dir.empty() ? "/tmp" : opts.dir, getpid());
   std::filesystem::create_directories(root);
   const std::vector<uint64_t> sizes = {256ull << 10, 1ull << 20};
   const int ssd_keys = std::max(1, opts.tier_keys);
@@ -188,8 +190,8 @@ int RunTierLatencyBench(const BenchOptions& opts) {
                    ssd_pool.back().end());
   }
   int ssd_only = PushOutOfDram(*local, all_ssd, 2 * opts.node_dram_bytes);
-  std::fprintf(stderr, "  %d/%zu SSD-only (%.1f s)\n", ssd_only,
-               all_ssd.size(), NowSec() - t0);
+  std::fprintf(stderr, "  %d/%zu SSD-only (%.1f s)\n", ssd_only, all_ssd.size(),
+               NowSec() - t0);
   for (uint64_t size : sizes) {
     dram_pool.push_back(
         PutKeys(*local, "dram-" + FormatSize(size), kDramKeys, size));
@@ -213,8 +215,7 @@ int RunTierLatencyBench(const BenchOptions& opts) {
 
   std::vector<Case> cases;
   for (uint64_t size : sizes) {
-    for (auto [kind, name] :
-         std::vector<std::pair<Kind, const char*>>{
+    for (auto [kind, name] : std::vector<std::pair<Kind, const char*>>{
              {Kind::kPread, "pread O_DIRECT (baseline)"},
              {Kind::kDramShm, "dram hit (kAuto, shm)"},
              {Kind::kDramTcp, "dram hit (kTcp)"},
@@ -263,12 +264,12 @@ int RunTierLatencyBench(const BenchOptions& opts) {
         bool ok = r.ok() && r.value() == cs.size;
         switch (cs.kind) {
           case Kind::kDramShm:
-            ok &= ssd == 0 && after.shm_bytes_read - before.shm_bytes_read ==
-                                  cs.size;
+            ok &= ssd == 0 &&
+                  after.shm_bytes_read - before.shm_bytes_read == cs.size;
             break;
           case Kind::kDramTcp:
-            ok &= ssd == 0 && after.tcp_bytes_read - before.tcp_bytes_read ==
-                                  cs.size;
+            ok &= ssd == 0 &&
+                  after.tcp_bytes_read - before.tcp_bytes_read == cs.size;
             break;
           case Kind::kSsdLocal:
             ok &= ssd == cs.size && local_ssd == cs.size;
@@ -298,8 +299,8 @@ int RunTierLatencyBench(const BenchOptions& opts) {
       "4096-aligned buffer; 2 nodes x %s DRAM, SSD tier on,\n%d SSD-only "
       "and %d in-memory keys per size, read in turn; %d rounds\n",
       FormatSize(opts.node_dram_bytes).c_str(), ssd_keys, kDramKeys, kRounds);
-  std::printf("%-7s %-27s %9s %9s %9s %9s %12s\n", "size", "case",
-              "verified", "p50_us", "p99_us", "mean_us", "p50/pread");
+  std::printf("%-7s %-27s %9s %9s %9s %9s %12s\n", "size", "case", "verified",
+              "p50_us", "p99_us", "mean_us", "p50/pread");
   int bad = 0;
   double pread_p50 = 0;
   for (const auto& cs : cases) {

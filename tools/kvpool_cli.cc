@@ -116,28 +116,43 @@ int main(int argc, char** argv) {
   auto* bench_exist = bench->add_subcommand(
       "exist-prefetch",
       "prefetch-on-exist: caller cost per key, DRAM share of gets vs gap");
-  bench_exist->add_option("--json", bench_opts.json_path, "also write JSON here");
-  bench_exist->add_option("--svg", bench_opts.svg_path, "DRAM share vs gap as SVG");
-  bench_exist->add_option("--dir", bench_opts.dir, "scratch directory for SSD files");
-  bench_exist->add_option("--reps", bench_opts.exist_reps, "off/on(dedup) pairs")
+  bench_exist->add_option("--json", bench_opts.json_path,
+                          "also write JSON here");
+  bench_exist->add_option("--svg", bench_opts.svg_path,
+                          "DRAM share vs gap as SVG");
+  bench_exist->add_option("--dir", bench_opts.dir,
+                          "scratch directory for SSD files");
+  bench_exist
+      ->add_option("--reps", bench_opts.exist_reps, "off/on(dedup) pairs")
       ->capture_default_str();
-  bench_exist->add_option("--fresh_reps", bench_opts.exist_fresh_reps,
-                          "off/on(fresh) pairs, 128 new SSD-only keys each")
+  bench_exist
+      ->add_option("--fresh_reps", bench_opts.exist_fresh_reps,
+                   "off/on(fresh) pairs, 128 new SSD-only keys each")
       ->capture_default_str();
-  bench_exist->add_option("--keys", bench_opts.keys_per_cell, "SSD-only keys per gap and column")
+  bench_exist
+      ->add_option("--keys", bench_opts.keys_per_cell,
+                   "SSD-only keys per gap and column")
       ->capture_default_str();
-  kvpool::AddSizeFlag(*bench_exist, "--value_size", &bench_opts.value_bytes, "bytes per value");
-  kvpool::AddSizeFlag(*bench_exist, "--dram", &bench_opts.node_dram_bytes, "DRAM per node");
+  kvpool::AddSizeFlag(*bench_exist, "--value_size", &bench_opts.value_bytes,
+                      "bytes per value");
+  kvpool::AddSizeFlag(*bench_exist, "--dram", &bench_opts.node_dram_bytes,
+                      "DRAM per node");
 
   auto* bench_tier = bench->add_subcommand(
-      "tier-latency", "get p50/p99 from DRAM, local SSD and remote SSD vs O_DIRECT pread");
-  bench_tier->add_option("--json", bench_opts.json_path, "also write JSON here");
-  bench_tier->add_option("--dir", bench_opts.dir, "scratch directory for SSD files");
+      "tier-latency",
+      "get p50/p99 from DRAM, local SSD and remote SSD vs O_DIRECT pread");
+  bench_tier->add_option("--json", bench_opts.json_path,
+                         "also write JSON here");
+  bench_tier->add_option("--dir", bench_opts.dir,
+                         "scratch directory for SSD files");
   bench_tier->add_option("--samples", bench_opts.tier_samples, "gets per case")
       ->capture_default_str();
-  bench_tier->add_option("--keys", bench_opts.tier_keys, "SSD-only keys per value size")
+  bench_tier
+      ->add_option("--keys", bench_opts.tier_keys,
+                   "SSD-only keys per value size")
       ->capture_default_str();
-  kvpool::AddSizeFlag(*bench_tier, "--dram", &bench_opts.node_dram_bytes, "DRAM per node");
+  kvpool::AddSizeFlag(*bench_tier, "--dram", &bench_opts.node_dram_bytes,
+                      "DRAM per node");
 
   kvpool::SsdBenchOptions ssd_opts;
   auto* bench_ssd = bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
