@@ -12,7 +12,8 @@
 namespace kvpool::bench {
 
 inline double NowSec() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -40,7 +41,8 @@ template <typename Fn>
 std::vector<double> Sample(double min_seconds, int min_iters, Fn&& fn) {
   std::vector<double> lat;
   double start = NowSec();
-  while (static_cast<int>(lat.size()) < min_iters || NowSec() - start < min_seconds) {
+  while (static_cast<int>(lat.size()) < min_iters ||
+         NowSec() - start < min_seconds) {
     double t = NowSec();
     fn();
     lat.push_back(NowSec() - t);

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <random>
 #include <memory>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -26,7 +26,8 @@ void Fill(MasterService& svc, uint64_t n) {
     std::string k = KeyOf(i);
     svc.PutStart("", k, 4096, {});
     svc.PutEnd("", k);
-    if ((i + 1) % step == 0) std::fprintf(stderr, "  filled %lu/%lu\n", i + 1, n);
+    if ((i + 1) % step == 0)
+      std::fprintf(stderr, "  filled %lu/%lu\n", i + 1, n);
   }
 }
 }  // namespace
@@ -103,7 +104,8 @@ int RunMasterBench(const BenchOptions& opts) {
   double map_rate = double(mk) / (bench::NowSec() - t0);
   small.clear();
 
-  std::fprintf(stderr, "[4/4] gRPC lookups (BatchQueryReadOnly, batch %d)\n", kBatch);
+  std::fprintf(stderr, "[4/4] gRPC lookups (BatchQueryReadOnly, batch %d)\n",
+               kBatch);
   std::vector<std::pair<int, double>> grpc_rates;
   for (int threads : {1, 2, 4}) {
     std::atomic<uint64_t> total{0};
@@ -117,7 +119,8 @@ int RunMasterBench(const BenchOptions& opts) {
         auto c = Client::Create(cc);
         size_t b = size_t(t) * 17;
         while (bench::NowSec() - start < opts.seconds_per_case) {
-          auto r = c.value()->BatchGetReplicaDesc(batches[b++ % batches.size()]);
+          auto r =
+              c.value()->BatchGetReplicaDesc(batches[b++ % batches.size()]);
           for (const auto& x : r) all_found = all_found && x.ok();
           total += r.size();
         }
@@ -131,17 +134,23 @@ int RunMasterBench(const BenchOptions& opts) {
     }
   }
 
-  std::printf("\nkvpool bench master (%lu objects, 4 KiB each, keys like key-00000001)\n", n);
+  std::printf(
+      "\nkvpool bench master (%lu objects, 4 KiB each, keys like "
+      "key-00000001)\n",
+      n);
   std::printf("%-44s %14s %16s\n", "case", "keys/s", "bytes/object");
-  std::printf("%-44s %14.0f %16.1f\n", "master: QueryReadOnlyBatch in process, b=128", inproc_rate,
+  std::printf("%-44s %14.0f %16.1f\n",
+              "master: QueryReadOnlyBatch in process, b=128", inproc_rate,
               master_bytes_per);
   for (auto [threads, rate] : grpc_rates) {
-    std::printf("%-44s %14.0f %16s\n",
-                fmt::format("master: BatchQueryReadOnly gRPC, {} thread(s)", threads).c_str(), rate,
-                "");
+    std::printf(
+        "%-44s %14.0f %16s\n",
+        fmt::format("master: BatchQueryReadOnly gRPC, {} thread(s)", threads)
+            .c_str(),
+        rate, "");
   }
-  std::printf("%-44s %14.0f %16.1f\n", "baseline: unordered_map<string,u64>", map_rate,
-              map_bytes_per);
+  std::printf("%-44s %14.0f %16.1f\n", "baseline: unordered_map<string,u64>",
+              map_rate, map_bytes_per);
   std::printf("targets: >= 500000 keys/s at batch 128; <= 200 bytes/object\n");
   if (!inproc_ok) std::printf("warning: some in-process lookups missed\n");
   if (!opts.json_path.empty()) {
@@ -152,8 +161,8 @@ int RunMasterBench(const BenchOptions& opts) {
         n, inproc_rate, master_bytes_per, map_rate, map_bytes_per);
     for (size_t i = 0; i < grpc_rates.size(); ++i) {
       out << (i ? "," : "")
-          << fmt::format(R"({{"threads":{},"keys_per_sec":{:.0f}}})", grpc_rates[i].first,
-                         grpc_rates[i].second);
+          << fmt::format(R"({{"threads":{},"keys_per_sec":{:.0f}}})",
+                         grpc_rates[i].first, grpc_rates[i].second);
     }
     out << "]}\n";
   }

@@ -37,13 +37,15 @@ std::string Value(int i, uint64_t size) {
   return v;
 }
 
-PressureRow RunMode(const std::string& mode, const BenchOptions& opts, const std::string& root) {
+PressureRow RunMode(const std::string& mode, const BenchOptions& opts,
+                    const std::string& root) {
   PressureRow row;
   row.mode = mode;
   LocalClusterOptions o;
   o.num_nodes = 1;
   o.segment_size = opts.pressure_dram_bytes;
-  o.heartbeat_interval_ms = 1000;  // a heartbeat tick is NOT what a put waits for
+  o.heartbeat_interval_ms =
+      1000;  // a heartbeat tick is NOT what a put waits for
   o.default_kv_lease_ttl = 1000;
   if (mode != "no-ssd") {
     o.enable_ssd = true;
@@ -95,7 +97,8 @@ PressureRow RunMode(const std::string& mode, const BenchOptions& opts, const std
       row.with_copy += disk;
       row.lost += acked[i] && !any;
     }
-    if (mode == "no-ssd" || mode == "offload_on_evict") break;  // nothing more will come
+    if (mode == "no-ssd" || mode == "offload_on_evict")
+      break;  // nothing more will come
     if (row.with_copy == row.acked) {
       row.all_copied_sec = bench::NowSec() - start;
       break;
@@ -110,8 +113,8 @@ PressureRow RunMode(const std::string& mode, const BenchOptions& opts, const std
 }  // namespace
 
 int RunPressureBench(const BenchOptions& opts) {
-  std::string root = fmt::format("{}/kvpool-pressure-{}", opts.dir.empty() ? "/tmp" : opts.dir,
-                                 getpid());
+  std::string root = fmt::format(
+      "{}/kvpool-pressure-{}", opts.dir.empty() ? "/tmp" : opts.dir, getpid());
   std::filesystem::create_directories(root);
   std::vector<PressureRow> rows;
   for (const char* mode : {"no-ssd", "proactive", "offload_on_evict"}) {
@@ -120,28 +123,37 @@ int RunPressureBench(const BenchOptions& opts) {
   }
   std::filesystem::remove_all(root);
 
-  std::printf("\nkvpool bench pressure: %d x 1 MiB puts into %s of DRAM (3x), one node\n",
-              rows[0].keys, FormatSize(opts.pressure_dram_bytes).c_str());
-  std::printf("%-17s %6s %6s %9s %9s %9s %12s %10s %6s\n", "mode", "keys", "acked", "p50_ms",
-              "p99_ms", "max_ms", "all_copied_s", "with_copy", "lost");
+  std::printf(
+      "\nkvpool bench pressure: %d x 1 MiB puts into %s of DRAM (3x), one "
+      "node\n",
+      rows[0].keys, FormatSize(opts.pressure_dram_bytes).c_str());
+  std::printf("%-17s %6s %6s %9s %9s %9s %12s %10s %6s\n", "mode", "keys",
+              "acked", "p50_ms", "p99_ms", "max_ms", "all_copied_s",
+              "with_copy", "lost");
   for (const auto& r : rows) {
-    std::printf("%-17s %6d %6d %9.2f %9.2f %9.2f %12s %10d %6d\n", r.mode.c_str(), r.keys,
-                r.acked, r.p50_ms, r.p99_ms, r.max_ms,
-                r.all_copied_sec < 0 ? "-" : fmt::format("{:.2f}", r.all_copied_sec).c_str(),
+    std::printf("%-17s %6d %6d %9.2f %9.2f %9.2f %12s %10d %6d\n",
+                r.mode.c_str(), r.keys, r.acked, r.p50_ms, r.p99_ms, r.max_ms,
+                r.all_copied_sec < 0
+                    ? "-"
+                    : fmt::format("{:.2f}", r.all_copied_sec).c_str(),
                 r.with_copy, r.lost);
   }
-  std::printf("baseline: no-ssd (eviction drops what does not fit). targets: lost = 0 with "
-              "offload; p99 put within a few SSD writes, not a heartbeat (1000 ms here)\n");
+  std::printf(
+      "baseline: no-ssd (eviction drops what does not fit). targets: lost = 0 "
+      "with "
+      "offload; p99 put within a few SSD writes, not a heartbeat (1000 ms "
+      "here)\n");
   if (!opts.json_path.empty()) {
     std::ofstream out(opts.json_path);
     out << "[";
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
       out << (i ? "," : "")
-          << fmt::format(R"({{"mode":"{}","keys":{},"acked":{},"p50_ms":{:.3f},"p99_ms":{:.3f},)"
-                         R"("max_ms":{:.3f},"all_copied_sec":{:.3f},"with_copy":{},"lost":{}}})",
-                         r.mode, r.keys, r.acked, r.p50_ms, r.p99_ms, r.max_ms, r.all_copied_sec,
-                         r.with_copy, r.lost);
+          << fmt::format(
+                 R"({{"mode":"{}","keys":{},"acked":{},"p50_ms":{:.3f},"p99_ms":{:.3f},)"
+                 R"("max_ms":{:.3f},"all_copied_sec":{:.3f},"with_copy":{},"lost":{}}})",
+                 r.mode, r.keys, r.acked, r.p50_ms, r.p99_ms, r.max_ms,
+                 r.all_copied_sec, r.with_copy, r.lost);
     }
     out << "]\n";
   }
@@ -154,8 +166,9 @@ int RunPressureBench(const BenchOptions& opts) {
       }
       series.push_back(std::move(s));
     }
-    bench::WriteFile(opts.svg_path, bench::LineChartSvg("put latency under DRAM pressure",
-                                                        "put #", "ms", series));
+    bench::WriteFile(opts.svg_path,
+                     bench::LineChartSvg("put latency under DRAM pressure",
+                                         "put #", "ms", series));
   }
   return 0;
 }

@@ -10,8 +10,8 @@
 namespace kvpool::bench {
 
 struct BarGroup {
-  std::string label;            // one group per case, e.g. "get shm 1MiB x16"
-  std::vector<double> values;   // one bar per series
+  std::string label;           // one group per case, e.g. "get shm 1MiB x16"
+  std::vector<double> values;  // one bar per series
 };
 
 // Horizontal grouped bars; `series` names the bars within each group.
@@ -25,7 +25,8 @@ struct LineSeries {
 };
 
 std::string LineChartSvg(const std::string& title, const std::string& x_label,
-                         const std::string& y_label, const std::vector<LineSeries>& series);
+                         const std::string& y_label,
+                         const std::vector<LineSeries>& series);
 
 // Writes `svg` to `path`; returns false (and prints why) on failure.
 bool WriteFile(const std::string& path, const std::string& svg);

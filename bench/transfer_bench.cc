@@ -97,7 +97,9 @@ struct Row {
   std::string baseline;
 };
 
-double Gbps(uint64_t bytes, double sec) { return sec > 0 ? double(bytes) / sec / 1e9 : 0; }
+double Gbps(uint64_t bytes, double sec) {
+  return sec > 0 ? double(bytes) / sec / 1e9 : 0;
+}
 
 }  // namespace
 
@@ -124,13 +126,16 @@ int RunTransferBench(const BenchOptions& opts) {
   auto tcp_client = cluster.NewClient(tcp_cfg);
   auto shm_lc_client = cluster.NewClient(shm_lc_cfg);
   auto tcp_lc_client = cluster.NewClient(tcp_lc_cfg);
-  if (!shm_client.ok() || !tcp_client.ok() || !shm_lc_client.ok() || !tcp_lc_client.ok()) return 1;
+  if (!shm_client.ok() || !tcp_client.ok() || !shm_lc_client.ok() ||
+      !tcp_lc_client.ok())
+    return 1;
 
   std::vector<uint8_t> src(max_bytes), dst(max_bytes);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<uint8_t>(i * 131 + 7);
   std::memset(dst.data(), 0, dst.size());
-  for (auto* c : {shm_client.value().get(), tcp_client.value().get(), shm_lc_client.value().get(),
-                  tcp_lc_client.value().get()}) {
+  for (auto* c : {shm_client.value().get(), tcp_client.value().get(),
+                  shm_lc_client.value().get(), tcp_lc_client.value().get()}) {
     c->RegisterBuffer(src.data(), src.size());
     c->RegisterBuffer(dst.data(), dst.size());
   }
@@ -149,17 +154,20 @@ int RunTransferBench(const BenchOptions& opts) {
         std::memcpy(dst.data(), src.data(), bytes);
         asm volatile("" ::: "memory");
       });
-      auto raw_lat = Sample(opts.seconds_per_case / 4, 20, [&] { raw.Copy(dst.data(), bytes); });
+      auto raw_lat = Sample(opts.seconds_per_case / 4, 20,
+                            [&] { raw.Copy(dst.data(), bytes); });
       double memcpy_gbps = Gbps(bytes, Percentile(memcpy_lat, 50));
       double raw_gbps = Gbps(bytes, Percentile(raw_lat, 50));
 
-      for (auto [path, client] : {std::pair{"shm", shm_client.value().get()},
-                                  std::pair{"tcp", tcp_client.value().get()},
-                                  std::pair{"shm+lc", shm_lc_client.value().get()},
-                                  std::pair{"tcp+lc", tcp_lc_client.value().get()}}) {
+      for (auto [path, client] :
+           {std::pair{"shm", shm_client.value().get()},
+            std::pair{"tcp", tcp_client.value().get()},
+            std::pair{"shm+lc", shm_lc_client.value().get()},
+            std::pair{"tcp+lc", tcp_lc_client.value().get()}}) {
         // "+lc": the same path with the client's lease cache (repeated gets
         // of a key within its lease skip the master round trip).
-        const bool lease_cached = std::string(path).find("+lc") != std::string::npos;
+        const bool lease_cached =
+            std::string(path).find("+lc") != std::string::npos;
         std::vector<const void*> srcs;
         std::vector<void*> dsts;
         std::vector<uint64_t> lens(batch, size);
@@ -172,7 +180,8 @@ int RunTransferBench(const BenchOptions& opts) {
         auto put_lat = Sample(opts.seconds_per_case / 2, 10, [&] {
           keys.clear();
           for (int j = 0; j < batch; ++j) {
-            keys.push_back(fmt::format("put-{}-{}-{}-{}", path, size, round, j));
+            keys.push_back(
+                fmt::format("put-{}-{}-{}-{}", path, size, round, j));
           }
           ++round;
           client->BatchPutFrom(keys, srcs, lens);
@@ -180,7 +189,8 @@ int RunTransferBench(const BenchOptions& opts) {
         client->RemoveAll(true);
         // Keys to read: put once, read many times.
         keys.clear();
-        for (int j = 0; j < batch; ++j) keys.push_back(fmt::format("get-{}-{}-{}", path, size, j));
+        for (int j = 0; j < batch; ++j)
+          keys.push_back(fmt::format("get-{}-{}-{}", path, size, j));
         client->BatchPutFrom(keys, srcs, lens);
         bool verified = true;
         auto get_lat = Sample(opts.seconds_per_case / 2, 10, [&] {
@@ -189,57 +199,68 @@ int RunTransferBench(const BenchOptions& opts) {
         });
         verified &= std::memcmp(src.data(), dst.data(), bytes) == 0;
         if (!verified) {
-          std::fprintf(stderr, "error: %s get returned wrong bytes or failed\n", path);
+          std::fprintf(stderr, "error: %s get returned wrong bytes or failed\n",
+                       path);
           return 1;
         }
         bool is_shm = std::string(path).rfind("shm", 0) == 0;
         double base = is_shm ? memcpy_gbps : raw_gbps;
-        for (auto [op, lat] : {std::pair{"put", &put_lat}, std::pair{"get", &get_lat}}) {
-          if (lease_cached && std::string(op) == "put") continue;  // puts do not use it
+        for (auto [op, lat] :
+             {std::pair{"put", &put_lat}, std::pair{"get", &get_lat}}) {
+          if (lease_cached && std::string(op) == "put")
+            continue;  // puts do not use it
           double g = Gbps(bytes, Percentile(*lat, 50));
-          rows.push_back(Row{op, path, size, batch, g, Percentile(*lat, 50) * 1e6,
-                             Percentile(*lat, 99) * 1e6, base, base > 0 ? g / base : 0,
-                             is_shm ? "memcpy" : "raw_tcp"});
+          rows.push_back(
+              Row{op, path, size, batch, g, Percentile(*lat, 50) * 1e6,
+                  Percentile(*lat, 99) * 1e6, base, base > 0 ? g / base : 0,
+                  is_shm ? "memcpy" : "raw_tcp"});
         }
         client->RemoveAll(true);
       }
     }
   }
 
-  std::printf("\nkvpool bench transfer (LocalCluster, 1 node; GB/s from the median call)\n");
-  std::printf("%-4s %-6s %7s %5s %9s %10s %10s %-8s %9s %7s\n", "op", "path", "size", "batch",
-              "GB/s", "p50_us", "p99_us", "baseline", "base_GB/s", "ratio");
+  std::printf(
+      "\nkvpool bench transfer (LocalCluster, 1 node; GB/s from the median "
+      "call)\n");
+  std::printf("%-4s %-6s %7s %5s %9s %10s %10s %-8s %9s %7s\n", "op", "path",
+              "size", "batch", "GB/s", "p50_us", "p99_us", "baseline",
+              "base_GB/s", "ratio");
   for (const auto& r : rows) {
-    std::printf("%-4s %-6s %7s %5d %9.2f %10.1f %10.1f %-8s %9.2f %6.0f%%\n", r.op.c_str(),
-                r.path.c_str(), FormatSize(r.size).c_str(), r.batch, r.gbps, r.p50_us, r.p99_us,
-                r.baseline.c_str(), r.baseline_gbps, r.ratio * 100);
+    std::printf("%-4s %-6s %7s %5d %9.2f %10.1f %10.1f %-8s %9.2f %6.0f%%\n",
+                r.op.c_str(), r.path.c_str(), FormatSize(r.size).c_str(),
+                r.batch, r.gbps, r.p50_us, r.p99_us, r.baseline.c_str(),
+                r.baseline_gbps, r.ratio * 100);
   }
-  std::printf("targets: shm get >= 80%% of memcpy; tcp get >= 70%% of raw_tcp\n");
+  std::printf(
+      "targets: shm get >= 80%% of memcpy; tcp get >= 70%% of raw_tcp\n");
   if (!opts.json_path.empty()) {
     std::ofstream out(opts.json_path);
     out << "[";
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
       out << (i ? "," : "")
-          << fmt::format(R"({{"op":"{}","path":"{}","size":{},"batch":{},"gbps":{:.3f},)"
-                         R"("p50_us":{:.1f},"p99_us":{:.1f},"baseline":"{}","baseline_gbps":{:.3f},)"
-                         R"("ratio":{:.3f}}})",
-                         r.op, r.path, r.size, r.batch, r.gbps, r.p50_us, r.p99_us, r.baseline,
-                         r.baseline_gbps, r.ratio);
+          << fmt::format(
+                 R"({{"op":"{}","path":"{}","size":{},"batch":{},"gbps":{:.3f},)"
+                 R"("p50_us":{:.1f},"p99_us":{:.1f},"baseline":"{}","baseline_gbps":{:.3f},)"
+                 R"("ratio":{:.3f}}})",
+                 r.op, r.path, r.size, r.batch, r.gbps, r.p50_us, r.p99_us,
+                 r.baseline, r.baseline_gbps, r.ratio);
     }
     out << "]\n";
   }
   if (!opts.svg_path.empty()) {
     std::vector<bench::BarGroup> groups;
     for (const auto& r : rows) {
-      groups.push_back(bench::BarGroup{
-          fmt::format("{} {} {} x{}", r.op, r.path, FormatSize(r.size), r.batch),
-          {r.gbps, r.baseline_gbps}});
+      groups.push_back(bench::BarGroup{fmt::format("{} {} {} x{}", r.op, r.path,
+                                                   FormatSize(r.size), r.batch),
+                                       {r.gbps, r.baseline_gbps}});
     }
-    bench::WriteFile(opts.svg_path,
-                     bench::BarChartSvg("kvpool bench transfer: GB/s (median call)", "GB/s",
-                                        {"kvpool", "baseline (memcpy for shm, raw TCP for tcp)"},
-                                        groups));
+    bench::WriteFile(
+        opts.svg_path,
+        bench::BarChartSvg(
+            "kvpool bench transfer: GB/s (median call)", "GB/s",
+            {"kvpool", "baseline (memcpy for shm, raw TCP for tcp)"}, groups));
   }
   cluster.Stop();
   return 0;

@@ -87,7 +87,8 @@ TEST_F(ClusterTest, BatchZeroCopyRoundTrip) {
     srcs.push_back(src.data() + i * sz);
     dsts.push_back(dst.data() + i * sz);
   }
-  for (const auto& s : c->BatchPutFrom(keys, srcs, sizes)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const auto& s : c->BatchPutFrom(keys, srcs, sizes))
+    ASSERT_TRUE(s.ok()) << s.ToString();
   auto got = c->BatchGetInto(keys, dsts, sizes);
   for (const auto& g : got) {
     ASSERT_TRUE(g.ok());
@@ -113,7 +114,8 @@ TEST_F(ClusterTest, ExistRemoveAndLeases) {
   auto c = NewClient(TransportMode::kAuto);
   ASSERT_TRUE(c->Put("a", "1").ok());
   ASSERT_TRUE(c->Put("b", "2").ok());
-  auto ex = c->BatchIsExist({"a", "b", "zzz"}, ExistOptions{.grant_lease = false});
+  auto ex =
+      c->BatchIsExist({"a", "b", "zzz"}, ExistOptions{.grant_lease = false});
   EXPECT_TRUE(ex[0].value());
   EXPECT_TRUE(ex[1].value());
   EXPECT_FALSE(ex[2].value());
@@ -138,13 +140,17 @@ TEST_F(ClusterTest, BadInputGetsClearErrorsAndStoreStaysConsistent) {
   EXPECT_EQ(c->GetSize("unknown").code(), ErrorCode::OBJECT_NOT_FOUND);
   ASSERT_TRUE(c->Put("k", RandomBytes(1000, 1)).ok());
   char small[10];
-  EXPECT_EQ(c->GetInto("k", small, sizeof(small)).code(), ErrorCode::BUFFER_OVERFLOW);
+  EXPECT_EQ(c->GetInto("k", small, sizeof(small)).code(),
+            ErrorCode::BUFFER_OVERFLOW);
   std::string unregistered(1000, '\0');
-  EXPECT_EQ(c->PutFrom("k2", unregistered.data(), 1000).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->PutFrom("k2", unregistered.data(), 1000).code(),
+            ErrorCode::INVALID_PARAMS);
   std::vector<void*> bufs = {unregistered.data()};
-  EXPECT_EQ(c->BatchGetInto({"k"}, bufs, {1000})[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->BatchGetInto({"k"}, bufs, {1000})[0].code(),
+            ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(c->RegisterBuffer(nullptr, 10).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(c->UnregisterBuffer(unregistered.data()).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(c->UnregisterBuffer(unregistered.data()).code(),
+            ErrorCode::INVALID_PARAMS);
   // Only "k" exists, with its bytes intact.
   auto st = c->Stat();
   ASSERT_TRUE(st.ok());
@@ -159,9 +165,12 @@ TEST_F(ClusterTest, DataPlaneRejectsRangesOutsideTheSegment) {
   TcpDataClient raw;
   std::vector<uint8_t> buf(8192);
   std::vector<ReadOp> ops(3);
-  ops[0] = ReadOp{node.segment_id(), (64ull << 20) - 10, 4096, buf.data()};   // runs off the end
-  ops[1] = ReadOp{node.segment_id(), UINT64_MAX - 1, 4096, buf.data()};        // overflows
-  ops[2] = ReadOp{node.segment_id() + 1000, 0, 16, buf.data()};                // unknown segment
+  ops[0] = ReadOp{node.segment_id(), (64ull << 20) - 10, 4096,
+                  buf.data()};  // runs off the end
+  ops[1] =
+      ReadOp{node.segment_id(), UINT64_MAX - 1, 4096, buf.data()};  // overflows
+  ops[2] =
+      ReadOp{node.segment_id() + 1000, 0, 16, buf.data()};  // unknown segment
   ASSERT_TRUE(raw.Read(node.data_endpoint(), node.node_id(), ops).ok());
   for (const auto& op : ops) EXPECT_EQ(op.result, ErrorCode::INVALID_PARAMS);
   // The node still serves a valid read afterwards.
@@ -194,10 +203,12 @@ TEST_F(ClusterTest, PoolKeepsAcceptingPutsUnderPressure) {
   // Three times the pool's capacity of 1 MiB values.
   const int n = 3 * 2 * 64;
   int ok = 0;
-  for (int i = 0; i < n; ++i) ok += c->Put("p" + std::to_string(i), RandomBytes(1 << 20, i)).ok();
+  for (int i = 0; i < n; ++i)
+    ok += c->Put("p" + std::to_string(i), RandomBytes(1 << 20, i)).ok();
   EXPECT_EQ(ok, n);
   // The newest keys survive and read back exactly.
-  for (int i = n - 10; i < n; ++i) EXPECT_EQ(c->Get("p" + std::to_string(i)).value(), RandomBytes(1 << 20, i));
+  for (int i = n - 10; i < n; ++i)
+    EXPECT_EQ(c->Get("p" + std::to_string(i)).value(), RandomBytes(1 << 20, i));
   auto st = c->Stat();
   EXPECT_GT(st->evictions, 0u);
 }
@@ -232,13 +243,15 @@ TEST(ClusterLiveness, CrashedNodeKeysBecomeCleanMisses) {
   ASSERT_TRUE(c->Put("k0", "zero", on0).ok());
   ASSERT_TRUE(c->Put("k1", "one", on1).ok());
   cluster.CrashNode(1);
-  ASSERT_TRUE(WaitUntil([&] { return c->Get("k1").code() == ErrorCode::OBJECT_NOT_FOUND; },
-                        std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return c->Get("k1").code() == ErrorCode::OBJECT_NOT_FOUND; },
+      std::chrono::seconds(10)));
   EXPECT_EQ(c->Get("k0").value(), "zero");
   EXPECT_FALSE(c->IsExist("k1").value());
   // New puts land on the surviving node.
   ASSERT_TRUE(c->Put("k2", "two").ok());
-  EXPECT_EQ(c->BatchGetReplicaDesc({"k2"})[0]->replicas[0].node_id, cluster.node(0).node_id());
+  EXPECT_EQ(c->BatchGetReplicaDesc({"k2"})[0]->replicas[0].node_id,
+            cluster.node(0).node_id());
 }
 
 TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
@@ -250,9 +263,11 @@ TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
   uint64_t before = cluster.node(0).segment_id();
   cluster.node(0).PauseHeartbeats(true);
   auto c = cluster.NewClient().value();
-  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 1; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 1; },
+                        std::chrono::seconds(10)));
   cluster.node(0).PauseHeartbeats(false);
-  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 2; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 2; },
+                        std::chrono::seconds(10)));
   EXPECT_NE(cluster.node(0).segment_id(), before);
   ReplicateConfig rc;
   rc.preferred_segment = cluster.node(0).node_id();
@@ -274,9 +289,12 @@ TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   const std::string& text = metrics->body;
-  EXPECT_NE(text.find("kvpool_master_puts_total{result=\"OK\"} 1"), std::string::npos);
-  EXPECT_NE(text.find("kvpool_master_gets_total{result=\"OK\"} 1"), std::string::npos);
-  EXPECT_NE(text.find("kvpool_master_watermark_ratio{kind=\"main\"}"), std::string::npos);
+  EXPECT_NE(text.find("kvpool_master_puts_total{result=\"OK\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("kvpool_master_gets_total{result=\"OK\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("kvpool_master_watermark_ratio{kind=\"main\"}"),
+            std::string::npos);
   auto status = http.Get("/status");
   ASSERT_TRUE(status);
   EXPECT_NE(status->body.find("\"objects\":1"), std::string::npos);
@@ -299,7 +317,10 @@ TEST(ClusterLeaseCache, RepeatedGetsSkipTheMasterWithinTheLease) {
   auto other = cluster.NewClient().value();
   ASSERT_TRUE(c->Put("k", "v1").ok());
   auto& svc = cluster.master().service();
-  auto gets = [&] { return svc.metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\""); };
+  auto gets = [&] {
+    return svc.metrics().CounterValue("kvpool_master_gets_total",
+                                      "result=\"OK\"");
+  };
   ASSERT_EQ(c->Get("k").value(), "v1");
   uint64_t after_first = gets();
   EXPECT_EQ(c->Get("k").value(), "v1");
@@ -311,7 +332,8 @@ TEST(ClusterLeaseCache, RepeatedGetsSkipTheMasterWithinTheLease) {
   auto r = c->Get("k");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r.value() == "v1" || r.value() == "v2!");
-  ASSERT_TRUE(WaitUntil([&] { return c->Get("k").value() == "v2!"; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(WaitUntil([&] { return c->Get("k").value() == "v2!"; },
+                        std::chrono::seconds(5)));
   // Its own upsert or remove is seen at once.
   ASSERT_TRUE(c->Upsert("k", "v3").ok());
   EXPECT_EQ(c->Get("k").value(), "v3");

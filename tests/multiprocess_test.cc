@@ -38,7 +38,8 @@ void StopProcess(pid_t pid) {
   if (pid <= 0) return;
   kill(pid, SIGTERM);
   int status = 0;
-  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(10))) {
+  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                 std::chrono::seconds(10))) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
   }
@@ -47,7 +48,8 @@ void StopProcess(pid_t pid) {
 class MultiProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kvpool-mp-" + std::to_string(getpid()));
+    dir_ =
+        fs::temp_directory_path() / ("kvpool-mp-" + std::to_string(getpid()));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -56,7 +58,8 @@ class MultiProcessTest : public ::testing::Test {
     for (pid_t p : killed_) {
       std::error_code ec;
       for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-        if (e.path().filename().string().rfind("kvpool-" + std::to_string(p) + "-", 0) == 0) {
+        if (e.path().filename().string().rfind(
+                "kvpool-" + std::to_string(p) + "-", 0) == 0) {
           fs::remove(e.path(), ec);
         }
       }
@@ -77,7 +80,8 @@ TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
   pid_t master = Spawn({bin + "/kvpool-master", "--config=" + config.string(),
                         "--port_file=" + port_file.string()});
   pids_.push_back(master);
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); },
+                        std::chrono::seconds(20)));
   int port = 0;
   std::ifstream(port_file) >> port;
   ASSERT_GT(port, 0);
@@ -85,9 +89,10 @@ TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
 
   std::vector<pid_t> nodes;
   for (const char* id : {"node-a", "node-b"}) {
-    pid_t p = Spawn({bin + "/kvpool-node", "--master_server_address=" + address,
-                     "--global_segment_size=32MiB", "--heartbeat_interval_ms=100",
-                     std::string("--node_id=") + id});
+    pid_t p =
+        Spawn({bin + "/kvpool-node", "--master_server_address=" + address,
+               "--global_segment_size=32MiB", "--heartbeat_interval_ms=100",
+               std::string("--node_id=") + id});
     pids_.push_back(p);
     nodes.push_back(p);
   }
@@ -122,9 +127,12 @@ TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
   auto early = client->Get(on_b[0]);
   EXPECT_TRUE(!early.ok());
   ASSERT_TRUE(WaitUntil(
-      [&] { return client->Get(on_b[0]).code() == ErrorCode::OBJECT_NOT_FOUND; },
+      [&] {
+        return client->Get(on_b[0]).code() == ErrorCode::OBJECT_NOT_FOUND;
+      },
       std::chrono::seconds(15)));
-  for (const auto& k : on_b) EXPECT_EQ(client->Get(k).code(), ErrorCode::OBJECT_NOT_FOUND);
+  for (const auto& k : on_b)
+    EXPECT_EQ(client->Get(k).code(), ErrorCode::OBJECT_NOT_FOUND);
   for (int i = 0; i < 10; ++i) {
     auto r = client->Get(on_a[i]);
     ASSERT_TRUE(r.ok()) << r.status().ToString();

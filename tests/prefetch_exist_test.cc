@@ -21,10 +21,12 @@ class PrefetchExistTest : public kvpool::testing::SsdFixture {
     SsdFixture::SetUp();
     opts_.default_kv_lease_ttl = 2000;
   }
-  std::unique_ptr<Client> NewClient(bool prefetch, TransportMode mode = TransportMode::kAuto) {
+  std::unique_ptr<Client> NewClient(bool prefetch,
+                                    TransportMode mode = TransportMode::kAuto) {
     return SsdFixture::NewClient(mode, prefetch);
   }
-  uint64_t MasterCounter(const std::string& name, const std::string& labels = "") {
+  uint64_t MasterCounter(const std::string& name,
+                         const std::string& labels = "") {
     return cluster_->master().service().metrics().CounterValue(name, labels);
   }
 };
@@ -35,7 +37,8 @@ TEST_F(PrefetchExistTest, OffByDefaultChangesNothing) {
   auto keys = MakeSsdOnly(*writer, 3);
   auto c = NewClient(false);
   uint64_t queries = MasterCounter("kvpool_master_query_keys_total");
-  uint64_t exists = MasterCounter("kvpool_master_exists_total", "result=\"OK\"");
+  uint64_t exists =
+      MasterCounter("kvpool_master_exists_total", "result=\"OK\"");
   ExistOptions opts;
   opts.prefetch_to_memory = true;  // asked for, but the switch is off
   auto r = c->BatchIsExist({keys[0], keys[1], "nope"}, opts);
@@ -45,7 +48,8 @@ TEST_F(PrefetchExistTest, OffByDefaultChangesNothing) {
   EXPECT_TRUE(c->WaitPrefetchIdle(1000));
   // Same RPCs (the exist only), same results, no prefetch metrics.
   EXPECT_EQ(MasterCounter("kvpool_master_query_keys_total"), queries);
-  EXPECT_EQ(MasterCounter("kvpool_master_exists_total", "result=\"OK\""), exists + 2);
+  EXPECT_EQ(MasterCounter("kvpool_master_exists_total", "result=\"OK\""),
+            exists + 2);
   EXPECT_EQ(c->prefetch_stats().triggers, 0u);
   EXPECT_EQ(cluster_->master().service().promotion_counters().admitted, 0u);
   EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
@@ -71,12 +75,15 @@ TEST_F(PrefetchExistTest, LocalHolderPromotesAndGetReadsDram) {
       },
       std::chrono::seconds(20)));
   uint64_t ssd_before = c->counters().ssd_bytes_read;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(c->Get(keys[i]).value(), RandomBytes(kValue, i));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(c->Get(keys[i]).value(), RandomBytes(kValue, i));
   EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);  // served from DRAM
   auto st = c->prefetch_stats();
   EXPECT_EQ(st.completed, 3u);
   EXPECT_EQ(st.failed, 0u);
-  EXPECT_EQ(MasterCounter("kvpool_master_prefetch_fate_total", "fate=\"read_from_dram\""), 3u);
+  EXPECT_EQ(MasterCounter("kvpool_master_prefetch_fate_total",
+                          "fate=\"read_from_dram\""),
+            3u);
   // Probing again inside the window is deduplicated (no new work).
   c->BatchIsExist(keys, opts);
   EXPECT_EQ(c->prefetch_stats().dedup_hits, 3u);
@@ -91,8 +98,11 @@ TEST_F(PrefetchExistTest, RemoteHolderIsDelegatedOverTheDataPlane) {
   c->BatchIsExist(keys, opts);
   ASSERT_TRUE(c->WaitPrefetchIdle(10000));
   EXPECT_EQ(c->prefetch_stats().delegations, 2u);
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory" && Tier(*c, keys[1]) == "memory"; },
-                        std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Tier(*c, keys[0]) == "memory" && Tier(*c, keys[1]) == "memory";
+      },
+      std::chrono::seconds(20)));
   EXPECT_EQ(c->Get(keys[1]).value(), RandomBytes(kValue, 1));
 }
 
@@ -104,7 +114,8 @@ TEST_F(PrefetchExistTest, GetKickPromotesForTheNextGet) {
   EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
   EXPECT_EQ(c->prefetch_stats().triggers, 1u);
   ASSERT_TRUE(c->WaitPrefetchIdle(10000));
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory"; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory"; },
+                        std::chrono::seconds(20)));
 }
 
 TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
@@ -115,12 +126,14 @@ TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
   // Fill DRAM with leased keys so PromotionAllocStart finds no room.
   ReplicateConfig pin;
   pin.with_hard_pin = true;
-  for (int i = 0; i < 16; ++i) c->Put("wall-" + std::to_string(i), RandomBytes(kValue, 500 + i), pin);
+  for (int i = 0; i < 16; ++i)
+    c->Put("wall-" + std::to_string(i), RandomBytes(kValue, 500 + i), pin);
   ExistOptions opts;
   opts.prefetch_to_memory = true;
   c->BatchIsExist({keys[0]}, opts);
   ASSERT_TRUE(c->WaitPrefetchIdle(10000));
-  ASSERT_TRUE(WaitUntil([&] { return c->prefetch_stats().failed >= 1; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return c->prefetch_stats().failed >= 1; },
+                        std::chrono::seconds(10)));
   EXPECT_EQ(c->prefetch_stats().cooldown_entries, 1u);
   // While it lasts, exist-triggered prefetch is a no-op ...
   c->BatchIsExist({keys[1]}, opts);
@@ -132,10 +145,13 @@ TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
   // The master's state was released at once each time (RAII guard).
   ASSERT_TRUE(c->WaitPrefetchIdle(10000));
   ASSERT_TRUE(WaitUntil(
-      [&] { return cluster_->master().service().promotion_counters().in_flight == 0; },
+      [&] {
+        return cluster_->master().service().promotion_counters().in_flight == 0;
+      },
       std::chrono::seconds(10)));
   auto pc = cluster_->master().service().promotion_counters();
-  EXPECT_EQ(pc.admitted, pc.completed + pc.failed + pc.cancelled + pc.expired + pc.in_flight);
+  EXPECT_EQ(pc.admitted, pc.completed + pc.failed + pc.cancelled + pc.expired +
+                             pc.in_flight);
 }
 
 TEST_F(PrefetchExistTest, OlderMasterMakesPrefetchAQuietNoOp) {
@@ -163,7 +179,8 @@ TEST_F(PrefetchExistTest, OlderMasterMakesPrefetchAQuietNoOp) {
   EXPECT_EQ(svc.promotion_counters().admitted, 0u);
   EXPECT_EQ(c->prefetch_stats().failed, 0u);
   EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
-  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));  // exist/get unaffected
+  EXPECT_EQ(c->Get(keys[0]).value(),
+            RandomBytes(kValue, 0));  // exist/get unaffected
 }
 
 TEST_F(PrefetchExistTest, OlderHolderMakesDelegationAQuietNoOp) {
@@ -190,7 +207,8 @@ TEST_F(PrefetchExistTest, ShutdownDrainsBeforeTheClientGoes) {
   c->BatchIsExist(keys, opts);
   c.reset();  // must drain queued jobs and join the workers, not crash
   auto other = NewClient(false);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(other->Get(keys[i]).value(), RandomBytes(kValue, i));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(other->Get(keys[i]).value(), RandomBytes(kValue, i));
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ class SsdClusterTest : public kvpool::testing::SsdFixture {
 TEST_F(SsdClusterTest, ProactiveOffloadGivesEveryKeyAnSsdCopy) {
   Start();
   auto c = NewClient();
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (int i = 0; i < 8; ++i) {
@@ -34,7 +35,8 @@ TEST_F(SsdClusterTest, ProactiveOffloadGivesEveryKeyAnSsdCopy) {
         return true;
       },
       std::chrono::seconds(20)));
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(Tier(*c, Key(i)), "memory");  // still in DRAM too
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(Tier(*c, Key(i)), "memory");  // still in DRAM too
 }
 
 TEST_F(SsdClusterTest, PressureKeepsEveryAcknowledgedKeyReadable) {
@@ -42,7 +44,8 @@ TEST_F(SsdClusterTest, PressureKeepsEveryAcknowledgedKeyReadable) {
   auto c = NewClient(TransportMode::kTcp);
   const int n = 3 * 2 * 16;  // three times the pool's DRAM
   int acked = 0;
-  for (int i = 0; i < n; ++i) acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
+  for (int i = 0; i < n; ++i)
+    acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
   EXPECT_EQ(acked, n);
   int ssd_only = 0;
   for (int i = 0; i < n; ++i) {
@@ -61,19 +64,23 @@ TEST_F(SsdClusterTest, OffloadOnEvictAlsoLosesNothing) {
   auto c = NewClient();
   const int n = 3 * 2 * 16;
   int acked = 0;
-  for (int i = 0; i < n; ++i) acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
+  for (int i = 0; i < n; ++i)
+    acked += c->Put(Key(i), RandomBytes(kValue, i)).ok();
   // A put may be refused (NO_AVAILABLE_HANDLE) while evicted keys are still
   // being copied, but a refused put was never acknowledged; every
   // acknowledged key must be readable.
   EXPECT_GT(acked, n / 2);
   for (int i = 0; i < n; ++i) {
     auto r = c->Get(Key(i));
-    if (r.code() == ErrorCode::OBJECT_NOT_FOUND) continue;  // its put was refused
+    if (r.code() == ErrorCode::OBJECT_NOT_FOUND)
+      continue;  // its put was refused
     ASSERT_TRUE(r.ok()) << Key(i) << ": " << r.status().ToString();
     EXPECT_EQ(r.value(), RandomBytes(kValue, i));
   }
   auto& svc = cluster_->master().service();
-  EXPECT_EQ(svc.metrics().CounterValue("kvpool_master_force_evicted_without_copy_total"), 0u);
+  EXPECT_EQ(svc.metrics().CounterValue(
+                "kvpool_master_force_evicted_without_copy_total"),
+            0u);
 }
 
 TEST_F(SsdClusterTest, RemoteHolderServesSsdReadOverTcp) {
@@ -82,10 +89,13 @@ TEST_F(SsdClusterTest, RemoteHolderServesSsdReadOverTcp) {
   ReplicateConfig on1;
   on1.preferred_segment = cluster_->node(1).node_id();
   ASSERT_TRUE(c->Put("far", RandomBytes(kValue, 99), on1).ok());
-  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "far"); }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "far"); },
+                        std::chrono::seconds(20)));
   // Push "far" out of DRAM with newer keys.
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on1).ok());
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "far") == "local_disk"; }, std::chrono::seconds(20)));
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on1).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "far") == "local_disk"; },
+                        std::chrono::seconds(20)));
   auto r = c->Get("far");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r.value(), RandomBytes(kValue, 99));
@@ -98,7 +108,8 @@ TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
   auto c = NewClient();
   ReplicateConfig on0;
   on0.preferred_segment = cluster_->node(0).node_id();
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on0).ok());
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i), on0).ok());
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (int i = 0; i < 6; ++i) {
@@ -109,10 +120,12 @@ TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
       std::chrono::seconds(20)));
   // The master forgets node0 entirely (as after a crash) ...
   cluster_->CrashNode(0);
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(0)) == "absent"; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(0)) == "absent"; },
+                        std::chrono::seconds(10)));
   // ... and the restarted node brings its SSD objects back.
   ASSERT_TRUE(cluster_->RestartNode(0).ok());
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(5)) == "local_disk"; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, Key(5)) == "local_disk"; },
+                        std::chrono::seconds(10)));
   for (int i = 0; i < 6; ++i) {
     auto r = c->Get(Key(i));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -125,18 +138,24 @@ TEST_F(SsdClusterTest, PromoteOnHitBringsHotKeyBackToDram) {
   Start();
   auto c = NewClient();
   ASSERT_TRUE(c->Put("hot", RandomBytes(kValue, 7)).ok());
-  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "hot"); }, std::chrono::seconds(20)));
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "local_disk"; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "hot"); },
+                        std::chrono::seconds(20)));
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "local_disk"; },
+                        std::chrono::seconds(20)));
   // Make room so the watermark gate admits the promotion.
   for (int i = 0; i < 40; ++i) c->Remove(Key(i), true);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
-  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "memory"; }, std::chrono::seconds(20)));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "memory"; },
+                        std::chrono::seconds(20)));
   EXPECT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
   auto counters = cluster_->master().service().promotion_counters();
   EXPECT_EQ(counters.completed, 1u);
-  EXPECT_EQ(counters.admitted, counters.completed + counters.failed + counters.cancelled +
-                                   counters.expired + counters.in_flight);
+  EXPECT_EQ(counters.admitted, counters.completed + counters.failed +
+                                   counters.cancelled + counters.expired +
+                                   counters.in_flight);
 }
 
 TEST_F(SsdClusterTest, CorruptSsdRecordIsACleanMissNeverWrongBytes) {
@@ -144,10 +163,12 @@ TEST_F(SsdClusterTest, CorruptSsdRecordIsACleanMissNeverWrongBytes) {
   Start();
   auto c = NewClient();
   ASSERT_TRUE(c->Put("victim", RandomBytes(kValue, 5)).ok());
-  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "victim"); }, std::chrono::seconds(20)));
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
-  ASSERT_TRUE(
-      WaitUntil([&] { return Tier(*c, "victim") == "local_disk"; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "victim"); },
+                        std::chrono::seconds(20)));
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "victim") == "local_disk"; },
+                        std::chrono::seconds(20)));
   // Flip bytes in the middle of every segment file's first record data.
   for (const auto& e : fs::recursive_directory_iterator(root_)) {
     if (!e.is_regular_file()) continue;

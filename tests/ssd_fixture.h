@@ -66,7 +66,8 @@ class SsdFixture : public ::testing::Test {
     }
     return false;
   }
-  static bool AllHaveDiskCopies(Client& c, const std::vector<std::string>& keys) {
+  static bool AllHaveDiskCopies(Client& c,
+                                const std::vector<std::string>& keys) {
     return WaitUntil(
         [&] {
           for (const auto& k : keys) {
@@ -86,7 +87,9 @@ class SsdFixture : public ::testing::Test {
     }
     EXPECT_TRUE(AllHaveDiskCopies(c, keys));
     for (int i = 0; i < 40; ++i) {
-      EXPECT_TRUE(c.Put("filler-" + std::to_string(i), RandomBytes(kValue, 1000 + i)).ok());
+      EXPECT_TRUE(
+          c.Put("filler-" + std::to_string(i), RandomBytes(kValue, 1000 + i))
+              .ok());
     }
     EXPECT_TRUE(WaitUntil(
         [&] {

@@ -25,7 +25,8 @@ inline std::string RandomBytes(size_t n, uint64_t seed) {
 }
 
 // Polls `pred` until it holds or `timeout` passes; returns its last value.
-inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+inline bool WaitUntil(const std::function<bool()>& pred,
+                      std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;

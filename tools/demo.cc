@@ -23,7 +23,9 @@ std::string ValueFor(int i, uint64_t size) {
   return v;
 }
 double Ms(std::chrono::steady_clock::time_point a) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - a)
+      .count();
 }
 }  // namespace
 
@@ -36,7 +38,8 @@ int RunDemo(const DemoOptions& opts) {
     std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::printf("== LocalCluster: master %s, 2 nodes x %s DRAM\n", cluster.master_address().c_str(),
+  std::printf("== LocalCluster: master %s, 2 nodes x %s DRAM\n",
+              cluster.master_address().c_str(),
               FormatSize(lco.segment_size).c_str());
   ClientConfig shm_cfg, tcp_cfg;
   tcp_cfg.transport = TransportMode::kTcp;
@@ -47,7 +50,8 @@ int RunDemo(const DemoOptions& opts) {
   Client& cb = *b.value();
 
   // 1. Put a working set that fits (about 60% of the pool).
-  int fit = static_cast<int>(0.6 * double(2 * lco.segment_size) / double(opts.value_size));
+  int fit = static_cast<int>(0.6 * double(2 * lco.segment_size) /
+                             double(opts.value_size));
   fit = std::min(fit, opts.keys);
   auto t0 = std::chrono::steady_clock::now();
   int put_ok = 0;
@@ -68,48 +72,61 @@ int RunDemo(const DemoOptions& opts) {
     auto rb = cb.Get("block-" + std::to_string(i));
     tcp_ok += rb.ok() && rb.value() == want;
   }
-  std::printf("get   %d/%d correct via shared memory, %d/%d correct via TCP (%.1f ms)\n", shm_ok,
-              fit, tcp_ok, fit, Ms(t0));
+  std::printf(
+      "get   %d/%d correct via shared memory, %d/%d correct via TCP (%.1f "
+      "ms)\n",
+      shm_ok, fit, tcp_ok, fit, Ms(t0));
 
   // 3. Exist probes and the read-only tier lookup.
   std::vector<std::string> probe = {"block-0", "block-1", "no-such-block"};
   auto ex = ca.BatchIsExist(probe, ExistOptions{.grant_lease = false});
-  std::printf("exist block-0=%d block-1=%d no-such-block=%d\n", ex[0].ok() && ex[0].value(),
-              ex[1].ok() && ex[1].value(), ex[2].ok() && ex[2].value());
+  std::printf("exist block-0=%d block-1=%d no-such-block=%d\n",
+              ex[0].ok() && ex[0].value(), ex[1].ok() && ex[1].value(),
+              ex[2].ok() && ex[2].value());
   auto tiers = ca.BatchGetReplicaDesc({"block-0", "block-1"});
   for (size_t i = 0; i < tiers.size(); ++i) {
     if (tiers[i].ok() && !tiers[i]->replicas.empty()) {
-      std::printf("tier  %s: %s on %s\n", probe[i].c_str(), tiers[i]->BestTier().c_str(),
+      std::printf("tier  %s: %s on %s\n", probe[i].c_str(),
+                  tiers[i]->BestTier().c_str(),
                   tiers[i]->replicas[0].node_id.c_str());
     }
   }
 
   // 4. Overflow the pool: eviction keeps DRAM under the watermark and puts
   // keep succeeding.
-  int extra = std::max(opts.keys - fit, static_cast<int>(1.0 * double(2 * lco.segment_size) /
-                                                         double(opts.value_size)));
+  int extra = std::max(opts.keys - fit,
+                       static_cast<int>(1.0 * double(2 * lco.segment_size) /
+                                        double(opts.value_size)));
   int extra_ok = 0;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < extra; ++i) {
     std::string v = ValueFor(100000 + i, opts.value_size);
     extra_ok += ca.Put("overflow-" + std::to_string(i), v).ok();
   }
-  std::printf("put   %d/%d more blocks past capacity in %.1f ms\n", extra_ok, extra, Ms(t0));
+  std::printf("put   %d/%d more blocks past capacity in %.1f ms\n", extra_ok,
+              extra, Ms(t0));
 
   auto st = ca.Stat();
   if (st.ok()) {
-    std::printf("stat  %lu objects, %lu evicted so far\n", st->objects, st->evictions);
+    std::printf("stat  %lu objects, %lu evicted so far\n", st->objects,
+                st->evictions);
     for (const auto& s : st->segments) {
-      std::printf("      segment %lu on %s: %.1f%% used\n", s.segment_id, s.node_id.c_str(),
+      std::printf("      segment %lu on %s: %.1f%% used\n", s.segment_id,
+                  s.node_id.c_str(),
                   100.0 * double(s.used) / double(s.capacity));
     }
   }
   auto c = ca.counters();
   auto cbc = cb.counters();
-  std::printf("bytes client A: shm read %s written %s | client B: tcp read %s written %s\n",
-              FormatSize(c.shm_bytes_read).c_str(), FormatSize(c.shm_bytes_written).c_str(),
-              FormatSize(cbc.tcp_bytes_read).c_str(), FormatSize(cbc.tcp_bytes_written).c_str());
-  bool ok = put_ok == fit && shm_ok == fit && tcp_ok == fit && extra_ok == extra;
+  std::printf(
+      "bytes client A: shm read %s written %s | client B: tcp read %s written "
+      "%s\n",
+      FormatSize(c.shm_bytes_read).c_str(),
+      FormatSize(c.shm_bytes_written).c_str(),
+      FormatSize(cbc.tcp_bytes_read).c_str(),
+      FormatSize(cbc.tcp_bytes_written).c_str());
+  bool ok =
+      put_ok == fit && shm_ok == fit && tcp_ok == fit && extra_ok == extra;
   std::printf("== demo %s\n", ok ? "OK" : "FAILED");
   cluster.Stop();
   return ok ? 0 : 1;

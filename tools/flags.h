@@ -12,8 +12,8 @@
 namespace kvpool {
 
 // A size flag that accepts "64MiB" style values.
-inline CLI::Option* AddSizeFlag(CLI::App& app, const std::string& name, uint64_t* target,
-                                const std::string& help) {
+inline CLI::Option* AddSizeFlag(CLI::App& app, const std::string& name,
+                                uint64_t* target, const std::string& help) {
   return app
       .add_option_function<std::string>(
           name,
@@ -22,7 +22,8 @@ inline CLI::Option* AddSizeFlag(CLI::App& app, const std::string& name, uint64_t
             if (!r.ok()) throw CLI::ValidationError(name, r.status().message());
             *target = r.value();
           },
-          help + " (bytes; KiB/MiB/GiB suffixes; default " + FormatSize(*target) + ")")
+          help + " (bytes; KiB/MiB/GiB suffixes; default " +
+              FormatSize(*target) + ")")
       ->type_name("SIZE");
 }
 

@@ -48,10 +48,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   kvpool::ClientConfig cc;
   std::string transport = "auto";
-  app.add_option("--master", cc.master_server_address, "HOST:PORT of kvpool-master")
+  app.add_option("--master", cc.master_server_address,
+                 "HOST:PORT of kvpool-master")
       ->capture_default_str();
-  app.add_option("--tenant", cc.tenant, "tenant of the keys")->capture_default_str();
-  app.add_option("--transport", transport, "auto, shm or tcp")->capture_default_str();
+  app.add_option("--tenant", cc.tenant, "tenant of the keys")
+      ->capture_default_str();
+  app.add_option("--transport", transport, "auto, shm or tcp")
+      ->capture_default_str();
 
   std::string key, file;
   std::vector<std::string> keys;
@@ -60,7 +63,8 @@ int main(int argc, char** argv) {
   auto* put = app.add_subcommand("put", "store FILE's bytes under KEY");
   put->add_option("key", key)->required();
   put->add_option("file", file)->required();
-  auto* get = app.add_subcommand("get", "write KEY's bytes to FILE (- for stdout)");
+  auto* get =
+      app.add_subcommand("get", "write KEY's bytes to FILE (- for stdout)");
   get->add_option("key", key)->required();
   get->add_option("file", file)->required();
   auto* exist = app.add_subcommand("exist", "print 1/0 per key");
@@ -76,42 +80,68 @@ int main(int argc, char** argv) {
 
   kvpool::LocalClusterOptions lco;
   int duration_sec = 0;
-  auto* cluster = app.add_subcommand("cluster", "run a LocalCluster in the foreground");
-  cluster->add_option("--nodes", lco.num_nodes, "number of nodes")->capture_default_str();
-  kvpool::AddSizeFlag(*cluster, "--segment_size", &lco.segment_size, "DRAM per node");
-  cluster->add_option("--rpc_port", lco.master_port, "master gRPC port; 0 = any")
+  auto* cluster =
+      app.add_subcommand("cluster", "run a LocalCluster in the foreground");
+  cluster->add_option("--nodes", lco.num_nodes, "number of nodes")
       ->capture_default_str();
-  cluster->add_option("--metrics_port", lco.metrics_port, "master HTTP port; 0 = any, -1 = off")
+  kvpool::AddSizeFlag(*cluster, "--segment_size", &lco.segment_size,
+                      "DRAM per node");
+  cluster
+      ->add_option("--rpc_port", lco.master_port, "master gRPC port; 0 = any")
       ->capture_default_str();
-  cluster->add_option("--duration_sec", duration_sec, "stop after N s (0 = until Ctrl-C)")
+  cluster
+      ->add_option("--metrics_port", lco.metrics_port,
+                   "master HTTP port; 0 = any, -1 = off")
+      ->capture_default_str();
+  cluster
+      ->add_option("--duration_sec", duration_sec,
+                   "stop after N s (0 = until Ctrl-C)")
       ->capture_default_str();
 
   kvpool::DemoOptions demo_opts;
-  auto* demo = app.add_subcommand("demo", "LocalCluster with two nodes + a short workload");
-  demo->add_option("--keys", demo_opts.keys, "keys to put")->capture_default_str();
-  kvpool::AddSizeFlag(*demo, "--value_size", &demo_opts.value_size, "bytes per value");
+  auto* demo = app.add_subcommand(
+      "demo", "LocalCluster with two nodes + a short workload");
+  demo->add_option("--keys", demo_opts.keys, "keys to put")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*demo, "--value_size", &demo_opts.value_size,
+                      "bytes per value");
 
   kvpool::BenchOptions bench_opts;
-  auto* bench = app.add_subcommand("bench", "benchmarks (tables with same-run baselines)");
+  auto* bench = app.add_subcommand(
+      "bench", "benchmarks (tables with same-run baselines)");
   bench->require_subcommand(1);
-  auto* bench_transfer = bench->add_subcommand("transfer", "put/get GB/s and latency, shm and TCP");
-  bench_transfer->add_option("--json", bench_opts.json_path, "also write JSON here");
-  bench_transfer->add_option("--svg", bench_opts.svg_path, "also draw an SVG chart here");
-  bench_transfer->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
+  auto* bench_transfer = bench->add_subcommand(
+      "transfer", "put/get GB/s and latency, shm and TCP");
+  bench_transfer->add_option("--json", bench_opts.json_path,
+                             "also write JSON here");
+  bench_transfer->add_option("--svg", bench_opts.svg_path,
+                             "also draw an SVG chart here");
+  bench_transfer
+      ->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
-  auto* bench_master = bench->add_subcommand("master", "tier lookups/s and bytes per object");
-  bench_master->add_option("--json", bench_opts.json_path, "also write JSON here");
-  bench_master->add_option("--objects", bench_opts.objects, "objects for the memory figure")
+  auto* bench_master =
+      bench->add_subcommand("master", "tier lookups/s and bytes per object");
+  bench_master->add_option("--json", bench_opts.json_path,
+                           "also write JSON here");
+  bench_master
+      ->add_option("--objects", bench_opts.objects,
+                   "objects for the memory figure")
       ->capture_default_str();
-  bench_master->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
+  bench_master
+      ->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
 
-  auto* bench_pressure =
-      bench->add_subcommand("pressure", "3x DRAM of 1 MiB puts with offload: latency, copies, losses");
-  bench_pressure->add_option("--json", bench_opts.json_path, "also write JSON here");
-  bench_pressure->add_option("--svg", bench_opts.svg_path, "put latency over time as SVG");
-  bench_pressure->add_option("--dir", bench_opts.dir, "scratch directory for SSD files");
-  kvpool::AddSizeFlag(*bench_pressure, "--dram", &bench_opts.pressure_dram_bytes, "pool DRAM");
+  auto* bench_pressure = bench->add_subcommand(
+      "pressure",
+      "3x DRAM of 1 MiB puts with offload: latency, copies, losses");
+  bench_pressure->add_option("--json", bench_opts.json_path,
+                             "also write JSON here");
+  bench_pressure->add_option("--svg", bench_opts.svg_path,
+                             "put latency over time as SVG");
+  bench_pressure->add_option("--dir", bench_opts.dir,
+                             "scratch directory for SSD files");
+  kvpool::AddSizeFlag(*bench_pressure, "--dram",
+                      &bench_opts.pressure_dram_bytes, "pool DRAM");
 
   auto* bench_exist = bench->add_subcommand(
       "exist-prefetch",
@@ -155,13 +185,16 @@ int main(int argc, char** argv) {
                       "DRAM per node");
 
   kvpool::SsdBenchOptions ssd_opts;
-  auto* bench_ssd = bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
+  auto* bench_ssd =
+      bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
   bench_ssd->add_option("--json", ssd_opts.json_path, "also write JSON here");
-  bench_ssd->add_option("--dir", ssd_opts.dir, "directory on the device under test")
+  bench_ssd
+      ->add_option("--dir", ssd_opts.dir, "directory on the device under test")
       ->capture_default_str();
   bench_ssd->add_option("--seconds", ssd_opts.seconds_per_case, "time per case")
       ->capture_default_str();
-  kvpool::AddSizeFlag(*bench_ssd, "--dataset", &ssd_opts.dataset_bytes, "bytes stored per size");
+  kvpool::AddSizeFlag(*bench_ssd, "--dataset", &ssd_opts.dataset_bytes,
+                      "bytes stored per size");
   bench_ssd->add_option("--rounds", ssd_opts.rounds, "alternations per case")
       ->capture_default_str();
 
@@ -179,9 +212,10 @@ int main(int argc, char** argv) {
   if (*cluster) {
     kvpool::LocalCluster lc(lco);
     if (auto s = lc.Start(); !s.ok()) return Fail(s);
-    std::printf("LocalCluster up: master %s, metrics port %d, %zu nodes of %s\n",
-                lc.master_address().c_str(), lc.metrics_port(), lc.num_nodes(),
-                kvpool::FormatSize(lco.segment_size).c_str());
+    std::printf(
+        "LocalCluster up: master %s, metrics port %d, %zu nodes of %s\n",
+        lc.master_address().c_str(), lc.metrics_port(), lc.num_nodes(),
+        kvpool::FormatSize(lco.segment_size).c_str());
     std::fflush(stdout);
     sigset_t set;
     sigemptyset(&set);
@@ -212,7 +246,8 @@ int main(int argc, char** argv) {
 
   if (*put) {
     std::ifstream in(file, std::ios::binary);
-    if (!in) return Fail(kvpool::Status(kvpool::ErrorCode::FILE_NOT_FOUND, file));
+    if (!in)
+      return Fail(kvpool::Status(kvpool::ErrorCode::FILE_NOT_FOUND, file));
     std::stringstream ss;
     ss << in.rdbuf();
     std::string value = ss.str();
@@ -228,8 +263,10 @@ int main(int argc, char** argv) {
     } else {
       std::ofstream out(file, std::ios::binary);
       out.write(r->data(), static_cast<std::streamsize>(r->size()));
-      if (!out) return Fail(kvpool::Status(kvpool::ErrorCode::FILE_WRITE_FAIL, file));
-      std::printf("get %s: %zu bytes -> %s\n", key.c_str(), r->size(), file.c_str());
+      if (!out)
+        return Fail(kvpool::Status(kvpool::ErrorCode::FILE_WRITE_FAIL, file));
+      std::printf("get %s: %zu bytes -> %s\n", key.c_str(), r->size(),
+                  file.c_str());
     }
     return 0;
   }
@@ -238,7 +275,8 @@ int main(int argc, char** argv) {
     int rc = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (!r[i].ok()) {
-        std::printf("%s\terror %s\n", keys[i].c_str(), r[i].status().ToString().c_str());
+        std::printf("%s\terror %s\n", keys[i].c_str(),
+                    r[i].status().ToString().c_str());
         rc = 2;
       } else {
         std::printf("%s\t%d\n", keys[i].c_str(), r[i].value() ? 1 : 0);
@@ -259,26 +297,32 @@ int main(int argc, char** argv) {
         if (i) out += ",";
         out += "{\"key\":\"" + JsonEscape(keys[i]) + "\"";
         if (!r[i].ok()) {
-          out += ",\"error\":\"" + std::string(kvpool::ErrorCodeName(r[i].code())) + "\"}";
+          out += ",\"error\":\"" +
+                 std::string(kvpool::ErrorCodeName(r[i].code())) + "\"}";
           continue;
         }
-        out += ",\"size\":" + std::to_string(r[i]->size) + ",\"tier\":\"" + r[i]->BestTier() +
-               "\",\"lease_remaining_ms\":" + std::to_string(r[i]->lease_remaining_ms) +
-               ",\"replicas\":[";
+        out += ",\"size\":" + std::to_string(r[i]->size) + ",\"tier\":\"" +
+               r[i]->BestTier() + "\",\"lease_remaining_ms\":" +
+               std::to_string(r[i]->lease_remaining_ms) + ",\"replicas\":[";
         for (size_t j = 0; j < r[i]->replicas.size(); ++j) {
           const auto& rep = r[i]->replicas[j];
           if (j) out += ",";
-          out += std::string("{\"kind\":\"") +
-                 (rep.kind == kvpool::ReplicaInfo::Kind::kMemory ? "memory" : "local_disk") +
-                 "\",\"complete\":" + (rep.complete ? "true" : "false") + ",\"node\":\"" +
-                 JsonEscape(rep.node_id) + "\",\"endpoint\":\"" + rep.data_endpoint + "\"}";
+          out +=
+              std::string("{\"kind\":\"") +
+              (rep.kind == kvpool::ReplicaInfo::Kind::kMemory ? "memory"
+                                                              : "local_disk") +
+              "\",\"complete\":" + (rep.complete ? "true" : "false") +
+              ",\"node\":\"" + JsonEscape(rep.node_id) + "\",\"endpoint\":\"" +
+              rep.data_endpoint + "\"}";
         }
         out += "]}";
       } else if (!r[i].ok()) {
-        std::printf("%s\t%s\n", keys[i].c_str(), r[i].status().ToString().c_str());
+        std::printf("%s\t%s\n", keys[i].c_str(),
+                    r[i].status().ToString().c_str());
       } else {
-        std::printf("%s\t%s\t%lu bytes\t%zu replica(s)\tlease %ld ms\n", keys[i].c_str(),
-                    r[i]->BestTier().c_str(), r[i]->size, r[i]->replicas.size(),
+        std::printf("%s\t%s\t%lu bytes\t%zu replica(s)\tlease %ld ms\n",
+                    keys[i].c_str(), r[i]->BestTier().c_str(), r[i]->size,
+                    r[i]->replicas.size(),
                     std::max<int64_t>(0, r[i]->lease_remaining_ms));
       }
     }
@@ -297,17 +341,21 @@ int main(int argc, char** argv) {
                 "\",\"capacity\":" + std::to_string(s.capacity) +
                 ",\"used\":" + std::to_string(s.used) + "}";
       }
-      std::printf("{\"objects\":%lu,\"memory_replicas\":%lu,\"evictions\":%lu,\"segments\":[%s]}\n",
-                  r->objects, r->memory_replicas, r->evictions, segs.c_str());
+      std::printf(
+          "{\"objects\":%lu,\"memory_replicas\":%lu,\"evictions\":%lu,"
+          "\"segments\":[%s]}\n",
+          r->objects, r->memory_replicas, r->evictions, segs.c_str());
     } else {
-      std::printf("objects %lu, memory replicas %lu, evictions %lu\n", r->objects,
-                  r->memory_replicas, r->evictions);
+      std::printf("objects %lu, memory replicas %lu, evictions %lu\n",
+                  r->objects, r->memory_replicas, r->evictions);
       for (const auto& s : r->segments) {
-        std::printf("  segment %lu node %s %s: %s used of %s (%.1f%%) at %s\n", s.segment_id,
-                    s.node_id.c_str(), s.kind.c_str(), kvpool::FormatSize(s.used).c_str(),
-                    kvpool::FormatSize(s.capacity).c_str(),
-                    s.capacity ? 100.0 * double(s.used) / double(s.capacity) : 0.0,
-                    s.data_endpoint.c_str());
+        std::printf(
+            "  segment %lu node %s %s: %s used of %s (%.1f%%) at %s\n",
+            s.segment_id, s.node_id.c_str(), s.kind.c_str(),
+            kvpool::FormatSize(s.used).c_str(),
+            kvpool::FormatSize(s.capacity).c_str(),
+            s.capacity ? 100.0 * double(s.used) / double(s.capacity) : 0.0,
+            s.data_endpoint.c_str());
       }
     }
     return 0;

@@ -15,33 +15,45 @@ kvpool::MasterServer* g_server = nullptr;
 int main(int argc, char** argv) {
   kvpool::MasterConfig c;
   CLI::App app{"kvpool-master: metadata server of the kvpool KV-cache store"};
-  app.set_config("--config", "", "TOML/INI file with the same keys as the flags");
-  app.add_option("--rpc_address", c.rpc_address, "address to bind (0.0.0.0 for other hosts)")
+  app.set_config("--config", "",
+                 "TOML/INI file with the same keys as the flags");
+  app.add_option("--rpc_address", c.rpc_address,
+                 "address to bind (0.0.0.0 for other hosts)")
       ->capture_default_str();
-  app.add_option("--rpc_port", c.rpc_port, "gRPC port; 0 picks a free one")->capture_default_str();
-  app.add_option("--metrics_port", c.metrics_port, "HTTP /metrics and /status; 0 = any, -1 = off")
+  app.add_option("--rpc_port", c.rpc_port, "gRPC port; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--metrics_port", c.metrics_port,
+                 "HTTP /metrics and /status; 0 = any, -1 = off")
       ->capture_default_str();
   app.add_option("--rpc_thread_num", c.rpc_thread_num, "gRPC polling threads")
       ->capture_default_str();
   app.add_option("--default_kv_lease_ttl", c.default_kv_lease_ttl,
                  "read lease granted by get/exist, ms")
       ->capture_default_str();
-  app.add_option("--eviction_high_watermark_ratio", c.eviction_high_watermark_ratio,
+  app.add_option("--eviction_high_watermark_ratio",
+                 c.eviction_high_watermark_ratio,
                  "evict when MAIN DRAM use passes this share")
       ->capture_default_str();
-  app.add_option("--eviction_ratio", c.eviction_ratio, "share of capacity freed per pass")
+  app.add_option("--eviction_ratio", c.eviction_ratio,
+                 "share of capacity freed per pass")
       ->capture_default_str();
-  app.add_option("--put_start_discard_timeout_sec", c.put_start_discard_timeout_sec,
-                 "an unfinished put older than this may be replaced by a new put of the key")
+  app.add_option("--put_start_discard_timeout_sec",
+                 c.put_start_discard_timeout_sec,
+                 "an unfinished put older than this may be replaced by a new "
+                 "put of the key")
       ->capture_default_str();
-  app.add_option("--put_start_release_timeout_sec", c.put_start_release_timeout_sec,
+  app.add_option("--put_start_release_timeout_sec",
+                 c.put_start_release_timeout_sec,
                  "an unfinished put's memory is reclaimed after this")
       ->capture_default_str();
-  app.add_option("--client_ttl", c.client_ttl, "seconds of heartbeat silence before a node is dead")
+  app.add_option("--client_ttl", c.client_ttl,
+                 "seconds of heartbeat silence before a node is dead")
       ->capture_default_str();
-  app.add_option("--allocation_strategy", c.allocation_strategy, "free_ratio_first or random")
+  app.add_option("--allocation_strategy", c.allocation_strategy,
+                 "free_ratio_first or random")
       ->capture_default_str();
-  app.add_flag("--enable_offload", c.enable_offload, "copy DRAM values to holders' SSDs");
+  app.add_flag("--enable_offload", c.enable_offload,
+               "copy DRAM values to holders' SSDs");
   app.add_flag("--offload_on_evict", c.offload_on_evict,
                "offload at eviction instead of at PutEnd");
   app.add_flag("--offload_force_evict", c.offload_force_evict,
@@ -55,8 +67,10 @@ int main(int argc, char** argv) {
   app.add_option("--put_offload_wait_ms", c.put_offload_wait_ms,
                  "how long a put may wait for SSD copies to free DRAM")
       ->capture_default_str();
-  app.add_flag("--promotion_on_hit", c.promotion_on_hit, "promote SSD-only keys that gets hit");
-  app.add_option("--promotion_admission_threshold", c.promotion_admission_threshold,
+  app.add_flag("--promotion_on_hit", c.promotion_on_hit,
+               "promote SSD-only keys that gets hit");
+  app.add_option("--promotion_admission_threshold",
+                 c.promotion_admission_threshold,
                  "hits (count-min sketch, decaying) before a key is promoted")
       ->capture_default_str();
   app.add_option("--promotion_queue_limit", c.promotion_queue_limit,
@@ -69,7 +83,8 @@ int main(int argc, char** argv) {
                  "the reaper clears promotion tasks older than this")
       ->capture_default_str();
   std::string port_file;
-  app.add_option("--port_file", port_file, "write the bound rpc port here (for scripts/tests)");
+  app.add_option("--port_file", port_file,
+                 "write the bound rpc port here (for scripts/tests)");
   CLI11_PARSE(app, argc, argv);
 
   kvpool::MasterServer server(c);
@@ -86,8 +101,8 @@ int main(int argc, char** argv) {
       std::rename(tmp.c_str(), port_file.c_str());
     }
   }
-  std::printf("kvpool-master listening on %s metrics_port=%d\n", server.address().c_str(),
-              server.metrics_port());
+  std::printf("kvpool-master listening on %s metrics_port=%d\n",
+              server.address().c_str(), server.metrics_port());
   std::fflush(stdout);
   g_server = &server;
   // Stop from a plain thread: gRPC shutdown is not async-signal-safe.

@@ -10,34 +10,46 @@
 int main(int argc, char** argv) {
   kvpool::NodeConfig c;
   CLI::App app{"kvpool-node: a holder of the kvpool KV-cache store"};
-  app.set_config("--config", "", "TOML/INI file with the same keys as the flags");
-  app.add_option("--master_server_address", c.master_server_address, "HOST:PORT of kvpool-master")
+  app.set_config("--config", "",
+                 "TOML/INI file with the same keys as the flags");
+  app.add_option("--master_server_address", c.master_server_address,
+                 "HOST:PORT of kvpool-master")
       ->capture_default_str();
   kvpool::AddSizeFlag(app, "--global_segment_size", &c.global_segment_size,
                       "DRAM this node contributes");
-  app.add_option("--local_hostname", c.local_hostname, "address other hosts use to reach us")
+  app.add_option("--local_hostname", c.local_hostname,
+                 "address other hosts use to reach us")
       ->capture_default_str();
-  app.add_option("--data_port", c.data_port, "TCP data-plane port; 0 = any")->capture_default_str();
-  app.add_option("--data_bind_address", c.data_bind_address, "address the data plane binds")
+  app.add_option("--data_port", c.data_port, "TCP data-plane port; 0 = any")
       ->capture_default_str();
-  app.add_option("--metrics_port", c.metrics_port, "HTTP /metrics and /status; 0 = any, -1 = off")
+  app.add_option("--data_bind_address", c.data_bind_address,
+                 "address the data plane binds")
+      ->capture_default_str();
+  app.add_option("--metrics_port", c.metrics_port,
+                 "HTTP /metrics and /status; 0 = any, -1 = off")
       ->capture_default_str();
   app.add_option("--node_id", c.node_id, "unique name; generated when empty");
-  app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms, "heartbeat period")
+  app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms,
+                 "heartbeat period")
       ->capture_default_str();
-  app.add_option("--data_threads", c.data_threads, "data-plane I/O threads")->capture_default_str();
-  app.add_flag("--enable_ssd_offload", c.enable_ssd_offload, "give this node an SSD tier");
-  app.add_option("--ssd_offload_path", c.ssd_offload_path, "directory of the SSD tier");
+  app.add_option("--data_threads", c.data_threads, "data-plane I/O threads")
+      ->capture_default_str();
+  app.add_flag("--enable_ssd_offload", c.enable_ssd_offload,
+               "give this node an SSD tier");
+  app.add_option("--ssd_offload_path", c.ssd_offload_path,
+                 "directory of the SSD tier");
   kvpool::AddSizeFlag(app, "--ssd_capacity_bytes", &c.ssd_capacity_bytes,
                       "bytes of SSD the tier may use");
   kvpool::AddSizeFlag(app, "--ssd_segment_file_size", &c.ssd_segment_file_size,
                       "size of each log file");
-  app.add_option("--ssd_gc_interval_ms", c.ssd_gc_interval_ms, "garbage collection period")
+  app.add_option("--ssd_gc_interval_ms", c.ssd_gc_interval_ms,
+                 "garbage collection period")
       ->capture_default_str();
   app.add_option("--ssd_eviction_interval_ms", c.ssd_eviction_interval_ms,
                  "SSD watermark check period")
       ->capture_default_str();
-  app.add_option("--ssd_io_backend", c.ssd_io_backend, "auto, io_uring or pread")
+  app.add_option("--ssd_io_backend", c.ssd_io_backend,
+                 "auto, io_uring or pread")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -52,8 +64,9 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  std::printf("kvpool-node %s data_endpoint=%s metrics_port=%d\n", node.node_id().c_str(),
-              node.data_endpoint().c_str(), node.metrics_port());
+  std::printf("kvpool-node %s data_endpoint=%s metrics_port=%d\n",
+              node.node_id().c_str(), node.data_endpoint().c_str(),
+              node.metrics_port());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

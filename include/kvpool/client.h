@@ -26,14 +26,15 @@ struct ClientCounters {
   uint64_t tcp_bytes_read = 0;
   uint64_t tcp_bytes_written = 0;
   uint64_t ssd_bytes_read = 0;  // values read from a holder's SSD
-  uint64_t local_ssd_bytes_read = 0;  // ... of which from a holder in this process
-  uint64_t lease_cache_hits = 0;      // gets answered without a master RPC
+  uint64_t local_ssd_bytes_read =
+      0;                          // ... of which from a holder in this process
+  uint64_t lease_cache_hits = 0;  // gets answered without a master RPC
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is
 // off). prefetch_complete_total = completed, prefetch_fail_total = failed.
 struct PrefetchStats {
-  uint64_t triggers = 0;          // TriggerPrefetch calls (exist probes and get kicks)
+  uint64_t triggers = 0;  // TriggerPrefetch calls (exist probes and get kicks)
   uint64_t keys_triggered = 0;    // keys that passed the throttle
   uint64_t dedup_hits = 0;        // keys skipped: prefetched within the window
   uint64_t cooldown_entries = 0;  // DRAM-pressure backoffs opened
@@ -43,7 +44,7 @@ struct PrefetchStats {
   uint64_t failed = 0;
   uint64_t already_resident = 0;  // in DRAM already, or a promotion in flight
   uint64_t not_ssd_only = 0;
-  uint64_t dropped = 0;           // pool shut down or saturated
+  uint64_t dropped = 0;  // pool shut down or saturated
 };
 
 class Client {
@@ -56,14 +57,17 @@ class Client {
 
   // Stores `value` under `key`. A key that already exists is left as it is
   // and the call succeeds (as in Mooncake); use Upsert to replace.
-  Status Put(std::string_view key, std::string_view value, const ReplicateConfig& rc = {});
-  Status Upsert(std::string_view key, std::string_view value, const ReplicateConfig& rc = {});
+  Status Put(std::string_view key, std::string_view value,
+             const ReplicateConfig& rc = {});
+  Status Upsert(std::string_view key, std::string_view value,
+                const ReplicateConfig& rc = {});
   std::vector<Status> BatchPut(const std::vector<std::string>& keys,
                                const std::vector<std::string_view>& values,
                                const ReplicateConfig& rc = {});
 
   Result<std::string> Get(std::string_view key);
-  std::vector<Result<std::string>> BatchGet(const std::vector<std::string>& keys);
+  std::vector<Result<std::string>> BatchGet(
+      const std::vector<std::string>& keys);
   // Copies the value into `buf`; returns its size. BUFFER_OVERFLOW (with
   // nothing written) when `size` is too small.
   Result<uint64_t> GetInto(std::string_view key, void* buf, uint64_t size);
@@ -78,9 +82,9 @@ class Client {
                                    const std::vector<const void*>& bufs,
                                    const std::vector<uint64_t>& sizes,
                                    const ReplicateConfig& rc = {});
-  std::vector<Result<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
-                                             const std::vector<void*>& bufs,
-                                             const std::vector<uint64_t>& sizes);
+  std::vector<Result<uint64_t>> BatchGetInto(
+      const std::vector<std::string>& keys, const std::vector<void*>& bufs,
+      const std::vector<uint64_t>& sizes);
 
   // true / false, or an error (RPC_FAIL, INVALID_KEY).
   Result<bool> IsExist(std::string_view key, const ExistOptions& opts = {});
@@ -93,7 +97,8 @@ class Client {
 
   // The read-only tier lookup (BatchQueryReadOnly): no lease, no side
   // effects, no hit metrics.
-  std::vector<Result<TierInfo>> BatchGetReplicaDesc(const std::vector<std::string>& keys);
+  std::vector<Result<TierInfo>> BatchGetReplicaDesc(
+      const std::vector<std::string>& keys);
   Result<ClusterReport> Stat();
 
   ClientCounters counters() const;
@@ -108,14 +113,13 @@ class Client {
   struct Replies;
   Replies FetchReplies(const std::vector<std::string_view>& keys);
   void ForgetCached(const std::vector<std::string>& keys);
-  std::vector<Result<uint64_t>> ReadInto(const std::vector<std::string_view>& keys,
-                                         const std::vector<void*>& bufs,
-                                         const std::vector<uint64_t>& sizes,
-                                         bool require_registered);
+  std::vector<Result<uint64_t>> ReadInto(
+      const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
+      const std::vector<uint64_t>& sizes, bool require_registered);
   std::vector<Status> PutMany(const std::vector<std::string>& keys,
                               const std::vector<const uint8_t*>& bufs,
-                              const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
-                              bool upsert);
+                              const std::vector<uint64_t>& sizes,
+                              const ReplicateConfig& rc, bool upsert);
   std::unique_ptr<State> state_;
 };
 

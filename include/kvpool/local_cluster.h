@@ -23,17 +23,17 @@ struct NodeConfig;
 struct LocalClusterOptions {
   int num_nodes = 2;
   uint64_t segment_size = 64ull << 20;
-  int master_port = 0;         // 0 = any free port
-  int metrics_port = -1;       // master HTTP; -1 = off, 0 = any free port
+  int master_port = 0;    // 0 = any free port
+  int metrics_port = -1;  // master HTTP; -1 = off, 0 = any free port
   int64_t default_kv_lease_ttl = 10000;
-  int64_t client_ttl = 10;     // s
+  int64_t client_ttl = 10;  // s
   int64_t heartbeat_interval_ms = 1000;
   double eviction_high_watermark_ratio = 0.90;
   double eviction_ratio = 0.05;
 
   // SSD tier: each node gets <ssd_root>/node<i>; the master offloads.
   bool enable_ssd = false;
-  std::string ssd_root;                // required with enable_ssd
+  std::string ssd_root;  // required with enable_ssd
   uint64_t ssd_capacity_bytes = 1ull << 30;
   uint64_t ssd_segment_file_size = 64ull << 20;
   std::string ssd_io_backend = "auto";

@@ -29,7 +29,8 @@ struct ClientConfig {
   // exactly as before).
   bool enable_ssd_prefetch = false;
   int64_t ssd_prefetch_dedup_ttl_sec = 30;  // 0 disables the dedup window
-  int64_t ssd_prefetch_cooldown_sec = 5;    // 0 disables the DRAM-pressure backoff
+  int64_t ssd_prefetch_cooldown_sec =
+      5;  // 0 disables the DRAM-pressure backoff
 };
 
 // Placement wishes for a put, honoured by the master.

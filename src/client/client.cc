@@ -45,13 +45,16 @@ std::string TierInfo::BestTier() const {
 
 struct Client::State {
   explicit State(const ClientConfig& c)
-      : config(c), master(c.master_server_address, c.rpc_timeout_ms), data(c.transport) {
+      : config(c),
+        master(c.master_server_address, c.rpc_timeout_ms),
+        data(c.transport) {
     if (c.enable_ssd_prefetch) {
       SsdPrefetcherConfig pc;
       pc.throttle.dedup_ttl_ms = c.ssd_prefetch_dedup_ttl_sec * 1000;
       pc.throttle.cooldown_ms = c.ssd_prefetch_cooldown_sec * 1000;
       pc.allow_local_holder = c.transport != TransportMode::kTcp;
-      prefetcher = std::make_unique<SsdPrefetcher>(pc, &master, &data, c.tenant);
+      prefetcher =
+          std::make_unique<SsdPrefetcher>(pc, &master, &data, c.tenant);
     }
   }
   // Jobs hold pointers to master and data: drain them first.
@@ -61,10 +64,12 @@ struct Client::State {
   ClientConfig config;
   MasterClient master;
   DataPlane data;
-  std::unique_ptr<SsdPrefetcher> prefetcher;  // null when enable_ssd_prefetch is off
+  std::unique_ptr<SsdPrefetcher>
+      prefetcher;  // null when enable_ssd_prefetch is off
   struct CachedReply {
     std::shared_ptr<const rpc::GetReplicaListResponse> reply;
-    int64_t deadline_ms = 0;  // steady clock: end of the lease this client holds
+    int64_t deadline_ms =
+        0;  // steady clock: end of the lease this client holds
     int64_t margin_ms = 0;
   };
   std::mutex cache_mu;
@@ -85,9 +90,11 @@ struct Client::State {
 
 Result<std::unique_ptr<Client>> Client::Create(const ClientConfig& config) {
   if (config.master_server_address.empty()) {
-    return Status(ErrorCode::INVALID_PARAMS, "master_server_address is required");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "master_server_address is required");
   }
-  if (config.rpc_timeout_ms <= 0) return Status(ErrorCode::INVALID_PARAMS, "rpc_timeout_ms must be > 0");
+  if (config.rpc_timeout_ms <= 0)
+    return Status(ErrorCode::INVALID_PARAMS, "rpc_timeout_ms must be > 0");
   return std::unique_ptr<Client>(new Client(std::make_unique<State>(config)));
 }
 
@@ -107,24 +114,26 @@ bool Client::WaitPrefetchIdle(int64_t timeout_ms) {
 
 ClientCounters Client::counters() const {
   auto& d = state_->data;
-  return ClientCounters{d.shm_bytes_read.load(), d.shm_bytes_written.load(),
-                        d.tcp_bytes_read.load(), d.tcp_bytes_written.load(),
-                        d.ssd_bytes_read.load(), d.local_ssd_bytes_read.load(),
-                        state_->lease_cache_hits.load()};
+  return ClientCounters{
+      d.shm_bytes_read.load(),        d.shm_bytes_written.load(),
+      d.tcp_bytes_read.load(),        d.tcp_bytes_written.load(),
+      d.ssd_bytes_read.load(),        d.local_ssd_bytes_read.load(),
+      state_->lease_cache_hits.load()};
 }
 
 // -------------------------------------------------------------------- put
 
 std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
                                     const std::vector<const uint8_t*>& bufs,
-                                    const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
-                                    bool upsert) {
+                                    const std::vector<uint64_t>& sizes,
+                                    const ReplicateConfig& rc, bool upsert) {
   const size_t n = keys.size();
   if (upsert) ForgetCached(keys);
   std::vector<Status> out(n);
   if (bufs.size() != n || sizes.size() != n) {
     std::fill(out.begin(), out.end(),
-              Status(ErrorCode::INVALID_PARAMS, "keys, buffers and sizes differ in length"));
+              Status(ErrorCode::INVALID_PARAMS,
+                     "keys, buffers and sizes differ in length"));
     return out;
   }
   if (n == 0) return out;
@@ -139,12 +148,14 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
     item->set_upsert(upsert);
   }
   rpc::BatchPutStartResponse started;
-  if (Status s = state_->master.Call(&Stub::BatchPutStart, start, &started); !s.ok()) {
+  if (Status s = state_->master.Call(&Stub::BatchPutStart, start, &started);
+      !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
   if (started.items_size() != static_cast<int>(n)) {
-    std::fill(out.begin(), out.end(), Status(ErrorCode::RPC_FAIL, "short PutStart reply"));
+    std::fill(out.begin(), out.end(),
+              Status(ErrorCode::RPC_FAIL, "short PutStart reply"));
     return out;
   }
   std::vector<TransferItem> items;
@@ -153,7 +164,8 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
     const auto& r = started.items(static_cast<int>(i));
     ErrorCode code = ErrorCodeFromInt(r.error_code());
     if (code == ErrorCode::OBJECT_ALREADY_EXISTS && !upsert) {
-      out[i] = Status::OK();  // as in Mooncake: an existing key is not overwritten
+      out[i] =
+          Status::OK();  // as in Mooncake: an existing key is not overwritten
       continue;
     }
     if (code != ErrorCode::OK) {
@@ -161,7 +173,8 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
       continue;
     }
     for (const auto& rep : r.replicas()) {
-      items.push_back(TransferItem{&rep.memory(), const_cast<uint8_t*>(bufs[i]), sizes[i]});
+      items.push_back(
+          TransferItem{&rep.memory(), const_cast<uint8_t*>(bufs[i]), sizes[i]});
       owner.push_back(i);
     }
   }
@@ -196,8 +209,10 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
     for (size_t j = 0; j < end_idx.size(); ++j) {
       if (!s.ok()) {
         out[end_idx[j]] = s;
-      } else if (static_cast<int>(j) < ended.error_codes_size() && ended.error_codes(j) != 0) {
-        out[end_idx[j]] = Status(ErrorCodeFromInt(ended.error_codes(j)), "PutEnd refused");
+      } else if (static_cast<int>(j) < ended.error_codes_size() &&
+                 ended.error_codes(j) != 0) {
+        out[end_idx[j]] =
+            Status(ErrorCodeFromInt(ended.error_codes(j)), "PutEnd refused");
       }
     }
   }
@@ -210,19 +225,23 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
   return out;
 }
 
-Status Client::Put(std::string_view key, std::string_view value, const ReplicateConfig& rc) {
-  return PutMany({std::string(key)}, {reinterpret_cast<const uint8_t*>(value.data())},
+Status Client::Put(std::string_view key, std::string_view value,
+                   const ReplicateConfig& rc) {
+  return PutMany({std::string(key)},
+                 {reinterpret_cast<const uint8_t*>(value.data())},
                  {value.size()}, rc, false)[0];
 }
 
-Status Client::Upsert(std::string_view key, std::string_view value, const ReplicateConfig& rc) {
-  return PutMany({std::string(key)}, {reinterpret_cast<const uint8_t*>(value.data())},
+Status Client::Upsert(std::string_view key, std::string_view value,
+                      const ReplicateConfig& rc) {
+  return PutMany({std::string(key)},
+                 {reinterpret_cast<const uint8_t*>(value.data())},
                  {value.size()}, rc, true)[0];
 }
 
-std::vector<Status> Client::BatchPut(const std::vector<std::string>& keys,
-                                     const std::vector<std::string_view>& values,
-                                     const ReplicateConfig& rc) {
+std::vector<Status> Client::BatchPut(
+    const std::vector<std::string>& keys,
+    const std::vector<std::string_view>& values, const ReplicateConfig& rc) {
   std::vector<const uint8_t*> bufs;
   std::vector<uint64_t> sizes;
   for (const auto& v : values) {
@@ -234,13 +253,15 @@ std::vector<Status> Client::BatchPut(const std::vector<std::string>& keys,
 
 Status Client::RegisterBuffer(void* buf, uint64_t size) {
   if (buf == nullptr || size == 0) {
-    return Status(ErrorCode::INVALID_PARAMS, "buffer must be non-null with size > 0");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "buffer must be non-null with size > 0");
   }
   std::unique_lock lock(state_->buf_mu);
   auto a = reinterpret_cast<uintptr_t>(buf);
   for (const auto& [base, len] : state_->buffers) {
     if (a < base + len && base < a + size) {
-      return Status(ErrorCode::INVALID_PARAMS, "buffer overlaps a registered buffer");
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "buffer overlaps a registered buffer");
     }
   }
   state_->buffers.emplace_back(a, size);
@@ -269,7 +290,8 @@ std::vector<Status> Client::BatchPutFrom(const std::vector<std::string>& keys,
                                          const std::vector<uint64_t>& sizes,
                                          const ReplicateConfig& rc) {
   if (bufs.size() != keys.size() || sizes.size() != keys.size()) {
-    return std::vector<Status>(keys.size(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+    return std::vector<Status>(
+        keys.size(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
   }
   std::vector<Status> out(keys.size());
   std::vector<std::string> k2;
@@ -278,7 +300,8 @@ std::vector<Status> Client::BatchPutFrom(const std::vector<std::string>& keys,
   std::vector<size_t> idx;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!state_->Registered(bufs[i], sizes[i])) {
-      out[i] = Status(ErrorCode::INVALID_PARAMS, "buffer is not inside a registered buffer");
+      out[i] = Status(ErrorCode::INVALID_PARAMS,
+                      "buffer is not inside a registered buffer");
       continue;
     }
     k2.push_back(keys[i]);
@@ -309,16 +332,17 @@ struct ReadJob {
 
 // Reads every job whose reply is OK; tries the next replica when a transfer
 // fails, so a dead holder of one replica does not fail the read.
-static void RunReads(DataPlane& data, const std::string& tenant, std::vector<ReadJob>& jobs,
-                     SsdPrefetcher* prefetcher) {
+static void RunReads(DataPlane& data, const std::string& tenant,
+                     std::vector<ReadJob>& jobs, SsdPrefetcher* prefetcher) {
   bool kicked = false;
   bool progress = true;
   while (progress) {
     progress = false;
     std::vector<TransferItem> items;  // MEMORY replicas
     std::vector<size_t> item_owner;
-    std::vector<KeyReadOp> disk;       // LOCAL_DISK replicas: SSD_READ at the holder
-    std::vector<std::pair<std::string, std::string>> disk_peer;  // (endpoint, node id)
+    std::vector<KeyReadOp> disk;  // LOCAL_DISK replicas: SSD_READ at the holder
+    std::vector<std::pair<std::string, std::string>>
+        disk_peer;  // (endpoint, node id)
     std::vector<size_t> disk_owner;
     for (size_t i = 0; i < jobs.size(); ++i) {
       auto& j = jobs[i];
@@ -329,7 +353,8 @@ static void RunReads(DataPlane& data, const std::string& tenant, std::vector<Rea
         items.push_back(TransferItem{&rep.memory(), j.dest, j.reply->size()});
         item_owner.push_back(i);
       } else {
-        disk.push_back(KeyReadOp{tenant, std::string(j.key), j.reply->size(), j.dest});
+        disk.push_back(
+            KeyReadOp{tenant, std::string(j.key), j.reply->size(), j.dest});
         disk_peer.emplace_back(rep.disk_data_endpoint(), rep.disk_node_id());
         disk_owner.push_back(i);
       }
@@ -355,15 +380,18 @@ static void RunReads(DataPlane& data, const std::string& tenant, std::vector<Rea
         progress = true;  // try the next replica
       }
     };
-    for (size_t k = 0; k < items.size(); ++k) settle(item_owner[k], items[k].result);
-    for (size_t k = 0; k < disk.size(); ++k) settle(disk_owner[k], disk[k].result);
+    for (size_t k = 0; k < items.size(); ++k)
+      settle(item_owner[k], items[k].result);
+    for (size_t k = 0; k < disk.size(); ++k)
+      settle(disk_owner[k], disk[k].result);
   }
   // Past the lease, the master may have reused the range: the bytes cannot
   // be trusted (Mooncake's LEASE_EXPIRED).
   const int64_t now = SteadyMs();
   for (auto& j : jobs) {
     if (j.result.ok() && j.reply && now > j.lease_deadline_ms) {
-      j.result = Status(ErrorCode::LEASE_EXPIRED, "lease expired before the copy completed");
+      j.result = Status(ErrorCode::LEASE_EXPIRED,
+                        "lease expired before the copy completed");
     }
   }
 }
@@ -378,7 +406,8 @@ struct Client::Replies {
 // cache on, a key whose lease this client still holds is answered from the
 // cache (the master keeps that memory for the lease, whatever happens to the
 // key meanwhile).
-Client::Replies Client::FetchReplies(const std::vector<std::string_view>& keys) {
+Client::Replies Client::FetchReplies(
+    const std::vector<std::string_view>& keys) {
   Replies out;
   out.items.resize(keys.size());
   out.lease_deadline_ms.resize(keys.size(), 0);
@@ -391,7 +420,8 @@ Client::Replies Client::FetchReplies(const std::vector<std::string_view>& keys) 
       std::lock_guard<std::mutex> lock(state_->cache_mu);
       auto it = state_->cache.find(std::string(keys[i]));
       // A margin keeps a copy that starts now well inside the lease.
-      if (it != state_->cache.end() && now + it->second.margin_ms < it->second.deadline_ms) {
+      if (it != state_->cache.end() &&
+          now + it->second.margin_ms < it->second.deadline_ms) {
         out.items[i] = it->second.reply;
         out.lease_deadline_ms[i] = it->second.deadline_ms;
         ++state_->lease_cache_hits;
@@ -420,8 +450,9 @@ Client::Replies Client::FetchReplies(const std::vector<std::string_view>& keys) 
     if (state_->config.lease_cache && reply->error_code() == 0 && memory) {
       std::lock_guard<std::mutex> lock(state_->cache_mu);
       if (state_->cache.size() >= kLeaseCacheEntries) state_->cache.clear();
-      state_->cache[std::string(keys[i])] = State::CachedReply{
-          reply, out.lease_deadline_ms[i], std::max<int64_t>(1, reply->lease_ttl_ms() / 5)};
+      state_->cache[std::string(keys[i])] =
+          State::CachedReply{reply, out.lease_deadline_ms[i],
+                             std::max<int64_t>(1, reply->lease_ttl_ms() / 5)};
     }
     out.items[i] = std::move(reply);
   }
@@ -434,14 +465,14 @@ void Client::ForgetCached(const std::vector<std::string>& keys) {
   for (const auto& k : keys) state_->cache.erase(k);
 }
 
-std::vector<Result<uint64_t>> Client::ReadInto(const std::vector<std::string_view>& keys,
-                                               const std::vector<void*>& bufs,
-                                               const std::vector<uint64_t>& sizes,
-                                               bool require_registered) {
+std::vector<Result<uint64_t>> Client::ReadInto(
+    const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
+    const std::vector<uint64_t>& sizes, bool require_registered) {
   const size_t n = keys.size();
   std::vector<Result<uint64_t>> out(n, ErrorCode::INTERNAL_ERROR);
   if (bufs.size() != n || sizes.size() != n) {
-    std::fill(out.begin(), out.end(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+    std::fill(out.begin(), out.end(),
+              Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
     return out;
   }
   std::vector<std::string_view> asked_keys;
@@ -450,7 +481,8 @@ std::vector<Result<uint64_t>> Client::ReadInto(const std::vector<std::string_vie
     if (bufs[i] == nullptr) {
       out[i] = Status(ErrorCode::INVALID_PARAMS, "null buffer");
     } else if (require_registered && !state_->Registered(bufs[i], sizes[i])) {
-      out[i] = Status(ErrorCode::INVALID_PARAMS, "buffer is not inside a registered buffer");
+      out[i] = Status(ErrorCode::INVALID_PARAMS,
+                      "buffer is not inside a registered buffer");
     } else {
       asked_keys.push_back(keys[i]);
       asked.push_back(i);
@@ -471,9 +503,10 @@ std::vector<Result<uint64_t>> Client::ReadInto(const std::vector<std::string_vie
       continue;
     }
     if (r.size() > sizes[i]) {
-      jobs[j].result = Status(ErrorCode::BUFFER_OVERFLOW,
-                              "value of " + std::to_string(r.size()) + " bytes, buffer of " +
-                                  std::to_string(sizes[i]));
+      jobs[j].result =
+          Status(ErrorCode::BUFFER_OVERFLOW,
+                 "value of " + std::to_string(r.size()) + " bytes, buffer of " +
+                     std::to_string(sizes[i]));
       continue;
     }
     jobs[j].reply = &r;
@@ -487,21 +520,25 @@ std::vector<Result<uint64_t>> Client::ReadInto(const std::vector<std::string_vie
   return out;
 }
 
-std::vector<Result<uint64_t>> Client::BatchGetInto(const std::vector<std::string>& keys,
-                                                   const std::vector<void*>& bufs,
-                                                   const std::vector<uint64_t>& sizes) {
-  return ReadInto(std::vector<std::string_view>(keys.begin(), keys.end()), bufs, sizes, true);
+std::vector<Result<uint64_t>> Client::BatchGetInto(
+    const std::vector<std::string>& keys, const std::vector<void*>& bufs,
+    const std::vector<uint64_t>& sizes) {
+  return ReadInto(std::vector<std::string_view>(keys.begin(), keys.end()), bufs,
+                  sizes, true);
 }
 
-Result<uint64_t> Client::GetInto(std::string_view key, void* buf, uint64_t size) {
+Result<uint64_t> Client::GetInto(std::string_view key, void* buf,
+                                 uint64_t size) {
   return ReadInto({key}, {buf}, {size}, false)[0];
 }
 
-std::vector<Result<std::string>> Client::BatchGet(const std::vector<std::string>& keys) {
+std::vector<Result<std::string>> Client::BatchGet(
+    const std::vector<std::string>& keys) {
   const size_t n = keys.size();
   std::vector<Result<std::string>> out(n, ErrorCode::INTERNAL_ERROR);
   if (n == 0) return out;
-  Replies replies = FetchReplies(std::vector<std::string_view>(keys.begin(), keys.end()));
+  Replies replies =
+      FetchReplies(std::vector<std::string_view>(keys.begin(), keys.end()));
   if (!replies.status.ok()) {
     std::fill(out.begin(), out.end(), replies.status);
     return out;
@@ -538,8 +575,8 @@ Result<std::string> Client::Get(std::string_view key) {
 
 // ------------------------------------------------------------ exist, size
 
-std::vector<Result<bool>> Client::BatchIsExist(const std::vector<std::string>& keys,
-                                               const ExistOptions& opts) {
+std::vector<Result<bool>> Client::BatchIsExist(
+    const std::vector<std::string>& keys, const ExistOptions& opts) {
   std::vector<Result<bool>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
   if (keys.empty()) return out;
   rpc::ExistKeyRequest req;
@@ -547,16 +584,19 @@ std::vector<Result<bool>> Client::BatchIsExist(const std::vector<std::string>& k
   req.set_no_lease(!opts.grant_lease);
   for (const auto& k : keys) req.add_keys(k);
   rpc::ExistKeyResponse resp;
-  if (Status s = state_->master.Call(&Stub::BatchExistKey, req, &resp); !s.ok()) {
+  if (Status s = state_->master.Call(&Stub::BatchExistKey, req, &resp);
+      !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
   std::vector<std::string> existing;
-  for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.error_codes_size(); ++i) {
+  for (size_t i = 0;
+       i < keys.size() && static_cast<int>(i) < resp.error_codes_size(); ++i) {
     ErrorCode c = ErrorCodeFromInt(resp.error_codes(static_cast<int>(i)));
     if (c == ErrorCode::OK) {
       out[i] = true;
-      if (opts.prefetch_to_memory && state_->prefetcher) existing.push_back(keys[i]);
+      if (opts.prefetch_to_memory && state_->prefetcher)
+        existing.push_back(keys[i]);
     } else if (c == ErrorCode::OBJECT_NOT_FOUND) {
       out[i] = false;
     } else {
@@ -575,7 +615,8 @@ Result<bool> Client::IsExist(std::string_view key, const ExistOptions& opts) {
 Result<uint64_t> Client::GetSize(std::string_view key) {
   auto r = BatchGetReplicaDesc({std::string(key)});
   if (!r[0].ok()) return r[0].status();
-  if (r[0]->BestTier() == "processing") return Status(ErrorCode::REPLICA_IS_NOT_READY);
+  if (r[0]->BestTier() == "processing")
+    return Status(ErrorCode::REPLICA_IS_NOT_READY);
   return r[0]->size;
 }
 
@@ -588,7 +629,8 @@ Status Client::Remove(std::string_view key, bool force) {
   req.set_key(std::string(key));
   req.set_force(force);
   rpc::KeyStatus resp;
-  if (Status s = state_->master.Call(&Stub::Remove, req, &resp); !s.ok()) return s;
+  if (Status s = state_->master.Call(&Stub::Remove, req, &resp); !s.ok())
+    return s;
   return Status(ErrorCodeFromInt(resp.error_code()));
 }
 
@@ -601,25 +643,30 @@ Result<uint64_t> Client::RemoveAll(bool force) {
   req.set_tenant(state_->config.tenant);
   req.set_force(force);
   rpc::RemoveAllResponse resp;
-  if (Status s = state_->master.Call(&Stub::RemoveAll, req, &resp); !s.ok()) return s;
-  if (resp.error_code() != 0) return Status(ErrorCodeFromInt(resp.error_code()));
+  if (Status s = state_->master.Call(&Stub::RemoveAll, req, &resp); !s.ok())
+    return s;
+  if (resp.error_code() != 0)
+    return Status(ErrorCodeFromInt(resp.error_code()));
   return resp.removed();
 }
 
 // ------------------------------------------------------------ tier lookup
 
-std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(const std::vector<std::string>& keys) {
+std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(
+    const std::vector<std::string>& keys) {
   std::vector<Result<TierInfo>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
   if (keys.empty()) return out;
   rpc::BatchKeyRequest req;
   req.set_tenant(state_->config.tenant);
   for (const auto& k : keys) req.add_keys(k);
   rpc::BatchQueryReadOnlyResponse resp;
-  if (Status s = state_->master.Call(&Stub::BatchQueryReadOnly, req, &resp); !s.ok()) {
+  if (Status s = state_->master.Call(&Stub::BatchQueryReadOnly, req, &resp);
+      !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
-  for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.items_size(); ++i) {
+  for (size_t i = 0; i < keys.size() && static_cast<int>(i) < resp.items_size();
+       ++i) {
     const auto& q = resp.items(static_cast<int>(i));
     if (q.error_code() != 0) {
       out[i] = Status(ErrorCodeFromInt(q.error_code()));
@@ -630,7 +677,8 @@ std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(const std::vector<std:
     t.lease_remaining_ms = q.lease_remaining_ms();
     for (const auto& r : q.replicas()) {
       ReplicaInfo ri;
-      ri.kind = r.kind() == rpc::MEMORY ? ReplicaInfo::Kind::kMemory : ReplicaInfo::Kind::kLocalDisk;
+      ri.kind = r.kind() == rpc::MEMORY ? ReplicaInfo::Kind::kMemory
+                                        : ReplicaInfo::Kind::kLocalDisk;
       ri.complete = r.status() == rpc::COMPLETE;
       if (r.kind() == rpc::MEMORY) {
         ri.segment_id = r.memory().segment_id();
@@ -656,15 +704,18 @@ std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(const std::vector<std:
 Result<ClusterReport> Client::Stat() {
   rpc::ClusterStatsRequest req;
   rpc::ClusterStatsResponse resp;
-  if (Status s = state_->master.Call(&Stub::GetClusterStats, req, &resp); !s.ok()) return s;
+  if (Status s = state_->master.Call(&Stub::GetClusterStats, req, &resp);
+      !s.ok())
+    return s;
   ClusterReport r;
   r.objects = resp.objects();
   r.memory_replicas = resp.memory_replicas();
   r.evictions = resp.evictions();
   for (const auto& s : resp.segments()) {
-    r.segments.push_back(SegmentReport{s.segment_id(), s.node_id(),
-                                       s.kind() == rpc::MAIN ? "main" : "prefetch_buffer",
-                                       s.capacity(), s.used(), s.data_endpoint()});
+    r.segments.push_back(
+        SegmentReport{s.segment_id(), s.node_id(),
+                      s.kind() == rpc::MAIN ? "main" : "prefetch_buffer",
+                      s.capacity(), s.used(), s.data_endpoint()});
   }
   return r;
 }

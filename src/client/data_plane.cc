@@ -25,8 +25,8 @@ uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
   if (!seg.ok()) {
     if (mode_ == TransportMode::kAuto) {
       std::call_once(shm_fallback_logged_, [&] {
-        spdlog::warn("cannot map {} ({}); same-host segments will use TCP", loc.shm_path(),
-                     seg.status().ToString());
+        spdlog::warn("cannot map {} ({}); same-host segments will use TCP",
+                     loc.shm_path(), seg.status().ToString());
       });
     }
     return nullptr;
@@ -106,15 +106,19 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
     for (size_t i = 0; i < ops.size(); ++i) {
       ErrorCode r = s.ok() ? ops[i].result : ErrorCode::TRANSFER_FAIL;
       pairs[i].second->result = r;
-      if (r == ErrorCode::OK) (write ? tcp_bytes_written : tcp_bytes_read) += ops[i].length;
+      if (r == ErrorCode::OK)
+        (write ? tcp_bytes_written : tcp_bytes_read) += ops[i].length;
     }
   }
 }
 
-void DataPlane::Read(std::vector<TransferItem>& items) { Transfer<ReadOp>(items, false); }
+void DataPlane::Read(std::vector<TransferItem>& items) {
+  Transfer<ReadOp>(items, false);
+}
 
-void DataPlane::ReadKeys(std::vector<KeyReadOp>& ops,
-                         const std::vector<std::pair<std::string, std::string>>& peers) {
+void DataPlane::ReadKeys(
+    std::vector<KeyReadOp>& ops,
+    const std::vector<std::pair<std::string, std::string>>& peers) {
   std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_peer;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (peers[i].first.empty() || peers[i].second.empty()) {
@@ -152,10 +156,13 @@ void DataPlane::ReadKeys(std::vector<KeyReadOp>& ops,
     for (size_t k = 0; k < idx.size(); ++k) {
       ops[idx[k]] = std::move(batch[k]);
       if (!s.ok()) ops[idx[k]].result = ErrorCode::TRANSFER_FAIL;
-      if (ops[idx[k]].result == ErrorCode::OK) ssd_bytes_read += ops[idx[k]].length;
+      if (ops[idx[k]].result == ErrorCode::OK)
+        ssd_bytes_read += ops[idx[k]].length;
     }
   }
 }
-void DataPlane::Write(std::vector<TransferItem>& items) { Transfer<WriteOp>(items, true); }
+void DataPlane::Write(std::vector<TransferItem>& items) {
+  Transfer<WriteOp>(items, true);
+}
 
 }  // namespace kvpool

@@ -39,7 +39,8 @@ class DataPlane {
                 const std::vector<std::pair<std::string, std::string>>& peers);
   // Asks a holder to promote `keys` (the PREFETCH frame).
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
-                  const std::string& tenant, const std::vector<std::string>& keys,
+                  const std::string& tenant,
+                  const std::vector<std::string>& keys,
                   std::vector<ErrorCode>* results) {
     return tcp_.Prefetch(endpoint, node_id, tenant, keys, results);
   }
@@ -47,7 +48,8 @@ class DataPlane {
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};
   std::atomic<uint64_t> tcp_bytes_read{0}, tcp_bytes_written{0};
   std::atomic<uint64_t> ssd_bytes_read{0};
-  std::atomic<uint64_t> local_ssd_bytes_read{0};  // of which from an in-process holder
+  std::atomic<uint64_t> local_ssd_bytes_read{
+      0};  // of which from an in-process holder
 
  private:
   enum class Path { kShm, kTcp, kInvalid };

@@ -10,7 +10,8 @@ MasterClient::MasterClient(const std::string& address, int timeout_ms)
   // Fail fast and retry on the next call rather than queueing behind a
   // reconnect backoff of up to two minutes.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args);
   stub_ = rpc::MasterService::NewStub(channel_);
 }
 

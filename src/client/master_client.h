@@ -24,8 +24,8 @@ class MasterClient {
   // A gRPC UNIMPLEMENTED (an older master without this RPC) maps to
   // UNAVAILABLE_IN_CURRENT_STATUS so callers can degrade quietly.
   template <typename Req, typename Resp>
-  Status Call(grpc::Status (rpc::MasterService::Stub::*method)(grpc::ClientContext*, const Req&,
-                                                               Resp*),
+  Status Call(grpc::Status (rpc::MasterService::Stub::*method)(
+                  grpc::ClientContext*, const Req&, Resp*),
               const Req& req, Resp* resp) const {
     grpc::ClientContext ctx;
     return CallWith(&ctx, method, req, resp);
@@ -34,16 +34,19 @@ class MasterClient {
   // it, e.g. to end a long-poll heartbeat at shutdown).
   template <typename Req, typename Resp>
   Status CallWith(grpc::ClientContext* ctx,
-                  grpc::Status (rpc::MasterService::Stub::*method)(grpc::ClientContext*,
-                                                                   const Req&, Resp*),
+                  grpc::Status (rpc::MasterService::Stub::*method)(
+                      grpc::ClientContext*, const Req&, Resp*),
                   const Req& req, Resp* resp) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(timeout_ms_));
     grpc::Status s = (stub_.get()->*method)(ctx, req, resp);
     if (s.ok()) return Status::OK();
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "master lacks RPC: " + s.error_message());
+      return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                    "master lacks RPC: " + s.error_message());
     }
-    return Status(ErrorCode::RPC_FAIL, "master " + address_ + ": " + s.error_message());
+    return Status(ErrorCode::RPC_FAIL,
+                  "master " + address_ + ": " + s.error_message());
   }
 
   const std::string& address() const { return address_; }

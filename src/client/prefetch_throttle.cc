@@ -4,7 +4,8 @@
 
 namespace kvpool {
 
-PrefetchThrottle::PrefetchThrottle(PrefetchThrottleConfig config, const Clock* clock)
+PrefetchThrottle::PrefetchThrottle(PrefetchThrottleConfig config,
+                                   const Clock* clock)
     : config_(config), clock_(clock) {}
 
 PrefetchThrottle::Shard& PrefetchThrottle::ShardOf(const std::string& key) {
@@ -12,15 +13,17 @@ PrefetchThrottle::Shard& PrefetchThrottle::ShardOf(const std::string& key) {
 }
 
 bool PrefetchThrottle::Expired(const Entry& e, int64_t now) const {
-  int64_t window = e.state == PrefetchState::kFailed ? config_.cooldown_ms : config_.dedup_ttl_ms;
+  int64_t window = e.state == PrefetchState::kFailed ? config_.cooldown_ms
+                                                     : config_.dedup_ttl_ms;
   return now - e.since_ms >= window;
 }
 
-std::vector<std::string> PrefetchThrottle::Reserve(const std::vector<std::string>& keys,
-                                                   bool ignore_cooldown) {
+std::vector<std::string> PrefetchThrottle::Reserve(
+    const std::vector<std::string>& keys, bool ignore_cooldown) {
   std::vector<std::string> out;
   const int64_t now = clock_->NowMs();
-  if (!ignore_cooldown && now < cooldown_until_ms_.load(std::memory_order_relaxed)) {
+  if (!ignore_cooldown &&
+      now < cooldown_until_ms_.load(std::memory_order_relaxed)) {
     cooldown_skips_ += keys.size();
     return out;
   }
@@ -40,10 +43,11 @@ std::vector<std::string> PrefetchThrottle::Reserve(const std::vector<std::string
     if (it != sh.entries.end()) {
       it->second = Entry{PrefetchState::kTriggered, now};
     } else {
-      // Amortised sweep: look at a few entries per insert and drop the expired, so the
-      // table tracks the live window, not every key ever probed.
+      // Amortised sweep: look at a few entries per insert and drop the expired,
+      // so the table tracks the live window, not every key ever probed.
       int budget = 8;
-      for (auto e = sh.entries.begin(); e != sh.entries.end() && budget > 0; --budget) {
+      for (auto e = sh.entries.begin(); e != sh.entries.end() && budget > 0;
+           --budget) {
         e = Expired(e->second, now) ? sh.entries.erase(e) : std::next(e);
       }
       sh.entries.emplace(k, Entry{PrefetchState::kTriggered, now});

@@ -48,7 +48,8 @@ class PrefetchThrottle {
   // Returns the keys that may be prefetched now (marking them kTriggered);
   // the rest are deduplicated. Empty while the pressure cooldown is open,
   // unless `ignore_cooldown`.
-  std::vector<std::string> Reserve(const std::vector<std::string>& keys, bool ignore_cooldown);
+  std::vector<std::string> Reserve(const std::vector<std::string>& keys,
+                                   bool ignore_cooldown);
   // Moves a key to `state` (its window restarts now).
   void Mark(const std::string& key, PrefetchState state);
   void EnterCooldown();
@@ -75,7 +76,8 @@ class PrefetchThrottle {
   const Clock* clock_;
   std::array<Shard, kShards> shards_;
   std::atomic<int64_t> cooldown_until_ms_{0};
-  std::atomic<uint64_t> dedup_hits_{0}, cooldown_entries_{0}, cooldown_skips_{0};
+  std::atomic<uint64_t> dedup_hits_{0}, cooldown_entries_{0},
+      cooldown_skips_{0};
 };
 
 }  // namespace kvpool

@@ -7,21 +7,25 @@
 
 namespace kvpool {
 
-SsdPrefetcher::SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master, DataPlane* data,
-                             std::string tenant, const Clock* clock)
+SsdPrefetcher::SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master,
+                             DataPlane* data, std::string tenant,
+                             const Clock* clock)
     : config_(config),
       master_(master),
       data_(data),
       tenant_(std::move(tenant)),
       shared_(std::make_shared<Shared>(config.throttle, clock)) {
-  for (int i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < config_.workers; ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 SsdPrefetcher::~SsdPrefetcher() { Shutdown(); }
 
-void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys, bool ignore_cooldown) {
+void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys,
+                                    bool ignore_cooldown) {
   ++shared_->triggers;
-  std::vector<std::string> fresh = shared_->throttle.Reserve(keys, ignore_cooldown);
+  std::vector<std::string> fresh =
+      shared_->throttle.Reserve(keys, ignore_cooldown);
   if (fresh.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -50,7 +54,8 @@ void SsdPrefetcher::Shutdown() {
 
 bool SsdPrefetcher::WaitIdle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_for(lock, timeout, [&] { return jobs_.empty() && running_ == 0; });
+  return idle_cv_.wait_for(lock, timeout,
+                           [&] { return jobs_.empty() && running_ == 0; });
 }
 
 void SsdPrefetcher::WorkerLoop() {
@@ -107,13 +112,15 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
   req.set_tenant(tenant_);
   for (const auto& k : keys) req.add_keys(k);
   rpc::BatchQueryReadOnlyResponse resp;
-  if (Status s = master_->Call(&rpc::MasterService::Stub::BatchQueryReadOnly, req, &resp);
+  if (Status s = master_->Call(&rpc::MasterService::Stub::BatchQueryReadOnly,
+                               req, &resp);
       !s.ok()) {
     for (const auto& k : keys) shared_->OnKeyDone(k, s.code());
     return;
   }
   // holder (node id, endpoint) -> its SSD-only keys
-  std::map<std::pair<std::string, std::string>, std::vector<std::string>> by_holder;
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>>
+      by_holder;
   for (size_t i = 0; i < keys.size() && int(i) < resp.items_size(); ++i) {
     const auto& q = resp.items(int(i));
     bool memory = false;
@@ -127,29 +134,38 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
       ++shared_->already_resident;
       shared_->throttle.Mark(keys[i], PrefetchState::kAlreadyResident);
     } else if (q.error_code() == 0 && disk && q.size() > 0) {
-      by_holder[{disk->disk_node_id(), disk->disk_data_endpoint()}].push_back(keys[i]);
+      by_holder[{disk->disk_node_id(), disk->disk_data_endpoint()}].push_back(
+          keys[i]);
     } else {
       ++shared_->not_ssd_only;  // unknown, being put, or nothing on SSD
       shared_->throttle.Mark(keys[i], PrefetchState::kCompleted);
     }
   }
   for (auto& [holder, hkeys] : by_holder) {
-    if (auto tier = config_.allow_local_holder ? FindLocalHolder(holder.first) : nullptr) {
-      for (const auto& k : hkeys) shared_->throttle.Mark(k, PrefetchState::kInFlight);
+    if (auto tier = config_.allow_local_holder ? FindLocalHolder(holder.first)
+                                               : nullptr) {
+      for (const auto& k : hkeys)
+        shared_->throttle.Mark(k, PrefetchState::kInFlight);
       // The holder may finish after this client is gone: the callback keeps
       // only the shared counters alive, never the client.
       auto codes = tier->PrefetchKeys(
           tenant_, hkeys,
-          [shared = shared_](const std::string& key, ErrorCode code) { shared->OnKeyDone(key, code); });
+          [shared = shared_](const std::string& key, ErrorCode code) {
+            shared->OnKeyDone(key, code);
+          });
       (void)codes;  // rejected keys were reported through the callback
       continue;
     }
     std::vector<ErrorCode> results;
-    Status s = data_->Prefetch(holder.second, holder.first, tenant_, hkeys, &results);
+    Status s =
+        data_->Prefetch(holder.second, holder.first, tenant_, hkeys, &results);
     for (size_t i = 0; i < hkeys.size(); ++i) {
-      ErrorCode c = !s.ok() ? s.code() : i < results.size() ? results[i] : ErrorCode::INTERNAL_ERROR;
+      ErrorCode c = !s.ok()              ? s.code()
+                    : i < results.size() ? results[i]
+                                         : ErrorCode::INTERNAL_ERROR;
       if (c == ErrorCode::OK) {
-        ++shared_->delegations;  // the holder owns the execution state from here
+        ++shared_
+              ->delegations;  // the holder owns the execution state from here
         shared_->throttle.Mark(hkeys[i], PrefetchState::kDelegated);
       } else {
         shared_->OnKeyDone(hkeys[i], c);

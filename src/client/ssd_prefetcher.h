@@ -43,11 +43,13 @@ struct SsdPrefetcherConfig {
 class SsdPrefetcher {
  public:
   // `master` and `data` must outlive the prefetcher (Shutdown joins first).
-  SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master, DataPlane* data,
-                std::string tenant, const Clock* clock = SystemClock::Default());
+  SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master,
+                DataPlane* data, std::string tenant,
+                const Clock* clock = SystemClock::Default());
   ~SsdPrefetcher();
 
-  void TriggerPrefetch(const std::vector<std::string>& keys, bool ignore_cooldown);
+  void TriggerPrefetch(const std::vector<std::string>& keys,
+                       bool ignore_cooldown);
   void Shutdown();
   // Waits until no job is queued or running (tests, benchmarks).
   bool WaitIdle(std::chrono::milliseconds timeout);
@@ -60,8 +62,9 @@ class SsdPrefetcher {
     Shared(PrefetchThrottleConfig c, const Clock* clock) : throttle(c, clock) {}
     void OnKeyDone(const std::string& key, ErrorCode code);
     PrefetchThrottle throttle;
-    std::atomic<uint64_t> triggers{0}, keys_triggered{0}, delegations{0}, completed{0},
-        failed{0}, already_resident{0}, dropped{0}, not_ssd_only{0};
+    std::atomic<uint64_t> triggers{0}, keys_triggered{0}, delegations{0},
+        completed{0}, failed{0}, already_resident{0}, dropped{0},
+        not_ssd_only{0};
   };
   void WorkerLoop();
   void RunJob(const std::vector<std::string>& keys);

@@ -73,7 +73,8 @@ std::string LocalCluster::master_address() const { return master_->address(); }
 
 int LocalCluster::metrics_port() const { return master_->metrics_port(); }
 
-Result<std::unique_ptr<Client>> LocalCluster::NewClient(ClientConfig config) const {
+Result<std::unique_ptr<Client>> LocalCluster::NewClient(
+    ClientConfig config) const {
   config.master_server_address = master_address();
   return Client::Create(config);
 }

@@ -33,8 +33,8 @@ class MetricsRegistry {
   Counter& GetCounter(const std::string& name, const std::string& labels = "",
                       const std::string& help = "");
   using GaugeFn = std::function<double()>;
-  void AddGauge(const std::string& name, const std::string& labels,
-                GaugeFn fn, const std::string& help = "");
+  void AddGauge(const std::string& name, const std::string& labels, GaugeFn fn,
+                const std::string& help = "");
   // Prometheus text exposition format.
   std::string RenderPrometheus() const;
   // Value of a counter, 0 if it was never created (for tests and /status).

@@ -8,9 +8,12 @@ namespace kvpool {
 
 Result<uint64_t> ParseSize(const std::string& text) {
   size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0) return Status(ErrorCode::INVALID_PARAMS, "not a size: '" + text + "'");
-  if (i > 19) return Status(ErrorCode::INVALID_PARAMS, "size too large: " + text);
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
+    ++i;
+  if (i == 0)
+    return Status(ErrorCode::INVALID_PARAMS, "not a size: '" + text + "'");
+  if (i > 19)
+    return Status(ErrorCode::INVALID_PARAMS, "size too large: " + text);
   uint64_t n = std::stoull(text.substr(0, i));
   std::string suffix = text.substr(i);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
@@ -27,7 +30,8 @@ Result<uint64_t> ParseSize(const std::string& text) {
   } else if (suffix == "t" || suffix == "tb" || suffix == "tib") {
     shift = 40;
   } else {
-    return Status(ErrorCode::INVALID_PARAMS, "unknown size suffix in '" + text + "'");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "unknown size suffix in '" + text + "'");
   }
   if (shift > 0 && n > (std::numeric_limits<uint64_t>::max() >> shift)) {
     return Status(ErrorCode::INVALID_PARAMS, "size overflows: " + text);

@@ -20,13 +20,15 @@ uint64_t Mix(uint64_t x) {
 }
 }  // namespace
 
-FrequencySketch::FrequencySketch(uint32_t width, uint32_t depth, uint64_t decay_every)
+FrequencySketch::FrequencySketch(uint32_t width, uint32_t depth,
+                                 uint64_t decay_every)
     : width_mask_(RoundUpPow2(std::max<uint32_t>(width, 16)) - 1),
       depth_(std::max<uint32_t>(depth, 1)),
       decay_every_(std::max<uint64_t>(decay_every, 1)),
       counters_(size_t(width_mask_ + 1) * depth_, 0) {}
 
-uint64_t FrequencySketch::Hash(uint32_t tenant, std::string_view key, uint32_t row) const {
+uint64_t FrequencySketch::Hash(uint32_t tenant, std::string_view key,
+                               uint32_t row) const {
   uint64_t h = std::hash<std::string_view>()(key) ^ (uint64_t{tenant} << 32);
   return Mix(h + row * 0x632BE59BD9B4E019ull);
 }
@@ -35,7 +37,8 @@ uint32_t FrequencySketch::Increment(uint32_t tenant, std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t est = UINT32_MAX;
   for (uint32_t r = 0; r < depth_; ++r) {
-    uint8_t& c = counters_[size_t(r) * (width_mask_ + 1) + (Hash(tenant, key, r) & width_mask_)];
+    uint8_t& c = counters_[size_t(r) * (width_mask_ + 1) +
+                           (Hash(tenant, key, r) & width_mask_)];
     if (c < 255) ++c;
     est = std::min<uint32_t>(est, c);
   }
@@ -43,12 +46,14 @@ uint32_t FrequencySketch::Increment(uint32_t tenant, std::string_view key) {
   return est;
 }
 
-uint32_t FrequencySketch::Estimate(uint32_t tenant, std::string_view key) const {
+uint32_t FrequencySketch::Estimate(uint32_t tenant,
+                                   std::string_view key) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t est = UINT32_MAX;
   for (uint32_t r = 0; r < depth_; ++r) {
-    est = std::min<uint32_t>(
-        est, counters_[size_t(r) * (width_mask_ + 1) + (Hash(tenant, key, r) & width_mask_)]);
+    est = std::min<uint32_t>(est,
+                             counters_[size_t(r) * (width_mask_ + 1) +
+                                       (Hash(tenant, key, r) & width_mask_)]);
   }
   return est;
 }

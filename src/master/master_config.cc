@@ -5,31 +5,46 @@
 namespace kvpool {
 
 Status MasterConfig::Validate() const {
-  auto bad = [](const std::string& m) { return Status(ErrorCode::INVALID_PARAMS, m); };
+  auto bad = [](const std::string& m) {
+    return Status(ErrorCode::INVALID_PARAMS, m);
+  };
   if (rpc_port < 0 || rpc_port > 65535) return bad("rpc_port out of range");
-  if (metrics_port < -1 || metrics_port > 65535) return bad("metrics_port out of range");
+  if (metrics_port < -1 || metrics_port > 65535)
+    return bad("metrics_port out of range");
   if (default_kv_lease_ttl <= 0) return bad("default_kv_lease_ttl must be > 0");
-  if (!(eviction_high_watermark_ratio > 0 && eviction_high_watermark_ratio <= 1)) {
+  if (!(eviction_high_watermark_ratio > 0 &&
+        eviction_high_watermark_ratio <= 1)) {
     return bad("eviction_high_watermark_ratio must be in (0, 1]");
   }
-  if (!(eviction_ratio > 0 && eviction_ratio <= 1)) return bad("eviction_ratio must be in (0, 1]");
+  if (!(eviction_ratio > 0 && eviction_ratio <= 1))
+    return bad("eviction_ratio must be in (0, 1]");
   if (put_start_discard_timeout_sec <= 0 ||
       put_start_release_timeout_sec < put_start_discard_timeout_sec) {
-    return bad("need 0 < put_start_discard_timeout_sec <= put_start_release_timeout_sec");
+    return bad(
+        "need 0 < put_start_discard_timeout_sec <= "
+        "put_start_release_timeout_sec");
   }
   if (client_ttl <= 0) return bad("client_ttl must be > 0");
-  if (allocation_strategy != "random" && allocation_strategy != "free_ratio_first") {
+  if (allocation_strategy != "random" &&
+      allocation_strategy != "free_ratio_first") {
     return bad("allocation_strategy must be random or free_ratio_first");
   }
-  if (housekeeping_interval_ms <= 0) return bad("housekeeping_interval_ms must be > 0");
-  if (offloading_queue_limit < 0) return bad("offloading_queue_limit must be >= 0");
+  if (housekeeping_interval_ms <= 0)
+    return bad("housekeeping_interval_ms must be > 0");
+  if (offloading_queue_limit < 0)
+    return bad("offloading_queue_limit must be >= 0");
   if (offload_task_ttl_sec <= 0) return bad("offload_task_ttl_sec must be > 0");
   if (put_offload_wait_ms < 0) return bad("put_offload_wait_ms must be >= 0");
-  if (prefetch_trigger_lease_ttl_ms <= 0) return bad("prefetch_trigger_lease_ttl_ms must be > 0");
-  if (promotion_admission_threshold < 0) return bad("promotion_admission_threshold must be >= 0");
-  if (promotion_queue_limit < 0) return bad("promotion_queue_limit must be >= 0");
-  if (promotion_max_per_heartbeat < 0) return bad("promotion_max_per_heartbeat must be >= 0");
-  if (promotion_task_ttl_sec <= 0) return bad("promotion_task_ttl_sec must be > 0");
+  if (prefetch_trigger_lease_ttl_ms <= 0)
+    return bad("prefetch_trigger_lease_ttl_ms must be > 0");
+  if (promotion_admission_threshold < 0)
+    return bad("promotion_admission_threshold must be >= 0");
+  if (promotion_queue_limit < 0)
+    return bad("promotion_queue_limit must be >= 0");
+  if (promotion_max_per_heartbeat < 0)
+    return bad("promotion_max_per_heartbeat must be >= 0");
+  if (promotion_task_ttl_sec <= 0)
+    return bad("promotion_task_ttl_sec must be > 0");
   return Status::OK();
 }
 
@@ -38,14 +53,18 @@ std::string MasterConfig::ToString() const {
       "rpc={}:{} metrics_port={} default_kv_lease_ttl={}ms "
       "eviction_high_watermark_ratio={} eviction_ratio={} "
       "put_start_discard_timeout_sec={} put_start_release_timeout_sec={} "
-      "client_ttl={}s allocation_strategy={} enable_offload={} offload_on_evict={} "
+      "client_ttl={}s allocation_strategy={} enable_offload={} "
+      "offload_on_evict={} "
       "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
-      "promotion_admission_threshold={} promotion_queue_limit={} promotion_task_ttl_sec={}",
+      "promotion_admission_threshold={} promotion_queue_limit={} "
+      "promotion_task_ttl_sec={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
-      eviction_high_watermark_ratio, eviction_ratio, put_start_discard_timeout_sec,
-      put_start_release_timeout_sec, client_ttl, allocation_strategy, enable_offload,
-      offload_on_evict, offload_force_evict, offloading_queue_limit, promotion_on_hit,
-      promotion_admission_threshold, promotion_queue_limit, promotion_task_ttl_sec);
+      eviction_high_watermark_ratio, eviction_ratio,
+      put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
+      allocation_strategy, enable_offload, offload_on_evict,
+      offload_force_evict, offloading_queue_limit, promotion_on_hit,
+      promotion_admission_threshold, promotion_queue_limit,
+      promotion_task_ttl_sec);
 }
 
 }  // namespace kvpool

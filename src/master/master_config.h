@@ -19,27 +19,28 @@ struct MasterConfig {
 
   int64_t default_kv_lease_ttl = 10000;  // ms, granted by get and exist
   double eviction_high_watermark_ratio = 0.90;
-  double eviction_ratio = 0.05;           // share of capacity freed per pass
+  double eviction_ratio = 0.05;  // share of capacity freed per pass
   int64_t put_start_discard_timeout_sec = 30;
   int64_t put_start_release_timeout_sec = 600;
-  int64_t client_ttl = 10;                // s of heartbeat silence => node dead
+  int64_t client_ttl = 10;  // s of heartbeat silence => node dead
   std::string allocation_strategy = "free_ratio_first";  // or "random"
   int64_t housekeeping_interval_ms = 100;
 
   // ---- SSD tier (off by default) ----
-  bool enable_offload = false;         // copy DRAM values to holders' SSDs
-  bool offload_on_evict = false;       // false: offload at PutEnd; true: at eviction
-  bool offload_force_evict = false;    // may eviction drop a key with no SSD copy?
+  bool enable_offload = false;    // copy DRAM values to holders' SSDs
+  bool offload_on_evict = false;  // false: offload at PutEnd; true: at eviction
+  bool offload_force_evict =
+      false;  // may eviction drop a key with no SSD copy?
   int64_t offloading_queue_limit = 50000;
   int64_t offload_task_ttl_sec = 600;  // an unanswered offload task is dropped
   // A put that finds DRAM full of keys still being copied waits for copies
   // to land (each wakes it) for at most this long before NO_AVAILABLE_HANDLE.
   int64_t put_offload_wait_ms = 5000;
-  bool promotion_on_hit = false;       // promote SSD-only keys that gets hit
+  bool promotion_on_hit = false;  // promote SSD-only keys that gets hit
   int64_t promotion_admission_threshold = 2;
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths
   int64_t promotion_max_per_heartbeat = 1;
-  int64_t promotion_task_ttl_sec = 600;   // the reaper's deadline
+  int64_t promotion_task_ttl_sec = 600;  // the reaper's deadline
   // Router-triggered prefetch (BatchPrefetchToMemory), off by default.
   bool enable_prefetch_trigger = false;
   // Lease granted at enqueue: covers the router -> engine get window.

@@ -9,13 +9,15 @@ namespace {
 constexpr int kMaxBatch = 65536;
 
 grpc::Status TooLarge() {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "batch larger than 65536 keys");
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "batch larger than 65536 keys");
 }
 }  // namespace
 
 void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
   out->set_kind(d.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
-  out->set_status(d.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
+  out->set_status(d.status == ReplicaStatus::kComplete ? rpc::COMPLETE
+                                                       : rpc::PROCESSING);
   if (d.kind == ReplicaKind::kLocalDisk && d.holder) {
     out->set_disk_node_id(d.holder->node_id);
     out->set_disk_data_endpoint(d.holder->data_endpoint);
@@ -33,9 +35,9 @@ void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
   }
 }
 
-grpc::Status MasterGrpcService::MountSegment(grpc::ServerContext*,
-                                             const rpc::MountSegmentRequest* req,
-                                             rpc::MountSegmentResponse* resp) {
+grpc::Status MasterGrpcService::MountSegment(
+    grpc::ServerContext*, const rpc::MountSegmentRequest* req,
+    rpc::MountSegmentResponse* resp) {
   SegmentInfo info;
   info.node_id = req->node_id();
   info.host_id = req->host_id();
@@ -50,24 +52,28 @@ grpc::Status MasterGrpcService::MountSegment(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::UnmountSegment(grpc::ServerContext*,
-                                               const rpc::UnmountSegmentRequest* req,
-                                               rpc::UnmountSegmentResponse* resp) {
+grpc::Status MasterGrpcService::UnmountSegment(
+    grpc::ServerContext*, const rpc::UnmountSegmentRequest* req,
+    rpc::UnmountSegmentResponse* resp) {
   if (req->segment_id() > UINT32_MAX) {
     resp->set_error_code(ToInt(ErrorCode::SEGMENT_NOT_FOUND));
     return grpc::Status::OK;
   }
-  resp->set_error_code(ToInt(
-      svc_->UnmountSegment(req->node_id(), static_cast<uint32_t>(req->segment_id())).code()));
+  resp->set_error_code(
+      ToInt(svc_->UnmountSegment(req->node_id(),
+                                 static_cast<uint32_t>(req->segment_id()))
+                .code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
+grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
+                                          const rpc::HeartbeatRequest* req,
                                           rpc::HeartbeatResponse* resp) {
   NodeTasks tasks;
   // Bounded so a shutdown or a lost client never pins a server thread long.
   int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
-  Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(), &tasks);
+  Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(),
+                             &tasks);
   resp->set_error_code(ToInt(s.code()));
   for (const auto& t : tasks.offloads) {
     auto* o = resp->add_offload_tasks();
@@ -90,16 +96,18 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*, const rpc::Heart
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::NotifyOffload(grpc::ServerContext*,
-                                              const rpc::NotifyOffloadRequest* req,
-                                              rpc::NotifyOffloadResponse* resp) {
+grpc::Status MasterGrpcService::NotifyOffload(
+    grpc::ServerContext*, const rpc::NotifyOffloadRequest* req,
+    rpc::NotifyOffloadResponse* resp) {
   if (req->results_size() > kMaxBatch) return TooLarge();
   std::vector<OffloadResultIn> in;
   in.reserve(req->results_size());
   for (const auto& r : req->results()) {
-    in.push_back(OffloadResultIn{r.tenant(), r.key(), r.version(), ErrorCodeFromInt(r.error_code())});
+    in.push_back(OffloadResultIn{r.tenant(), r.key(), r.version(),
+                                 ErrorCodeFromInt(r.error_code())});
   }
-  for (ErrorCode c : svc_->NotifyOffload(req->node_id(), in)) resp->add_error_codes(ToInt(c));
+  for (ErrorCode c : svc_->NotifyOffload(req->node_id(), in))
+    resp->add_error_codes(ToInt(c));
   return grpc::Status::OK;
 }
 
@@ -108,50 +116,55 @@ std::vector<DiskObjectIn> FromProto(
     const google::protobuf::RepeatedPtrField<rpc::DiskObject>& objects) {
   std::vector<DiskObjectIn> in;
   in.reserve(objects.size());
-  for (const auto& o : objects) in.push_back(DiskObjectIn{o.tenant(), o.key(), o.size()});
+  for (const auto& o : objects)
+    in.push_back(DiskObjectIn{o.tenant(), o.key(), o.size()});
   return in;
 }
 }  // namespace
 
-grpc::Status MasterGrpcService::RegisterDiskObjects(grpc::ServerContext*,
-                                                    const rpc::RegisterDiskObjectsRequest* req,
-                                                    rpc::RegisterDiskObjectsResponse* resp) {
+grpc::Status MasterGrpcService::RegisterDiskObjects(
+    grpc::ServerContext*, const rpc::RegisterDiskObjectsRequest* req,
+    rpc::RegisterDiskObjectsResponse* resp) {
   if (req->objects_size() > kMaxBatch) return TooLarge();
-  for (ErrorCode c : svc_->RegisterDiskObjects(req->node_id(), FromProto(req->objects()))) {
+  for (ErrorCode c :
+       svc_->RegisterDiskObjects(req->node_id(), FromProto(req->objects()))) {
     resp->add_error_codes(ToInt(c));
   }
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::RemoveDiskReplicas(grpc::ServerContext*,
-                                                   const rpc::RemoveDiskReplicasRequest* req,
-                                                   rpc::RemoveDiskReplicasResponse* resp) {
+grpc::Status MasterGrpcService::RemoveDiskReplicas(
+    grpc::ServerContext*, const rpc::RemoveDiskReplicasRequest* req,
+    rpc::RemoveDiskReplicasResponse* resp) {
   if (req->objects_size() > kMaxBatch) return TooLarge();
-  for (ErrorCode c : svc_->RemoveDiskReplicas(req->node_id(), FromProto(req->objects()))) {
+  for (ErrorCode c :
+       svc_->RemoveDiskReplicas(req->node_id(), FromProto(req->objects()))) {
     resp->add_error_codes(ToInt(c));
   }
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::PromotionAllocStart(grpc::ServerContext*,
-                                                    const rpc::PromotionAllocStartRequest* req,
-                                                    rpc::PromotionAllocStartResponse* resp) {
-  auto r = svc_->PromotionAllocStart(req->node_id(), req->tenant(), req->key(), req->size(),
-                                     req->task_id());
+grpc::Status MasterGrpcService::PromotionAllocStart(
+    grpc::ServerContext*, const rpc::PromotionAllocStartRequest* req,
+    rpc::PromotionAllocStartResponse* resp) {
+  auto r = svc_->PromotionAllocStart(req->node_id(), req->tenant(), req->key(),
+                                     req->size(), req->task_id());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) ToProto(r.value(), resp->mutable_replica());
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::RegisterPrefetchTask(grpc::ServerContext*,
-                                                     const rpc::RegisterPrefetchTaskRequest* req,
-                                                     rpc::RegisterPrefetchTaskResponse* resp) {
+grpc::Status MasterGrpcService::RegisterPrefetchTask(
+    grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest* req,
+    rpc::RegisterPrefetchTaskResponse* resp) {
   if (svc_->config().emulate_pre_prefetch_master) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "RegisterPrefetchTask");
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "RegisterPrefetchTask");
   }
   if (req->keys_size() > kMaxBatch) return TooLarge();
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-  for (const auto& r : svc_->RegisterPrefetchTask(req->node_id(), req->tenant(), keys)) {
+  for (const auto& r :
+       svc_->RegisterPrefetchTask(req->node_id(), req->tenant(), keys)) {
     auto* o = resp->add_results();
     o->set_error_code(ToInt(r.code));
     o->set_task_id(r.task_id);
@@ -160,19 +173,21 @@ grpc::Status MasterGrpcService::RegisterPrefetchTask(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::NotifyPromotion(grpc::ServerContext*,
-                                                const rpc::PromotionNotifyRequest* req,
-                                                rpc::KeyStatus* resp) {
-  resp->set_error_code(ToInt(
-      svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(), req->task_id(),
-                            req->success())
-          .code()));
+grpc::Status MasterGrpcService::NotifyPromotion(
+    grpc::ServerContext*, const rpc::PromotionNotifyRequest* req,
+    rpc::KeyStatus* resp) {
+  resp->set_error_code(
+      ToInt(svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(),
+                                  req->task_id(), req->success())
+                .code()));
   return grpc::Status::OK;
 }
 
-void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp) {
+void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
+                                   rpc::PutStartResponse* resp) {
   PutOptions opts;
-  opts.replica_num = req.config().replica_num() == 0 ? 1 : int(req.config().replica_num());
+  opts.replica_num =
+      req.config().replica_num() == 0 ? 1 : int(req.config().replica_num());
   opts.preferred_node = req.config().preferred_segment();
   opts.soft_pin = req.config().with_soft_pin();
   opts.hard_pin = req.config().with_hard_pin();
@@ -184,27 +199,30 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req, rpc::PutStar
   }
 }
 
-grpc::Status MasterGrpcService::PutStart(grpc::ServerContext*, const rpc::PutStartRequest* req,
+grpc::Status MasterGrpcService::PutStart(grpc::ServerContext*,
+                                         const rpc::PutStartRequest* req,
                                          rpc::PutStartResponse* resp) {
   DoPutStart(*req, resp);
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchPutStart(grpc::ServerContext*,
-                                              const rpc::BatchPutStartRequest* req,
-                                              rpc::BatchPutStartResponse* resp) {
+grpc::Status MasterGrpcService::BatchPutStart(
+    grpc::ServerContext*, const rpc::BatchPutStartRequest* req,
+    rpc::BatchPutStartResponse* resp) {
   if (req->items_size() > kMaxBatch) return TooLarge();
   for (const auto& item : req->items()) DoPutStart(item, resp->add_items());
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::PutEnd(grpc::ServerContext*, const rpc::KeyRequest* req,
+grpc::Status MasterGrpcService::PutEnd(grpc::ServerContext*,
+                                       const rpc::KeyRequest* req,
                                        rpc::KeyStatus* resp) {
   resp->set_error_code(ToInt(svc_->PutEnd(req->tenant(), req->key()).code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*,
+                                            const rpc::BatchKeyRequest* req,
                                             rpc::BatchKeyStatus* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
   for (const auto& k : req->keys()) {
@@ -213,9 +231,11 @@ grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*, const rpc::Bat
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::PutRevoke(grpc::ServerContext*, const rpc::KeyRequest* req,
+grpc::Status MasterGrpcService::PutRevoke(grpc::ServerContext*,
+                                          const rpc::KeyRequest* req,
                                           rpc::KeyStatus* resp) {
-  resp->set_error_code(ToInt(svc_->PutRevoke(req->tenant(), req->key()).code()));
+  resp->set_error_code(
+      ToInt(svc_->PutRevoke(req->tenant(), req->key()).code()));
   return grpc::Status::OK;
 }
 
@@ -239,25 +259,28 @@ void MasterGrpcService::DoGet(const std::string& tenant, const std::string& key,
   for (const auto& d : r->replicas) ToProto(d, resp->add_replicas());
 }
 
-grpc::Status MasterGrpcService::GetReplicaList(grpc::ServerContext*, const rpc::KeyRequest* req,
-                                               rpc::GetReplicaListResponse* resp) {
+grpc::Status MasterGrpcService::GetReplicaList(
+    grpc::ServerContext*, const rpc::KeyRequest* req,
+    rpc::GetReplicaListResponse* resp) {
   DoGet(req->tenant(), req->key(), resp);
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchGetReplicaList(grpc::ServerContext*,
-                                                    const rpc::BatchKeyRequest* req,
-                                                    rpc::BatchGetReplicaListResponse* resp) {
+grpc::Status MasterGrpcService::BatchGetReplicaList(
+    grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+    rpc::BatchGetReplicaListResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
   for (const auto& k : req->keys()) DoGet(req->tenant(), k, resp->add_items());
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest* req,
+grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext*,
+                                         const rpc::ExistKeyRequest* req,
                                          rpc::ExistKeyResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
   for (const auto& k : req->keys()) {
-    resp->add_error_codes(ToInt(svc_->ExistKey(req->tenant(), k, !req->no_lease())));
+    resp->add_error_codes(
+        ToInt(svc_->ExistKey(req->tenant(), k, !req->no_lease())));
   }
   return grpc::Status::OK;
 }
@@ -268,25 +291,29 @@ grpc::Status MasterGrpcService::BatchExistKey(grpc::ServerContext* ctx,
   return ExistKey(ctx, req, resp);
 }
 
-grpc::Status MasterGrpcService::Remove(grpc::ServerContext*, const rpc::RemoveRequest* req,
+grpc::Status MasterGrpcService::Remove(grpc::ServerContext*,
+                                       const rpc::RemoveRequest* req,
                                        rpc::KeyStatus* resp) {
-  resp->set_error_code(ToInt(svc_->Remove(req->tenant(), req->key(), req->force()).code()));
+  resp->set_error_code(
+      ToInt(svc_->Remove(req->tenant(), req->key(), req->force()).code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest* req,
+grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*,
+                                          const rpc::RemoveAllRequest* req,
                                           rpc::RemoveAllResponse* resp) {
   resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
   resp->set_error_code(0);
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
-                                                   const rpc::BatchKeyRequest* req,
-                                                   rpc::BatchQueryReadOnlyResponse* resp) {
+grpc::Status MasterGrpcService::BatchQueryReadOnly(
+    grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+    rpc::BatchQueryReadOnlyResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
   svc_->metrics()
-      .GetCounter("kvpool_master_query_keys_total", "", "keys looked up read-only")
+      .GetCounter("kvpool_master_query_keys_total", "",
+                  "keys looked up read-only")
       .Inc(static_cast<uint64_t>(req->keys_size()));
   BatchQueryResult batch;
   batch.replicas.reserve(static_cast<size_t>(req->keys_size()));
@@ -301,8 +328,10 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
     for (uint32_t i = 0; i < q.num_replicas; ++i) {
       const Replica& r = batch.replicas[q.first_replica + i];
       auto* d = item->add_replicas();
-      d->set_kind(r.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
-      d->set_status(r.status == ReplicaStatus::kComplete ? rpc::COMPLETE : rpc::PROCESSING);
+      d->set_kind(r.kind == ReplicaKind::kMemory ? rpc::MEMORY
+                                                 : rpc::LOCAL_DISK);
+      d->set_status(r.status == ReplicaStatus::kComplete ? rpc::COMPLETE
+                                                         : rpc::PROCESSING);
       if (r.kind != ReplicaKind::kMemory) {
         if (auto holder = svc_->nodes().Info(r.segment)) {
           d->set_disk_node_id(holder->node_id);
@@ -314,7 +343,9 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
       m->set_segment_id(r.segment);
       m->set_offset(r.offset);
       m->set_length(q.size);
-      if (std::find(described.begin(), described.end(), r.segment) != described.end()) continue;
+      if (std::find(described.begin(), described.end(), r.segment) !=
+          described.end())
+        continue;
       described.push_back(r.segment);
       if (auto info = svc_->segments().Info(r.segment)) {
         auto* seg = resp->add_segments();
@@ -330,9 +361,9 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::GetClusterStats(grpc::ServerContext*,
-                                                const rpc::ClusterStatsRequest*,
-                                                rpc::ClusterStatsResponse* resp) {
+grpc::Status MasterGrpcService::GetClusterStats(
+    grpc::ServerContext*, const rpc::ClusterStatsRequest*,
+    rpc::ClusterStatsResponse* resp) {
   MasterStats s = svc_->Stats();
   resp->set_objects(s.objects);
   resp->set_memory_replicas(s.memory_replicas);
@@ -341,7 +372,8 @@ grpc::Status MasterGrpcService::GetClusterStats(grpc::ServerContext*,
     auto* o = resp->add_segments();
     o->set_segment_id(seg.info.id);
     o->set_node_id(seg.info.node_id);
-    o->set_kind(seg.info.kind == SegmentKind::kMain ? rpc::MAIN : rpc::PREFETCH_BUFFER);
+    o->set_kind(seg.info.kind == SegmentKind::kMain ? rpc::MAIN
+                                                    : rpc::PREFETCH_BUFFER);
     o->set_capacity(seg.info.capacity);
     o->set_used(seg.used);
     o->set_data_endpoint(seg.info.data_endpoint);

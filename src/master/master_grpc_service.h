@@ -15,53 +15,69 @@ class MasterGrpcService final : public rpc::MasterService::Service {
  public:
   explicit MasterGrpcService(MasterService* service) : svc_(service) {}
 
-  grpc::Status MountSegment(grpc::ServerContext*, const rpc::MountSegmentRequest*,
+  grpc::Status MountSegment(grpc::ServerContext*,
+                            const rpc::MountSegmentRequest*,
                             rpc::MountSegmentResponse*) override;
-  grpc::Status UnmountSegment(grpc::ServerContext*, const rpc::UnmountSegmentRequest*,
+  grpc::Status UnmountSegment(grpc::ServerContext*,
+                              const rpc::UnmountSegmentRequest*,
                               rpc::UnmountSegmentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest*,
                          rpc::HeartbeatResponse*) override;
   grpc::Status PutStart(grpc::ServerContext*, const rpc::PutStartRequest*,
                         rpc::PutStartResponse*) override;
-  grpc::Status BatchPutStart(grpc::ServerContext*, const rpc::BatchPutStartRequest*,
+  grpc::Status BatchPutStart(grpc::ServerContext*,
+                             const rpc::BatchPutStartRequest*,
                              rpc::BatchPutStartResponse*) override;
-  grpc::Status PutEnd(grpc::ServerContext*, const rpc::KeyRequest*, rpc::KeyStatus*) override;
+  grpc::Status PutEnd(grpc::ServerContext*, const rpc::KeyRequest*,
+                      rpc::KeyStatus*) override;
   grpc::Status BatchPutEnd(grpc::ServerContext*, const rpc::BatchKeyRequest*,
                            rpc::BatchKeyStatus*) override;
-  grpc::Status PutRevoke(grpc::ServerContext*, const rpc::KeyRequest*, rpc::KeyStatus*) override;
+  grpc::Status PutRevoke(grpc::ServerContext*, const rpc::KeyRequest*,
+                         rpc::KeyStatus*) override;
   grpc::Status BatchPutRevoke(grpc::ServerContext*, const rpc::BatchKeyRequest*,
                               rpc::BatchKeyStatus*) override;
   grpc::Status GetReplicaList(grpc::ServerContext*, const rpc::KeyRequest*,
                               rpc::GetReplicaListResponse*) override;
-  grpc::Status BatchGetReplicaList(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+  grpc::Status BatchGetReplicaList(grpc::ServerContext*,
+                                   const rpc::BatchKeyRequest*,
                                    rpc::BatchGetReplicaListResponse*) override;
   grpc::Status ExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest*,
                         rpc::ExistKeyResponse*) override;
   grpc::Status BatchExistKey(grpc::ServerContext*, const rpc::ExistKeyRequest*,
                              rpc::ExistKeyResponse*) override;
-  grpc::Status Remove(grpc::ServerContext*, const rpc::RemoveRequest*, rpc::KeyStatus*) override;
+  grpc::Status Remove(grpc::ServerContext*, const rpc::RemoveRequest*,
+                      rpc::KeyStatus*) override;
   grpc::Status RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest*,
                          rpc::RemoveAllResponse*) override;
-  grpc::Status BatchQueryReadOnly(grpc::ServerContext*, const rpc::BatchKeyRequest*,
+  grpc::Status BatchQueryReadOnly(grpc::ServerContext*,
+                                  const rpc::BatchKeyRequest*,
                                   rpc::BatchQueryReadOnlyResponse*) override;
-  grpc::Status GetClusterStats(grpc::ServerContext*, const rpc::ClusterStatsRequest*,
+  grpc::Status GetClusterStats(grpc::ServerContext*,
+                               const rpc::ClusterStatsRequest*,
                                rpc::ClusterStatsResponse*) override;
-  grpc::Status NotifyOffload(grpc::ServerContext*, const rpc::NotifyOffloadRequest*,
+  grpc::Status NotifyOffload(grpc::ServerContext*,
+                             const rpc::NotifyOffloadRequest*,
                              rpc::NotifyOffloadResponse*) override;
-  grpc::Status RegisterDiskObjects(grpc::ServerContext*, const rpc::RegisterDiskObjectsRequest*,
+  grpc::Status RegisterDiskObjects(grpc::ServerContext*,
+                                   const rpc::RegisterDiskObjectsRequest*,
                                    rpc::RegisterDiskObjectsResponse*) override;
-  grpc::Status RemoveDiskReplicas(grpc::ServerContext*, const rpc::RemoveDiskReplicasRequest*,
+  grpc::Status RemoveDiskReplicas(grpc::ServerContext*,
+                                  const rpc::RemoveDiskReplicasRequest*,
                                   rpc::RemoveDiskReplicasResponse*) override;
-  grpc::Status PromotionAllocStart(grpc::ServerContext*, const rpc::PromotionAllocStartRequest*,
+  grpc::Status PromotionAllocStart(grpc::ServerContext*,
+                                   const rpc::PromotionAllocStartRequest*,
                                    rpc::PromotionAllocStartResponse*) override;
-  grpc::Status NotifyPromotion(grpc::ServerContext*, const rpc::PromotionNotifyRequest*,
+  grpc::Status NotifyPromotion(grpc::ServerContext*,
+                               const rpc::PromotionNotifyRequest*,
                                rpc::KeyStatus*) override;
-  grpc::Status RegisterPrefetchTask(grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest*,
-                                    rpc::RegisterPrefetchTaskResponse*) override;
+  grpc::Status RegisterPrefetchTask(
+      grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest*,
+      rpc::RegisterPrefetchTaskResponse*) override;
 
  private:
   void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);
-  void DoGet(const std::string& tenant, const std::string& key, rpc::GetReplicaListResponse* resp);
+  void DoGet(const std::string& tenant, const std::string& key,
+             rpc::GetReplicaListResponse* resp);
   MasterService* svc_;
 };
 

@@ -20,7 +20,8 @@ class MasterGrpcService;
 
 class MasterServer {
  public:
-  explicit MasterServer(MasterConfig config, const Clock* clock = SystemClock::Default());
+  explicit MasterServer(MasterConfig config,
+                        const Clock* clock = SystemClock::Default());
   ~MasterServer();
   // Validates the config, binds (port 0 = any free port) and starts serving.
   Status Start();

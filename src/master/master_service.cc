@@ -23,17 +23,22 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
       clock_(clock),
       segments_(ParseStrategy(config_.allocation_strategy)),
       nodes_(clock) {
-  metrics_.AddGauge("kvpool_master_objects", "", [this] { return double(objects_.Size()); },
-                    "objects known to the master");
-  for (auto [kind, name] : {std::pair{SegmentKind::kMain, "main"},
-                            std::pair{SegmentKind::kPrefetchBuffer, "prefetch_buffer"}}) {
+  metrics_.AddGauge(
+      "kvpool_master_objects", "", [this] { return double(objects_.Size()); },
+      "objects known to the master");
+  for (auto [kind, name] :
+       {std::pair{SegmentKind::kMain, "main"},
+        std::pair{SegmentKind::kPrefetchBuffer, "prefetch_buffer"}}) {
     std::string label = fmt::format("kind=\"{}\"", name);
-    metrics_.AddGauge("kvpool_master_segment_used_bytes", label,
-                      [this, kind = kind] { return double(segments_.Usage(kind).used); });
-    metrics_.AddGauge("kvpool_master_segment_capacity_bytes", label,
-                      [this, kind = kind] { return double(segments_.Usage(kind).capacity); });
-    metrics_.AddGauge("kvpool_master_watermark_ratio", label,
-                      [this, kind = kind] { return segments_.Usage(kind).ratio(); });
+    metrics_.AddGauge(
+        "kvpool_master_segment_used_bytes", label,
+        [this, kind = kind] { return double(segments_.Usage(kind).used); });
+    metrics_.AddGauge(
+        "kvpool_master_segment_capacity_bytes", label,
+        [this, kind = kind] { return double(segments_.Usage(kind).capacity); });
+    metrics_.AddGauge(
+        "kvpool_master_watermark_ratio", label,
+        [this, kind = kind] { return segments_.Usage(kind).ratio(); });
   }
   metrics_.AddGauge("kvpool_master_graveyard_ranges", "",
                     [this] { return double(segments_.graveyard_size()); });
@@ -41,11 +46,13 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                     [this] { return double(offloads_in_flight_.load()); });
   metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
                     [this] { return double(promotion_in_flight_.load()); });
-  for (auto [name, counter] :
-       {std::pair{"admitted", &promo_admitted_}, std::pair{"completed", &promo_completed_},
-        std::pair{"failed", &promo_failed_}, std::pair{"cancelled", &promo_cancelled_},
-        std::pair{"expired", &promo_expired_}}) {
-    metrics_.AddGauge("kvpool_master_promotions_total", fmt::format("state=\"{}\"", name),
+  for (auto [name, counter] : {std::pair{"admitted", &promo_admitted_},
+                               std::pair{"completed", &promo_completed_},
+                               std::pair{"failed", &promo_failed_},
+                               std::pair{"cancelled", &promo_cancelled_},
+                               std::pair{"expired", &promo_expired_}}) {
+    metrics_.AddGauge("kvpool_master_promotions_total",
+                      fmt::format("state=\"{}\"", name),
                       [counter = counter] { return double(counter->load()); });
   }
 }
@@ -72,7 +79,8 @@ void MasterService::Stop() {
 void MasterService::BackgroundLoop() {
   std::unique_lock<std::mutex> lock(bg_mu_);
   while (!bg_stop_) {
-    bg_cv_.wait_for(lock, std::chrono::milliseconds(config_.housekeeping_interval_ms));
+    bg_cv_.wait_for(
+        lock, std::chrono::milliseconds(config_.housekeeping_interval_ms));
     if (bg_stop_) break;
     lock.unlock();
     EvictIfNeeded();
@@ -92,12 +100,14 @@ Status MasterService::ValidateKey(const std::string& key) const {
   if (key.empty()) return Status(ErrorCode::INVALID_KEY, "empty key");
   if (key.size() > kMaxKeyLength) {
     return Status(ErrorCode::INVALID_KEY,
-                  fmt::format("key of {} bytes exceeds the limit of {}", key.size(), kMaxKeyLength));
+                  fmt::format("key of {} bytes exceeds the limit of {}",
+                              key.size(), kMaxKeyLength));
   }
   return Status::OK();
 }
 
-ObjectKey MasterService::MakeKey(const std::string& tenant, const std::string& key) {
+ObjectKey MasterService::MakeKey(const std::string& tenant,
+                                 const std::string& key) {
   return ObjectKey{tenants_.Intern(TenantOrDefault(tenant)), key};
 }
 
@@ -123,7 +133,8 @@ ReplicaDesc MasterService::Describe(const Replica& r, uint64_t size) const {
   return d;
 }
 
-void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas, int64_t not_before_ms) {
+void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas,
+                                    int64_t not_before_ms) {
   int64_t now = clock_->NowMs();
   for (const auto& r : replicas) {
     if (r.kind != ReplicaKind::kMemory) continue;
@@ -138,8 +149,10 @@ void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas, int64_
 
 // ---------------------------------------------------------------- segments
 
-Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled) {
-  if (info.node_id.empty()) return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
+Result<uint32_t> MasterService::MountSegment(SegmentInfo info,
+                                             bool ssd_enabled) {
+  if (info.node_id.empty())
+    return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   std::string node = info.node_id;
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled);
   auto r = segments_.Mount(std::move(info));
@@ -147,25 +160,29 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled)
   return r;
 }
 
-Status MasterService::UnmountSegment(const std::string& node_id, uint32_t segment_id) {
+Status MasterService::UnmountSegment(const std::string& node_id,
+                                     uint32_t segment_id) {
   auto info = segments_.Info(segment_id);
   if (!info || info->node_id != node_id) {
-    return Status(ErrorCode::SEGMENT_NOT_FOUND,
-                  fmt::format("node {} has no segment {}", node_id, segment_id));
+    return Status(
+        ErrorCode::SEGMENT_NOT_FOUND,
+        fmt::format("node {} has no segment {}", node_id, segment_id));
   }
   Status s = segments_.Unmount(segment_id);
   if (s.ok()) DropSegments({segment_id});
   return s;
 }
 
-Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms, size_t max_offload,
-                                NodeTasks* tasks) {
+Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
+                                size_t max_offload, NodeTasks* tasks) {
   if (!nodes_.Touch(node_id)) {
-    return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id + ": remount");
+    return Status(ErrorCode::CLIENT_NOT_FOUND,
+                  "unknown node " + node_id + ": remount");
   }
   if (tasks != nullptr) {
     nodes_.TakeTasks(node_id, wait_ms, max_offload,
-                     static_cast<size_t>(config_.promotion_max_per_heartbeat), tasks);
+                     static_cast<size_t>(config_.promotion_max_per_heartbeat),
+                     tasks);
   }
   return Status::OK();
 }
@@ -196,14 +213,16 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
       }
     }
   }
-  metrics_.GetCounter("kvpool_master_objects_lost_total", "", "objects whose last replica died")
+  metrics_
+      .GetCounter("kvpool_master_objects_lost_total", "",
+                  "objects whose last replica died")
       .Inc(dropped_objects);
 }
 
 void MasterService::DropNode(const NodeInfo& node) {
   auto ids = segments_.UnmountNode(node.node_id);
-  spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)", node.node_id,
-               config_.client_ttl, ids.size());
+  spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)",
+               node.node_id, config_.client_ttl, ids.size());
   DropSegments(ids);
   // Its SSD copies and the tasks it was running go with it.
   uint64_t lost = 0;
@@ -249,22 +268,26 @@ void MasterService::DropNode(const NodeInfo& node) {
 
 // --------------------------------------------------------------------- put
 
-Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tenant,
-                                                         const std::string& key, uint64_t size,
-                                                         const PutOptions& opts) {
+Result<std::vector<ReplicaDesc>> MasterService::PutStart(
+    const std::string& tenant, const std::string& key, uint64_t size,
+    const PutOptions& opts) {
   auto fail = [&](Status s) {
     CountResult("puts", s.code());
     return s;
   };
   if (Status s = ValidateKey(key); !s.ok()) return fail(s);
-  if (size == 0) return fail(Status(ErrorCode::INVALID_PARAMS, "size must be > 0"));
+  if (size == 0)
+    return fail(Status(ErrorCode::INVALID_PARAMS, "size must be > 0"));
   uint64_t largest = segments_.LargestCapacity(SegmentKind::kMain);
   if (size > largest) {
-    return fail(Status(ErrorCode::INVALID_PARAMS,
-                       fmt::format("size {} exceeds the largest segment ({} bytes)", size, largest)));
+    return fail(
+        Status(ErrorCode::INVALID_PARAMS,
+               fmt::format("size {} exceeds the largest segment ({} bytes)",
+                           size, largest)));
   }
   if (opts.replica_num < 1 || opts.replica_num > 16) {
-    return fail(Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 16]"));
+    return fail(
+        Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 16]"));
   }
   ObjectKey okey = MakeKey(tenant, key);
   auto& shard = objects_.ShardFor(okey);
@@ -280,16 +303,19 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
     auto up = shard.upserts.find(okey);
     if (up != shard.upserts.end()) {
       if (now - up->second.last_access_ms < discard_ms) {
-        return Status(ErrorCode::REPLICA_IS_NOT_READY, "an upsert of this key is in progress");
+        return Status(ErrorCode::REPLICA_IS_NOT_READY,
+                      "an upsert of this key is in progress");
       }
-      ReleaseReplicas(up->second.replicas, up->second.last_access_ms + release_ms);
+      ReleaseReplicas(up->second.replicas,
+                      up->second.last_access_ms + release_ms);
       shard.upserts.erase(up);
     }
     if (it == shard.objects.end()) return Status::OK();
     ObjectMeta& m = it->second;
     if (m.HasProcessing()) {
       if (now - m.last_access_ms < discard_ms) {
-        return Status(ErrorCode::OBJECT_ALREADY_EXISTS, "a put of this key is in progress");
+        return Status(ErrorCode::OBJECT_ALREADY_EXISTS,
+                      "a put of this key is in progress");
       }
       EraseObject(shard, it, m.last_access_ms + release_ms);
       metrics_.GetCounter("kvpool_master_put_discarded_total").Inc();
@@ -303,38 +329,44 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
     if (Status s = check(); !s.ok()) return fail(s);
   }
 
-  auto placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
-                                       opts.preferred_node);
+  auto placements = segments_.Allocate(size, opts.replica_num,
+                                       SegmentKind::kMain, opts.preferred_node);
   if (placements.empty()) {
     // Make room synchronously rather than failing a put the pool could hold.
     // With offload on, DRAM may be full of keys whose SSD copy is still
     // being written: wait for those copies (each result wakes us) rather
     // than drop them or refuse the put; bounded by put_offload_wait_ms.
-    metrics_.GetCounter("kvpool_master_put_evictions_total", "",
-                        "eviction passes started by a put that found no room")
+    metrics_
+        .GetCounter("kvpool_master_put_evictions_total", "",
+                    "eviction passes started by a put that found no room")
         .Inc();
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(config_.put_offload_wait_ms);
     bool waited = false;
     for (;;) {
       uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
-      EvictBytes(std::max<uint64_t>(size, uint64_t(config_.eviction_ratio * double(cap))));
-      placements = segments_.Allocate(size, opts.replica_num, SegmentKind::kMain,
-                                      opts.preferred_node);
-      if (!placements.empty() || !config_.enable_offload || offloads_in_flight_.load() <= 0 ||
+      EvictBytes(std::max<uint64_t>(
+          size, uint64_t(config_.eviction_ratio * double(cap))));
+      placements = segments_.Allocate(size, opts.replica_num,
+                                      SegmentKind::kMain, opts.preferred_node);
+      if (!placements.empty() || !config_.enable_offload ||
+          offloads_in_flight_.load() <= 0 ||
           std::chrono::steady_clock::now() >= deadline) {
         break;
       }
       waited = true;
       std::unique_lock<std::mutex> lock(offload_mu_);
-      offload_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                          std::chrono::milliseconds(50)));
+      offload_cv_.wait_until(
+          lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                       std::chrono::milliseconds(50)));
     }
-    if (waited) metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
+    if (waited)
+      metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
   }
   if (placements.empty()) {
-    return fail(Status(ErrorCode::NO_AVAILABLE_HANDLE,
-                       fmt::format("no segment has {} free bytes after eviction", size)));
+    return fail(Status(
+        ErrorCode::NO_AVAILABLE_HANDLE,
+        fmt::format("no segment has {} free bytes after eviction", size)));
   }
 
   ObjectMeta meta;
@@ -345,7 +377,8 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
   meta.soft_pin = opts.soft_pin;
   meta.replicas.reserve(placements.size());
   for (const auto& p : placements) {
-    meta.replicas.push_back(Replica{p.offset, p.segment, p.handle, ReplicaKind::kMemory,
+    meta.replicas.push_back(Replica{p.offset, p.segment, p.handle,
+                                    ReplicaKind::kMemory,
                                     ReplicaStatus::kProcessing});
   }
   std::vector<ReplicaDesc> out;
@@ -365,16 +398,19 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(const std::string& tena
   CountResult("puts", ErrorCode::OK);
   // Wake the eviction thread as soon as the watermark is crossed instead of
   // waiting for its next tick, so puts rarely have to evict synchronously.
-  if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+  if (segments_.Usage(SegmentKind::kMain).ratio() >=
+      config_.eviction_high_watermark_ratio) {
     bg_cv_.notify_one();
   }
   return out;
 }
 
-Status MasterService::PutEnd(const std::string& tenant, const std::string& key) {
+Status MasterService::PutEnd(const std::string& tenant,
+                             const std::string& key) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
   ObjectKeyView okey;
-  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  if (!LookupKey(tenant, key, &okey))
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
   const int64_t now = clock_->NowMs();
@@ -392,8 +428,8 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
       not_before = it->second.lease_deadline_ms;
       EraseObject(shard, it, not_before);
     }
-    auto [ins, ok] =
-        shard.objects.emplace(ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+    auto [ins, ok] = shard.objects.emplace(
+        ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
     if (config_.enable_offload && !config_.offload_on_evict) {
       QueueOffload(shard, ins->first, ins->second);
     }
@@ -401,7 +437,8 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
   }
   auto it = shard.objects.find(okey);
   if (it == shard.objects.end() || !it->second.HasProcessing()) {
-    return Status(ErrorCode::OBJECT_NOT_FOUND, "no put in progress for this key");
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  "no put in progress for this key");
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
@@ -413,10 +450,12 @@ Status MasterService::PutEnd(const std::string& tenant, const std::string& key) 
   return Status::OK();
 }
 
-Status MasterService::PutRevoke(const std::string& tenant, const std::string& key) {
+Status MasterService::PutRevoke(const std::string& tenant,
+                                const std::string& key) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
   ObjectKeyView okey;
-  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  if (!LookupKey(tenant, key, &okey))
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto up = shard.upserts.find(okey);
@@ -427,7 +466,8 @@ Status MasterService::PutRevoke(const std::string& tenant, const std::string& ke
   }
   auto it = shard.objects.find(okey);
   if (it == shard.objects.end() || !it->second.HasProcessing()) {
-    return Status(ErrorCode::OBJECT_NOT_FOUND, "no put in progress for this key");
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  "no put in progress for this key");
   }
   auto& reps = it->second.replicas;
   std::vector<Replica> revoked;
@@ -454,38 +494,45 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
   };
   if (Status s = ValidateKey(key); !s.ok()) return fail(s);
   ObjectKeyView okey;
-  if (!LookupKey(tenant, key, &okey)) return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
+  if (!LookupKey(tenant, key, &okey))
+    return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
   auto& shard = objects_.ShardFor(okey);
   GetResult out;
   {
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(okey);
-    if (it == shard.objects.end()) return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
+    if (it == shard.objects.end())
+      return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
     ObjectMeta& m = it->second;
     if (!m.HasComplete()) return fail(Status(ErrorCode::REPLICA_IS_NOT_READY));
     const int64_t now = clock_->NowMs();
     if (m.prefetched_unread && m.HasCompleteMemory()) {
-      CountPrefetchFate(m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
+      CountPrefetchFate(
+          m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
     }
-    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    m.lease_deadline_ms =
+        std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
     m.last_access_ms = now;
     out.size = m.size;
     out.lease_ttl_ms = config_.default_kv_lease_ttl;
     for (const auto& r : m.replicas) {
-      if (r.status == ReplicaStatus::kComplete) out.replicas.push_back(Describe(r, m.size));
+      if (r.status == ReplicaStatus::kComplete)
+        out.replicas.push_back(Describe(r, m.size));
     }
-    if (config_.promotion_on_hit && !m.HasCompleteMemory() && m.FirstCompleteDisk()) {
+    if (config_.promotion_on_hit && !m.HasCompleteMemory() &&
+        m.FirstCompleteDisk()) {
       MaybePromoteOnHit(shard, it->first, m);
     }
   }
-  std::stable_partition(out.replicas.begin(), out.replicas.end(),
-                        [](const ReplicaDesc& d) { return d.kind == ReplicaKind::kMemory; });
+  std::stable_partition(
+      out.replicas.begin(), out.replicas.end(),
+      [](const ReplicaDesc& d) { return d.kind == ReplicaKind::kMemory; });
   CountResult("gets", ErrorCode::OK);
   return out;
 }
 
-ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& key,
-                                  bool grant_lease) {
+ErrorCode MasterService::ExistKey(const std::string& tenant,
+                                  const std::string& key, bool grant_lease) {
   ErrorCode code = ErrorCode::OBJECT_NOT_FOUND;
   if (!ValidateKey(key).ok()) {
     code = ErrorCode::INVALID_KEY;
@@ -497,8 +544,8 @@ ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& 
       code = ErrorCode::OK;
       if (grant_lease) {
         const int64_t now = clock_->NowMs();
-        it->second.lease_deadline_ms =
-            std::max(it->second.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+        it->second.lease_deadline_ms = std::max(
+            it->second.lease_deadline_ms, now + config_.default_kv_lease_ttl);
       }
     }
   }
@@ -506,8 +553,8 @@ ErrorCode MasterService::ExistKey(const std::string& tenant, const std::string& 
   return code;
 }
 
-void MasterService::QueryOne(int64_t tenant_id, std::string_view key, int64_t now,
-                             BatchQueryResult* out) const {
+void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
+                             int64_t now, BatchQueryResult* out) const {
   QueryItem item;
   item.first_replica = static_cast<uint32_t>(out->replicas.size());
   if (key.empty() || key.size() > kMaxKeyLength) {
@@ -525,14 +572,16 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key, int64_t no
       const ObjectMeta& m = it->second;
       item.size = m.size;
       item.lease_remaining_ms = m.lease_deadline_ms - now;
-      out->replicas.insert(out->replicas.end(), m.replicas.begin(), m.replicas.end());
+      out->replicas.insert(out->replicas.end(), m.replicas.begin(),
+                           m.replicas.end());
       item.num_replicas = static_cast<uint32_t>(m.replicas.size());
     }
   }
   out->items.push_back(item);
 }
 
-QueryResult MasterService::QueryReadOnly(const std::string& tenant, const std::string& key) const {
+QueryResult MasterService::QueryReadOnly(const std::string& tenant,
+                                         const std::string& key) const {
   BatchQueryResult batch;
   QueryReadOnlyBatch(tenant, std::vector<std::string_view>{key}, &batch);
   const QueryItem& item = batch.items[0];
@@ -541,17 +590,20 @@ QueryResult MasterService::QueryReadOnly(const std::string& tenant, const std::s
   q.size = item.size;
   q.lease_remaining_ms = item.lease_remaining_ms;
   for (uint32_t i = 0; i < item.num_replicas; ++i) {
-    q.replicas.push_back(Describe(batch.replicas[item.first_replica + i], item.size));
+    q.replicas.push_back(
+        Describe(batch.replicas[item.first_replica + i], item.size));
   }
   return q;
 }
 
 // ------------------------------------------------------------------ remove
 
-Status MasterService::Remove(const std::string& tenant, const std::string& key, bool force) {
+Status MasterService::Remove(const std::string& tenant, const std::string& key,
+                             bool force) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
   ObjectKeyView okey;
-  if (!LookupKey(tenant, key, &okey)) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  if (!LookupKey(tenant, key, &okey))
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.objects.find(okey);
@@ -559,18 +611,24 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key, 
   ObjectMeta& m = it->second;
   const int64_t now = clock_->NowMs();
   if (!force && m.LeaseLive(now)) {
-    metrics_.GetCounter("kvpool_master_lease_refusals_total", "", "removes refused by a lease")
+    metrics_
+        .GetCounter("kvpool_master_lease_refusals_total", "",
+                    "removes refused by a lease")
         .Inc();
-    return Status(ErrorCode::OBJECT_HAS_LEASE,
-                  fmt::format("leased for {} more ms", m.lease_deadline_ms - now));
+    return Status(
+        ErrorCode::OBJECT_HAS_LEASE,
+        fmt::format("leased for {} more ms", m.lease_deadline_ms - now));
   }
   if (!force && m.HasProcessing()) {
-    return Status(ErrorCode::REPLICA_IS_NOT_READY, "a put of this key is in progress");
+    return Status(ErrorCode::REPLICA_IS_NOT_READY,
+                  "a put of this key is in progress");
   }
   // A forced remove must not pull bytes from under a reader or a writer.
   int64_t not_before = m.lease_deadline_ms;
   if (m.HasProcessing()) {
-    not_before = std::max(not_before, m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
+    not_before =
+        std::max(not_before, m.last_access_ms +
+                                 config_.put_start_release_timeout_sec * 1000);
   }
   EraseObject(shard, it, not_before);
   return Status::OK();
@@ -594,8 +652,9 @@ uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
       }
       int64_t not_before = m.lease_deadline_ms;
       if (m.HasProcessing()) {
-        not_before = std::max(not_before,
-                              m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
+        not_before = std::max(
+            not_before,
+            m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
       }
       it = EraseObject(shard, it, not_before);
       ++removed;
@@ -614,7 +673,8 @@ uint64_t MasterService::EvictIfNeeded() {
   // Down to the high watermark, then a further eviction_ratio of capacity,
   // so eviction runs in batches rather than once per put.
   uint64_t over = u.used - uint64_t(high * double(u.capacity));
-  return EvictBytes(over + uint64_t(config_.eviction_ratio * double(u.capacity)));
+  return EvictBytes(over +
+                    uint64_t(config_.eviction_ratio * double(u.capacity)));
 }
 
 uint64_t MasterService::EvictBytes(uint64_t bytes) {
@@ -634,8 +694,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
     bool allow_soft;
     bool with_copy;
   };
-  auto eligible = [&](const Shard& shard, const ObjectKey& k, const ObjectMeta& m,
-                      const Round& round) {
+  auto eligible = [&](const Shard& shard, const ObjectKey& k,
+                      const ObjectMeta& m, const Round& round) {
     if (m.hard_pin || (m.soft_pin && !round.allow_soft) || m.LeaseLive(now) ||
         m.HasProcessing() || memory_bytes(m) == 0) {
       return false;
@@ -646,8 +706,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
   };
 
   uint64_t freed = 0, queued = 0, forced = 0, kept = 0;
-  for (Round round : {Round{false, true}, Round{false, false}, Round{true, true},
-                      Round{true, false}}) {
+  for (Round round : {Round{false, true}, Round{false, false},
+                      Round{true, true}, Round{true, false}}) {
     if (freed >= bytes) break;
     // Pass 1: the access-time cutoff that frees enough (no key copies).
     std::vector<std::pair<int64_t, uint64_t>> cands;  // (last_access, bytes)
@@ -655,7 +715,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
       auto& shard = objects_.shard(i);
       std::lock_guard<std::mutex> lock(shard.mu);
       for (const auto& [k, m] : shard.objects) {
-        if (eligible(shard, k, m, round)) cands.emplace_back(m.last_access_ms, memory_bytes(m));
+        if (eligible(shard, k, m, round))
+          cands.emplace_back(m.last_access_ms, memory_bytes(m));
       }
     }
     if (cands.empty()) continue;
@@ -673,9 +734,11 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
     for (size_t i = 0; i < ObjectStore::kShards && freed < bytes; ++i) {
       auto& shard = objects_.shard(i);
       std::lock_guard<std::mutex> lock(shard.mu);
-      for (auto it = shard.objects.begin(); it != shard.objects.end() && freed < bytes;) {
+      for (auto it = shard.objects.begin();
+           it != shard.objects.end() && freed < bytes;) {
         ObjectMeta& m = it->second;
-        if (m.last_access_ms > cutoff || !eligible(shard, it->first, m, round)) {
+        if (m.last_access_ms > cutoff ||
+            !eligible(shard, it->first, m, round)) {
           ++it;
           continue;
         }
@@ -717,13 +780,17 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
     metrics_.GetCounter("kvpool_master_evicted_bytes_total").Inc(freed);
     metrics_.GetCounter("kvpool_master_eviction_passes_total").Inc();
   }
-  if (queued) metrics_.GetCounter("kvpool_master_evict_offload_queued_total").Inc(queued);
+  if (queued)
+    metrics_.GetCounter("kvpool_master_evict_offload_queued_total").Inc(queued);
   if (forced) {
-    metrics_.GetCounter("kvpool_master_force_evicted_without_copy_total", "",
-                        "keys dropped from DRAM with no SSD copy (offload_force_evict)")
+    metrics_
+        .GetCounter(
+            "kvpool_master_force_evicted_without_copy_total", "",
+            "keys dropped from DRAM with no SSD copy (offload_force_evict)")
         .Inc(forced);
   }
-  if (kept) metrics_.GetCounter("kvpool_master_evict_kept_no_copy_total").Inc(kept);
+  if (kept)
+    metrics_.GetCounter("kvpool_master_evict_kept_no_copy_total").Inc(kept);
   return freed;
 }
 
@@ -733,7 +800,8 @@ void MasterService::Housekeep() {
   const int64_t now = clock_->NowMs();
   segments_.ReleaseDue(now);
 
-  for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000)) DropNode(*node);
+  for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000))
+    DropNode(*node);
 
   // Abandoned puts and expired tasks: full scans, so at most once a second.
   if (now - last_slow_housekeep_ms_ < 1000) return;
@@ -775,8 +843,10 @@ void MasterService::Housekeep() {
     }
   }
   if (reclaimed) {
-    metrics_.GetCounter("kvpool_master_put_reclaimed_total", "",
-                        "unfinished puts reclaimed after put_start_release_timeout_sec")
+    metrics_
+        .GetCounter(
+            "kvpool_master_put_reclaimed_total", "",
+            "unfinished puts reclaimed after put_start_release_timeout_sec")
         .Inc(reclaimed);
   }
 }
@@ -809,7 +879,8 @@ std::string MasterService::StatusJson() const {
     if (!segs.empty()) segs += ",";
     segs += fmt::format(
         R"({{"id":{},"node":"{}","kind":"{}","capacity":{},"used":{},"endpoint":"{}"}})",
-        seg.info.id, seg.info.node_id, seg.info.kind == SegmentKind::kMain ? "main" : "prefetch_buffer",
+        seg.info.id, seg.info.node_id,
+        seg.info.kind == SegmentKind::kMain ? "main" : "prefetch_buffer",
         seg.info.capacity, seg.used, seg.info.data_endpoint);
   }
   SegmentUsage main = segments_.Usage(SegmentKind::kMain);
@@ -820,11 +891,11 @@ std::string MasterService::StatusJson() const {
       R"("cancelled":{},"expired":{},"in_flight":{}}},)"
       R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
       R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
-      s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects, s.evicted_bytes,
-      offloads_in_flight_.load(), promo_admitted_.load(), promo_completed_.load(),
-      promo_failed_.load(), promo_cancelled_.load(), promo_expired_.load(),
-      promotion_in_flight_.load(), main.used, main.capacity,
-      main.ratio(), pb.used, pb.capacity, pb.ratio(), segs);
+      s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects,
+      s.evicted_bytes, offloads_in_flight_.load(), promo_admitted_.load(),
+      promo_completed_.load(), promo_failed_.load(), promo_cancelled_.load(),
+      promo_expired_.load(), promotion_in_flight_.load(), main.used,
+      main.capacity, main.ratio(), pb.used, pb.capacity, pb.ratio(), segs);
 }
 
 }  // namespace kvpool

@@ -116,7 +116,8 @@ struct PromotionCounters {
 
 class MasterService {
  public:
-  MasterService(MasterConfig config, const Clock* clock = SystemClock::Default());
+  MasterService(MasterConfig config,
+                const Clock* clock = SystemClock::Default());
   ~MasterService();
 
   // Starts / stops the background thread (eviction, graveyard, put
@@ -130,12 +131,14 @@ class MasterService {
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
   // the node's queued tasks, waiting up to `wait_ms` for some.
-  Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0, size_t max_offload = 0,
-                   NodeTasks* tasks = nullptr);
+  Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0,
+                   size_t max_offload = 0, NodeTasks* tasks = nullptr);
 
   // ---- put ----
-  Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant, const std::string& key,
-                                            uint64_t size, const PutOptions& opts);
+  Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant,
+                                            const std::string& key,
+                                            uint64_t size,
+                                            const PutOptions& opts);
   Status PutEnd(const std::string& tenant, const std::string& key);
   Status PutRevoke(const std::string& tenant, const std::string& key);
 
@@ -143,12 +146,15 @@ class MasterService {
   // Grants (extends) the read lease. REPLICA_IS_NOT_READY while only
   // PROCESSING replicas exist. For an SSD-only key with promotion_on_hit,
   // may admit a promotion (never waits for it).
-  Result<GetResult> GetReplicaList(const std::string& tenant, const std::string& key);
+  Result<GetResult> GetReplicaList(const std::string& tenant,
+                                   const std::string& key);
   // OK when a COMPLETE replica exists, else OBJECT_NOT_FOUND. Grants the
   // lease unless `grant_lease` is false.
-  ErrorCode ExistKey(const std::string& tenant, const std::string& key, bool grant_lease);
+  ErrorCode ExistKey(const std::string& tenant, const std::string& key,
+                     bool grant_lease);
   // Tier lookup: no lease, no LRU touch, no get/exist metrics.
-  QueryResult QueryReadOnly(const std::string& tenant, const std::string& key) const;
+  QueryResult QueryReadOnly(const std::string& tenant,
+                            const std::string& key) const;
   // The same for many keys of one tenant; segment/holder details are left to
   // the caller, so the hot path takes no segment lock and copies no strings.
   template <typename KeyRange>
@@ -165,22 +171,24 @@ class MasterService {
   // One code per result: OK = the LOCAL_DISK replica is recorded (duplicates
   // are idempotent); else the node must drop its copy. A NACK releases the
   // pin at once.
-  std::vector<ErrorCode> NotifyOffload(const std::string& node_id,
-                                       const std::vector<OffloadResultIn>& results);
+  std::vector<ErrorCode> NotifyOffload(
+      const std::string& node_id, const std::vector<OffloadResultIn>& results);
   // A restarted node's SSD contents. OK = recorded; else drop the copy (the
   // master already has a value for that key, which may differ).
-  std::vector<ErrorCode> RegisterDiskObjects(const std::string& node_id,
-                                             const std::vector<DiskObjectIn>& objects);
+  std::vector<ErrorCode> RegisterDiskObjects(
+      const std::string& node_id, const std::vector<DiskObjectIn>& objects);
   // Two-phase SSD eviction: OK = the replica is gone from the master (or was
   // never there) and the node may free the space; else keep it.
-  std::vector<ErrorCode> RemoveDiskReplicas(const std::string& node_id,
-                                            const std::vector<DiskObjectIn>& objects);
+  std::vector<ErrorCode> RemoveDiskReplicas(
+      const std::string& node_id, const std::vector<DiskObjectIn>& objects);
   // The promotion chain, called by the holder of the task's source.
-  Result<ReplicaDesc> PromotionAllocStart(const std::string& node_id, const std::string& tenant,
+  Result<ReplicaDesc> PromotionAllocStart(const std::string& node_id,
+                                          const std::string& tenant,
                                           const std::string& key, uint64_t size,
                                           uint64_t task_id);
   Status NotifyPromotion(const std::string& node_id, const std::string& tenant,
-                         const std::string& key, uint64_t task_id, bool success);
+                         const std::string& key, uint64_t task_id,
+                         bool success);
   PromotionCounters promotion_counters() const;
 
   // Prefetch-on-exist: registers a promotion of `keys` held on the caller's
@@ -194,9 +202,9 @@ class MasterService {
     uint64_t task_id = 0;
     uint64_t size = 0;
   };
-  std::vector<PrefetchRegistration> RegisterPrefetchTask(const std::string& node_id,
-                                                         const std::string& tenant,
-                                                         const std::vector<std::string>& keys);
+  std::vector<PrefetchRegistration> RegisterPrefetchTask(
+      const std::string& node_id, const std::string& tenant,
+      const std::vector<std::string>& keys);
   // Router-triggered prefetch (shared/seeds/rfc-router-prefetch-trigger.md):
   // the RFC's per-key statuses. Inside the promote-on-hit gates (watermark,
   // dedup, shared in-flight cap) except the frequency sketch; the lease is
@@ -210,8 +218,8 @@ class MasterService {
     kNoLocalDisk,
     kNotFound,
   };
-  Result<std::vector<PrefetchStatus>> BatchPrefetchToMemory(const std::string& tenant,
-                                                            const std::vector<std::string>& keys);
+  Result<std::vector<PrefetchStatus>> BatchPrefetchToMemory(
+      const std::string& tenant, const std::vector<std::string>& keys);
   // Counts the fate of a prefetched replica (shard lock held).
   void CountPrefetchFate(ObjectMeta& m, const char* fate);
 
@@ -239,16 +247,20 @@ class MasterService {
 
   Status ValidateKey(const std::string& key) const;
   ObjectKey MakeKey(const std::string& tenant, const std::string& key);
-  bool LookupKey(const std::string& tenant, const std::string& key, ObjectKeyView* out) const;
+  bool LookupKey(const std::string& tenant, const std::string& key,
+                 ObjectKeyView* out) const;
   ReplicaDesc Describe(const Replica& r, uint64_t size) const;
-  void QueryOne(int64_t tenant_id, std::string_view key, int64_t now, BatchQueryResult* out) const;
+  void QueryOne(int64_t tenant_id, std::string_view key, int64_t now,
+                BatchQueryResult* out) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
-  void ReleaseReplicas(const std::vector<Replica>& replicas, int64_t not_before_ms);
+  void ReleaseReplicas(const std::vector<Replica>& replicas,
+                       int64_t not_before_ms);
   // Erases an object and everything hanging off it (promotion entry,
   // pending offload), keeping ranges that someone may still touch until
   // it is safe. Returns the iterator past it.
-  ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it, int64_t not_before_ms);
+  ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
+                                  int64_t not_before_ms);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
   // Queues an offload of the object's memory replica to an SSD-capable
   // holder; false when none or the queue is full.
@@ -277,8 +289,8 @@ class MasterService {
   std::atomic<int64_t> offloads_in_flight_{0};
   // The promotion entry's shared counters (promotion_in_flight_ in the seeds).
   std::atomic<uint64_t> promotion_in_flight_{0};
-  std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0}, promo_failed_{0},
-      promo_cancelled_{0}, promo_expired_{0};
+  std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0},
+      promo_failed_{0}, promo_cancelled_{0}, promo_expired_{0};
   std::mutex evict_mu_;  // one eviction pass at a time
   // Signalled when offload results arrive, for puts waiting for room.
   std::mutex offload_mu_;
@@ -292,9 +304,11 @@ class MasterService {
 };
 
 template <typename KeyRange>
-void MasterService::QueryReadOnlyBatch(const std::string& tenant, const KeyRange& keys,
+void MasterService::QueryReadOnlyBatch(const std::string& tenant,
+                                       const KeyRange& keys,
                                        BatchQueryResult* out) const {
-  int64_t tid = tenants_.Lookup(tenant.empty() ? std::string(kDefaultTenant) : tenant);
+  int64_t tid =
+      tenants_.Lookup(tenant.empty() ? std::string(kDefaultTenant) : tenant);
   int64_t now = clock_->NowMs();
   out->items.reserve(out->items.size() + static_cast<size_t>(keys.size()));
   for (const auto& k : keys) QueryOne(tid, k, now, out);

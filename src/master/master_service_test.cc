@@ -39,7 +39,8 @@ TEST_F(MasterServiceTest, PutGetLifecycle) {
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ((*r)[0].status, ReplicaStatus::kProcessing);
   // Readers never see a PROCESSING replica.
-  EXPECT_EQ(svc_->GetReplicaList("", "k").code(), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(svc_->GetReplicaList("", "k").code(),
+            ErrorCode::REPLICA_IS_NOT_READY);
   EXPECT_EQ(svc_->ExistKey("", "k", true), ErrorCode::OBJECT_NOT_FOUND);
   ASSERT_TRUE(svc_->PutEnd("", "k").ok());
   auto g = svc_->GetReplicaList("", "k");
@@ -54,9 +55,11 @@ TEST_F(MasterServiceTest, PutOfExistingKeyDoesNotOverwrite) {
   Mount("a", 1 << 20);
   ASSERT_TRUE(Put("k", 100).ok());
   auto before = svc_->GetReplicaList("", "k");
-  EXPECT_EQ(svc_->PutStart("", "k", 200, {}).code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(svc_->PutStart("", "k", 200, {}).code(),
+            ErrorCode::OBJECT_ALREADY_EXISTS);
   EXPECT_EQ(svc_->GetReplicaList("", "k")->size, 100u);
-  EXPECT_EQ(before->replicas[0].offset, svc_->GetReplicaList("", "k")->replicas[0].offset);
+  EXPECT_EQ(before->replicas[0].offset,
+            svc_->GetReplicaList("", "k")->replicas[0].offset);
 }
 
 TEST_F(MasterServiceTest, UpsertReplacesOnlyWhenComplete) {
@@ -84,12 +87,16 @@ TEST_F(MasterServiceTest, TenantsAreIsolated) {
 TEST_F(MasterServiceTest, BadInputIsAClearError) {
   Mount("a", 1 << 20);
   EXPECT_EQ(svc_->PutStart("", "", 10, {}).code(), ErrorCode::INVALID_KEY);
-  EXPECT_EQ(svc_->PutStart("", std::string(kMaxKeyLength + 1, 'x'), 10, {}).code(),
-            ErrorCode::INVALID_KEY);
+  EXPECT_EQ(
+      svc_->PutStart("", std::string(kMaxKeyLength + 1, 'x'), 10, {}).code(),
+      ErrorCode::INVALID_KEY);
   EXPECT_EQ(svc_->PutStart("", "k", 0, {}).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(svc_->PutStart("", "k", (1 << 20) + 1, {}).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(svc_->GetReplicaList("", "nope").code(), ErrorCode::OBJECT_NOT_FOUND);
-  EXPECT_EQ(svc_->Remove("", "nope", false).code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->PutStart("", "k", (1 << 20) + 1, {}).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->GetReplicaList("", "nope").code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->Remove("", "nope", false).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(svc_->PutEnd("", "nope").code(), ErrorCode::OBJECT_NOT_FOUND);
   // Nothing above left state behind.
   EXPECT_EQ(svc_->Stats().objects, 0u);
@@ -161,13 +168,16 @@ TEST_F(MasterServiceTest, ExistWithoutLeaseLeavesKeyEvictable) {
 TEST_F(MasterServiceTest, QueryReadOnlyHasNoSideEffects) {
   Mount("a", 1 << 20);
   ASSERT_TRUE(Put("k", 100).ok());
-  uint64_t gets = svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\"");
+  uint64_t gets =
+      svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\"");
   QueryResult q = svc_->QueryReadOnly("", "k");
   EXPECT_EQ(q.code, ErrorCode::OK);
   EXPECT_EQ(q.size, 100u);
   EXPECT_EQ(q.replicas.size(), 1u);
   EXPECT_LE(q.lease_remaining_ms, 0);
-  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\""), gets);
+  EXPECT_EQ(
+      svc_->metrics().CounterValue("kvpool_master_gets_total", "result=\"OK\""),
+      gets);
   EXPECT_TRUE(svc_->Remove("", "k", false).ok());  // no lease was granted
   EXPECT_EQ(svc_->QueryReadOnly("", "k").code, ErrorCode::OBJECT_NOT_FOUND);
 }
@@ -209,7 +219,8 @@ TEST_F(MasterServiceTest, SoftPinnedEvictedOnlyAfterOthers) {
 
 TEST_F(MasterServiceTest, FullPoolPutEvictsThenSucceeds) {
   Mount("a", 64 * 1024);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(Put("k" + std::to_string(i), 8 * 1024).ok());
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(Put("k" + std::to_string(i), 8 * 1024).ok());
   clock_.Advance(config_.default_kv_lease_ttl + 1);
   EXPECT_TRUE(Put("new", 8 * 1024).ok());
   EXPECT_EQ(svc_->ExistKey("", "new", false), ErrorCode::OK);
@@ -221,14 +232,16 @@ TEST_F(MasterServiceTest, FullPoolOfLeasedKeysFailsWithNoHandle) {
     ASSERT_TRUE(Put("k" + std::to_string(i), 8 * 1024).ok());
     ASSERT_TRUE(svc_->GetReplicaList("", "k" + std::to_string(i)).ok());
   }
-  EXPECT_EQ(svc_->PutStart("", "new", 8 * 1024, {}).code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(svc_->PutStart("", "new", 8 * 1024, {}).code(),
+            ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_EQ(svc_->Stats().objects, 8u);
 }
 
 TEST_F(MasterServiceTest, AbandonedPutIsDiscardedThenReleased) {
   Mount("a", 1 << 20);
   ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());
-  EXPECT_EQ(svc_->PutStart("", "k", 4096, {}).code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(svc_->PutStart("", "k", 4096, {}).code(),
+            ErrorCode::OBJECT_ALREADY_EXISTS);
   clock_.Advance(config_.put_start_discard_timeout_sec * 1000 + 1);
   // After the discard timeout a new put of the key may proceed ...
   ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());
@@ -271,7 +284,8 @@ TEST_F(MasterServiceTest, SilentNodeIsDroppedAndItsKeysBecomeMisses) {
 
 TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
   Mount("a", 1 << 20);
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Put("k" + std::to_string(i), 100).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(Put("k" + std::to_string(i), 100).ok());
   ASSERT_TRUE(svc_->GetReplicaList("", "k0").ok());
   EXPECT_EQ(svc_->RemoveAll("", false), 4u);
   EXPECT_EQ(svc_->RemoveAll("", true), 1u);

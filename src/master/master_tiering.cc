@@ -11,9 +11,8 @@
 
 namespace kvpool {
 
-MasterService::ObjectMap::iterator MasterService::EraseObject(Shard& shard,
-                                                              ObjectMap::iterator it,
-                                                              int64_t not_before_ms) {
+MasterService::ObjectMap::iterator MasterService::EraseObject(
+    Shard& shard, ObjectMap::iterator it, int64_t not_before_ms) {
   const int64_t now = clock_->NowMs();
   ObjectKeyView kv{it->first.tenant, it->first.key};
   auto off = shard.offloads.find(kv);
@@ -34,16 +33,18 @@ void MasterService::CancelPromotion(Shard& shard, const ObjectKeyView& key) {
   if (it == shard.promotions.end()) return;
   if (it->second.staged) {
     // The holder may still be writing the staged range.
-    segments_.FreeAt(Placement{it->second.staged_segment, it->second.staged_handle,
-                               it->second.staged_offset},
-                     clock_->NowMs() + kTaskGraceMs);
+    segments_.FreeAt(
+        Placement{it->second.staged_segment, it->second.staged_handle,
+                  it->second.staged_offset},
+        clock_->NowMs() + kTaskGraceMs);
   }
   shard.promotions.erase(it);
   --promotion_in_flight_;
   ++promo_cancelled_;
 }
 
-bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m) {
+bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
+                                 const ObjectMeta& m) {
   if (shard.offloads.count(key)) return true;
   if (m.FirstCompleteDisk() != nullptr) return false;
   if (offloads_in_flight_.load() >= config_.offloading_queue_limit) {
@@ -51,7 +52,8 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key, const Objec
     return false;
   }
   for (const auto& r : m.replicas) {
-    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete) continue;
+    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
+      continue;
     auto seg = segments_.Info(r.segment);
     if (!seg) continue;
     auto idx = nodes_.IndexOf(seg->node_id);
@@ -60,31 +62,37 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key, const Objec
     if (!node || !node->ssd_enabled) continue;
     shard.offloads[key] = OffloadState{*idx, m.version, clock_->NowMs()};
     ++offloads_in_flight_;
-    nodes_.PushOffload(*idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
-                                            r.offset, m.size, m.version});
+    nodes_.PushOffload(
+        *idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
+                             r.offset, m.size, m.version});
     metrics_.GetCounter("kvpool_master_offload_tasks_total").Inc();
     return true;
   }
   return false;
 }
 
-void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m) {
+void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
+                                      ObjectMeta& m) {
   auto reject = [&](const char* reason) {
-    metrics_.GetCounter("kvpool_master_promotion_rejected_total",
-                        fmt::format("reason=\"{}\"", reason))
+    metrics_
+        .GetCounter("kvpool_master_promotion_rejected_total",
+                    fmt::format("reason=\"{}\"", reason))
         .Inc();
   };
   if (sketch_.Increment(key.tenant, key.key) <
       static_cast<uint64_t>(config_.promotion_admission_threshold)) {
     return reject("frequency");
   }
-  if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+  if (segments_.Usage(SegmentKind::kMain).ratio() >=
+      config_.eviction_high_watermark_ratio) {
     return reject("watermark");
   }
-  if (shard.promotions.count(key) || m.HasProcessing() || shard.upserts.count(key)) {
+  if (shard.promotions.count(key) || m.HasProcessing() ||
+      shard.upserts.count(key)) {
     return reject("dedup");
   }
-  if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+  if (promotion_in_flight_.load() >=
+      static_cast<uint64_t>(config_.promotion_queue_limit)) {
     return reject("cap");
   }
   const Replica* src = m.FirstCompleteDisk();
@@ -96,12 +104,13 @@ void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key, Object
   shard.promotions[key] = st;
   ++promotion_in_flight_;
   ++promo_admitted_;
-  nodes_.PushPromotion(st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key, m.size,
-                                                   st.task_id, st.source, false});
+  nodes_.PushPromotion(
+      st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key, m.size,
+                                  st.task_id, st.source, false});
 }
 
-std::vector<ErrorCode> MasterService::NotifyOffload(const std::string& node_id,
-                                                    const std::vector<OffloadResultIn>& results) {
+std::vector<ErrorCode> MasterService::NotifyOffload(
+    const std::string& node_id, const std::vector<OffloadResultIn>& results) {
   std::vector<ErrorCode> out(results.size(), ErrorCode::OK);
   auto idx = nodes_.IndexOf(node_id);
   if (!idx) {
@@ -138,15 +147,18 @@ std::vector<ErrorCode> MasterService::NotifyOffload(const std::string& node_id,
       continue;
     }
     if (!it->second.HasDiskOn(*idx)) {
-      it->second.replicas.push_back(
-          Replica{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete});
+      it->second.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk,
+                                            ReplicaStatus::kComplete});
     }
     ++acks;
   }
   offload_cv_.notify_all();  // puts waiting for room may retry now
-  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"").Inc(acks);
-  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"").Inc(nacks);
-  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"stale\"").Inc(stale);
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"")
+      .Inc(acks);
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"")
+      .Inc(nacks);
+  metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"stale\"")
+      .Inc(stale);
   return out;
 }
 
@@ -174,7 +186,8 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
       m.size = o.size;
       m.version = next_version_++;
       m.last_access_ms = now;
-      m.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete});
+      m.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk,
+                                   ReplicaStatus::kComplete});
       shard.objects.emplace(std::move(key), std::move(m));
     } else if (!(it->second.HasDiskOn(*idx) && it->second.size == o.size)) {
       // The pool already has a value for this key, which may not be the
@@ -185,8 +198,8 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
   return out;
 }
 
-std::vector<ErrorCode> MasterService::RemoveDiskReplicas(const std::string& node_id,
-                                                         const std::vector<DiskObjectIn>& objects) {
+std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
+    const std::string& node_id, const std::vector<DiskObjectIn>& objects) {
   std::vector<ErrorCode> out(objects.size(), ErrorCode::OK);
   auto idx = nodes_.IndexOf(node_id);
   if (!idx) {
@@ -203,7 +216,8 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(const std::string& node
     if (it == shard.objects.end() || !it->second.HasDiskOn(*idx)) continue;
     auto promo = shard.promotions.find(kv);
     if (promo != shard.promotions.end() && promo->second.holder == *idx) {
-      out[i] = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;  // the source is pinned
+      out[i] =
+          ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;  // the source is pinned
       continue;
     }
     ObjectMeta& m = it->second;
@@ -214,7 +228,8 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(const std::string& node
     auto& reps = m.replicas;
     reps.erase(std::remove_if(reps.begin(), reps.end(),
                               [&](const Replica& r) {
-                                return r.kind == ReplicaKind::kLocalDisk && r.segment == *idx;
+                                return r.kind == ReplicaKind::kLocalDisk &&
+                                       r.segment == *idx;
                               }),
                reps.end());
     if (reps.empty()) EraseObject(shard, it, 0);
@@ -222,12 +237,12 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(const std::string& node
   return out;
 }
 
-Result<ReplicaDesc> MasterService::PromotionAllocStart(const std::string& node_id,
-                                                       const std::string& tenant,
-                                                       const std::string& key, uint64_t size,
-                                                       uint64_t task_id) {
+Result<ReplicaDesc> MasterService::PromotionAllocStart(
+    const std::string& node_id, const std::string& tenant,
+    const std::string& key, uint64_t size, uint64_t task_id) {
   auto idx = nodes_.IndexOf(node_id);
-  if (!idx) return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
+  if (!idx)
+    return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
   ObjectKeyView kv;
   if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(kv);
@@ -239,17 +254,20 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(const std::string& node_i
     return Status(ErrorCode::OBJECT_NOT_FOUND, "no such promotion task");
   }
   if (st->second.holder != *idx) {
-    return Status(ErrorCode::INVALID_PARAMS, "only the holder of the source may promote it");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "only the holder of the source may promote it");
   }
   if (size != it->second.size) {
     return Status(ErrorCode::INVALID_PARAMS,
-                  fmt::format("size {} does not match the object's {}", size, it->second.size));
+                  fmt::format("size {} does not match the object's {}", size,
+                              it->second.size));
   }
-  if (st->second.staged) return Status(ErrorCode::INVALID_PARAMS, "promotion already started");
+  if (st->second.staged)
+    return Status(ErrorCode::INVALID_PARAMS, "promotion already started");
   auto holder = nodes_.Info(*idx);
   // No synchronous eviction here: a full pool is the DRAM-pressure signal.
-  auto placements = segments_.Allocate(size, 1, SegmentKind::kMain,
-                                       holder ? holder->node_id : std::string());
+  auto placements = segments_.Allocate(
+      size, 1, SegmentKind::kMain, holder ? holder->node_id : std::string());
   if (placements.empty()) {
     metrics_.GetCounter("kvpool_master_promotion_alloc_failed_total").Inc();
     return Status(ErrorCode::NO_AVAILABLE_HANDLE, "no DRAM for the promotion");
@@ -258,30 +276,37 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(const std::string& node_i
   st->second.staged_segment = placements[0].segment;
   st->second.staged_handle = placements[0].handle;
   st->second.staged_offset = placements[0].offset;
-  Replica staged{placements[0].offset, placements[0].segment, placements[0].handle,
-                 ReplicaKind::kMemory, ReplicaStatus::kProcessing};
+  Replica staged{placements[0].offset, placements[0].segment,
+                 placements[0].handle, ReplicaKind::kMemory,
+                 ReplicaStatus::kProcessing};
   return Describe(staged, size);
 }
 
-Status MasterService::NotifyPromotion(const std::string& node_id, const std::string& tenant,
-                                      const std::string& key, uint64_t task_id, bool success) {
+Status MasterService::NotifyPromotion(const std::string& node_id,
+                                      const std::string& tenant,
+                                      const std::string& key, uint64_t task_id,
+                                      bool success) {
   auto idx = nodes_.IndexOf(node_id);
-  if (!idx) return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
+  if (!idx)
+    return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
   ObjectKeyView kv;
   if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(kv);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto st = shard.promotions.find(kv);
   if (st == shard.promotions.end() || st->second.task_id != task_id) {
-    return Status(ErrorCode::OBJECT_NOT_FOUND, "no such promotion task (cancelled or reaped)");
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  "no such promotion task (cancelled or reaped)");
   }
   if (st->second.holder != *idx) {
-    return Status(ErrorCode::INVALID_PARAMS, "only the holder of the source may report it");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "only the holder of the source may report it");
   }
   PromotionState state = st->second;
   shard.promotions.erase(st);
   --promotion_in_flight_;
-  Placement staged{state.staged_segment, state.staged_handle, state.staged_offset};
+  Placement staged{state.staged_segment, state.staged_handle,
+                   state.staged_offset};
   auto it = shard.objects.find(kv);
   bool usable = success && state.staged && it != shard.objects.end() &&
                 segments_.IsMounted(state.staged_segment);
@@ -289,17 +314,20 @@ Status MasterService::NotifyPromotion(const std::string& node_id, const std::str
     // The holder is done with the range (it reports after its last write).
     if (state.staged) segments_.Free(staged);
     ++promo_failed_;
-    return success ? Status(ErrorCode::INVALID_PARAMS, "promotion was not started or lost its DRAM")
+    return success ? Status(ErrorCode::INVALID_PARAMS,
+                            "promotion was not started or lost its DRAM")
                    : Status::OK();
   }
   ObjectMeta& m = it->second;
-  m.replicas.insert(m.replicas.begin(), Replica{staged.offset, staged.segment, staged.handle,
-                                                ReplicaKind::kMemory, ReplicaStatus::kComplete});
+  m.replicas.insert(m.replicas.begin(),
+                    Replica{staged.offset, staged.segment, staged.handle,
+                            ReplicaKind::kMemory, ReplicaStatus::kComplete});
   const int64_t now = clock_->NowMs();
   m.last_access_ms = now;
   if (state.from_prefetch) {
     // A prefetched block must survive until its get arrives.
-    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    m.lease_deadline_ms =
+        std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
     m.prefetched_unread = true;
   }
   ++promo_completed_;
@@ -320,7 +348,8 @@ void MasterService::ReapTasks(int64_t now) {
       }
       if (it->second.staged) {
         segments_.FreeAt(
-            Placement{it->second.staged_segment, it->second.staged_handle, it->second.staged_offset},
+            Placement{it->second.staged_segment, it->second.staged_handle,
+                      it->second.staged_offset},
             now + kTaskGraceMs);
       }
       it = shard.promotions.erase(it);
@@ -337,13 +366,15 @@ void MasterService::ReapTasks(int64_t now) {
       }
     }
   }
-  if (offload_expired) metrics_.GetCounter("kvpool_master_offload_expired_total").Inc(offload_expired);
+  if (offload_expired)
+    metrics_.GetCounter("kvpool_master_offload_expired_total")
+        .Inc(offload_expired);
 }
 
 PromotionCounters MasterService::promotion_counters() const {
-  return PromotionCounters{promo_admitted_.load(), promo_completed_.load(), promo_failed_.load(),
-                           promo_cancelled_.load(), promo_expired_.load(),
-                           promotion_in_flight_.load()};
+  return PromotionCounters{promo_admitted_.load(), promo_completed_.load(),
+                           promo_failed_.load(),   promo_cancelled_.load(),
+                           promo_expired_.load(),  promotion_in_flight_.load()};
 }
 
 }  // namespace kvpool
@@ -353,11 +384,16 @@ namespace kvpool {
 void MasterService::CountPrefetchFate(ObjectMeta& m, const char* fate) {
   if (!m.prefetched_unread) return;
   m.prefetched_unread = false;
-  metrics_.GetCounter("kvpool_master_prefetch_fate_total", fmt::format("fate=\"{}\"", fate)).Inc();
+  metrics_
+      .GetCounter("kvpool_master_prefetch_fate_total",
+                  fmt::format("fate=\"{}\"", fate))
+      .Inc();
 }
 
-std::vector<MasterService::PrefetchRegistration> MasterService::RegisterPrefetchTask(
-    const std::string& node_id, const std::string& tenant, const std::vector<std::string>& keys) {
+std::vector<MasterService::PrefetchRegistration>
+MasterService::RegisterPrefetchTask(const std::string& node_id,
+                                    const std::string& tenant,
+                                    const std::vector<std::string>& keys) {
   std::vector<PrefetchRegistration> out(keys.size());
   auto idx = nodes_.IndexOf(node_id);
   bool serving;
@@ -401,7 +437,8 @@ std::vector<MasterService::PrefetchRegistration> MasterService::RegisterPrefetch
       r.code = ErrorCode::INVALID_PARAMS;  // only the holder may register
       continue;
     }
-    if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+    if (promotion_in_flight_.load() >=
+        static_cast<uint64_t>(config_.promotion_queue_limit)) {
       r.code = ErrorCode::KEYS_ULTRA_LIMIT;
       continue;
     }
@@ -424,16 +461,20 @@ std::vector<MasterService::PrefetchRegistration> MasterService::RegisterPrefetch
 
 namespace kvpool {
 
-Result<std::vector<MasterService::PrefetchStatus>> MasterService::BatchPrefetchToMemory(
-    const std::string& tenant, const std::vector<std::string>& keys) {
+Result<std::vector<MasterService::PrefetchStatus>>
+MasterService::BatchPrefetchToMemory(const std::string& tenant,
+                                     const std::vector<std::string>& keys) {
   if (!config_.enable_prefetch_trigger) {
-    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "enable_prefetch_trigger is off");
+    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                  "enable_prefetch_trigger is off");
   }
   std::vector<PrefetchStatus> out(keys.size(), PrefetchStatus::kNotFound);
   const int64_t now = clock_->NowMs();
   const int64_t lease = now + config_.prefetch_trigger_lease_ttl_ms;
   auto count = [&](const char* status) {
-    metrics_.GetCounter("kvpool_master_prefetch_trigger_total", fmt::format("status=\"{}\"", status))
+    metrics_
+        .GetCounter("kvpool_master_prefetch_trigger_total",
+                    fmt::format("status=\"{}\"", status))
         .Inc();
   };
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -470,12 +511,14 @@ Result<std::vector<MasterService::PrefetchStatus>> MasterService::BatchPrefetchT
       count("QUEUED");
       continue;
     }
-    if (segments_.Usage(SegmentKind::kMain).ratio() >= config_.eviction_high_watermark_ratio) {
+    if (segments_.Usage(SegmentKind::kMain).ratio() >=
+        config_.eviction_high_watermark_ratio) {
       out[i] = PrefetchStatus::kThrottledWatermark;
       count("THROTTLED_WATERMARK");
       continue;
     }
-    if (promotion_in_flight_.load() >= static_cast<uint64_t>(config_.promotion_queue_limit)) {
+    if (promotion_in_flight_.load() >=
+        static_cast<uint64_t>(config_.promotion_queue_limit)) {
       out[i] = PrefetchStatus::kThrottledCap;
       count("THROTTLED_CAP");
       continue;
@@ -489,8 +532,9 @@ Result<std::vector<MasterService::PrefetchStatus>> MasterService::BatchPrefetchT
     shard.promotions[it->first] = st;
     ++promotion_in_flight_;
     ++promo_admitted_;
-    nodes_.PushPromotion(st.holder, PromotionTaskMsg{tenants_.Name(kv.tenant), keys[i], m.size,
-                                                     st.task_id, st.source, true});
+    nodes_.PushPromotion(
+        st.holder, PromotionTaskMsg{tenants_.Name(kv.tenant), keys[i], m.size,
+                                    st.task_id, st.source, true});
     out[i] = PrefetchStatus::kQueued;
     count("QUEUED");
   }

@@ -36,7 +36,8 @@ class MasterTieringTest : public ::testing::Test {
   // Acknowledges every offload task as a holder that wrote its copy.
   void AckAll(const NodeTasks& t, ErrorCode code = ErrorCode::OK) {
     std::vector<OffloadResultIn> res;
-    for (const auto& o : t.offloads) res.push_back({o.tenant, o.key, o.version, code});
+    for (const auto& o : t.offloads)
+      res.push_back({o.tenant, o.key, o.version, code});
     svc_->NotifyOffload("ssd-node", res);
   }
   bool HasDisk(const std::string& key) {
@@ -53,7 +54,8 @@ class MasterTieringTest : public ::testing::Test {
   }
   void ExpectInvariant() {
     auto c = svc_->promotion_counters();
-    EXPECT_EQ(c.admitted, c.completed + c.failed + c.cancelled + c.expired + c.in_flight);
+    EXPECT_EQ(c.admitted,
+              c.completed + c.failed + c.cancelled + c.expired + c.in_flight);
   }
 
   MasterConfig config_;
@@ -72,7 +74,8 @@ TEST_F(MasterTieringTest, ProactiveOffloadAddsDiskReplicaOnAck) {
   EXPECT_TRUE(HasDisk("k"));
   EXPECT_TRUE(HasMemory("k"));
   // A duplicate result is idempotent: still one disk replica, still OK.
-  std::vector<OffloadResultIn> dup = {{"default", "k", t.offloads[0].version, ErrorCode::OK}};
+  std::vector<OffloadResultIn> dup = {
+      {"default", "k", t.offloads[0].version, ErrorCode::OK}};
   EXPECT_EQ(svc_->NotifyOffload("ssd-node", dup)[0], ErrorCode::OK);
   EXPECT_EQ(svc_->QueryReadOnly("", "k").replicas.size(), 2u);
 }
@@ -90,7 +93,8 @@ TEST_F(MasterTieringTest, DuplicateInBatchNeverFailsTheRest) {
   NodeTasks t = Poll();
   ASSERT_EQ(t.offloads.size(), 2u);
   std::vector<OffloadResultIn> res;
-  for (const auto& o : t.offloads) res.push_back({o.tenant, o.key, o.version, ErrorCode::OK});
+  for (const auto& o : t.offloads)
+    res.push_back({o.tenant, o.key, o.version, ErrorCode::OK});
   res.push_back(res[0]);  // the same key twice in one batch
   auto codes = svc_->NotifyOffload("ssd-node", res);
   for (auto c : codes) EXPECT_EQ(c, ErrorCode::OK);
@@ -119,8 +123,10 @@ TEST_F(MasterTieringTest, StaleOffloadResultIsRefused) {
   NodeTasks t = Poll();
   ASSERT_TRUE(svc_->Remove("", "k", true).ok());
   ASSERT_TRUE(Put("k", 4096).ok());  // a new value under the same key
-  std::vector<OffloadResultIn> res = {{"default", "k", t.offloads[0].version, ErrorCode::OK}};
-  EXPECT_EQ(svc_->NotifyOffload("ssd-node", res)[0], ErrorCode::OBJECT_NOT_FOUND);
+  std::vector<OffloadResultIn> res = {
+      {"default", "k", t.offloads[0].version, ErrorCode::OK}};
+  EXPECT_EQ(svc_->NotifyOffload("ssd-node", res)[0],
+            ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_FALSE(HasDisk("k"));
 }
 
@@ -177,11 +183,14 @@ TEST_F(MasterTieringTest, ForceEvictDropsWithoutCopyAndCounts) {
   clock_.Advance(2000);
   EXPECT_GE(svc_->EvictBytes(10 * 1024), 10u * 1024);
   EXPECT_EQ(svc_->QueryReadOnly("", "k").code, ErrorCode::OBJECT_NOT_FOUND);
-  EXPECT_EQ(svc_->metrics().CounterValue("kvpool_master_force_evicted_without_copy_total"), 1u);
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_force_evicted_without_copy_total"),
+            1u);
 }
 
 TEST_F(MasterTieringTest, RegisterDiskObjectsAfterRestart) {
-  std::vector<DiskObjectIn> objs = {{"default", "a", 100}, {"t2", "b", 200}, {"default", "", 1}};
+  std::vector<DiskObjectIn> objs = {
+      {"default", "a", 100}, {"t2", "b", 200}, {"default", "", 1}};
   auto codes = svc_->RegisterDiskObjects("ssd-node", objs);
   EXPECT_EQ(codes[0], ErrorCode::OK);
   EXPECT_EQ(codes[1], ErrorCode::OK);
@@ -201,10 +210,12 @@ TEST_F(MasterTieringTest, RegisterDiskObjectsAfterRestart) {
 }
 
 TEST_F(MasterTieringTest, RemoveDiskReplicasIsTwoPhase) {
-  svc_->RegisterDiskObjects("ssd-node", {{"default", "a", 100}, {"default", "b", 100}});
+  svc_->RegisterDiskObjects("ssd-node",
+                            {{"default", "a", 100}, {"default", "b", 100}});
   ASSERT_TRUE(svc_->GetReplicaList("", "b").ok());  // b is leased now
   auto codes = svc_->RemoveDiskReplicas(
-      "ssd-node", {{"default", "a", 100}, {"default", "b", 100}, {"default", "zz", 1}});
+      "ssd-node",
+      {{"default", "a", 100}, {"default", "b", 100}, {"default", "zz", 1}});
   EXPECT_EQ(codes[0], ErrorCode::OK);
   EXPECT_EQ(codes[1], ErrorCode::OBJECT_HAS_LEASE);
   EXPECT_EQ(codes[2], ErrorCode::OK);  // unknown: free to drop
@@ -239,11 +250,14 @@ TEST_F(PromotionTest, FrequencyGateThenChainSucceeds) {
   auto tasks = Hit("cold", 1);
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].source, TriggerSource::kOnHit);
-  auto staged = svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id);
+  auto staged =
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id);
   ASSERT_TRUE(staged.ok()) << staged.status().ToString();
   EXPECT_EQ(staged->status, ReplicaStatus::kProcessing);
   EXPECT_FALSE(HasMemory("cold"));  // invisible until success
-  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).ok());
+  ASSERT_TRUE(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true)
+          .ok());
   auto g = svc_->GetReplicaList("", "cold");
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->replicas[0].kind, ReplicaKind::kMemory);
@@ -262,8 +276,8 @@ TEST_F(PromotionTest, OffByDefault) {
 TEST_F(PromotionTest, DedupAllowsOneTaskPerKey) {
   auto tasks = Hit("cold", 6);
   EXPECT_EQ(tasks.size(), 1u);
-  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
-                                         "reason=\"dedup\""),
+  EXPECT_GE(svc_->metrics().CounterValue(
+                "kvpool_master_promotion_rejected_total", "reason=\"dedup\""),
             1u);
   ExpectInvariant();
 }
@@ -271,11 +285,12 @@ TEST_F(PromotionTest, DedupAllowsOneTaskPerKey) {
 TEST_F(PromotionTest, WatermarkAndCapGates) {
   config_.promotion_queue_limit = 1;
   Make();
-  svc_->RegisterDiskObjects("ssd-node", {{"default", "a", 100}, {"default", "b", 100}});
+  svc_->RegisterDiskObjects("ssd-node",
+                            {{"default", "a", 100}, {"default", "b", 100}});
   EXPECT_EQ(Hit("a", 2).size(), 1u);
   EXPECT_TRUE(Hit("b", 2).empty());  // cap of one in flight
-  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
-                                         "reason=\"cap\""),
+  EXPECT_GE(svc_->metrics().CounterValue(
+                "kvpool_master_promotion_rejected_total", "reason=\"cap\""),
             1u);
   // Fill DRAM above the high watermark: no admission.
   config_.promotion_queue_limit = 100;
@@ -283,9 +298,10 @@ TEST_F(PromotionTest, WatermarkAndCapGates) {
   svc_->RegisterDiskObjects("ssd-node", {{"default", "c", 100}});
   ASSERT_TRUE(Put("filler", 95 * 1024).ok());
   EXPECT_TRUE(Hit("c", 3).empty());
-  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
-                                         "reason=\"watermark\""),
-            1u);
+  EXPECT_GE(
+      svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
+                                   "reason=\"watermark\""),
+      1u);
 }
 
 TEST_F(PromotionTest, ChainChecksHolderAndSize) {
@@ -301,8 +317,9 @@ TEST_F(PromotionTest, ChainChecksHolderAndSize) {
             ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4095, id).code(),
             ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, id + 99).code(),
-            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, id + 99).code(),
+      ErrorCode::OBJECT_NOT_FOUND);
   ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, id).ok());
   EXPECT_EQ(svc_->NotifyPromotion("other", "", "cold", id, true).code(),
             ErrorCode::INVALID_PARAMS);
@@ -311,9 +328,13 @@ TEST_F(PromotionTest, ChainChecksHolderAndSize) {
 
 TEST_F(PromotionTest, FailureReleasesStagedMemoryAtOnce) {
   auto tasks = Hit("cold", 2);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  ASSERT_TRUE(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id)
+          .ok());
   EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 4096u);
-  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false).ok());
+  ASSERT_TRUE(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false)
+          .ok());
   EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
   EXPECT_FALSE(HasMemory("cold"));
   EXPECT_TRUE(HasDisk("cold"));  // the source is intact
@@ -324,23 +345,31 @@ TEST_F(PromotionTest, FailureReleasesStagedMemoryAtOnce) {
 TEST_F(PromotionTest, NoDramAtAllocStartIsPressureSignal) {
   auto tasks = Hit("cold", 2);
   ASSERT_TRUE(Put("filler", 97 * 1024).ok());
-  EXPECT_EQ(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).code(),
-            ErrorCode::NO_AVAILABLE_HANDLE);
-  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false).ok());
+  EXPECT_EQ(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id)
+          .code(),
+      ErrorCode::NO_AVAILABLE_HANDLE);
+  ASSERT_TRUE(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false)
+          .ok());
   ExpectInvariant();
 }
 
 TEST_F(PromotionTest, ReaperExpiresForgottenTasks) {
   auto tasks = Hit("cold", 2);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  ASSERT_TRUE(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id)
+          .ok());
   clock_.Advance(config_.promotion_task_ttl_sec * 1000 + 1001);
   ASSERT_TRUE(svc_->Heartbeat("ssd-node").ok());
   svc_->Housekeep();
   EXPECT_EQ(svc_->promotion_counters().expired, 1u);
   EXPECT_EQ(svc_->promotion_counters().in_flight, 0u);
   // A late report is refused and changes nothing.
-  EXPECT_EQ(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).code(),
-            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true)
+          .code(),
+      ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_FALSE(HasMemory("cold"));
   // The staged range waits out the grace period, then is reused.
   clock_.Advance(kTaskGraceMs + 1);
@@ -354,11 +383,15 @@ TEST_F(PromotionTest, ReaperExpiresForgottenTasks) {
 
 TEST_F(PromotionTest, RemoveDuringPromotionCancelsIt) {
   auto tasks = Hit("cold", 2);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id).ok());
+  ASSERT_TRUE(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id)
+          .ok());
   ASSERT_TRUE(svc_->Remove("", "cold", true).ok());
   EXPECT_EQ(svc_->promotion_counters().cancelled, 1u);
-  EXPECT_EQ(svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true).code(),
-            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true)
+          .code(),
+      ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(svc_->QueryReadOnly("", "cold").code, ErrorCode::OBJECT_NOT_FOUND);
   ExpectInvariant();
 }
@@ -366,8 +399,9 @@ TEST_F(PromotionTest, RemoveDuringPromotionCancelsIt) {
 TEST_F(PromotionTest, SourcePinnedAgainstSsdEviction) {
   auto tasks = Hit("cold", 2);
   clock_.Advance(2000);
-  EXPECT_EQ(svc_->RemoveDiskReplicas("ssd-node", {{"default", "cold", 4096}})[0],
-            ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  EXPECT_EQ(
+      svc_->RemoveDiskReplicas("ssd-node", {{"default", "cold", 4096}})[0],
+      ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
   EXPECT_TRUE(HasDisk("cold"));
 }
 
@@ -397,9 +431,11 @@ class RegisterPrefetchTest : public MasterTieringTest {
     other.capacity = 1 << 20;
     other.data_endpoint = "127.0.0.1:2";
     ASSERT_TRUE(svc_->MountSegment(other, true).ok());
-    svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+    svc_->RegisterDiskObjects(
+        "ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
   }
-  ErrorCode Reg(const std::string& node, const std::string& key, uint64_t* task = nullptr) {
+  ErrorCode Reg(const std::string& node, const std::string& key,
+                uint64_t* task = nullptr) {
     auto r = svc_->RegisterPrefetchTask(node, "", {key});
     if (task) *task = r[0].task_id;
     return r[0].code;
@@ -411,12 +447,14 @@ TEST_F(RegisterPrefetchTest, DecisionFlow) {
   ASSERT_TRUE(svc_->PutStart("", "in-put", 100, {}).ok());
   EXPECT_EQ(Reg("ssd-node", "in-put"), ErrorCode::REPLICA_IS_NOT_READY);
   ASSERT_TRUE(svc_->PutEnd("", "in-put").ok());
-  EXPECT_EQ(Reg("ssd-node", "in-put"), ErrorCode::PROMOTION_ALREADY_EXISTS);  // in DRAM
+  EXPECT_EQ(Reg("ssd-node", "in-put"),
+            ErrorCode::PROMOTION_ALREADY_EXISTS);              // in DRAM
   EXPECT_EQ(Reg("other", "cold"), ErrorCode::INVALID_PARAMS);  // not the holder
   uint64_t task = 0;
   EXPECT_EQ(Reg("ssd-node", "cold", &task), ErrorCode::OK);
   EXPECT_GT(task, 0u);
-  EXPECT_EQ(Reg("ssd-node", "cold"), ErrorCode::PROMOTION_ALREADY_EXISTS);  // in flight
+  EXPECT_EQ(Reg("ssd-node", "cold"),
+            ErrorCode::PROMOTION_ALREADY_EXISTS);  // in flight
   // Tenants are looked up as given.
   EXPECT_EQ(svc_->RegisterPrefetchTask("ssd-node", "t9", {"cold2"})[0].code,
             ErrorCode::OBJECT_NOT_FOUND);
@@ -429,15 +467,18 @@ TEST_F(RegisterPrefetchTest, SharesTheInFlightCapWithPromoteOnHit) {
   config_.promotion_queue_limit = 1;
   config_.promotion_on_hit = true;
   Make();
-  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  svc_->RegisterDiskObjects(
+      "ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
   EXPECT_EQ(Reg("ssd-node", "cold"), ErrorCode::OK);
   EXPECT_EQ(Reg("ssd-node", "cold2"), ErrorCode::KEYS_ULTRA_LIMIT);
   // The on-hit path sees the same cap and the same per-key entry.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc_->GetReplicaList("", "cold2").ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(svc_->GetReplicaList("", "cold2").ok());
   EXPECT_TRUE(Poll(0).promotions.empty());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc_->GetReplicaList("", "cold").ok());
-  EXPECT_GE(svc_->metrics().CounterValue("kvpool_master_promotion_rejected_total",
-                                         "reason=\"dedup\""),
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(svc_->GetReplicaList("", "cold").ok());
+  EXPECT_GE(svc_->metrics().CounterValue(
+                "kvpool_master_promotion_rejected_total", "reason=\"dedup\""),
             1u);
   ExpectInvariant();
 }
@@ -445,7 +486,8 @@ TEST_F(RegisterPrefetchTest, SharesTheInFlightCapWithPromoteOnHit) {
 TEST_F(RegisterPrefetchTest, SuccessGrantsLeaseAndFateIsCounted) {
   uint64_t task = 0;
   ASSERT_EQ(Reg("ssd-node", "cold", &task), ErrorCode::OK);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, task).ok());
+  ASSERT_TRUE(
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, task).ok());
   ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", task, true).ok());
   EXPECT_GT(svc_->QueryReadOnly("", "cold").lease_remaining_ms, 0);
   // The prefetched replica survives eviction until the lease ends.
@@ -456,7 +498,8 @@ TEST_F(RegisterPrefetchTest, SuccessGrantsLeaseAndFateIsCounted) {
             1u);
   // A second prefetched key that nobody reads is evicted unread.
   ASSERT_EQ(Reg("ssd-node", "cold2", &task), ErrorCode::OK);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold2", 4096, task).ok());
+  ASSERT_TRUE(
+      svc_->PromotionAllocStart("ssd-node", "", "cold2", 4096, task).ok());
   ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold2", task, true).ok());
   clock_.Advance(2000);
   svc_->EvictBytes(1 << 20);
@@ -482,9 +525,12 @@ class BatchPrefetchTest : public MasterTieringTest {
     config_.enable_prefetch_trigger = true;
     config_.prefetch_trigger_lease_ttl_ms = 5000;
     Make();
-    svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+    svc_->RegisterDiskObjects(
+        "ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
   }
-  PS One(const std::string& key) { return svc_->BatchPrefetchToMemory("", {key}).value()[0]; }
+  PS One(const std::string& key) {
+    return svc_->BatchPrefetchToMemory("", {key}).value()[0];
+  }
 };
 
 TEST_F(BatchPrefetchTest, OffByDefaultAnswersDisabled) {
@@ -499,7 +545,8 @@ TEST_F(BatchPrefetchTest, EveryStatusOfTheDecisionFlow) {
   EXPECT_EQ(One("missing"), PS::kNotFound);
   ASSERT_TRUE(Put("hot", 100).ok());
   EXPECT_EQ(One("hot"), PS::kInMemory);
-  EXPECT_GT(svc_->QueryReadOnly("", "hot").lease_remaining_ms, 1000);  // refreshed
+  EXPECT_GT(svc_->QueryReadOnly("", "hot").lease_remaining_ms,
+            1000);  // refreshed
   // Known, but neither in DRAM nor on SSD (its put is still in flight).
   ASSERT_TRUE(svc_->PutStart("", "no-disk", 100, {}).ok());
   EXPECT_EQ(One("no-disk"), PS::kNoLocalDisk);
@@ -518,8 +565,12 @@ TEST_F(BatchPrefetchTest, LeaseAtEnqueueProtectsTheKeyUntilTheGet) {
   // Granted at enqueue, before any promotion ran.
   EXPECT_GT(svc_->QueryReadOnly("", "cold").lease_remaining_ms, 4000);
   NodeTasks t = Poll(0);
-  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, t.promotions[0].task_id).ok());
-  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold", t.promotions[0].task_id, true).ok());
+  ASSERT_TRUE(svc_->PromotionAllocStart("ssd-node", "", "cold", 4096,
+                                        t.promotions[0].task_id)
+                  .ok());
+  ASSERT_TRUE(svc_->NotifyPromotion("ssd-node", "", "cold",
+                                    t.promotions[0].task_id, true)
+                  .ok());
   clock_.Advance(2000);  // past the ordinary lease, inside the trigger lease
   EXPECT_EQ(svc_->EvictBytes(1 << 20), 0u);
   EXPECT_TRUE(HasMemory("cold"));
@@ -536,7 +587,8 @@ TEST_F(BatchPrefetchTest, LeaseAtEnqueueProtectsTheKeyUntilTheGet) {
 TEST_F(BatchPrefetchTest, WatermarkAndCapThrottle) {
   config_.promotion_queue_limit = 1;
   Make();
-  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
+  svc_->RegisterDiskObjects(
+      "ssd-node", {{"default", "cold", 4096}, {"default", "cold2", 4096}});
   EXPECT_EQ(One("cold"), PS::kQueued);
   EXPECT_EQ(One("cold2"), PS::kThrottledCap);
   config_.promotion_queue_limit = 100;

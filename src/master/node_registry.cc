@@ -4,7 +4,8 @@
 
 namespace kvpool {
 
-uint32_t NodeRegistry::Register(const std::string& node_id, const std::string& data_endpoint,
+uint32_t NodeRegistry::Register(const std::string& node_id,
+                                const std::string& data_endpoint,
                                 const std::string& host_id, bool ssd_enabled) {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = std::make_shared<NodeInfo>();
@@ -39,7 +40,8 @@ bool NodeRegistry::Touch(const std::string& node_id) {
   return true;
 }
 
-std::optional<uint32_t> NodeRegistry::IndexOf(const std::string& node_id) const {
+std::optional<uint32_t> NodeRegistry::IndexOf(
+    const std::string& node_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return std::nullopt;
@@ -52,7 +54,8 @@ std::shared_ptr<const NodeInfo> NodeRegistry::Info(uint32_t index) const {
   return it == nodes_.end() ? nullptr : it->second.info;
 }
 
-std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(int64_t ttl_ms) {
+std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
+    int64_t ttl_ms) {
   std::vector<std::shared_ptr<const NodeInfo>> dead;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,8 +96,9 @@ void NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
   cv_.notify_all();
 }
 
-void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms, size_t max_offload,
-                             size_t max_promotion, NodeTasks* out) {
+void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
+                             size_t max_offload, size_t max_promotion,
+                             NodeTasks* out) {
   std::unique_lock<std::mutex> lock(mu_);
   auto has_work = [&]() -> Entry* {
     auto id = by_id_.find(node_id);
@@ -105,8 +109,9 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms, size_t
     return work ? &e : nullptr;
   };
   if (wait_ms > 0) {
-    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                 [&] { return waking_ || has_work() != nullptr || !by_id_.count(node_id); });
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] {
+      return waking_ || has_work() != nullptr || !by_id_.count(node_id);
+    });
   }
   Entry* e = has_work();
   if (!e) return;

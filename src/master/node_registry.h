@@ -60,7 +60,8 @@ class NodeRegistry {
   explicit NodeRegistry(const Clock* clock) : clock_(clock) {}
 
   // Registers a node (or refreshes its details) and marks it alive.
-  uint32_t Register(const std::string& node_id, const std::string& data_endpoint,
+  uint32_t Register(const std::string& node_id,
+                    const std::string& data_endpoint,
                     const std::string& host_id, bool ssd_enabled);
   // Marks the node alive; false if unknown.
   bool Touch(const std::string& node_id);
@@ -74,8 +75,8 @@ class NodeRegistry {
   void PushPromotion(uint32_t index, PromotionTaskMsg task);
   // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
   // `max_offload` offload and `max_promotion` promotion tasks.
-  void TakeTasks(const std::string& node_id, int64_t wait_ms, size_t max_offload,
-                 size_t max_promotion, NodeTasks* out);
+  void TakeTasks(const std::string& node_id, int64_t wait_ms,
+                 size_t max_offload, size_t max_promotion, NodeTasks* out);
   size_t offload_queued() const;
   // Wakes every waiting poll (shutdown).
   void WakeAll();

@@ -21,9 +21,9 @@ enum class TriggerSource : uint8_t { kOnHit = 0, kExist = 1, kRouter = 2 };
 enum class ReplicaStatus : uint8_t { kProcessing = 0, kComplete = 1 };
 
 struct Replica {
-  uint64_t offset = 0;      // kMemory: offset in the segment
-  uint32_t segment = 0;     // kMemory: segment id; kLocalDisk: holder node index
-  uint32_t handle = 0;      // kMemory: allocator handle
+  uint64_t offset = 0;   // kMemory: offset in the segment
+  uint32_t segment = 0;  // kMemory: segment id; kLocalDisk: holder node index
+  uint32_t handle = 0;   // kMemory: allocator handle
   ReplicaKind kind = ReplicaKind::kMemory;
   ReplicaStatus status = ReplicaStatus::kProcessing;
 };
@@ -47,7 +47,9 @@ struct ObjectMeta {
 
   bool HasCompleteMemory() const {
     for (const auto& r : replicas) {
-      if (r.kind == ReplicaKind::kMemory && r.status == ReplicaStatus::kComplete) return true;
+      if (r.kind == ReplicaKind::kMemory &&
+          r.status == ReplicaStatus::kComplete)
+        return true;
     }
     return false;
   }
@@ -59,7 +61,9 @@ struct ObjectMeta {
   }
   const Replica* FirstCompleteDisk() const {
     for (const auto& r : replicas) {
-      if (r.kind == ReplicaKind::kLocalDisk && r.status == ReplicaStatus::kComplete) return &r;
+      if (r.kind == ReplicaKind::kLocalDisk &&
+          r.status == ReplicaStatus::kComplete)
+        return &r;
     }
     return nullptr;
   }
@@ -104,7 +108,9 @@ struct OffloadState {
 struct ObjectKey {
   uint32_t tenant = 0;
   std::string key;
-  bool operator==(const ObjectKey& o) const { return tenant == o.tenant && key == o.key; }
+  bool operator==(const ObjectKey& o) const {
+    return tenant == o.tenant && key == o.key;
+  }
 };
 
 // A borrowed key for lookups that must not copy the key string.
@@ -116,9 +122,12 @@ struct ObjectKeyView {
 struct ObjectKeyHash {
   using is_transparent = void;
   size_t operator()(const ObjectKey& k) const { return Hash(k.tenant, k.key); }
-  size_t operator()(const ObjectKeyView& k) const { return Hash(k.tenant, k.key); }
+  size_t operator()(const ObjectKeyView& k) const {
+    return Hash(k.tenant, k.key);
+  }
   static size_t Hash(uint32_t tenant, std::string_view key) {
-    return std::hash<std::string_view>()(key) ^ (size_t{tenant} * 0x9E3779B97F4A7C15ull);
+    return std::hash<std::string_view>()(key) ^
+           (size_t{tenant} * 0x9E3779B97F4A7C15ull);
   }
 };
 
@@ -126,7 +135,8 @@ struct ObjectKeyEq {
   using is_transparent = void;
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
-    return a.tenant == b.tenant && std::string_view(a.key) == std::string_view(b.key);
+    return a.tenant == b.tenant &&
+           std::string_view(a.key) == std::string_view(b.key);
   }
 };
 
@@ -149,16 +159,24 @@ class ObjectStore {
   static constexpr size_t kShards = 1024;
   struct Shard {
     std::mutex mu;
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq> objects;
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
+        objects;
     // Upserts in progress: the new replicas, invisible to readers until
     // PutEnd swaps them in (the old value stays readable meanwhile).
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq> upserts;
-    std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash, ObjectKeyEq> promotions;
-    std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq> offloads;
+    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
+        upserts;
+    std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash, ObjectKeyEq>
+        promotions;
+    std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq>
+        offloads;
   };
 
-  Shard& ShardFor(const ObjectKey& k) { return shards_[ObjectKeyHash()(k) % kShards]; }
-  Shard& ShardFor(const ObjectKeyView& k) { return shards_[ObjectKeyHash()(k) % kShards]; }
+  Shard& ShardFor(const ObjectKey& k) {
+    return shards_[ObjectKeyHash()(k) % kShards];
+  }
+  Shard& ShardFor(const ObjectKeyView& k) {
+    return shards_[ObjectKeyHash()(k) % kShards];
+  }
   Shard& shard(size_t i) { return shards_[i]; }
   size_t Size() const;
 

@@ -24,7 +24,8 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info) {
 Status SegmentManager::Unmount(uint32_t id) {
   std::unique_lock lock(mu_);
   if (segments_.erase(id) == 0) {
-    return Status(ErrorCode::SEGMENT_NOT_FOUND, "segment " + std::to_string(id));
+    return Status(ErrorCode::SEGMENT_NOT_FOUND,
+                  "segment " + std::to_string(id));
   }
   return Status::OK();
 }
@@ -43,7 +44,8 @@ std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
   return ids;
 }
 
-std::shared_ptr<SegmentManager::Segment> SegmentManager::Find(uint32_t id) const {
+std::shared_ptr<SegmentManager::Segment> SegmentManager::Find(
+    uint32_t id) const {
   std::shared_lock lock(mu_);
   auto it = segments_.find(id);
   return it == segments_.end() ? nullptr : it->second;
@@ -56,14 +58,15 @@ std::shared_ptr<const SegmentInfo> SegmentManager::Info(uint32_t id) const {
   return std::shared_ptr<const SegmentInfo>(seg, &seg->info);
 }
 
-std::vector<Placement> SegmentManager::Allocate(uint64_t size, int count,
-                                                SegmentKind kind,
-                                                const std::string& preferred_node) {
+std::vector<Placement> SegmentManager::Allocate(
+    uint64_t size, int count, SegmentKind kind,
+    const std::string& preferred_node) {
   std::vector<std::shared_ptr<Segment>> candidates;
   {
     std::shared_lock lock(mu_);
     for (const auto& [id, seg] : segments_) {
-      if (seg->info.kind == kind && seg->info.capacity >= size) candidates.push_back(seg);
+      if (seg->info.kind == kind && seg->info.capacity >= size)
+        candidates.push_back(seg);
     }
   }
   if (strategy_ == Strategy::kRandom) {
@@ -72,15 +75,17 @@ std::vector<Placement> SegmentManager::Allocate(uint64_t size, int count,
   } else {
     // Most free share first; ties keep mount order. Reads of `used` are
     // racy by design: placement only needs to be roughly balanced.
-    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-      double fa = 1.0 - double(a->used.load()) / double(a->info.capacity);
-      double fb = 1.0 - double(b->used.load()) / double(b->info.capacity);
-      return fa > fb;
-    });
+    std::stable_sort(
+        candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+          double fa = 1.0 - double(a->used.load()) / double(a->info.capacity);
+          double fb = 1.0 - double(b->used.load()) / double(b->info.capacity);
+          return fa > fb;
+        });
   }
   if (!preferred_node.empty()) {
-    std::stable_partition(candidates.begin(), candidates.end(),
-                          [&](const auto& s) { return s->info.node_id == preferred_node; });
+    std::stable_partition(
+        candidates.begin(), candidates.end(),
+        [&](const auto& s) { return s->info.node_id == preferred_node; });
   }
   std::vector<Placement> out;
   for (const auto& seg : candidates) {
@@ -111,8 +116,9 @@ size_t SegmentManager::ReleaseDue(int64_t now_ms) {
   std::vector<Placement> due;
   {
     std::lock_guard<std::mutex> lock(grave_mu_);
-    auto it = std::partition(graveyard_.begin(), graveyard_.end(),
-                             [&](const Grave& g) { return g.deadline_ms > now_ms; });
+    auto it =
+        std::partition(graveyard_.begin(), graveyard_.end(),
+                       [&](const Grave& g) { return g.deadline_ms > now_ms; });
     for (auto i = it; i != graveyard_.end(); ++i) due.push_back(i->placement);
     graveyard_.erase(it, graveyard_.end());
   }

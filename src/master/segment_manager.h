@@ -45,7 +45,9 @@ struct Placement {
 struct SegmentUsage {
   uint64_t used = 0;
   uint64_t capacity = 0;
-  double ratio() const { return capacity ? double(used) / double(capacity) : 0.0; }
+  double ratio() const {
+    return capacity ? double(used) / double(capacity) : 0.0;
+  }
 };
 
 struct SegmentSnapshot {
@@ -88,7 +90,8 @@ class SegmentManager {
 
  private:
   struct Segment {
-    explicit Segment(SegmentInfo i) : info(std::move(i)), alloc(info.capacity) {}
+    explicit Segment(SegmentInfo i)
+        : info(std::move(i)), alloc(info.capacity) {}
     const SegmentInfo info;
     std::mutex mu;
     SegmentAllocator alloc;

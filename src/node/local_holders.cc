@@ -11,12 +11,14 @@ std::mutex& Mu() {
   return mu;
 }
 std::unordered_map<std::string, std::weak_ptr<SsdTier>>& Holders() {
-  static auto* holders = new std::unordered_map<std::string, std::weak_ptr<SsdTier>>();
+  static auto* holders =
+      new std::unordered_map<std::string, std::weak_ptr<SsdTier>>();
   return *holders;
 }
 }  // namespace
 
-void RegisterLocalHolder(const std::string& node_id, std::weak_ptr<SsdTier> tier) {
+void RegisterLocalHolder(const std::string& node_id,
+                         std::weak_ptr<SsdTier> tier) {
   std::lock_guard<std::mutex> lock(Mu());
   Holders()[node_id] = std::move(tier);
 }

@@ -12,7 +12,8 @@ namespace kvpool {
 
 class SsdTier;
 
-void RegisterLocalHolder(const std::string& node_id, std::weak_ptr<SsdTier> tier);
+void RegisterLocalHolder(const std::string& node_id,
+                         std::weak_ptr<SsdTier> tier);
 void UnregisterLocalHolder(const std::string& node_id);
 // The holder's tier if it is in this process and running, else nullptr. The
 // returned pointer keeps the tier alive while the caller reads.

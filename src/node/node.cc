@@ -1,8 +1,8 @@
 #include "node/node.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,16 +14,21 @@
 namespace kvpool {
 
 Status NodeConfig::Validate() const {
-  auto bad = [](const std::string& m) { return Status(ErrorCode::INVALID_PARAMS, m); };
-  if (master_server_address.empty()) return bad("master_server_address is required");
+  auto bad = [](const std::string& m) {
+    return Status(ErrorCode::INVALID_PARAMS, m);
+  };
+  if (master_server_address.empty())
+    return bad("master_server_address is required");
   if (global_segment_size == 0) return bad("global_segment_size must be > 0");
   if (data_port < 0 || data_port > 65535) return bad("data_port out of range");
-  if (heartbeat_interval_ms <= 0) return bad("heartbeat_interval_ms must be > 0");
+  if (heartbeat_interval_ms <= 0)
+    return bad("heartbeat_interval_ms must be > 0");
   if (data_threads <= 0) return bad("data_threads must be > 0");
   if (enable_ssd_offload && ssd_offload_path.empty()) {
     return bad("enable_ssd_offload needs ssd_offload_path");
   }
-  if (enable_ssd_offload && ssd_capacity_bytes == 0) return bad("ssd_capacity_bytes must be > 0");
+  if (enable_ssd_offload && ssd_capacity_bytes == 0)
+    return bad("ssd_capacity_bytes must be > 0");
   return Status::OK();
 }
 
@@ -34,7 +39,6 @@ std::string GenerateNodeId() {
   gethostname(host, sizeof(host) - 1);
   return fmt::format("{}-{}-{}", host, getpid(), counter++);
 }
-
 
 // Segments of nodes that died without unmapping (SIGKILL) stay in /dev/shm
 // and hold RAM; the pid in the name tells whether the owner is gone.
@@ -60,12 +64,14 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
 Node::~Node() { Stop(); }
 
 std::string Node::data_endpoint() const {
-  return fmt::format("{}:{}", config_.local_hostname, data_server_ ? data_server_->port() : 0);
+  return fmt::format("{}:{}", config_.local_hostname,
+                     data_server_ ? data_server_->port() : 0);
 }
 
 Status Node::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
-  master_ = std::make_unique<MasterClient>(config_.master_server_address, config_.rpc_timeout_ms);
+  master_ = std::make_unique<MasterClient>(config_.master_server_address,
+                                           config_.rpc_timeout_ms);
   RemoveStaleShmFiles();
   // The shm name carries the pid so a crashed node's leftover file never
   // collides with a new one.
@@ -86,18 +92,24 @@ Status Node::Start() {
     sc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
     sc.ssd_eviction_interval_ms = config_.ssd_eviction_interval_ms;
     sc.ssd_io_backend = config_.ssd_io_backend;
-    ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(), &table_, &tcp_);
+    ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
+                                     &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;
-    data_server_->SetSsdReadHandler([tier = ssd_.get()](std::span<KeyReadOp> ops) {
-      tier->ServeReads(ops);
-    });
-    if (!config_.emulate_pre_prefetch_holder) data_server_->SetPrefetchHandler(
-        [tier = ssd_.get()](const std::string& tenant, const std::vector<std::string>& keys) {
-          return tier->PrefetchKeys(tenant, keys, nullptr);
+    data_server_->SetSsdReadHandler(
+        [tier = ssd_.get()](std::span<KeyReadOp> ops) {
+          tier->ServeReads(ops);
         });
+    if (!config_.emulate_pre_prefetch_holder)
+      data_server_->SetPrefetchHandler(
+          [tier = ssd_.get()](const std::string& tenant,
+                              const std::vector<std::string>& keys) {
+            return tier->PrefetchKeys(tenant, keys, nullptr);
+          });
     RegisterLocalHolder(config_.node_id, ssd_);
   }
-  if (Status s = data_server_->Start(config_.data_bind_address, config_.data_port); !s.ok()) {
+  if (Status s =
+          data_server_->Start(config_.data_bind_address, config_.data_port);
+      !s.ok()) {
     return s;
   }
   if (Status s = Mount(); !s.ok()) {
@@ -105,20 +117,23 @@ Status Node::Start() {
     return s;
   }
   if (config_.metrics_port >= 0) {
-    metrics_.AddGauge("kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"read\"", [this] {
-      return double(data_server_->stats().bytes_read.load());
-    });
-    metrics_.AddGauge("kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"write\"", [this] {
-      return double(data_server_->stats().bytes_written.load());
-    });
+    metrics_.AddGauge(
+        "kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"read\"",
+        [this] { return double(data_server_->stats().bytes_read.load()); });
+    metrics_.AddGauge(
+        "kvpool_node_data_bytes_total", "path=\"tcp\",dir=\"write\"",
+        [this] { return double(data_server_->stats().bytes_written.load()); });
     metrics_.AddGauge("kvpool_node_data_bad_frames_total", "", [this] {
       return double(data_server_->stats().bad_frames.load());
     });
     metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",
                       [this] { return double(config_.global_segment_size); });
-    http_ = std::make_unique<HttpEndpoint>([this] { return metrics_.RenderPrometheus(); },
-                                           [this] { return StatusJson(); });
-    if (Status s = http_->Start(config_.data_bind_address, config_.metrics_port); !s.ok()) {
+    http_ = std::make_unique<HttpEndpoint>(
+        [this] { return metrics_.RenderPrometheus(); },
+        [this] { return StatusJson(); });
+    if (Status s =
+            http_->Start(config_.data_bind_address, config_.metrics_port);
+        !s.ok()) {
       Stop();
       return s;
     }
@@ -143,15 +158,19 @@ Status Node::Mount() {
   req.set_data_endpoint(data_endpoint());
   req.set_ssd_enabled(ssd_ != nullptr);
   rpc::MountSegmentResponse resp;
-  if (Status s = master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp); !s.ok()) {
+  if (Status s =
+          master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);
+      !s.ok()) {
     return s;
   }
   if (resp.error_code() != 0) {
-    return Status(ErrorCodeFromInt(resp.error_code()), "master refused the segment");
+    return Status(ErrorCodeFromInt(resp.error_code()),
+                  "master refused the segment");
   }
   // Serve the new id before dropping the old one so no window refuses reads.
   uint64_t old = segment_id_.exchange(resp.segment_id());
-  table_.Add(resp.segment_id(), SegmentView{segment_->data(), segment_->size()});
+  table_.Add(resp.segment_id(),
+             SegmentView{segment_->data(), segment_->size()});
   if (old != 0 && old != resp.segment_id()) table_.Remove(old);
   // What the SSD holds survives a master restart or our own: tell the pool.
   if (ssd_) ssd_->RegisterWithMaster();
@@ -162,7 +181,8 @@ void Node::HeartbeatLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (hb_paused_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(config_.heartbeat_interval_ms));
+      cv_.wait_for(lock,
+                   std::chrono::milliseconds(config_.heartbeat_interval_ms));
       continue;
     }
     lock.unlock();
@@ -181,7 +201,8 @@ void Node::HeartbeatLoop() {
       if (stopping_) break;
       hb_ctx_ = &ctx;
     }
-    Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat, req, &resp);
+    Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat,
+                                 req, &resp);
     {
       std::lock_guard<std::mutex> g(mu_);
       hb_ctx_ = nullptr;
@@ -189,8 +210,10 @@ void Node::HeartbeatLoop() {
     if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
       // The master forgot us (restart or declared dead). What was in the
       // segment is no longer indexed anywhere, so it is safe to reuse.
-      spdlog::warn("node {}: master does not know us; mounting again", config_.node_id);
-      if (Status m = Mount(); !m.ok()) spdlog::warn("remount failed: {}", m.ToString());
+      spdlog::warn("node {}: master does not know us; mounting again",
+                   config_.node_id);
+      if (Status m = Mount(); !m.ok())
+        spdlog::warn("remount failed: {}", m.ToString());
     } else if (!s.ok()) {
       metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
     } else if (ssd_) {
@@ -200,10 +223,12 @@ void Node::HeartbeatLoop() {
     lock.lock();
     // Pace only calls that returned early without work (errors, an old
     // master that does not hold the poll), never a hand-over.
-    bool had_work = resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0;
+    bool had_work =
+        resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0;
     auto elapsed = std::chrono::steady_clock::now() - started;
     auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
-    if (!had_work && elapsed < period && !stopping_) cv_.wait_for(lock, period - elapsed);
+    if (!had_work && elapsed < period && !stopping_)
+      cv_.wait_for(lock, period - elapsed);
   }
 }
 
@@ -239,9 +264,9 @@ std::string Node::StatusJson() const {
   return fmt::format(
       R"({{"node_id":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
       R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{},"ssd":{}}})",
-      config_.node_id, segment_id_.load(), config_.global_segment_size, data_endpoint(),
-      st.bytes_read.load(), st.bytes_written.load(), st.bad_frames.load(),
-      ssd_ ? ssd_->StatusJson() : std::string("null"));
+      config_.node_id, segment_id_.load(), config_.global_segment_size,
+      data_endpoint(), st.bytes_read.load(), st.bytes_written.load(),
+      st.bad_frames.load(), ssd_ ? ssd_->StatusJson() : std::string("null"));
 }
 
 }  // namespace kvpool

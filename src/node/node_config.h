@@ -15,20 +15,20 @@ struct NodeConfig {
   std::string local_hostname = "127.0.0.1";    // address peers use for data
   int data_port = 0;                           // TCP data server; 0 = any
   std::string data_bind_address = "127.0.0.1";
-  int metrics_port = -1;                       // -1 = no HTTP endpoint
-  std::string node_id;                         // empty = generated
+  int metrics_port = -1;  // -1 = no HTTP endpoint
+  std::string node_id;    // empty = generated
   int64_t heartbeat_interval_ms = 1000;
   int data_threads = 2;
   int rpc_timeout_ms = 5000;
 
   // ---- SSD tier (off by default) ----
   bool enable_ssd_offload = false;
-  std::string ssd_offload_path;              // required when enabled
+  std::string ssd_offload_path;  // required when enabled
   uint64_t ssd_capacity_bytes = 4ull << 30;
   uint64_t ssd_segment_file_size = 256ull << 20;
   int64_t ssd_gc_interval_ms = 1000;
   int64_t ssd_eviction_interval_ms = 500;
-  std::string ssd_io_backend = "auto";       // auto, io_uring, pread
+  std::string ssd_io_backend = "auto";  // auto, io_uring, pread
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.
   bool emulate_pre_prefetch_holder = false;

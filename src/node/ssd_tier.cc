@@ -14,8 +14,9 @@ using Stub = rpc::MasterService::Stub;
 constexpr size_t kRegisterChunk = 4096;
 }  // namespace
 
-SsdTier::SsdTier(SsdTierConfig config, std::string node_id, MasterClient* master,
-                 const SegmentTable* segments, TcpDataClient* tcp)
+SsdTier::SsdTier(SsdTierConfig config, std::string node_id,
+                 MasterClient* master, const SegmentTable* segments,
+                 TcpDataClient* tcp)
     : config_(std::move(config)),
       node_id_(std::move(node_id)),
       master_(master),
@@ -35,7 +36,8 @@ Status SsdTier::Start() {
   } else if (config_.ssd_io_backend == "io_uring") {
     fc.ssd_io_backend = SsdIoBackend::kIoUring;
   } else if (config_.ssd_io_backend != "auto") {
-    return Status(ErrorCode::INVALID_PARAMS, "ssd_io_backend must be auto, io_uring or pread");
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "ssd_io_backend must be auto, io_uring or pread");
   }
   auto opened = FileStorage::Open(fc);
   if (!opened.ok()) return opened.status();
@@ -80,23 +82,28 @@ void SsdTier::RegisterWithMaster() {
       o->set_size(all[i].size);
     }
     rpc::RegisterDiskObjectsResponse resp;
-    if (Status s = master_->Call(&Stub::RegisterDiskObjects, req, &resp); !s.ok()) {
-      spdlog::warn("node {}: re-registering SSD objects failed: {}", node_id_, s.ToString());
+    if (Status s = master_->Call(&Stub::RegisterDiskObjects, req, &resp);
+        !s.ok()) {
+      spdlog::warn("node {}: re-registering SSD objects failed: {}", node_id_,
+                   s.ToString());
       return;  // tried again at the next remount
     }
-    for (size_t i = start; i < end && int(i - start) < resp.error_codes_size(); ++i) {
+    for (size_t i = start; i < end && int(i - start) < resp.error_codes_size();
+         ++i) {
       if (resp.error_codes(int(i - start)) != 0) {
         storage_->Remove(all[i].tenant, all[i].key);
         ++dropped;
       }
     }
   }
-  spdlog::info("node {}: re-registered {} SSD objects ({} refused and dropped)", node_id_,
-               all.size() - dropped, dropped);
-  metrics_.GetCounter("kvpool_node_ssd_reregistered_total").Inc(all.size() - dropped);
+  spdlog::info("node {}: re-registered {} SSD objects ({} refused and dropped)",
+               node_id_, all.size() - dropped, dropped);
+  metrics_.GetCounter("kvpool_node_ssd_reregistered_total")
+      .Inc(all.size() - dropped);
 }
 
-void SsdTier::EnqueueOffloads(const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks) {
+void SsdTier::EnqueueOffloads(
+    const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks) {
   if (tasks.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -168,7 +175,8 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
       ++failed;
       continue;
     }
-    bool accepted = s.ok() && int(i) < resp.error_codes_size() && resp.error_codes(int(i)) == 0;
+    bool accepted = s.ok() && int(i) < resp.error_codes_size() &&
+                    resp.error_codes(int(i)) == 0;
     if (accepted) {
       ++ok;
     } else {
@@ -179,8 +187,10 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
     }
   }
   metrics_.GetCounter("kvpool_node_offload_total", "result=\"ok\"").Inc(ok);
-  metrics_.GetCounter("kvpool_node_offload_total", "result=\"failed\"").Inc(failed);
-  metrics_.GetCounter("kvpool_node_offload_total", "result=\"rolled_back\"").Inc(rolled_back);
+  metrics_.GetCounter("kvpool_node_offload_total", "result=\"failed\"")
+      .Inc(failed);
+  metrics_.GetCounter("kvpool_node_offload_total", "result=\"rolled_back\"")
+      .Inc(rolled_back);
 }
 
 void SsdTier::PromotionLoop() {
@@ -201,14 +211,15 @@ void SsdTier::PromotionLoop() {
   }
 }
 
-std::vector<ErrorCode> SsdTier::PrefetchKeys(const std::string& tenant,
-                                             const std::vector<std::string>& keys,
-                                             PrefetchDone on_done) {
+std::vector<ErrorCode> SsdTier::PrefetchKeys(
+    const std::string& tenant, const std::vector<std::string>& keys,
+    PrefetchDone on_done) {
   std::vector<ErrorCode> codes(keys.size(), ErrorCode::OK);
   PrefetchRequest req{tenant, {}, std::move(on_done)};
   for (size_t i = 0; i < keys.size(); ++i) {
     // The local index is authoritative for what this holder can promote.
-    if (!storage_->LookupSize(tenant.empty() ? "default" : tenant, keys[i]).ok()) {
+    if (!storage_->LookupSize(tenant.empty() ? "default" : tenant, keys[i])
+             .ok()) {
       codes[i] = ErrorCode::OBJECT_NOT_FOUND;
       if (req.done) req.done(keys[i], ErrorCode::OBJECT_NOT_FOUND);
       continue;
@@ -319,26 +330,33 @@ Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
   start.set_size(task.size());
   start.set_task_id(task.task_id());
   rpc::PromotionAllocStartResponse staged;
-  if (Status s = master_->Call(&Stub::PromotionAllocStart, start, &staged); !s.ok()) return s;
+  if (Status s = master_->Call(&Stub::PromotionAllocStart, start, &staged);
+      !s.ok())
+    return s;
   if (staged.error_code() != 0) {
-    return Status(ErrorCodeFromInt(staged.error_code()), "PromotionAllocStart refused");
+    return Status(ErrorCodeFromInt(staged.error_code()),
+                  "PromotionAllocStart refused");
   }
   const rpc::MemoryLocation& loc = staged.replica().memory();
-  if (loc.length() != task.size()) return Status(ErrorCode::INVALID_REPLICA, "staged size");
+  if (loc.length() != task.size())
+    return Status(ErrorCode::INVALID_REPLICA, "staged size");
   storage::AlignedBuffer staging(task.size());
   std::vector<ReadItem> reads = {
       ReadItem{task.tenant(), task.key(), staging.data(), staging.size()}};
   auto got = storage_->BatchRead(reads);
   if (!got[0].ok()) return got[0].status();
-  if (got[0].value() != task.size()) return Status(ErrorCode::INVALID_REPLICA, "size changed");
-  if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(), loc.length())) {
+  if (got[0].value() != task.size())
+    return Status(ErrorCode::INVALID_REPLICA, "size changed");
+  if (uint8_t* dst =
+          segments_->Resolve(loc.segment_id(), loc.offset(), loc.length())) {
     std::memcpy(dst, staging.data(), task.size());
   } else {
-    std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(), loc.length(),
-                                        staging.data()}};
+    std::vector<WriteOp> ops = {
+        WriteOp{loc.segment_id(), loc.offset(), loc.length(), staging.data()}};
     Status w = tcp_->Write(loc.data_endpoint(), loc.node_id(), ops);
     if (!w.ok()) return w;
-    if (ops[0].result != ErrorCode::OK) return Status(ops[0].result, "promotion write");
+    if (ops[0].result != ErrorCode::OK)
+      return Status(ops[0].result, "promotion write");
   }
   guard.success = true;
   return Status::OK();
@@ -347,15 +365,18 @@ Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
 void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
   std::vector<ReadItem> items;
   items.reserve(ops.size());
-  for (auto& op : ops) items.push_back(ReadItem{op.tenant, op.key, op.dest, op.length});
+  for (auto& op : ops)
+    items.push_back(ReadItem{op.tenant, op.key, op.dest, op.length});
   auto got = storage_->BatchRead(items);
   uint64_t bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!got[i].ok()) {
-      ops[i].result = got[i].code() == ErrorCode::BUFFER_OVERFLOW ? ErrorCode::OBJECT_NOT_FOUND
-                                                                  : got[i].code();
+      ops[i].result = got[i].code() == ErrorCode::BUFFER_OVERFLOW
+                          ? ErrorCode::OBJECT_NOT_FOUND
+                          : got[i].code();
     } else if (got[i].value() != ops[i].length) {
-      ops[i].result = ErrorCode::OBJECT_NOT_FOUND;  // not the value the master meant
+      ops[i].result =
+          ErrorCode::OBJECT_NOT_FOUND;  // not the value the master meant
     } else {
       ops[i].result = ErrorCode::OK;
       bytes += ops[i].length;
@@ -367,7 +388,8 @@ void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
 void SsdTier::EvictionLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(config_.ssd_eviction_interval_ms));
+    cv_.wait_for(lock,
+                 std::chrono::milliseconds(config_.ssd_eviction_interval_ms));
     if (stopping_) break;
     lock.unlock();
     EvictIfNeeded();
@@ -387,12 +409,14 @@ void SsdTier::EvictIfNeeded() {
     o->set_size(c.size);
   }
   rpc::RemoveDiskReplicasResponse resp;
-  if (Status s = master_->Call(&Stub::RemoveDiskReplicas, req, &resp); !s.ok()) {
+  if (Status s = master_->Call(&Stub::RemoveDiskReplicas, req, &resp);
+      !s.ok()) {
     metrics_.GetCounter("kvpool_node_ssd_evict_rpc_failures_total").Inc();
     return;  // nothing freed: the master still counts on these copies
   }
   uint64_t freed = 0, kept = 0;
-  for (size_t i = 0; i < cands.size() && int(i) < resp.error_codes_size(); ++i) {
+  for (size_t i = 0; i < cands.size() && int(i) < resp.error_codes_size();
+       ++i) {
     if (resp.error_codes(int(i)) == 0) {
       storage_->Remove(cands[i].tenant, cands[i].key);
       ++freed;
@@ -410,9 +434,10 @@ std::string SsdTier::StatusJson() const {
       R"({{"path":"{}","io_uring_enabled":{},"capacity_bytes":{},"bytes_used":{},"bytes_live":{},)"
       R"("files":{},"records":{},"corrupt_skipped":{},"corrupt_reads":{},"read_errors":{},)"
       R"("write_errors":{},"gc_runs":{},"gc_bytes_reclaimed":{}}})",
-      config_.ssd_offload_path, st.io_uring_enabled ? "true" : "false", st.capacity_bytes,
-      st.bytes_used, st.bytes_live, st.files, st.records, st.corrupt_skipped, st.corrupt_reads,
-      st.read_errors, st.write_errors, st.gc_runs, st.gc_bytes_reclaimed);
+      config_.ssd_offload_path, st.io_uring_enabled ? "true" : "false",
+      st.capacity_bytes, st.bytes_used, st.bytes_live, st.files, st.records,
+      st.corrupt_skipped, st.corrupt_reads, st.read_errors, st.write_errors,
+      st.gc_runs, st.gc_bytes_reclaimed);
 }
 
 }  // namespace kvpool

@@ -56,8 +56,10 @@ class SsdTier {
   // Registers every stored object with the master; copies it refuses are
   // dropped locally. Called after each (re)mount.
   void RegisterWithMaster();
-  void EnqueueOffloads(const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks);
-  void EnqueuePromotions(const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks);
+  void EnqueueOffloads(
+      const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks);
+  void EnqueuePromotions(
+      const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks);
   // Serves SSD_READ of the data plane: fills each op's dest and result.
   void ServeReads(std::span<KeyReadOp> ops);
 
@@ -68,9 +70,11 @@ class SsdTier {
   // `on_done(key, code)` (optional) reports each key's outcome:
   // OK, PROMOTION_ALREADY_EXISTS (skipped quietly), NO_AVAILABLE_HANDLE
   // (DRAM pressure), UNAVAILABLE_IN_CURRENT_STATUS (an older master), ...
-  using PrefetchDone = std::function<void(const std::string& key, ErrorCode code)>;
+  using PrefetchDone =
+      std::function<void(const std::string& key, ErrorCode code)>;
   std::vector<ErrorCode> PrefetchKeys(const std::string& tenant,
-                                      const std::vector<std::string>& keys, PrefetchDone on_done);
+                                      const std::vector<std::string>& keys,
+                                      PrefetchDone on_done);
 
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
@@ -114,7 +118,8 @@ class SsdTier {
   std::deque<rpc::OffloadTask> offloads_;
   std::deque<PromotionJob> promotions_;
   std::deque<PrefetchRequest> prefetches_;
-  std::thread offload_thread_, promotion_thread_, eviction_thread_, prefetch_thread_;
+  std::thread offload_thread_, promotion_thread_, eviction_thread_,
+      prefetch_thread_;
 };
 
 }  // namespace kvpool
