@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-$(nproc)}"
+# Paths relative to the checkout, so ccache hits across clones (CI builds a
+# fresh clone in another folder).
+export CCACHE_BASEDIR="$PWD"
 if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
