@@ -210,6 +210,7 @@ class TcpDataServer::Impl {
     std::vector<uint64_t> key_offsets;    // their slots in ssd_buffer
     uint64_t ssd_buffer_size = 0;
     AlignedBuffer ssd_buffer;
+    size_t ssd_buffer_capacity = 0;  // kept across requests of this session
     std::string tenant;
     std::vector<std::string> keys;
   };
@@ -618,17 +619,24 @@ const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
   return nullptr;
 }
 
+constexpr size_t kKeepSsdBufferBytes = 64ull << 20;
+
 void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
-  void* p = nullptr;
   const size_t size = static_cast<size_t>(
       std::max<uint64_t>(st.ssd_buffer_size, wire::kSsdReadAlign));
-  if (::posix_memalign(&p, wire::kSsdReadAlign, size) != 0) {
-    spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
-                  node_id_, size);
-    for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
-    return;
+  // Reuse the session's buffer: a fresh allocation of this size is a fresh
+  // mmap, and faulting its pages in costs more than the read on some VMs.
+  if (!st.ssd_buffer || st.ssd_buffer_capacity < size) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, wire::kSsdReadAlign, size) != 0) {
+      spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
+                    node_id_, size);
+      for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
+      return;
+    }
+    st.ssd_buffer.reset(static_cast<uint8_t*>(p));
+    st.ssd_buffer_capacity = size;
   }
-  st.ssd_buffer.reset(static_cast<uint8_t*>(p));
   for (size_t j = 0; j < st.key_ops.size(); ++j) {
     st.key_ops[j].dest = st.ssd_buffer.get() + st.key_offsets[j];
     // A handler that does not get to an op must not make it read as OK.
@@ -702,7 +710,11 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
   PrepareCodesResponse(h, data_len, st);
   st.out[0] = asio::buffer(st.response);
   co_await asio::async_write(socket, st.out, token);
-  st.ssd_buffer.reset();
+  // Keep a moderate buffer for the session's next read; give back big ones.
+  if (st.ssd_buffer_capacity > kKeepSsdBufferBytes) {
+    st.ssd_buffer.reset();
+    st.ssd_buffer_capacity = 0;
+  }
   if (ec) co_return false;
   stats_.ssd_bytes_read.fetch_add(data_len, std::memory_order_relaxed);
   co_return true;
