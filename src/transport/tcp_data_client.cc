@@ -197,6 +197,47 @@ bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
   return true;
 }
 
+// Sends the request gathered in `iov`, then takes one result per op and, when
+// `kReceivesData`, the bytes of the successful ops scattered straight into
+// their destinations. Shared by READ, WRITE and SSD_READ.
+template <bool kReceivesData, typename OpT>
+bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
+                    std::span<OpT> ops, std::span<const uint32_t> batch,
+                    IoFailure* failure) {
+  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+    return false;
+  }
+  const uint32_t n = static_cast<uint32_t>(batch.size());
+  wire::Header rh;
+  std::vector<ErrorCode> codes;
+  if (!ReceiveHead(fd, op, n, &rh, &codes, failure)) return false;
+  if (rh.status != 0) {
+    const ErrorCode code = ErrorCodeFromInt(rh.status);
+    for (uint32_t idx : batch) ops[idx].result = code;
+    return true;
+  }
+  iov.clear();
+  uint64_t data_len = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    OpT& o = ops[batch[i]];
+    o.result = codes[i];
+    if constexpr (kReceivesData) {
+      if (o.result == ErrorCode::OK) {
+        iov.push_back(Iov(o.dest, o.length));
+        data_len += o.length;
+      }
+    }
+  }
+  if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
+    return ProtocolError(failure, "body length mismatch");
+  }
+  if (data_len > 0 &&
+      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
+    return false;
+  }
+  return true;
+}
+
 bool ValidKey(const std::string& key) {
   return !key.empty() && key.size() <= wire::kMaxKeySize;
 }
@@ -561,39 +602,7 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
     for (uint32_t idx : batch)
       iov.push_back(Iov(ops[idx].src, ops[idx].length));
   }
-  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
-    return false;
-  }
-
-  wire::Header rh;
-  std::vector<ErrorCode> codes;
-  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
-  if (rh.status != 0) {
-    const ErrorCode code = ErrorCodeFromInt(rh.status);
-    for (uint32_t idx : batch) ops[idx].result = code;
-    return true;
-  }
-  iov.clear();
-  uint64_t data_len = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    OpT& op = ops[batch[i]];
-    op.result = codes[i];
-    if constexpr (kIsRead) {
-      if (op.result == ErrorCode::OK) {
-        iov.push_back(Iov(op.dest, op.length));
-        data_len += op.length;
-      }
-    }
-  }
-  if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
-    return ProtocolError(failure, "body length mismatch");
-  }
-  // Scattered straight into each successful op's destination.
-  if (data_len > 0 &&
-      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
-    return false;
-  }
-  return true;
+  return SendAndCollect<kIsRead>(fd, h.op, iov, ops, batch, failure);
 }
 
 template <typename OpT>
@@ -706,37 +715,7 @@ bool TcpDataClient::Impl::ExchangeKeys(Connection& conn,
     p += op.key.size();
   }
   std::vector<iovec> iov(1, Iov(request.data(), request.size()));
-  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
-    return false;
-  }
-
-  wire::Header rh;
-  std::vector<ErrorCode> codes;
-  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
-  if (rh.status != 0) {
-    const ErrorCode code = ErrorCodeFromInt(rh.status);
-    for (uint32_t idx : batch) ops[idx].result = code;
-    return true;
-  }
-  iov.clear();
-  uint64_t data_len = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    KeyReadOp& op = ops[batch[i]];
-    op.result = codes[i];
-    if (op.result == ErrorCode::OK) {
-      iov.push_back(Iov(op.dest, op.length));
-      data_len += op.length;
-    }
-  }
-  if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
-    return ProtocolError(failure, "body length mismatch");
-  }
-  // Scattered straight into each successful op's destination.
-  if (data_len > 0 &&
-      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
-    return false;
-  }
-  return true;
+  return SendAndCollect<true>(fd, h.op, iov, ops, batch, failure);
 }
 
 Status TcpDataClient::Impl::ReadKeys(const std::string& endpoint,
