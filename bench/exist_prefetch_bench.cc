@@ -29,6 +29,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bench/bench_keys.h"
 #include "bench/bench_main.h"
 #include "bench/bench_util.h"
 #include "bench/svg_chart.h"
@@ -40,6 +41,12 @@ namespace kvpool {
 
 namespace {
 
+using bench::CountTier;
+using bench::Descs;
+using bench::Tiers;
+using bench::Value;
+using bench::WaitFor;
+
 using bench::NowSec;
 using bench::Percentile;
 
@@ -50,55 +57,6 @@ double ThreadCpuNs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
-}
-
-std::string Value(uint64_t i, uint64_t size) {
-  std::string v(size, static_cast<char>('a' + i % 26));
-  std::memcpy(v.data(), &i, std::min<uint64_t>(sizeof(i), size));
-  return v;
-}
-
-template <typename Fn>
-bool WaitFor(double timeout_sec, Fn&& done) {
-  double deadline = NowSec() + timeout_sec;
-  while (!done()) {
-    if (NowSec() > deadline) return false;
-    usleep(5000);
-  }
-  return true;
-}
-
-// The tier lookup of `keys`, asked in chunks so a large pool is not one huge
-// reply.
-std::vector<Result<TierInfo>> Descs(Client& c,
-                                    const std::vector<std::string>& keys) {
-  std::vector<Result<TierInfo>> out;
-  out.reserve(keys.size());
-  for (size_t start = 0; start < keys.size(); start += 512) {
-    std::vector<std::string> chunk(
-        keys.begin() + long(start),
-        keys.begin() + long(std::min(keys.size(), start + 512)));
-    for (auto& t : c.BatchGetReplicaDesc(chunk)) out.push_back(std::move(t));
-  }
-  return out;
-}
-
-// Best tier per key, "absent" when the lookup fails.
-std::vector<std::string> Tiers(Client& c,
-                               const std::vector<std::string>& keys) {
-  std::vector<std::string> out;
-  out.reserve(keys.size());
-  for (const auto& t : Descs(c, keys)) {
-    out.push_back(t.ok() ? t->BestTier() : "absent");
-  }
-  return out;
-}
-
-int CountTier(Client& c, const std::vector<std::string>& keys,
-              const std::string& tier) {
-  int n = 0;
-  for (const auto& t : Tiers(c, keys)) n += t == tier;
-  return n;
 }
 
 // Puts `n` keys of `size` bytes and returns those that end SSD-only: waits

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <random>
 
+#include "bench/bench_keys.h"
 #include "bench/bench_main.h"
 #include "bench/bench_util.h"
 #include "common/size_parse.h"
@@ -33,6 +34,12 @@
 namespace kvpool {
 
 namespace {
+
+using bench::CountTier;
+using bench::Descs;
+using bench::Tiers;
+using bench::Value;
+using bench::WaitFor;
 
 using bench::NowSec;
 using bench::Percentile;
@@ -49,38 +56,6 @@ struct Case {
   std::vector<double> lat_us;  // verified samples only
   int total = 0;
 };
-
-std::string Value(uint64_t i, uint64_t size) {
-  std::string v(size, static_cast<char>('a' + i % 26));
-  std::memcpy(v.data(), &i, std::min<uint64_t>(sizeof(i), size));
-  return v;
-}
-
-template <typename Fn>
-bool WaitFor(double timeout_sec, Fn&& done) {
-  double deadline = NowSec() + timeout_sec;
-  while (!done()) {
-    if (NowSec() > deadline) return false;
-    usleep(5000);
-  }
-  return true;
-}
-
-std::vector<std::string> Tiers(Client& c,
-                               const std::vector<std::string>& keys) {
-  std::vector<std::string> out;
-  for (const auto& t : c.BatchGetReplicaDesc(keys)) {
-    out.push_back(t.ok() ? t->BestTier() : "absent");
-  }
-  return out;
-}
-
-int CountTier(Client& c, const std::vector<std::string>& keys,
-              const std::string& tier) {
-  int n = 0;
-  for (const auto& t : Tiers(c, keys)) n += t == tier;
-  return n;
-}
 
 std::vector<std::string> PutKeys(Client& c, const std::string& prefix, int n,
                                  uint64_t size) {
