@@ -183,3 +183,54 @@ TEST_F(SsdClusterTest, CorruptSsdRecordIsACleanMissNeverWrongBytes) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+using S = PrefetchToMemoryStatus;
+
+class RouterTriggerTest : public kvpool::testing::SsdFixture {};
+
+TEST_F(RouterTriggerTest, OffByDefaultAnswersDisabled) {
+  Start();
+  auto c = NewClient();
+  auto keys = MakeSsdOnly(*c, 1);
+  EXPECT_EQ(c->BatchPrefetchToMemory(keys).code(),
+            ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+  EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
+}
+
+TEST_F(RouterTriggerTest, QueuedKeysArePromotedBeforeTheGet) {
+  opts_.enable_prefetch_trigger = true;
+  Start();
+  auto c = NewClient();
+  auto keys = MakeSsdOnly(*c, 2);
+  ASSERT_TRUE(c->Put("hot", "in dram").ok());
+  auto r = c->BatchPrefetchToMemory({keys[0], keys[1], "hot", "unknown"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value()[0], S::kQueued);
+  EXPECT_EQ(r.value()[1], S::kQueued);
+  EXPECT_EQ(r.value()[2], S::kInMemory);
+  EXPECT_EQ(r.value()[3], S::kNotFound);
+  // Two routers triggering the same keys: server-side idempotency.
+  auto again = c->BatchPrefetchToMemory({keys[0]});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again.value()[0] == S::kQueued ||
+              again.value()[0] == S::kInMemory);
+  ASSERT_TRUE(kvpool::testing::WaitUntil(
+      [&] {
+        return Tier(*c, keys[0]) == "memory" && Tier(*c, keys[1]) == "memory";
+      },
+      std::chrono::seconds(20)));
+  uint64_t ssd_before = c->counters().ssd_bytes_read;
+  EXPECT_EQ(c->Get(keys[1]).value(),
+            kvpool::testing::RandomBytes(kvpool::testing::kValue, 1));
+  EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);  // served from DRAM
+  auto pc = cluster_->master().service().promotion_counters();
+  EXPECT_EQ(pc.admitted, 2u);
+  EXPECT_EQ(pc.admitted, pc.completed + pc.failed + pc.cancelled + pc.expired +
+                             pc.in_flight);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -82,6 +82,12 @@ int main(int argc, char** argv) {
   app.add_option("--promotion_task_ttl_sec", c.promotion_task_ttl_sec,
                  "the reaper clears promotion tasks older than this")
       ->capture_default_str();
+  app.add_flag("--enable_prefetch_trigger", c.enable_prefetch_trigger,
+               "serve BatchPrefetchToMemory (router-triggered prefetch)");
+  app.add_option("--prefetch_trigger_lease_ttl_ms",
+                 c.prefetch_trigger_lease_ttl_ms,
+                 "lease granted at enqueue by BatchPrefetchToMemory")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");

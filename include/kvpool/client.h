@@ -100,6 +100,12 @@ class Client {
   std::vector<Result<TierInfo>> BatchGetReplicaDesc(
       const std::vector<std::string>& keys);
   Result<ClusterReport> Stat();
+  // The router trigger, for deployments without a router: asks the master to
+  // move SSD-only keys to DRAM before their get (statuses per key).
+  // UNAVAILABLE_IN_CURRENT_STATUS when the master has enable_prefetch_trigger
+  // off or predates the RPC.
+  Result<std::vector<PrefetchToMemoryStatus>> BatchPrefetchToMemory(
+      const std::vector<std::string>& keys);
 
   ClientCounters counters() const;
   PrefetchStats prefetch_stats() const;

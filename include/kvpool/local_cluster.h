@@ -41,6 +41,7 @@ struct LocalClusterOptions {
   bool offload_force_evict = false;
   bool promotion_on_hit = false;
   int64_t promotion_queue_limit = 50000;
+  bool enable_prefetch_trigger = false;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

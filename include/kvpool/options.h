@@ -50,6 +50,16 @@ struct ExistOptions {
   bool prefetch_to_memory = false;
 };
 
+// Per-key answer of the router-triggered prefetch (BatchPrefetchToMemory).
+enum class PrefetchToMemoryStatus {
+  kInMemory,            // already in DRAM (lease refreshed)
+  kQueued,              // lease granted, promotion enqueued (idempotent)
+  kThrottledWatermark,  // DRAM above the high watermark
+  kThrottledCap,        // promotions in flight at the shared cap
+  kNoLocalDisk,         // nothing on SSD to promote
+  kNotFound,            // unknown key
+};
+
 // One replica as the tier lookup reports it.
 struct ReplicaInfo {
   enum class Kind { kMemory, kLocalDisk } kind = Kind::kMemory;

@@ -701,6 +701,30 @@ std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(
   return out;
 }
 
+Result<std::vector<PrefetchToMemoryStatus>> Client::BatchPrefetchToMemory(
+    const std::vector<std::string>& keys) {
+  rpc::BatchPrefetchToMemoryRequest req;
+  req.set_tenant(state_->config.tenant);
+  for (const auto& k : keys) req.add_keys(k);
+  rpc::BatchPrefetchToMemoryResponse resp;
+  if (Status s = state_->master.Call(&Stub::BatchPrefetchToMemory, req, &resp);
+      !s.ok()) {
+    return s;
+  }
+  if (resp.error_code() != 0) {
+    return Status(ErrorCodeFromInt(resp.error_code()),
+                  "BatchPrefetchToMemory refused");
+  }
+  if (resp.statuses_size() != static_cast<int>(keys.size())) {
+    return Status(ErrorCode::RPC_FAIL, "short BatchPrefetchToMemory reply");
+  }
+  std::vector<PrefetchToMemoryStatus> out;
+  out.reserve(keys.size());
+  for (int st : resp.statuses())
+    out.push_back(static_cast<PrefetchToMemoryStatus>(st));
+  return out;
+}
+
 Result<ClusterReport> Client::Stat() {
   rpc::ClusterStatsRequest req;
   rpc::ClusterStatsResponse resp;

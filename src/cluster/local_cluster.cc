@@ -23,6 +23,7 @@ Status LocalCluster::Start() {
   mc.offload_force_evict = options_.offload_force_evict;
   mc.promotion_on_hit = options_.promotion_on_hit;
   mc.promotion_queue_limit = options_.promotion_queue_limit;
+  mc.enable_prefetch_trigger = options_.enable_prefetch_trigger;
   mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;
   if (options_.enable_ssd && options_.ssd_root.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");

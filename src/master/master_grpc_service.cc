@@ -154,6 +154,26 @@ grpc::Status MasterGrpcService::PromotionAllocStart(
   return grpc::Status::OK;
 }
 
+grpc::Status MasterGrpcService::BatchPrefetchToMemory(
+    grpc::ServerContext*, const rpc::BatchPrefetchToMemoryRequest* req,
+    rpc::BatchPrefetchToMemoryResponse* resp) {
+  if (svc_->config().emulate_pre_prefetch_master) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "BatchPrefetchToMemory");
+  }
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+  auto r = svc_->BatchPrefetchToMemory(req->tenant(), keys);
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) {
+    for (auto st : r.value()) {
+      resp->add_statuses(
+          static_cast<rpc::PrefetchStatus>(static_cast<int>(st)));
+    }
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status MasterGrpcService::RegisterPrefetchTask(
     grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest* req,
     rpc::RegisterPrefetchTaskResponse* resp) {

@@ -70,6 +70,9 @@ class MasterGrpcService final : public rpc::MasterService::Service {
   grpc::Status NotifyPromotion(grpc::ServerContext*,
                                const rpc::PromotionNotifyRequest*,
                                rpc::KeyStatus*) override;
+  grpc::Status BatchPrefetchToMemory(
+      grpc::ServerContext*, const rpc::BatchPrefetchToMemoryRequest*,
+      rpc::BatchPrefetchToMemoryResponse*) override;
   grpc::Status RegisterPrefetchTask(
       grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest*,
       rpc::RegisterPrefetchTaskResponse*) override;
