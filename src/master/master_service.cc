@@ -470,16 +470,10 @@ Status MasterService::PutRevoke(const std::string& tenant,
                   "no put in progress for this key");
   }
   auto& reps = it->second.replicas;
-  std::vector<Replica> revoked;
-  for (auto r = reps.begin(); r != reps.end();) {
-    if (r->status == ReplicaStatus::kProcessing) {
-      revoked.push_back(*r);
-      r = reps.erase(r);
-    } else {
-      ++r;
-    }
-  }
-  ReleaseReplicas(revoked, 0);
+  ReleaseReplicas(it->second.TakeReplicas([](const Replica& r) {
+    return r.status == ReplicaStatus::kProcessing;
+  }),
+                  0);
   if (reps.empty()) shard.objects.erase(it);
   return Status::OK();
 }
@@ -757,16 +751,9 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
           }
           ++forced;
         }
-        std::vector<Replica> mem;
         auto& reps = m.replicas;
-        for (auto r = reps.begin(); r != reps.end();) {
-          if (r->kind == ReplicaKind::kMemory) {
-            mem.push_back(*r);
-            r = reps.erase(r);
-          } else {
-            ++r;
-          }
-        }
+        std::vector<Replica> mem = m.TakeReplicas(
+            [](const Replica& r) { return r.kind == ReplicaKind::kMemory; });
         CountPrefetchFate(m, "evicted_unread");
         freed += mem.size() * m.size;
         evicted_bytes_ += mem.size() * m.size;
@@ -820,17 +807,11 @@ void MasterService::Housekeep() {
           ++it;
           continue;
         }
-        std::vector<Replica> stale;
         auto& reps = m.replicas;
-        for (auto r = reps.begin(); r != reps.end();) {
-          if (r->status == ReplicaStatus::kProcessing) {
-            stale.push_back(*r);
-            r = reps.erase(r);
-          } else {
-            ++r;
-          }
-        }
-        ReleaseReplicas(stale, 0);
+        ReleaseReplicas(m.TakeReplicas([](const Replica& r) {
+          return r.status == ReplicaStatus::kProcessing;
+        }),
+                        0);
         ++reclaimed;
         if (!reps.empty()) {
           ++it;

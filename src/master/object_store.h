@@ -5,6 +5,7 @@
 #ifndef KVPOOL_MASTER_OBJECT_STORE_H_
 #define KVPOOL_MASTER_OBJECT_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -58,6 +59,17 @@ struct ObjectMeta {
       if (r.kind == ReplicaKind::kLocalDisk && r.segment == node) return true;
     }
     return false;
+  }
+  // Removes and returns the replicas for which `pred` holds.
+  template <typename Pred>
+  std::vector<Replica> TakeReplicas(Pred pred) {
+    std::vector<Replica> taken;
+    auto keep =
+        std::stable_partition(replicas.begin(), replicas.end(),
+                              [&](const Replica& r) { return !pred(r); });
+    taken.assign(keep, replicas.end());
+    replicas.erase(keep, replicas.end());
+    return taken;
   }
   const Replica* FirstCompleteDisk() const {
     for (const auto& r : replicas) {
