@@ -9,6 +9,8 @@ PACKAGES=(
   libasio-dev liburing-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev fio
+  nlohmann-json3-dev
+  python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib
 )
 
 missing=()

@@ -30,6 +30,13 @@ int main(int argc, char** argv) {
   app.add_option("--default_kv_lease_ttl", c.default_kv_lease_ttl,
                  "read lease granted by get/exist, ms")
       ->capture_default_str();
+  app.add_option("--default_kv_soft_pin_ttl", c.default_kv_soft_pin_ttl,
+                 "how long a soft pin lasts, ms; renewed by each get")
+      ->capture_default_str();
+  app.add_option("--allow_evict_soft_pinned_objects",
+                 c.allow_evict_soft_pinned_objects,
+                 "evict soft-pinned objects once nothing unpinned is left")
+      ->capture_default_str();
   app.add_option("--eviction_high_watermark_ratio",
                  c.eviction_high_watermark_ratio,
                  "evict when MAIN DRAM use passes this share")

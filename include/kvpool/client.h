@@ -94,6 +94,11 @@ class Client {
 
   Status Remove(std::string_view key, bool force = false);
   Result<uint64_t> RemoveAll(bool force = false);
+  // Removes the keys of this tenant that `key_regex` (ECMAScript) matches
+  // as a whole; the same lease rules as RemoveAll. INVALID_PARAMS for a
+  // malformed expression.
+  Result<uint64_t> RemoveByRegex(const std::string& key_regex,
+                                 bool force = false);
 
   // The read-only tier lookup (BatchQueryReadOnly): no lease, no side
   // effects, no hit metrics.

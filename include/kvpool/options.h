@@ -37,8 +37,12 @@ struct ClientConfig {
 struct ReplicateConfig {
   int replica_num = 1;
   std::string preferred_segment;  // node id to place on first, optional
-  bool with_soft_pin = false;     // evicted only after unpinned objects
-  bool with_hard_pin = false;     // never evicted
+  std::vector<std::string> preferred_segments;  // then these, in order
+  bool with_soft_pin = false;  // evicted only after unpinned objects
+  // How long the soft pin lasts (renewed by each get); 0 = the master's
+  // default_kv_soft_pin_ttl.
+  int64_t soft_pin_ttl_ms = 0;
+  bool with_hard_pin = false;  // never evicted
 };
 
 struct ExistOptions {

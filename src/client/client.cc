@@ -28,6 +28,8 @@ rpc::ReplicateConfig ToProto(const ReplicateConfig& rc) {
   out.set_replica_num(rc.replica_num < 1 ? 1 : rc.replica_num);
   out.set_preferred_segment(rc.preferred_segment);
   out.set_with_soft_pin(rc.with_soft_pin);
+  out.set_soft_pin_ttl_ms(rc.soft_pin_ttl_ms);
+  for (const auto& s : rc.preferred_segments) out.add_preferred_segments(s);
   out.set_with_hard_pin(rc.with_hard_pin);
   return out;
 }
@@ -635,6 +637,11 @@ Status Client::Remove(std::string_view key, bool force) {
 }
 
 Result<uint64_t> Client::RemoveAll(bool force) {
+  return RemoveByRegex("", force);
+}
+
+Result<uint64_t> Client::RemoveByRegex(const std::string& key_regex,
+                                       bool force) {
   if (state_->config.lease_cache) {
     std::lock_guard<std::mutex> lock(state_->cache_mu);
     state_->cache.clear();
@@ -642,6 +649,7 @@ Result<uint64_t> Client::RemoveAll(bool force) {
   rpc::RemoveAllRequest req;
   req.set_tenant(state_->config.tenant);
   req.set_force(force);
+  req.set_key_regex(key_regex);
   rpc::RemoveAllResponse resp;
   if (Status s = state_->master.Call(&Stub::RemoveAll, req, &resp); !s.ok())
     return s;

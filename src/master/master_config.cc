@@ -12,6 +12,8 @@ Status MasterConfig::Validate() const {
   if (metrics_port < -1 || metrics_port > 65535)
     return bad("metrics_port out of range");
   if (default_kv_lease_ttl <= 0) return bad("default_kv_lease_ttl must be > 0");
+  if (default_kv_soft_pin_ttl <= 0 || default_kv_soft_pin_ttl > UINT32_MAX)
+    return bad("default_kv_soft_pin_ttl must be in (0, 2^32) ms");
   if (!(eviction_high_watermark_ratio > 0 &&
         eviction_high_watermark_ratio <= 1)) {
     return bad("eviction_high_watermark_ratio must be in (0, 1]");

@@ -18,6 +18,11 @@ struct MasterConfig {
   int rpc_thread_num = 4;
 
   int64_t default_kv_lease_ttl = 10000;  // ms, granted by get and exist
+  // Soft pin: how long (ms) a soft-pinned object outranks unpinned ones for
+  // eviction, renewed by each get (Mooncake's default: 30 min); whether it
+  // may be evicted at all once nothing unpinned is left.
+  int64_t default_kv_soft_pin_ttl = 30 * 60 * 1000;
+  bool allow_evict_soft_pinned_objects = true;
   double eviction_high_watermark_ratio = 0.90;
   double eviction_ratio = 0.05;  // share of capacity freed per pass
   int64_t put_start_discard_timeout_sec = 30;

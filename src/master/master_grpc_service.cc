@@ -210,6 +210,9 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
       req.config().replica_num() == 0 ? 1 : int(req.config().replica_num());
   opts.preferred_node = req.config().preferred_segment();
   opts.soft_pin = req.config().with_soft_pin();
+  opts.soft_pin_ttl_ms = req.config().soft_pin_ttl_ms();
+  opts.preferred_nodes.assign(req.config().preferred_segments().begin(),
+                              req.config().preferred_segments().end());
   opts.hard_pin = req.config().with_hard_pin();
   opts.upsert = req.upsert();
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
@@ -322,8 +325,14 @@ grpc::Status MasterGrpcService::Remove(grpc::ServerContext*,
 grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*,
                                           const rpc::RemoveAllRequest* req,
                                           rpc::RemoveAllResponse* resp) {
-  resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
-  resp->set_error_code(0);
+  if (req->key_regex().empty()) {
+    resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
+    resp->set_error_code(0);
+    return grpc::Status::OK;
+  }
+  auto r = svc_->RemoveByRegex(req->tenant(), req->key_regex(), req->force());
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) resp->set_removed(*r);
   return grpc::Status::OK;
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <regex>
 
 namespace kvpool {
 
@@ -329,8 +330,12 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     if (Status s = check(); !s.ok()) return fail(s);
   }
 
+  std::vector<std::string> preferred;
+  if (!opts.preferred_node.empty()) preferred.push_back(opts.preferred_node);
+  preferred.insert(preferred.end(), opts.preferred_nodes.begin(),
+                   opts.preferred_nodes.end());
   auto placements = segments_.Allocate(size, opts.replica_num,
-                                       SegmentKind::kMain, opts.preferred_node);
+                                       SegmentKind::kMain, preferred);
   if (placements.empty()) {
     // Make room synchronously rather than failing a put the pool could hold.
     // With offload on, DRAM may be full of keys whose SSD copy is still
@@ -348,7 +353,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
       EvictBytes(std::max<uint64_t>(
           size, uint64_t(config_.eviction_ratio * double(cap))));
       placements = segments_.Allocate(size, opts.replica_num,
-                                      SegmentKind::kMain, opts.preferred_node);
+                                      SegmentKind::kMain, preferred);
       if (!placements.empty() || !config_.enable_offload ||
           offloads_in_flight_.load() <= 0 ||
           std::chrono::steady_clock::now() >= deadline) {
@@ -374,7 +379,13 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   meta.version = next_version_++;
   meta.last_access_ms = now;
   meta.hard_pin = opts.hard_pin;
-  meta.soft_pin = opts.soft_pin;
+  if (opts.soft_pin) {
+    meta.soft_pin_ttl_ms = static_cast<uint32_t>(std::clamp<int64_t>(
+        opts.soft_pin_ttl_ms > 0 ? opts.soft_pin_ttl_ms
+                                 : config_.default_kv_soft_pin_ttl,
+        1, UINT32_MAX));
+    meta.soft_pin_deadline_ms = now + meta.soft_pin_ttl_ms;
+  }
   meta.replicas.reserve(placements.size());
   for (const auto& p : placements) {
     meta.replicas.push_back(Replica{p.offset, p.segment, p.handle,
@@ -506,6 +517,7 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     }
     m.lease_deadline_ms =
         std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    if (m.SoftPinned(now)) m.soft_pin_deadline_ms = now + m.soft_pin_ttl_ms;
     m.last_access_ms = now;
     out.size = m.size;
     out.lease_ttl_ms = config_.default_kv_lease_ttl;
@@ -629,6 +641,24 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
 }
 
 uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
+  return RemoveMatching(tenant, force, nullptr);
+}
+
+Result<uint64_t> MasterService::RemoveByRegex(const std::string& tenant,
+                                              const std::string& key_regex,
+                                              bool force) {
+  std::regex re;
+  try {
+    re = std::regex(key_regex, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  fmt::format("bad key regex '{}': {}", key_regex, e.what()));
+  }
+  return RemoveMatching(tenant, force, &re);
+}
+
+uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
+                                       const std::regex* key_regex) {
   int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
   if (tid < 0) return 0;
   uint64_t removed = 0;
@@ -639,7 +669,8 @@ uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
     for (auto it = shard.objects.begin(); it != shard.objects.end();) {
       ObjectMeta& m = it->second;
       bool removable = it->first.tenant == static_cast<uint32_t>(tid) &&
-                       (force || (!m.LeaseLive(now) && !m.HasProcessing()));
+                       (force || (!m.LeaseLive(now) && !m.HasProcessing())) &&
+                       (!key_regex || std::regex_match(it->first.key, *key_regex));
       if (!removable) {
         ++it;
         continue;
@@ -690,7 +721,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
   };
   auto eligible = [&](const Shard& shard, const ObjectKey& k,
                       const ObjectMeta& m, const Round& round) {
-    if (m.hard_pin || (m.soft_pin && !round.allow_soft) || m.LeaseLive(now) ||
+    if (m.hard_pin || (m.SoftPinned(now) && !round.allow_soft) ||
+        m.LeaseLive(now) ||
         m.HasProcessing() || memory_bytes(m) == 0) {
       return false;
     }
@@ -703,6 +735,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
   for (Round round : {Round{false, true}, Round{false, false},
                       Round{true, true}, Round{true, false}}) {
     if (freed >= bytes) break;
+    if (round.allow_soft && !config_.allow_evict_soft_pinned_objects) break;
     // Pass 1: the access-time cutoff that frees enough (no key copies).
     std::vector<std::pair<int64_t, uint64_t>> cands;  // (last_access, bytes)
     for (size_t i = 0; i < ObjectStore::kShards; ++i) {

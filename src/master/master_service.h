@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <regex>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,7 +40,9 @@ inline constexpr int64_t kTaskGraceMs = 30000;
 struct PutOptions {
   int replica_num = 1;
   std::string preferred_node;  // node id whose segments to try first
+  std::vector<std::string> preferred_nodes;  // then these, in order
   bool soft_pin = false;
+  int64_t soft_pin_ttl_ms = 0;  // 0: default_kv_soft_pin_ttl
   bool hard_pin = false;
   bool upsert = false;  // replace an existing value when this put completes
 };
@@ -166,8 +169,17 @@ class MasterService {
   // Removes every object of the tenant that is complete and unleased (all,
   // with force). Returns how many were removed.
   uint64_t RemoveAll(const std::string& tenant, bool force);
+  // The same, only for keys `key_regex` matches as a whole (ECMAScript
+  // syntax); INVALID_PARAMS for a malformed expression.
+  Result<uint64_t> RemoveByRegex(const std::string& tenant,
+                                 const std::string& key_regex, bool force);
 
   // ---- SSD tier (holders) ----
+ private:
+  uint64_t RemoveMatching(const std::string& tenant, bool force,
+                          const std::regex* key_regex);
+
+ public:
   // One code per result: OK = the LOCAL_DISK replica is recorded (duplicates
   // are idempotent); else the node must drop its copy. A NACK releases the
   // pin at once.

@@ -40,12 +40,16 @@ struct ObjectMeta {
   // an older value is refused, so an SSD copy never carries other bytes.
   uint64_t version = 0;
   bool hard_pin = false;
-  bool soft_pin = false;
+  // Soft pin (evicted only after unpinned objects) lasts until this time;
+  // every get extends it by soft_pin_ttl_ms.
+  uint32_t soft_pin_ttl_ms = 0;
+  int64_t soft_pin_deadline_ms = 0;
   // Its DRAM replica came from a prefetch and no get has read it yet: the
   // fate of the prefetch is counted when it is read, evicted or removed.
   bool prefetched_unread = false;
   std::vector<Replica> replicas;
 
+  bool SoftPinned(int64_t now) const { return soft_pin_deadline_ms > now; }
   bool HasCompleteMemory() const {
     for (const auto& r : replicas) {
       if (r.kind == ReplicaKind::kMemory &&

@@ -61,6 +61,14 @@ std::shared_ptr<const SegmentInfo> SegmentManager::Info(uint32_t id) const {
 std::vector<Placement> SegmentManager::Allocate(
     uint64_t size, int count, SegmentKind kind,
     const std::string& preferred_node) {
+  if (preferred_node.empty())
+    return Allocate(size, count, kind, std::vector<std::string>{});
+  return Allocate(size, count, kind, std::vector<std::string>{preferred_node});
+}
+
+std::vector<Placement> SegmentManager::Allocate(
+    uint64_t size, int count, SegmentKind kind,
+    const std::vector<std::string>& preferred_nodes) {
   std::vector<std::shared_ptr<Segment>> candidates;
   {
     std::shared_lock lock(mu_);
@@ -82,10 +90,15 @@ std::vector<Placement> SegmentManager::Allocate(
           return fa > fb;
         });
   }
-  if (!preferred_node.empty()) {
-    std::stable_partition(
+  if (!preferred_nodes.empty()) {
+    auto rank = [&](const auto& s) {
+      auto it = std::find(preferred_nodes.begin(), preferred_nodes.end(),
+                          s->info.node_id);
+      return static_cast<size_t>(it - preferred_nodes.begin());
+    };
+    std::stable_sort(
         candidates.begin(), candidates.end(),
-        [&](const auto& s) { return s->info.node_id == preferred_node; });
+        [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   }
   std::vector<Placement> out;
   for (const auto& seg : candidates) {

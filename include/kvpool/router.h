@@ -1,0 +1,111 @@
+// kvpool::Router: the reference router of the router-triggered prefetch
+// (shared/seeds/rfc-router-prefetch-trigger.md). For each request it looks
+// up the tiers of the prompt's block keys (read-only, no lease), triggers
+// BatchPrefetchToMemory for the SSD-only blocks of the matched prefix, and
+// picks an engine: one co-located with the holders of those blocks first,
+// then the least loaded.
+//
+// Thread-safe. Several routers may trigger the same keys: the master's
+// per-key promotion entry makes a re-trigger a no-op (QUEUED).
+#ifndef KVPOOL_ROUTER_H_
+#define KVPOOL_ROUTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvpool/options.h"
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+// An inference engine the router may dispatch to.
+struct EngineInfo {
+  std::string id;
+  // kvpool node ids whose DRAM this engine reads locally (same host): blocks
+  // held there are read without a network hop.
+  std::vector<std::string> local_node_ids;
+  std::string endpoint;  // opaque to the router (e.g. "http://10.0.0.5:8000")
+};
+
+struct RouterConfig {
+  std::string master_server_address = "127.0.0.1:50051";
+  std::vector<EngineInfo> engines;
+  // Trigger BatchPrefetchToMemory for SSD-only blocks of the matched prefix.
+  // Off: the router only looks up and dispatches.
+  bool enable_prefetch = true;
+  int rpc_timeout_ms = 5000;
+};
+
+struct RouteRequest {
+  std::string request_id;
+  std::string tenant = "default";
+  std::vector<std::string> block_keys;  // in prompt order
+};
+
+// Where one block of the matched prefix is.
+struct BlockTier {
+  std::string tier;     // "memory", "local_disk" or "processing"
+  std::string node_id;  // holder of the best replica
+  uint64_t size = 0;
+};
+
+struct RouteDecision {
+  std::string request_id;
+  std::string engine_id;  // empty when no engine is configured
+  // Blocks from the start of the prompt that the store holds (any tier).
+  size_t matched_prefix = 0;
+  std::vector<BlockTier> prefix_tiers;  // one per matched block
+  size_t ssd_only_blocks = 0;           // of the matched prefix
+  // Per SSD-only block of the prefix, in order, when a trigger was sent.
+  std::vector<std::string> triggered_keys;
+  std::vector<PrefetchToMemoryStatus> prefetch_statuses;
+  // The master has the trigger switched off (or predates it): no prefetch,
+  // the lookup and dispatch still happened.
+  bool prefetch_disabled = false;
+  bool affinity_hit = false;  // the engine is local to the prefix's holders
+};
+
+struct RouterStats {
+  uint64_t requests = 0;
+  uint64_t blocks_looked_up = 0;
+  uint64_t ssd_only_blocks = 0;
+  uint64_t triggered = 0;
+  uint64_t queued = 0;
+  uint64_t in_memory = 0;
+  uint64_t throttled_watermark = 0;
+  uint64_t throttled_cap = 0;
+  uint64_t no_local_disk = 0;
+  uint64_t not_found = 0;
+  uint64_t affinity_hits = 0;
+  uint64_t lookup_errors = 0;
+};
+
+class Router {
+ public:
+  // Fails only on an invalid config (empty address, duplicate engine ids).
+  static Result<std::unique_ptr<Router>> Create(const RouterConfig& config);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // Looks up, triggers and picks an engine; counts the request as in flight
+  // on that engine until Complete(engine_id). INVALID_PARAMS for an empty or
+  // over-long key list; RPC_FAIL when the master is unreachable.
+  Result<RouteDecision> Route(const RouteRequest& request);
+  // The engine finished a request routed to it (load accounting).
+  void Complete(const std::string& engine_id);
+
+  RouterStats stats() const;
+  const RouterConfig& config() const;
+
+ private:
+  struct State;
+  explicit Router(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_ROUTER_H_
