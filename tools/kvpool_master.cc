@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
                  c.prefetch_trigger_lease_ttl_ms,
                  "lease granted at enqueue by BatchPrefetchToMemory")
       ->capture_default_str();
+  app.add_option("--prefetch_strict_buffer", c.prefetch_strict_buffer,
+                 "router promotions land only in the holder's prefetch "
+                 "buffer (when it has one)")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");

@@ -51,6 +51,23 @@ int main(int argc, char** argv) {
   app.add_option("--ssd_io_backend", c.ssd_io_backend,
                  "auto, io_uring or pread")
       ->capture_default_str();
+  kvpool::AddSizeFlag(app, "--prefetch_buffer_segment",
+                      &c.prefetch_buffer_segment,
+                      "bytes of the PREFETCH_BUFFER segment for router "
+                      "promotions (0 = none)");
+  app.add_option("--promotion_pull", c.promotion_pull,
+                 "run the promotion pull thread (else promotions ride the "
+                 "heartbeat)")
+      ->capture_default_str();
+  app.add_option("--promotion_pull_interval_ms", c.promotion_pull_interval_ms,
+                 "pull thread period")
+      ->capture_default_str();
+  app.add_option("--promotion_max_per_pull", c.promotion_max_per_pull,
+                 "tasks taken per pull")
+      ->capture_default_str();
+  app.add_option("--promotion_read_batch", c.promotion_read_batch,
+                 "SSD reads per promotion worker submission (1 = sequential)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   sigset_t set;

@@ -42,6 +42,14 @@ struct LocalClusterOptions {
   bool promotion_on_hit = false;
   int64_t promotion_queue_limit = 50000;
   bool enable_prefetch_trigger = false;
+  int64_t prefetch_trigger_lease_ttl_ms = 10000;
+  bool prefetch_strict_buffer = true;
+  uint64_t prefetch_buffer_size = 0;  // per node; 0 = no PREFETCH_BUFFER
+  bool promotion_pull = false;
+  int64_t promotion_pull_interval_ms = 100;
+  int64_t promotion_max_per_pull = 32;
+  int64_t promotion_read_batch = 1;
+  int64_t promotion_task_ttl_sec = 600;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

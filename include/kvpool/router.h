@@ -65,6 +65,9 @@ struct RouteDecision {
   // the lookup and dispatch still happened.
   bool prefetch_disabled = false;
   bool affinity_hit = false;  // the engine is local to the prefix's holders
+  // The trigger RPC failed (e.g. the master went away after the lookup).
+  // Prefetch is only an acceleration: the request was dispatched anyway.
+  std::string prefetch_error;
 };
 
 struct RouterStats {
@@ -80,6 +83,8 @@ struct RouterStats {
   uint64_t not_found = 0;
   uint64_t affinity_hits = 0;
   uint64_t lookup_errors = 0;
+  uint64_t prefetch_errors = 0;  // trigger RPCs that failed (not "disabled")
+  std::vector<uint64_t> in_flight;  // per engine, in config order
 };
 
 class Router {

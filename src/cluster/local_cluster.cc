@@ -24,6 +24,9 @@ Status LocalCluster::Start() {
   mc.promotion_on_hit = options_.promotion_on_hit;
   mc.promotion_queue_limit = options_.promotion_queue_limit;
   mc.enable_prefetch_trigger = options_.enable_prefetch_trigger;
+  mc.prefetch_trigger_lease_ttl_ms = options_.prefetch_trigger_lease_ttl_ms;
+  mc.prefetch_strict_buffer = options_.prefetch_strict_buffer;
+  mc.promotion_task_ttl_sec = options_.promotion_task_ttl_sec;
   mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;
   if (options_.enable_ssd && options_.ssd_root.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");
@@ -43,6 +46,11 @@ Status LocalCluster::Start() {
       nc.ssd_segment_file_size = options_.ssd_segment_file_size;
       nc.ssd_io_backend = options_.ssd_io_backend;
       nc.emulate_pre_prefetch_holder = options_.emulate_pre_prefetch_holder;
+      nc.prefetch_buffer_segment = options_.prefetch_buffer_size;
+      nc.promotion_pull = options_.promotion_pull;
+      nc.promotion_pull_interval_ms = options_.promotion_pull_interval_ms;
+      nc.promotion_max_per_pull = options_.promotion_max_per_pull;
+      nc.promotion_read_batch = options_.promotion_read_batch;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

@@ -50,6 +50,10 @@ struct MasterConfig {
   bool enable_prefetch_trigger = false;
   // Lease granted at enqueue: covers the router -> engine get window.
   int64_t prefetch_trigger_lease_ttl_ms = 10000;
+  // Router promotions land only in the holder's PREFETCH_BUFFER segment
+  // (when it has one), never in the main cache; off: the buffer first, then
+  // the main cache.
+  bool prefetch_strict_buffer = true;
   // Test-only: answer the additive prefetch RPCs as an older master would
   // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
   bool emulate_pre_prefetch_master = false;

@@ -46,7 +46,11 @@ grpc::Status MasterGrpcService::MountSegment(
   info.capacity = req->size();
   info.shm_path = req->shm_path();
   info.data_endpoint = req->data_endpoint();
-  auto r = svc_->MountSegment(std::move(info), req->ssd_enabled());
+  // An older master ignores the field (and keeps promotions on the
+  // heartbeat); the emulation does the same.
+  auto r = svc_->MountSegment(std::move(info), req->ssd_enabled(),
+                              req->pulls_promotions() &&
+                                  !svc_->config().emulate_pre_prefetch_master);
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
   return grpc::Status::OK;
@@ -86,6 +90,29 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
   }
   for (const auto& t : tasks.promotions) {
     auto* p = resp->add_promotion_tasks();
+    p->set_tenant(t.tenant);
+    p->set_key(t.key);
+    p->set_size(t.size);
+    p->set_task_id(t.task_id);
+    p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
+    p->set_from_prefetch(t.from_prefetch);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::PullPromotionTasks(
+    grpc::ServerContext*, const rpc::PullPromotionTasksRequest* req,
+    rpc::PullPromotionTasksResponse* resp) {
+  if (svc_->config().emulate_pre_prefetch_master) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "PullPromotionTasks");
+  }
+  std::vector<PromotionTaskMsg> tasks;
+  // Bounded: one pull never takes more than a worker's batch.
+  size_t max = std::min<size_t>(req->max_tasks(), 1024);
+  Status s = svc_->PullPromotionTasks(req->node_id(), max, &tasks);
+  resp->set_error_code(ToInt(s.code()));
+  for (const auto& t : tasks) {
+    auto* p = resp->add_tasks();
     p->set_tenant(t.tenant);
     p->set_key(t.key);
     p->set_size(t.size);

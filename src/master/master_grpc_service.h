@@ -23,6 +23,9 @@ class MasterGrpcService final : public rpc::MasterService::Service {
                               rpc::UnmountSegmentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest*,
                          rpc::HeartbeatResponse*) override;
+  grpc::Status PullPromotionTasks(grpc::ServerContext*,
+                                  const rpc::PullPromotionTasksRequest*,
+                                  rpc::PullPromotionTasksResponse*) override;
   grpc::Status PutStart(grpc::ServerContext*, const rpc::PutStartRequest*,
                         rpc::PutStartResponse*) override;
   grpc::Status BatchPutStart(grpc::ServerContext*,

@@ -151,11 +151,15 @@ void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas,
 // ---------------------------------------------------------------- segments
 
 Result<uint32_t> MasterService::MountSegment(SegmentInfo info,
-                                             bool ssd_enabled) {
+                                             bool ssd_enabled,
+                                             bool pulls_promotions) {
   if (info.node_id.empty())
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
+  if (info.capacity == 0)
+    return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
   std::string node = info.node_id;
-  nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled);
+  nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
+                  pulls_promotions);
   auto r = segments_.Mount(std::move(info));
   if (r.ok()) spdlog::info("mounted segment {} of node {}", r.value(), node);
   return r;
@@ -184,6 +188,16 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
     nodes_.TakeTasks(node_id, wait_ms, max_offload,
                      static_cast<size_t>(config_.promotion_max_per_heartbeat),
                      tasks);
+  }
+  return Status::OK();
+}
+
+Status MasterService::PullPromotionTasks(const std::string& node_id,
+                                         size_t max,
+                                         std::vector<PromotionTaskMsg>* out) {
+  if (!nodes_.TakePromotions(node_id, max, out)) {
+    return Status(ErrorCode::CLIENT_NOT_FOUND,
+                  "unknown node " + node_id + ": remount");
   }
   return Status::OK();
 }
@@ -369,6 +383,18 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
       metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
   }
   if (placements.empty()) {
+    // Soft partition: an ordinary put may overflow into prefetch buffers
+    // (the RFC's v1); prefetch then throttles until the buffer drains.
+    placements = segments_.Allocate(size, opts.replica_num,
+                                    SegmentKind::kPrefetchBuffer, preferred);
+    if (!placements.empty()) {
+      metrics_
+          .GetCounter("kvpool_master_put_buffer_overflow_total", "",
+                      "puts placed in a prefetch buffer: main DRAM was full")
+          .Inc();
+    }
+  }
+  if (placements.empty()) {
     return fail(Status(
         ErrorCode::NO_AVAILABLE_HANDLE,
         fmt::format("no segment has {} free bytes after eviction", size)));
@@ -514,6 +540,10 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     if (m.prefetched_unread && m.HasCompleteMemory()) {
       CountPrefetchFate(
           m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
+    } else if (!m.HasCompleteMemory()) {
+      auto p = shard.promotions.find(okey);
+      if (p != shard.promotions.end() && p->second.from_prefetch)
+        p->second.get_before_landing = true;  // this get reads the SSD
     }
     m.lease_deadline_ms =
         std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
@@ -691,24 +721,39 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
 // ---------------------------------------------------------------- eviction
 
 uint64_t MasterService::EvictIfNeeded() {
-  SegmentUsage u = segments_.Usage(SegmentKind::kMain);
-  if (u.capacity == 0) return 0;
-  double high = config_.eviction_high_watermark_ratio;
-  if (u.ratio() < high) return 0;
-  // Down to the high watermark, then a further eviction_ratio of capacity,
-  // so eviction runs in batches rather than once per put.
-  uint64_t over = u.used - uint64_t(high * double(u.capacity));
-  return EvictBytes(over +
-                    uint64_t(config_.eviction_ratio * double(u.capacity)));
+  uint64_t freed = 0;
+  // Each kind on its own reading: the buffer never dilutes the main
+  // watermark, and a full buffer is drained of replicas whose lease ended.
+  for (SegmentKind kind : {SegmentKind::kMain, SegmentKind::kPrefetchBuffer}) {
+    SegmentUsage u = segments_.Usage(kind);
+    if (u.capacity == 0) continue;
+    double high = config_.eviction_high_watermark_ratio;
+    if (u.ratio() < high) continue;
+    // Down to the high watermark, then a further eviction_ratio of
+    // capacity, so eviction runs in batches rather than once per put.
+    uint64_t over = u.used - uint64_t(high * double(u.capacity));
+    freed += EvictBytes(
+        over + uint64_t(config_.eviction_ratio * double(u.capacity)), kind);
+  }
+  return freed;
 }
 
-uint64_t MasterService::EvictBytes(uint64_t bytes) {
+uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
   std::lock_guard<std::mutex> evict_lock(evict_mu_);
   const int64_t now = clock_->NowMs();
-  auto memory_bytes = [](const ObjectMeta& m) {
+  // Replicas count for `kind` by their segment; buffer segments are few.
+  const std::vector<uint32_t> buffers =
+      segments_.IdsOfKind(SegmentKind::kPrefetchBuffer);
+  auto of_kind = [&](const Replica& r) {
+    if (r.kind != ReplicaKind::kMemory) return false;
+    bool in_buffer =
+        std::find(buffers.begin(), buffers.end(), r.segment) != buffers.end();
+    return in_buffer == (kind == SegmentKind::kPrefetchBuffer);
+  };
+  auto memory_bytes = [&](const ObjectMeta& m) {
     uint64_t n = 0;
     for (const auto& r : m.replicas) {
-      if (r.kind == ReplicaKind::kMemory) n += m.size;
+      if (of_kind(r)) n += m.size;
     }
     return n;
   };
@@ -785,9 +830,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes) {
           ++forced;
         }
         auto& reps = m.replicas;
-        std::vector<Replica> mem = m.TakeReplicas(
-            [](const Replica& r) { return r.kind == ReplicaKind::kMemory; });
-        CountPrefetchFate(m, "evicted_unread");
+        std::vector<Replica> mem = m.TakeReplicas(of_kind);
+        if (!m.HasCompleteMemory()) CountPrefetchFate(m, "evicted_unread");
         freed += mem.size() * m.size;
         evicted_bytes_ += mem.size() * m.size;
         ReleaseReplicas(mem, 0);

@@ -13,11 +13,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -129,7 +131,8 @@ class MasterService {
   void Stop();
 
   // ---- segments and liveness ----
-  Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false);
+  Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false,
+                                bool pulls_promotions = false);
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
@@ -175,11 +178,10 @@ class MasterService {
                                  const std::string& key_regex, bool force);
 
   // ---- SSD tier (holders) ----
- private:
-  uint64_t RemoveMatching(const std::string& tenant, bool force,
-                          const std::regex* key_regex);
-
- public:
+  // The promotion pull thread's poll: at most `max` queued promotion tasks
+  // of the node (CLIENT_NOT_FOUND if unknown). Also a liveness beat.
+  Status PullPromotionTasks(const std::string& node_id, size_t max,
+                            std::vector<PromotionTaskMsg>* out);
   // One code per result: OK = the LOCAL_DISK replica is recorded (duplicates
   // are idempotent); else the node must drop its copy. A NACK releases the
   // pin at once.
@@ -234,14 +236,21 @@ class MasterService {
       const std::string& tenant, const std::vector<std::string>& keys);
   // Counts the fate of a prefetched replica (shard lock held).
   void CountPrefetchFate(ObjectMeta& m, const char* fate);
+  // Test hook: runs between the read-only and the read-write phase of
+  // BatchPrefetchToMemory (the TOCTOU window). Not for production use.
+  void SetPrefetchPhaseHookForTest(std::function<void()> hook) {
+    prefetch_phase_hook_ = std::move(hook);
+  }
 
   // ---- maintenance steps (run by the background thread) ----
-  // Evicts when the MAIN watermark is above the high watermark. Returns the
-  // bytes freed.
+  // Evicts when the MAIN segments are above the high watermark, and
+  // likewise the PREFETCH_BUFFER segments, each on its own reading. Returns
+  // the bytes freed.
   uint64_t EvictIfNeeded();
-  // Frees at least `bytes` of MAIN memory if it can, LRU first (objects with
-  // an SSD copy before those without). Returns the bytes freed.
-  uint64_t EvictBytes(uint64_t bytes);
+  // Frees at least `bytes` of the replicas in segments of `kind` if it can,
+  // LRU first (objects with an SSD copy before those without). Returns the
+  // bytes freed.
+  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain);
   // Graveyard, abandoned puts, dead nodes, expired tasks.
   void Housekeep();
 
@@ -283,6 +292,14 @@ class MasterService {
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
+  uint64_t RemoveMatching(const std::string& tenant, bool force,
+                          const std::regex* key_regex);
+  // Router promotions that will land in a holder's prefetch buffer reserve
+  // their bytes from enqueue until PromotionAllocStart (or the end of the
+  // task), so a burst of triggers cannot overbook the buffer.
+  bool ReserveBuffer(uint32_t holder, const std::string& node_id,
+                     uint64_t size);
+  void ReleaseBufferReservation(PromotionState& st);
   void BackgroundLoop();
 
   const MasterConfig config_;
@@ -307,6 +324,10 @@ class MasterService {
   // Signalled when offload results arrive, for puts waiting for room.
   std::mutex offload_mu_;
   std::condition_variable offload_cv_;
+
+  std::mutex buffer_mu_;
+  std::unordered_map<uint32_t, uint64_t> buffer_reserved_;  // by holder index
+  std::function<void()> prefetch_phase_hook_;
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

@@ -217,6 +217,78 @@ TEST_F(MasterServiceTest, SoftPinnedEvictedOnlyAfterOthers) {
   EXPECT_EQ(svc_->ExistKey("", "soft", false), ErrorCode::OK);
 }
 
+TEST_F(MasterServiceTest, SoftPinEndsAfterItsTtlUnlessRenewedByGets) {
+  config_.default_kv_soft_pin_ttl = 5000;
+  Make();
+  Mount("a", 100 * 1024);
+  PutOptions soft;
+  soft.soft_pin = true;
+  ASSERT_TRUE(Put("renewed", 10 * 1024, soft).ok());
+  soft.soft_pin_ttl_ms = 2000;  // per put, overrides the default
+  ASSERT_TRUE(Put("short", 10 * 1024, soft).ok());
+  clock_.Advance(3000);  // "short" is no longer pinned
+  ASSERT_TRUE(svc_->GetReplicaList("", "renewed").ok());  // renews to +5 s
+  ASSERT_TRUE(Put("plain", 10 * 1024).ok());
+  clock_.Advance(4000);  // "renewed" still pinned; all leases over
+  EXPECT_GE(svc_->EvictBytes(10 * 1024), 10u * 1024);
+  // LRU among unpinned: "short" (older than "plain") goes first.
+  EXPECT_EQ(svc_->ExistKey("", "short", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "renewed", false), ErrorCode::OK);
+  EXPECT_EQ(svc_->ExistKey("", "plain", false), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, SoftPinnedNeverEvictedWhenNotAllowed) {
+  config_.allow_evict_soft_pinned_objects = false;
+  Make();
+  Mount("a", 100 * 1024);
+  PutOptions soft;
+  soft.soft_pin = true;
+  ASSERT_TRUE(Put("soft", 10 * 1024, soft).ok());
+  ASSERT_TRUE(Put("hard", 10 * 1024, PutOptions{.hard_pin = true}).ok());
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  EXPECT_EQ(svc_->EvictBytes(20 * 1024), 0u);
+  EXPECT_EQ(svc_->ExistKey("", "soft", false), ErrorCode::OK);
+  config_.allow_evict_soft_pinned_objects = true;
+  Make();
+  Mount("a", 100 * 1024);
+  ASSERT_TRUE(Put("soft", 10 * 1024, soft).ok());
+  ASSERT_TRUE(Put("hard", 10 * 1024, PutOptions{.hard_pin = true}).ok());
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  EXPECT_EQ(svc_->EvictBytes(20 * 1024), 10u * 1024);  // never the hard one
+  EXPECT_EQ(svc_->ExistKey("", "soft", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "hard", false), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, PreferredSegmentsAreTriedInOrder) {
+  Mount("a", 64 * 1024);
+  Mount("b", 64 * 1024);
+  Mount("c", 64 * 1024);
+  PutOptions opts;
+  opts.preferred_nodes = {"c", "b"};
+  ASSERT_TRUE(Put("k1", 40 * 1024, opts).ok());
+  EXPECT_EQ(svc_->GetReplicaList("", "k1")->replicas[0].segment->node_id, "c");
+  // "c" has no room for a second one: the next preference, not "a".
+  ASSERT_TRUE(Put("k2", 40 * 1024, opts).ok());
+  EXPECT_EQ(svc_->GetReplicaList("", "k2")->replicas[0].segment->node_id, "b");
+}
+
+TEST_F(MasterServiceTest, RemoveByRegexRemovesOnlyMatches) {
+  Mount("a", 1 << 20);
+  for (const char* k : {"req1/blk0", "req1/blk1", "req2/blk0", "other"})
+    ASSERT_TRUE(Put(k, 100).ok());
+  clock_.Advance(config_.default_kv_lease_ttl + 1);
+  auto r = svc_->RemoveByRegex("", "req1/.*", false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 2u);
+  EXPECT_EQ(svc_->ExistKey("", "req1/blk0", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "req2/blk0", false), ErrorCode::OK);
+  // A partial match is not a match: the whole key must match.
+  EXPECT_EQ(svc_->RemoveByRegex("", "blk0", false).value(), 0u);
+  EXPECT_EQ(svc_->RemoveByRegex("", "([unclosed", false).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->ExistKey("", "other", false), ErrorCode::OK);
+}
+
 TEST_F(MasterServiceTest, FullPoolPutEvictsThenSucceeds) {
   Mount("a", 64 * 1024);
   for (int i = 0; i < 8; ++i)

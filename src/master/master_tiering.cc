@@ -28,9 +28,31 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   return shard.objects.erase(it);
 }
 
+bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
+                                  uint64_t size) {
+  SegmentUsage u = segments_.UsageOf(SegmentKind::kPrefetchBuffer, node_id);
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  uint64_t& reserved = buffer_reserved_[holder];
+  // The buffer's own watermark: full at the high watermark, counting what
+  // queued router promotions will need.
+  double limit = config_.eviction_high_watermark_ratio * double(u.capacity);
+  if (double(u.used + reserved + size) > limit) return false;
+  reserved += size;
+  return true;
+}
+
+void MasterService::ReleaseBufferReservation(PromotionState& st) {
+  if (st.buffer_reserved == 0) return;
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  uint64_t& reserved = buffer_reserved_[st.holder];
+  reserved -= std::min(reserved, st.buffer_reserved);
+  st.buffer_reserved = 0;
+}
+
 void MasterService::CancelPromotion(Shard& shard, const ObjectKeyView& key) {
   auto it = shard.promotions.find(key);
   if (it == shard.promotions.end()) return;
+  ReleaseBufferReservation(it->second);
   if (it->second.staged) {
     // The holder may still be writing the staged range.
     segments_.FreeAt(
@@ -265,9 +287,29 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
   if (st->second.staged)
     return Status(ErrorCode::INVALID_PARAMS, "promotion already started");
   auto holder = nodes_.Info(*idx);
-  // No synchronous eviction here: a full pool is the DRAM-pressure signal.
-  auto placements = segments_.Allocate(
-      size, 1, SegmentKind::kMain, holder ? holder->node_id : std::string());
+  const std::string holder_id = holder ? holder->node_id : std::string();
+  // Router promotions land in the holder's prefetch buffer when it has one
+  // (strictly, by default); every other path lands in the main cache. No
+  // synchronous eviction of the main cache: a full pool is the DRAM-pressure
+  // signal.
+  std::vector<Placement> placements;
+  const bool has_buffer =
+      st->second.source == TriggerSource::kRouter &&
+      segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder_id).capacity > 0;
+  ReleaseBufferReservation(st->second);  // now used, or failed
+  if (has_buffer) {
+    auto p = segments_.AllocateOn(size, SegmentKind::kPrefetchBuffer, holder_id);
+    if (p) placements.push_back(*p);
+    if (!p) {
+      metrics_
+          .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
+                      "router promotions that found the holder's buffer full")
+          .Inc();
+    }
+  }
+  if (placements.empty() && (!has_buffer || !config_.prefetch_strict_buffer)) {
+    placements = segments_.Allocate(size, 1, SegmentKind::kMain, holder_id);
+  }
   if (placements.empty()) {
     metrics_.GetCounter("kvpool_master_promotion_alloc_failed_total").Inc();
     return Status(ErrorCode::NO_AVAILABLE_HANDLE, "no DRAM for the promotion");
@@ -303,6 +345,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                   "only the holder of the source may report it");
   }
   PromotionState state = st->second;
+  ReleaseBufferReservation(state);
   shard.promotions.erase(st);
   --promotion_in_flight_;
   Placement staged{state.staged_segment, state.staged_handle,
@@ -310,6 +353,13 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   auto it = shard.objects.find(kv);
   bool usable = success && state.staged && it != shard.objects.end() &&
                 segments_.IsMounted(state.staged_segment);
+  static constexpr const char* kSources[] = {"on_hit", "exist", "router"};
+  metrics_
+      .GetCounter("kvpool_master_promotion_outcome_total",
+                  fmt::format("source=\"{}\",result=\"{}\"",
+                              kSources[static_cast<int>(state.source) % 3],
+                              usable ? "landed" : "failed"))
+      .Inc();
   if (!usable) {
     // The holder is done with the range (it reports after its last write).
     if (state.staged) segments_.Free(staged);
@@ -324,7 +374,13 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                             ReplicaKind::kMemory, ReplicaStatus::kComplete});
   const int64_t now = clock_->NowMs();
   m.last_access_ms = now;
-  if (state.from_prefetch) {
+  if (state.from_prefetch && state.get_before_landing) {
+    // Its get came first and read the SSD: the prefetch missed its window.
+    metrics_
+        .GetCounter("kvpool_master_prefetch_fate_total",
+                    "fate=\"landed_after_get\"")
+        .Inc();
+  } else if (state.from_prefetch) {
     // A prefetched block must survive until its get arrives.
     m.lease_deadline_ms =
         std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
@@ -346,6 +402,7 @@ void MasterService::ReapTasks(int64_t now) {
         ++it;
         continue;
       }
+      ReleaseBufferReservation(it->second);
       if (it->second.staged) {
         segments_.FreeAt(
             Placement{it->second.staged_segment, it->second.staged_handle,
@@ -469,63 +526,105 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
                   "enable_prefetch_trigger is off");
   }
   std::vector<PrefetchStatus> out(keys.size(), PrefetchStatus::kNotFound);
-  const int64_t now = clock_->NowMs();
-  const int64_t lease = now + config_.prefetch_trigger_lease_ttl_ms;
   auto count = [&](const char* status) {
     metrics_
         .GetCounter("kvpool_master_prefetch_trigger_total",
                     fmt::format("status=\"{}\"", status))
         .Inc();
   };
+  // Phase 1, read-only: classify every key without changing anything. Only
+  // keys with an SSD source go on to phase 2.
+  std::vector<ObjectKeyView> views(keys.size());
+  std::vector<size_t> candidates;
   for (size_t i = 0; i < keys.size(); ++i) {
-    ObjectKeyView kv;
-    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &kv)) {
-      count("NOT_FOUND");
+    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &views[i]))
       continue;
-    }
-    auto& shard = objects_.ShardFor(kv);
+    auto& shard = objects_.ShardFor(views[i]);
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(kv);
+    auto it = shard.objects.find(views[i]);
+    if (it == shard.objects.end()) continue;
+    const ObjectMeta& m = it->second;
+    if (m.HasCompleteMemory()) {
+      out[i] = PrefetchStatus::kInMemory;
+    } else if (m.FirstCompleteDisk() == nullptr) {
+      out[i] = PrefetchStatus::kNoLocalDisk;
+    } else {
+      candidates.push_back(i);
+    }
+  }
+  if (prefetch_phase_hook_) prefetch_phase_hook_();
+  // The main-cache watermark, read once per batch (the gate promote-on-hit
+  // uses; the prefetch buffer is not part of it).
+  const bool over_watermark = segments_.Usage(SegmentKind::kMain).ratio() >=
+                              config_.eviction_high_watermark_ratio;
+  const int64_t now = clock_->NowMs();
+  const int64_t lease = now + config_.prefetch_trigger_lease_ttl_ms;
+  // Phase 2, read-write: the RFC's decision flow, each key under its shard
+  // lock, re-checking what phase 1 saw.
+  for (size_t i : candidates) {
+    auto& shard = objects_.ShardFor(views[i]);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(views[i]);
     if (it == shard.objects.end()) {
-      count("NOT_FOUND");
+      out[i] = PrefetchStatus::kNotFound;  // removed in between
       continue;
     }
     ObjectMeta& m = it->second;
-    if (m.HasCompleteMemory()) {
-      m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);  // refreshed
-      out[i] = PrefetchStatus::kInMemory;
-      count("IN_MEMORY");
-      continue;
-    }
     const Replica* src = m.FirstCompleteDisk();
-    if (src == nullptr) {
+    if (src == nullptr && !m.HasCompleteMemory()) {
       out[i] = PrefetchStatus::kNoLocalDisk;
-      count("NO_LOCAL_DISK");
       continue;
     }
-    // The lease is granted at enqueue so the replica, once promoted,
-    // survives until the request's get (GrantLeaseForGroup in the RFC).
+    // GrantLeaseForGroup: the lease covers the trigger -> get window, so a
+    // promoted replica survives until the request's get.
     m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);
-    if (shard.promotions.count(kv)) {
-      out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
-      count("QUEUED");
+    if (m.HasCompleteMemory()) {
+      // TOCTOU: a MEMORY replica appeared between the phases (a promotion
+      // landed or a put completed); the lease is already granted.
+      out[i] = PrefetchStatus::kInMemory;
+      metrics_
+          .GetCounter("kvpool_master_prefetch_toctou_total", "",
+                      "keys found in DRAM by the read-write phase only")
+          .Inc();
       continue;
     }
-    if (segments_.Usage(SegmentKind::kMain).ratio() >=
-        config_.eviction_high_watermark_ratio) {
+    if (shard.promotions.count(views[i])) {
+      out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
+      continue;
+    }
+    if (over_watermark) {
       out[i] = PrefetchStatus::kThrottledWatermark;
-      count("THROTTLED_WATERMARK");
       continue;
     }
     if (promotion_in_flight_.load() >=
         static_cast<uint64_t>(config_.promotion_queue_limit)) {
       out[i] = PrefetchStatus::kThrottledCap;
-      count("THROTTLED_CAP");
       continue;
     }
     PromotionState st;
-    st.task_id = next_task_id_++;
     st.holder = src->segment;
+    auto holder = nodes_.Info(st.holder);
+    if (!holder) {
+      out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just died
+      continue;
+    }
+    // A holder with a prefetch buffer: the buffer's own watermark, with
+    // what queued router promotions will need, is a second gate.
+    if (segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder->node_id)
+                .capacity > 0 &&
+        config_.prefetch_strict_buffer) {
+      if (!ReserveBuffer(st.holder, holder->node_id, m.size)) {
+        out[i] = PrefetchStatus::kThrottledWatermark;
+        metrics_
+            .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
+                        "router promotions that found the holder's buffer "
+                        "full")
+            .Inc();
+        continue;
+      }
+      st.buffer_reserved = m.size;
+    }
+    st.task_id = next_task_id_++;
     st.created_ms = now;
     st.source = TriggerSource::kRouter;
     st.from_prefetch = true;
@@ -533,10 +632,23 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     ++promotion_in_flight_;
     ++promo_admitted_;
     nodes_.PushPromotion(
-        st.holder, PromotionTaskMsg{tenants_.Name(kv.tenant), keys[i], m.size,
-                                    st.task_id, st.source, true});
+        st.holder, PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i],
+                                    m.size, st.task_id, st.source, true});
     out[i] = PrefetchStatus::kQueued;
-    count("QUEUED");
+  }
+  static constexpr const char* kNames[] = {
+      "IN_MEMORY",     "QUEUED",        "THROTTLED_WATERMARK",
+      "THROTTLED_CAP", "NO_LOCAL_DISK", "NOT_FOUND"};
+  for (PrefetchStatus st : out) count(kNames[static_cast<int>(st)]);
+  // IN_MEMORY refreshes the lease too (phase 1 only looked).
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (out[i] != PrefetchStatus::kInMemory) continue;
+    auto& shard = objects_.ShardFor(views[i]);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(views[i]);
+    if (it != shard.objects.end())
+      it->second.lease_deadline_ms =
+          std::max(it->second.lease_deadline_ms, lease);
   }
   return out;
 }

@@ -6,13 +6,15 @@ namespace kvpool {
 
 uint32_t NodeRegistry::Register(const std::string& node_id,
                                 const std::string& data_endpoint,
-                                const std::string& host_id, bool ssd_enabled) {
+                                const std::string& host_id, bool ssd_enabled,
+                                bool pulls_promotions) {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = std::make_shared<NodeInfo>();
   info->node_id = node_id;
   info->data_endpoint = data_endpoint;
   info->host_id = host_id;
   info->ssd_enabled = ssd_enabled;
+  info->pulls_promotions = pulls_promotions;
   auto it = by_id_.find(node_id);
   if (it != by_id_.end()) {
     Entry& e = nodes_[it->second];
@@ -104,6 +106,7 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     auto id = by_id_.find(node_id);
     if (id == by_id_.end()) return nullptr;
     Entry& e = nodes_[id->second];
+    if (e.info->pulls_promotions) max_promotion = 0;
     bool work = (max_offload > 0 && !e.offloads.empty()) ||
                 (max_promotion > 0 && !e.promotions.empty());
     return work ? &e : nullptr;
@@ -124,6 +127,20 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     out->promotions.push_back(std::move(e->promotions.front()));
     e->promotions.pop_front();
   }
+}
+
+bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
+                                  std::vector<PromotionTaskMsg>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_id_.find(node_id);
+  if (id == by_id_.end()) return false;
+  Entry& e = nodes_[id->second];
+  e.last_seen_ms = clock_->NowMs();
+  while (max-- > 0 && !e.promotions.empty()) {
+    out->push_back(std::move(e.promotions.front()));
+    e.promotions.pop_front();
+  }
+  return true;
 }
 
 size_t NodeRegistry::offload_queued() const {

@@ -30,6 +30,9 @@ struct NodeInfo {
   std::string data_endpoint;
   std::string host_id;
   bool ssd_enabled = false;
+  // Runs a promotion pull thread: promotions wait for PullPromotionTasks
+  // instead of riding the heartbeat.
+  bool pulls_promotions = false;
 };
 
 struct OffloadTaskMsg {
@@ -62,7 +65,8 @@ class NodeRegistry {
   // Registers a node (or refreshes its details) and marks it alive.
   uint32_t Register(const std::string& node_id,
                     const std::string& data_endpoint,
-                    const std::string& host_id, bool ssd_enabled);
+                    const std::string& host_id, bool ssd_enabled,
+                    bool pulls_promotions = false);
   // Marks the node alive; false if unknown.
   bool Touch(const std::string& node_id);
   std::optional<uint32_t> IndexOf(const std::string& node_id) const;
@@ -74,9 +78,14 @@ class NodeRegistry {
   void PushOffload(uint32_t index, OffloadTaskMsg task);
   void PushPromotion(uint32_t index, PromotionTaskMsg task);
   // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
-  // `max_offload` offload and `max_promotion` promotion tasks.
+  // `max_offload` offload and `max_promotion` promotion tasks (none for a
+  // node that pulls its promotions).
   void TakeTasks(const std::string& node_id, int64_t wait_ms,
                  size_t max_offload, size_t max_promotion, NodeTasks* out);
+  // The pull thread's take: at most `max` queued promotions, no waiting.
+  // False if the node is unknown.
+  bool TakePromotions(const std::string& node_id, size_t max,
+                      std::vector<PromotionTaskMsg>* out);
   size_t offload_queued() const;
   // Wakes every waiting poll (shutdown).
   void WakeAll();

@@ -107,6 +107,11 @@ struct PromotionState {
   int64_t created_ms = 0;
   TriggerSource source = TriggerSource::kOnHit;
   bool from_prefetch = false;
+  // A get arrived before the promoted replica landed: the prefetch missed
+  // its window (fate "landed_after_get").
+  bool get_before_landing = false;
+  // Bytes reserved in the holder's prefetch buffer (router promotions).
+  uint64_t buffer_reserved = 0;
   bool staged = false;  // PromotionAllocStart reserved `staged_*`
   uint32_t staged_segment = 0;
   uint32_t staged_handle = 0;

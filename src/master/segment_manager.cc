@@ -155,6 +155,48 @@ SegmentUsage SegmentManager::Usage(SegmentKind kind) const {
   return u;
 }
 
+SegmentUsage SegmentManager::UsageOf(SegmentKind kind,
+                                     const std::string& node_id) const {
+  std::shared_lock lock(mu_);
+  SegmentUsage u;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind != kind || seg->info.node_id != node_id) continue;
+    u.used += seg->used.load();
+    u.capacity += seg->info.capacity;
+  }
+  return u;
+}
+
+std::vector<uint32_t> SegmentManager::IdsOfKind(SegmentKind kind) const {
+  std::shared_lock lock(mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind == kind) out.push_back(id);
+  }
+  return out;
+}
+
+std::optional<Placement> SegmentManager::AllocateOn(
+    uint64_t size, SegmentKind kind, const std::string& node_id) {
+  std::vector<std::shared_ptr<Segment>> candidates;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, seg] : segments_) {
+      if (seg->info.kind == kind && seg->info.node_id == node_id &&
+          seg->info.capacity >= size)
+        candidates.push_back(seg);
+    }
+  }
+  for (const auto& seg : candidates) {
+    std::lock_guard<std::mutex> lock(seg->mu);
+    auto a = seg->alloc.Allocate(size);
+    if (!a) continue;
+    seg->used.store(seg->alloc.used());
+    return Placement{seg->info.id, a->handle, a->offset};
+  }
+  return std::nullopt;
+}
+
 uint64_t SegmentManager::LargestCapacity(SegmentKind kind) const {
   std::shared_lock lock(mu_);
   uint64_t m = 0;

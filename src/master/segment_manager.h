@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <random>
 #include <shared_mutex>
@@ -87,6 +88,13 @@ class SegmentManager {
   std::shared_ptr<const SegmentInfo> Info(uint32_t id) const;
   bool IsMounted(uint32_t id) const { return Info(id) != nullptr; }
   SegmentUsage Usage(SegmentKind kind) const;
+  // The same, only over the segments of one node.
+  SegmentUsage UsageOf(SegmentKind kind, const std::string& node_id) const;
+  // Ids of the mounted segments of `kind`.
+  std::vector<uint32_t> IdsOfKind(SegmentKind kind) const;
+  // Allocates one replica only in segments of `kind` on `node_id`.
+  std::optional<Placement> AllocateOn(uint64_t size, SegmentKind kind,
+                                      const std::string& node_id);
   // Largest capacity among mounted segments of `kind` (0 if none).
   uint64_t LargestCapacity(SegmentKind kind) const;
   std::vector<SegmentSnapshot> Snapshot() const;

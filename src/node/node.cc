@@ -29,6 +29,15 @@ Status NodeConfig::Validate() const {
   }
   if (enable_ssd_offload && ssd_capacity_bytes == 0)
     return bad("ssd_capacity_bytes must be > 0");
+  if (promotion_pull_interval_ms <= 0)
+    return bad("promotion_pull_interval_ms must be > 0");
+  if (promotion_max_per_pull <= 0 || promotion_max_per_pull > 1024)
+    return bad("promotion_max_per_pull must be in [1, 1024]");
+  if (promotion_read_batch <= 0 || promotion_read_batch > 1024)
+    return bad("promotion_read_batch must be in [1, 1024]");
+  if ((prefetch_buffer_segment > 0 || promotion_pull) && !enable_ssd_offload)
+    return bad(
+        "prefetch_buffer_segment and promotion_pull need enable_ssd_offload");
   return Status::OK();
 }
 
@@ -82,6 +91,12 @@ Status Node::Start() {
   auto seg = ShmSegment::Create(shm_name, config_.global_segment_size);
   if (!seg.ok()) return seg.status();
   segment_ = std::move(seg.value());
+  if (config_.prefetch_buffer_segment > 0) {
+    auto buf = ShmSegment::Create(shm_name + "-prefetch",
+                                  config_.prefetch_buffer_segment);
+    if (!buf.ok()) return buf.status();
+    buffer_ = std::move(buf.value());
+  }
   data_server_ = std::make_unique<TcpDataServer>(&table_, config_.node_id,
                                                  config_.data_threads);
   if (config_.enable_ssd_offload) {
@@ -92,6 +107,10 @@ Status Node::Start() {
     sc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
     sc.ssd_eviction_interval_ms = config_.ssd_eviction_interval_ms;
     sc.ssd_io_backend = config_.ssd_io_backend;
+    sc.promotion_pull = config_.promotion_pull;
+    sc.promotion_pull_interval_ms = config_.promotion_pull_interval_ms;
+    sc.promotion_max_per_pull = size_t(config_.promotion_max_per_pull);
+    sc.promotion_read_batch = size_t(config_.promotion_read_batch);
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
                                      &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;
@@ -128,6 +147,9 @@ Status Node::Start() {
     });
     metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",
                       [this] { return double(config_.global_segment_size); });
+    metrics_.AddGauge(
+        "kvpool_node_segment_capacity_bytes", "kind=\"prefetch_buffer\"",
+        [this] { return double(config_.prefetch_buffer_segment); });
     http_ = std::make_unique<HttpEndpoint>(
         [this] { return metrics_.RenderPrometheus(); },
         [this] { return StatusJson(); });
@@ -148,15 +170,17 @@ Status Node::Start() {
   return Status::OK();
 }
 
-Status Node::Mount() {
+Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
+                      std::atomic<uint64_t>* id) {
   rpc::MountSegmentRequest req;
   req.set_node_id(config_.node_id);
   req.set_host_id(LocalHostId());
-  req.set_kind(rpc::MAIN);
-  req.set_size(segment_->size());
-  req.set_shm_path(segment_->path());
+  req.set_kind(kind);
+  req.set_size(seg.size());
+  req.set_shm_path(seg.path());
   req.set_data_endpoint(data_endpoint());
   req.set_ssd_enabled(ssd_ != nullptr);
+  req.set_pulls_promotions(ssd_ != nullptr && config_.promotion_pull);
   rpc::MountSegmentResponse resp;
   if (Status s =
           master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);
@@ -168,10 +192,20 @@ Status Node::Mount() {
                   "master refused the segment");
   }
   // Serve the new id before dropping the old one so no window refuses reads.
-  uint64_t old = segment_id_.exchange(resp.segment_id());
-  table_.Add(resp.segment_id(),
-             SegmentView{segment_->data(), segment_->size()});
+  uint64_t old = id->exchange(resp.segment_id());
+  table_.Add(resp.segment_id(), SegmentView{seg.data(), seg.size()});
   if (old != 0 && old != resp.segment_id()) table_.Remove(old);
+  return Status::OK();
+}
+
+Status Node::Mount() {
+  if (Status s = MountOne(*segment_, rpc::MAIN, &segment_id_); !s.ok())
+    return s;
+  if (buffer_) {
+    if (Status s = MountOne(*buffer_, rpc::PREFETCH_BUFFER, &buffer_id_);
+        !s.ok())
+      return s;
+  }
   // What the SSD holds survives a master restart or our own: tell the pool.
   if (ssd_) ssd_->RegisterWithMaster();
   return Status::OK();
@@ -245,28 +279,33 @@ void Node::Stop() {
     UnregisterLocalHolder(config_.node_id);
     ssd_->Stop();
   }
-  if (master_ && segment_id_.load() != 0) {
+  for (auto* id : {&buffer_id_, &segment_id_}) {
+    if (!master_ || id->load() == 0) continue;
     rpc::UnmountSegmentRequest req;
     req.set_node_id(config_.node_id);
-    req.set_segment_id(segment_id_.load());
+    req.set_segment_id(id->load());
     rpc::UnmountSegmentResponse resp;
     master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp);
-    segment_id_ = 0;
+    *id = 0;
   }
   if (http_) http_->Stop();
   if (data_server_) data_server_->Stop();
   table_.Clear();
   segment_.reset();
+  buffer_.reset();
 }
 
 std::string Node::StatusJson() const {
   const auto& st = data_server_->stats();
   return fmt::format(
       R"({{"node_id":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
+      R"("prefetch_buffer":{{"segment_id":{},"size":{}}},"promotion_pull":{},)"
       R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{},"ssd":{}}})",
       config_.node_id, segment_id_.load(), config_.global_segment_size,
-      data_endpoint(), st.bytes_read.load(), st.bytes_written.load(),
-      st.bad_frames.load(), ssd_ ? ssd_->StatusJson() : std::string("null"));
+      data_endpoint(), buffer_id_.load(), config_.prefetch_buffer_segment,
+      config_.promotion_pull ? "true" : "false", st.bytes_read.load(),
+      st.bytes_written.load(), st.bad_frames.load(),
+      ssd_ ? ssd_->StatusJson() : std::string("null"));
 }
 
 }  // namespace kvpool

@@ -41,6 +41,8 @@ class Node {
   const std::string& node_id() const { return config_.node_id; }
   std::string data_endpoint() const;
   uint64_t segment_id() const { return segment_id_.load(); }
+  // The PREFETCH_BUFFER segment's id (0 when prefetch_buffer_segment is 0).
+  uint64_t buffer_segment_id() const { return buffer_id_.load(); }
   int metrics_port() const { return http_ ? http_->port() : -1; }
   MetricsRegistry& metrics() { return metrics_; }
   // The SSD tier, or nullptr when enable_ssd_offload is off.
@@ -49,11 +51,14 @@ class Node {
 
  private:
   Status Mount();
+  Status MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
+                  std::atomic<uint64_t>* id);
   void HeartbeatLoop();
 
   NodeConfig config_;
   std::unique_ptr<MasterClient> master_;
   std::unique_ptr<ShmSegment> segment_;
+  std::unique_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
   SegmentTable table_;
   std::unique_ptr<TcpDataServer> data_server_;
   TcpDataClient tcp_;  // promotion writes into another node's segment
@@ -61,6 +66,7 @@ class Node {
   std::unique_ptr<HttpEndpoint> http_;
   MetricsRegistry metrics_;
   std::atomic<uint64_t> segment_id_{0};
+  std::atomic<uint64_t> buffer_id_{0};
   std::atomic<bool> hb_paused_{false};
 
   std::mutex mu_;

@@ -29,6 +29,17 @@ struct NodeConfig {
   int64_t ssd_gc_interval_ms = 1000;
   int64_t ssd_eviction_interval_ms = 500;
   std::string ssd_io_backend = "auto";  // auto, io_uring, pread
+  // ---- router-triggered prefetch (shared/seeds/rfc-router-prefetch-*) ----
+  // Bytes of a second DRAM segment of kind PREFETCH_BUFFER where router
+  // promotions from this holder's SSD land (0 = none).
+  uint64_t prefetch_buffer_segment = 0;
+  // The promotion pull thread (off: promotions ride the long-poll
+  // heartbeat, which hands them over at once).
+  bool promotion_pull = false;
+  int64_t promotion_pull_interval_ms = 100;
+  int64_t promotion_max_per_pull = 32;
+  int64_t promotion_read_batch = 1;  // SSD reads per worker submission
+
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.
   bool emulate_pre_prefetch_holder = false;

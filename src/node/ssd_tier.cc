@@ -48,6 +48,7 @@ Status SsdTier::Start() {
   promotion_thread_ = std::thread([this] { PromotionLoop(); });
   eviction_thread_ = std::thread([this] { EvictionLoop(); });
   prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
+  if (config_.promotion_pull) pull_thread_ = std::thread([this] { PullLoop(); });
   spdlog::info("node {}: SSD tier at {} ({} objects, io_uring {})", node_id_,
                config_.ssd_offload_path, storage_->GetStats().records,
                storage_->io_uring_enabled() ? "on" : "off (pread fallback)");
@@ -61,7 +62,9 @@ void SsdTier::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  // The prefetch thread feeds the promotion worker: join it first.
+  // The pull and prefetch threads feed the promotion worker: join them
+  // first.
+  if (pull_thread_.joinable()) pull_thread_.join();
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
   for (auto* t : {&offload_thread_, &promotion_thread_, &eviction_thread_}) {
     if (t->joinable()) t->join();
@@ -120,6 +123,54 @@ void SsdTier::EnqueuePromotions(
     for (const auto& t : tasks) promotions_.push_back(PromotionJob{t, nullptr});
   }
   cv_.notify_all();
+}
+
+void SsdTier::PullLoop() {
+  const auto interval =
+      std::chrono::milliseconds(config_.promotion_pull_interval_ms);
+  auto next = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A fixed cadence, whatever the pull took: the RFC's 100 ms loop.
+      next += interval;
+      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+    }
+    rpc::PullPromotionTasksRequest req;
+    req.set_node_id(node_id_);
+    req.set_max_tasks(static_cast<uint32_t>(config_.promotion_max_per_pull));
+    rpc::PullPromotionTasksResponse resp;
+    Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
+    if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
+      // handing promotions over with the heartbeat. Nothing to pull, ever.
+      spdlog::warn("node {}: master has no PullPromotionTasks; promotions "
+                   "stay on the heartbeat",
+                   node_id_);
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      pull_stats_.master_lacks_pull = true;
+      return;
+    }
+    if (!s.ok() || resp.error_code() != 0) continue;  // remount is the hb's
+    const uint64_t n = static_cast<uint64_t>(resp.tasks_size());
+    {
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      ++pull_stats_.pulls;
+      pull_stats_.tasks += n;
+      pull_stats_.max_tasks_per_pull =
+          std::max(pull_stats_.max_tasks_per_pull, n);
+    }
+    metrics_.GetCounter("kvpool_node_promotion_pulls_total").Inc();
+    if (n > 0) {
+      metrics_.GetCounter("kvpool_node_promotion_pulled_tasks_total").Inc(n);
+      EnqueuePromotions(resp.tasks());
+    }
+  }
+}
+
+PullStats SsdTier::pull_stats() const {
+  std::lock_guard<std::mutex> lock(pull_mu_);
+  return pull_stats_;
 }
 
 void SsdTier::OffloadLoop() {
@@ -194,20 +245,28 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
 }
 
 void SsdTier::PromotionLoop() {
+  const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
   for (;;) {
-    PromotionJob job;
+    std::vector<PromotionJob> jobs;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Stop only when the prefetch thread can add nothing more.
+      // Stop only when the pull and prefetch threads can add nothing more.
       cv_.wait(lock, [&] {
         return (stopping_ && prefetch_exited_) || !promotions_.empty();
       });
       if (promotions_.empty()) return;
-      job = std::move(promotions_.front());
-      promotions_.pop_front();
+      while (jobs.size() < batch && !promotions_.empty()) {
+        jobs.push_back(std::move(promotions_.front()));
+        promotions_.pop_front();
+      }
     }
-    Status s = PromoteOneKeyFromLocalDisk(job.task);
-    if (job.done) job.done(job.task.key(), s.code());
+    std::vector<rpc::PromotionTask> tasks;
+    tasks.reserve(jobs.size());
+    for (const auto& j : jobs) tasks.push_back(j.task);
+    std::vector<Status> got = PromoteKeysFromLocalDisk(tasks);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].done) jobs[i].done(jobs[i].task.key(), got[i].code());
+    }
   }
 }
 
@@ -298,68 +357,127 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
   cv_.notify_all();
 }
 
-Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
-  // Whatever happens below, the master hears exactly one outcome, so its
-  // promotion entry, quota and pin are released at once.
-  struct Guard {
-    SsdTier* tier;
-    const rpc::PromotionTask& task;
-    bool success = false;
-    Status reported;
-    ~Guard() {
-      rpc::PromotionNotifyRequest req;
-      req.set_node_id(tier->node_id_);
-      req.set_tenant(task.tenant());
-      req.set_key(task.key());
-      req.set_task_id(task.task_id());
-      req.set_success(success);
-      rpc::KeyStatus resp;
-      Status s = tier->master_->Call(&Stub::NotifyPromotion, req, &resp);
-      tier->metrics_
-          .GetCounter("kvpool_node_promotion_total",
-                      fmt::format("result=\"{}\"", success ? "ok" : "failed"))
-          .Inc();
-      (void)s;
-    }
-  } guard{this, task};
+namespace {
+// Whatever happens to a key of the chain, the master hears exactly one
+// outcome, so its promotion entry, quota and pin are released at once.
+class PromotionGuard {
+ public:
+  PromotionGuard(MasterClient* master, MetricsRegistry* metrics,
+                 const std::string& node_id, const rpc::PromotionTask& task)
+      : master_(master), metrics_(metrics), node_id_(node_id), task_(task) {}
+  PromotionGuard(const PromotionGuard&) = delete;
+  PromotionGuard& operator=(const PromotionGuard&) = delete;
+  ~PromotionGuard() {
+    rpc::PromotionNotifyRequest req;
+    req.set_node_id(node_id_);
+    req.set_tenant(task_.tenant());
+    req.set_key(task_.key());
+    req.set_task_id(task_.task_id());
+    req.set_success(success_);
+    rpc::KeyStatus resp;
+    (void)master_->Call(&Stub::NotifyPromotion, req, &resp);
+    metrics_
+        ->GetCounter("kvpool_node_promotion_total",
+                     fmt::format("result=\"{}\"", success_ ? "ok" : "failed"))
+        .Inc();
+  }
+  void Succeed() { success_ = true; }
 
-  rpc::PromotionAllocStartRequest start;
-  start.set_node_id(node_id_);
-  start.set_tenant(task.tenant());
-  start.set_key(task.key());
-  start.set_size(task.size());
-  start.set_task_id(task.task_id());
-  rpc::PromotionAllocStartResponse staged;
-  if (Status s = master_->Call(&Stub::PromotionAllocStart, start, &staged);
-      !s.ok())
-    return s;
-  if (staged.error_code() != 0) {
-    return Status(ErrorCodeFromInt(staged.error_code()),
-                  "PromotionAllocStart refused");
+ private:
+  MasterClient* master_;
+  MetricsRegistry* metrics_;
+  const std::string& node_id_;
+  const rpc::PromotionTask& task_;
+  bool success_ = false;
+};
+}  // namespace
+
+Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
+  return PromoteKeysFromLocalDisk(std::span<const rpc::PromotionTask>(&task, 1))
+      .front();
+}
+
+std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
+    std::span<const rpc::PromotionTask> tasks) {
+  const size_t n = tasks.size();
+  std::vector<Status> out(n, Status::OK());
+  std::vector<std::unique_ptr<PromotionGuard>> guards;
+  guards.reserve(n);
+  for (const auto& t : tasks) {
+    guards.push_back(
+        std::make_unique<PromotionGuard>(master_, &metrics_, node_id_, t));
   }
-  const rpc::MemoryLocation& loc = staged.replica().memory();
-  if (loc.length() != task.size())
-    return Status(ErrorCode::INVALID_REPLICA, "staged size");
-  storage::AlignedBuffer staging(task.size());
-  std::vector<ReadItem> reads = {
-      ReadItem{task.tenant(), task.key(), staging.data(), staging.size()}};
+  // 1. Stage a DRAM replica for each key (the master picks where it lands).
+  std::vector<rpc::MemoryLocation> locs(n);
+  std::vector<size_t> staged;
+  for (size_t i = 0; i < n; ++i) {
+    rpc::PromotionAllocStartRequest start;
+    start.set_node_id(node_id_);
+    start.set_tenant(tasks[i].tenant());
+    start.set_key(tasks[i].key());
+    start.set_size(tasks[i].size());
+    start.set_task_id(tasks[i].task_id());
+    rpc::PromotionAllocStartResponse resp;
+    if (Status s = master_->Call(&Stub::PromotionAllocStart, start, &resp);
+        !s.ok()) {
+      out[i] = s;
+      continue;
+    }
+    if (resp.error_code() != 0) {
+      out[i] = Status(ErrorCodeFromInt(resp.error_code()),
+                      "PromotionAllocStart refused");
+      continue;
+    }
+    locs[i] = resp.replica().memory();
+    if (locs[i].length() != tasks[i].size()) {
+      out[i] = Status(ErrorCode::INVALID_REPLICA, "staged size");
+      continue;
+    }
+    staged.push_back(i);
+  }
+  if (staged.empty()) return out;
+  // 2. Read every staged key from the SSD in one submission.
+  std::vector<std::unique_ptr<storage::AlignedBuffer>> buffers;
+  std::vector<ReadItem> reads;
+  for (size_t i : staged) {
+    buffers.push_back(
+        std::make_unique<storage::AlignedBuffer>(tasks[i].size()));
+    reads.push_back(ReadItem{tasks[i].tenant(), tasks[i].key(),
+                             buffers.back()->data(), buffers.back()->size()});
+  }
   auto got = storage_->BatchRead(reads);
-  if (!got[0].ok()) return got[0].status();
-  if (got[0].value() != task.size())
-    return Status(ErrorCode::INVALID_REPLICA, "size changed");
-  if (uint8_t* dst =
-          segments_->Resolve(loc.segment_id(), loc.offset(), loc.length())) {
-    std::memcpy(dst, staging.data(), task.size());
-  } else {
-    std::vector<WriteOp> ops = {
-        WriteOp{loc.segment_id(), loc.offset(), loc.length(), staging.data()}};
-    Status w = tcp_->Write(loc.data_endpoint(), loc.node_id(), ops);
-    if (!w.ok()) return w;
-    if (ops[0].result != ErrorCode::OK)
-      return Status(ops[0].result, "promotion write");
+  // 3. Write each into its staged replica: a local segment directly, a
+  // remote one over the data plane.
+  for (size_t j = 0; j < staged.size(); ++j) {
+    const size_t i = staged[j];
+    const rpc::MemoryLocation& loc = locs[i];
+    if (!got[j].ok()) {
+      out[i] = got[j].status();
+      continue;
+    }
+    if (got[j].value() != tasks[i].size()) {
+      out[i] = Status(ErrorCode::INVALID_REPLICA, "size changed");
+      continue;
+    }
+    if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
+                                          loc.length())) {
+      std::memcpy(dst, buffers[j]->data(), tasks[i].size());
+    } else {
+      std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),
+                                          loc.length(), buffers[j]->data()}};
+      Status w = tcp_->Write(loc.data_endpoint(), loc.node_id(), ops);
+      if (!w.ok()) {
+        out[i] = w;
+        continue;
+      }
+      if (ops[0].result != ErrorCode::OK) {
+        out[i] = Status(ops[0].result, "promotion write");
+        continue;
+      }
+    }
+    guards[i]->Succeed();
   }
-  guard.success = true;
-  return Status::OK();
+  return out;  // the guards report every outcome as they go out of scope
 }
 
 void SsdTier::ServeReads(std::span<KeyReadOp> ops) {

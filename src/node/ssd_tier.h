@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,24 @@ struct SsdTierConfig {
   int64_t ssd_eviction_interval_ms = 500;
   std::string ssd_io_backend = "auto";  // auto, io_uring, pread
   size_t offload_batch = 64;
+  // The router-prefetch RFC's promotion pull thread (off: promotions ride
+  // the long-poll heartbeat). Every promotion_pull_interval_ms it takes at
+  // most promotion_max_per_pull tasks for the one promotion worker.
+  bool promotion_pull = false;
+  int64_t promotion_pull_interval_ms = 100;
+  size_t promotion_max_per_pull = 32;
+  // Keys the promotion worker reads from the SSD per submission. 1 (the
+  // default) is the sequential worker of the RFC; more lets one io_uring
+  // submission carry several reads.
+  size_t promotion_read_batch = 1;
+};
+
+// What the pull thread did (tests and benches check the RFC's cadence).
+struct PullStats {
+  uint64_t pulls = 0;
+  uint64_t tasks = 0;
+  uint64_t max_tasks_per_pull = 0;
+  bool master_lacks_pull = false;  // an older master: heartbeat delivery
 };
 
 class SsdTier {
@@ -78,6 +97,12 @@ class SsdTier {
 
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
+  // The same chain for several keys at once: one AllocStart and one
+  // NotifyPromotion per key (each with its own RAII guard), the SSD reads in
+  // one submission. Statuses in task order.
+  std::vector<Status> PromoteKeysFromLocalDisk(
+      std::span<const rpc::PromotionTask> tasks);
+  PullStats pull_stats() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
   // One SSD watermark check (the eviction loop's body; public for tests).
@@ -92,6 +117,7 @@ class SsdTier {
   void PromotionLoop();
   void EvictionLoop();
   void PrefetchLoop();
+  void PullLoop();
   struct PrefetchRequest {
     std::string tenant;
     std::vector<std::string> keys;
@@ -119,7 +145,9 @@ class SsdTier {
   std::deque<PromotionJob> promotions_;
   std::deque<PrefetchRequest> prefetches_;
   std::thread offload_thread_, promotion_thread_, eviction_thread_,
-      prefetch_thread_;
+      prefetch_thread_, pull_thread_;
+  mutable std::mutex pull_mu_;
+  PullStats pull_stats_;
 };
 
 }  // namespace kvpool

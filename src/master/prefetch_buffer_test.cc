@@ -1,0 +1,318 @@
+// The router-prefetch pieces of the master that sit beside the decision
+// flow: the two-phase (read-only, then read-write) trigger and its TOCTOU
+// case, the PREFETCH_BUFFER segment (strict landing, its own watermark,
+// reservations, soft partition for puts, its own eviction), the pull
+// queue, the reaper for router tasks, and the fate of a prefetch that
+// landed after its get. Driven with a FakeClock.
+#include <gtest/gtest.h>
+
+#include "master/master_service.h"
+
+namespace kvpool {
+namespace {
+
+using PS = MasterService::PrefetchStatus;
+
+constexpr uint64_t kMain = 100 * 1024;
+constexpr uint64_t kBlock = 4096;
+
+class PrefetchBufferTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.enable_prefetch_trigger = true;
+    config_.prefetch_trigger_lease_ttl_ms = 5000;
+    Make(/*buffer=*/8 * kBlock);
+  }
+  void Make(uint64_t buffer, bool pulls = false) {
+    svc_ = std::make_unique<MasterService>(config_, &clock_);
+    SegmentInfo info;
+    info.node_id = "holder";
+    info.capacity = kMain;
+    info.data_endpoint = "127.0.0.1:1";
+    auto main = svc_->MountSegment(info, /*ssd_enabled=*/true, pulls);
+    ASSERT_TRUE(main.ok());
+    main_id_ = main.value();
+    buffer_id_ = 0;
+    if (buffer > 0) {
+      info.kind = SegmentKind::kPrefetchBuffer;
+      info.capacity = buffer;
+      auto b = svc_->MountSegment(info, true, pulls);
+      ASSERT_TRUE(b.ok());
+      buffer_id_ = b.value();
+    }
+  }
+  void Disk(const std::vector<std::string>& keys) {
+    std::vector<DiskObjectIn> objs;
+    for (const auto& k : keys) objs.push_back({"default", k, kBlock});
+    for (ErrorCode c : svc_->RegisterDiskObjects("holder", objs))
+      ASSERT_EQ(c, ErrorCode::OK);
+  }
+  PS One(const std::string& key) {
+    return svc_->BatchPrefetchToMemory("", {key}).value()[0];
+  }
+  // Every queued promotion (the heartbeat carries a few per beat).
+  std::vector<PromotionTaskMsg> Promotions() {
+    std::vector<PromotionTaskMsg> all;
+    for (;;) {
+      NodeTasks t;
+      EXPECT_TRUE(svc_->Heartbeat("holder", 0, 0, &t).ok());
+      if (t.promotions.empty()) return all;
+      for (auto& p : t.promotions) all.push_back(std::move(p));
+    }
+  }
+  // Runs the holder's side of the chain for one task; returns the segment
+  // the replica landed in (0 if AllocStart refused).
+  uint32_t Land(const PromotionTaskMsg& t, bool success = true) {
+    auto r = svc_->PromotionAllocStart("holder", "", t.key, t.size, t.task_id);
+    if (!r.ok()) {
+      svc_->NotifyPromotion("holder", "", t.key, t.task_id, false);
+      return 0;
+    }
+    EXPECT_TRUE(
+        svc_->NotifyPromotion("holder", "", t.key, t.task_id, success).ok());
+    return r.value().segment->id;
+  }
+  Status Put(const std::string& key, uint64_t size, bool hard_pin = false) {
+    PutOptions opts;
+    opts.hard_pin = hard_pin;  // eviction cannot make room by dropping it
+    auto r = svc_->PutStart("", key, size, opts);
+    if (!r.ok()) return r.status();
+    return svc_->PutEnd("", key);
+  }
+  uint64_t Counter(const std::string& name, const std::string& labels = "") {
+    return svc_->metrics().CounterValue(name, labels);
+  }
+  void ExpectInvariant() {
+    auto c = svc_->promotion_counters();
+    EXPECT_EQ(c.admitted,
+              c.completed + c.failed + c.cancelled + c.expired + c.in_flight);
+  }
+
+  MasterConfig config_;
+  FakeClock clock_;
+  std::unique_ptr<MasterService> svc_;
+  uint32_t main_id_ = 0, buffer_id_ = 0;
+};
+
+TEST_F(PrefetchBufferTest, TocTouMemoryReplicaAppearsBetweenPhases) {
+  Disk({"k"});
+  // Between the read-only and the read-write phase, a prefetch-on-exist
+  // promotion of the same key lands.
+  svc_->SetPrefetchPhaseHookForTest([&] {
+    auto reg = svc_->RegisterPrefetchTask("holder", "", {"k"});
+    ASSERT_EQ(reg[0].code, ErrorCode::OK);
+    ASSERT_TRUE(svc_->PromotionAllocStart("holder", "", "k", kBlock,
+                                          reg[0].task_id)
+                    .ok());
+    ASSERT_TRUE(
+        svc_->NotifyPromotion("holder", "", "k", reg[0].task_id, true).ok());
+  });
+  EXPECT_EQ(One("k"), PS::kInMemory);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_toctou_total"), 1u);
+  // The lease was granted in the read-write phase; no second task exists.
+  EXPECT_GT(svc_->QueryReadOnly("", "k").lease_remaining_ms, 4000);
+  EXPECT_TRUE(Promotions().empty());
+  EXPECT_EQ(svc_->promotion_counters().in_flight, 0u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchBufferTest, RemovedBetweenPhasesIsNotFound) {
+  Disk({"k"});
+  svc_->SetPrefetchPhaseHookForTest(
+      [&] { ASSERT_TRUE(svc_->Remove("", "k", true).ok()); });
+  EXPECT_EQ(One("k"), PS::kNotFound);
+  EXPECT_EQ(svc_->promotion_counters().admitted, 0u);
+}
+
+TEST_F(PrefetchBufferTest, RouterPromotionLandsOnlyInTheBuffer) {
+  Disk({"a", "b"});
+  ASSERT_TRUE(Put("main-value", 10 * 1024).ok());
+  const uint64_t main_used = svc_->segments().Usage(SegmentKind::kMain).used;
+  EXPECT_EQ(One("a"), PS::kQueued);
+  auto tasks = Promotions();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(Land(tasks[0]), buffer_id_);
+  // The main cache did not move; the buffer holds the block.
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, main_used);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used, kBlock);
+  // A promote-on-hit style path (prefetch-on-exist) still lands in main.
+  auto reg = svc_->RegisterPrefetchTask("holder", "", {"b"});
+  ASSERT_EQ(reg[0].code, ErrorCode::OK);
+  auto r = svc_->PromotionAllocStart("holder", "", "b", kBlock, reg[0].task_id);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().segment->id, main_id_);
+  svc_->NotifyPromotion("holder", "", "b", reg[0].task_id, true);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchBufferTest, FullBufferThrottlesCountingQueuedWork) {
+  // 8 blocks of buffer, high watermark 0.9: 7 blocks fit.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 9; ++i) keys.push_back("k" + std::to_string(i));
+  Disk(keys);
+  auto st = svc_->BatchPrefetchToMemory("", keys).value();
+  int queued = 0, throttled = 0;
+  for (PS s : st) {
+    queued += s == PS::kQueued;
+    throttled += s == PS::kThrottledWatermark;
+  }
+  // Nothing has landed yet: the reservations alone fill the buffer.
+  EXPECT_EQ(queued, 7);
+  EXPECT_EQ(throttled, 2);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_buffer_full_total"), 2u);
+  // The main cache is empty, so its watermark is not what throttled.
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchBufferTest, StrictBufferNeverFallsBackToMain) {
+  Disk({"a"});
+  EXPECT_EQ(One("a"), PS::kQueued);
+  auto tasks = Promotions();
+  ASSERT_EQ(tasks.size(), 1u);
+  // Puts overflow into the buffer (soft partition) and fill it before the
+  // promotion allocates.
+  ASSERT_TRUE(Put("fill-main", kMain, /*hard_pin=*/true).ok());
+  ASSERT_TRUE(Put("fill-buffer", 8 * kBlock).ok());
+  EXPECT_EQ(Counter("kvpool_master_put_buffer_overflow_total"), 1u);
+  EXPECT_EQ(Land(tasks[0]), 0u);  // NO_AVAILABLE_HANDLE, not main
+  EXPECT_EQ(Counter("kvpool_master_prefetch_buffer_full_total"), 1u);
+  EXPECT_EQ(svc_->promotion_counters().in_flight, 0u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchBufferTest, NonStrictBufferFallsBackToMain) {
+  config_.prefetch_strict_buffer = false;
+  Make(8 * kBlock);
+  Disk({"a"});
+  EXPECT_EQ(One("a"), PS::kQueued);
+  auto tasks = Promotions();
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_TRUE(Put("fill-main", 80 * 1024, /*hard_pin=*/true).ok());
+  (void)Put("fill-main2", 20 * 1024, /*hard_pin=*/true);  // main full
+  ASSERT_TRUE(Put("fill-buffer", 8 * kBlock).ok());
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used,
+            8 * kBlock);
+  // Buffer full, not strict: the promotion lands in main if main has room.
+  (void)svc_->Remove("", "fill-main2", true);
+  EXPECT_EQ(Land(tasks[0]), main_id_);
+}
+
+TEST_F(PrefetchBufferTest, HolderWithoutBufferLandsInMain) {
+  Make(/*buffer=*/0);
+  Disk({"a"});
+  EXPECT_EQ(One("a"), PS::kQueued);
+  auto tasks = Promotions();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(Land(tasks[0]), main_id_);
+}
+
+TEST_F(PrefetchBufferTest, MainWatermarkExcludesTheBuffer) {
+  // Main 89% full: below its high watermark even though the buffer is full
+  // too; a combined reading would be above it.
+  ASSERT_TRUE(Put("main", 89 * 1024, /*hard_pin=*/true).ok());
+  ASSERT_TRUE(Put("overflow", 8 * kBlock).ok());  // lands in the buffer
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used,
+            8 * kBlock);
+  EXPECT_LT(svc_->segments().Usage(SegmentKind::kMain).ratio(),
+            config_.eviction_high_watermark_ratio);
+  Make(8 * kBlock);  // fresh: main alone at its watermark
+  ASSERT_TRUE(Put("main", 95 * 1024).ok());
+  Disk({"a"});
+  EXPECT_EQ(One("a"), PS::kThrottledWatermark);
+}
+
+TEST_F(PrefetchBufferTest, BufferIsEvictedOnItsOwnWatermark) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 7; ++i) keys.push_back("k" + std::to_string(i));
+  Disk(keys);
+  auto statuses = svc_->BatchPrefetchToMemory("", keys).value();
+  for (PS s : statuses)
+    ASSERT_EQ(s, PS::kQueued);
+  for (const auto& t : Promotions()) ASSERT_EQ(Land(t), buffer_id_);
+  // Under its lease nothing leaves.
+  EXPECT_EQ(svc_->EvictBytes(8 * kBlock, SegmentKind::kPrefetchBuffer), 0u);
+  clock_.Advance(6000);
+  // Past the lease, puts overflow and push the buffer over its own
+  // watermark: it drains below it, and the main cache is untouched.
+  ASSERT_TRUE(Put("pinned-main", kMain, /*hard_pin=*/true).ok());
+  ASSERT_TRUE(Put("overflow", kBlock).ok());
+  EXPECT_EQ(Counter("kvpool_master_put_buffer_overflow_total"), 1u);
+  const uint64_t main_used = svc_->segments().Usage(SegmentKind::kMain).used;
+  EXPECT_GE(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).ratio(),
+            config_.eviction_high_watermark_ratio);
+  EXPECT_GT(svc_->EvictIfNeeded(), 0u);
+  EXPECT_LT(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).ratio(),
+            config_.eviction_high_watermark_ratio);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, main_used);
+  EXPECT_GE(Counter("kvpool_master_prefetch_fate_total",
+                    "fate=\"evicted_unread\""),
+            1u);
+}
+
+TEST_F(PrefetchBufferTest, PullingNodeGetsPromotionsOnlyByPull) {
+  Make(8 * kBlock, /*pulls=*/true);
+  Disk({"a", "b", "c"});
+  auto statuses = svc_->BatchPrefetchToMemory("", {"a", "b", "c"}).value();
+  for (PS s : statuses)
+    ASSERT_EQ(s, PS::kQueued);
+  EXPECT_TRUE(Promotions().empty());  // the heartbeat carries none
+  std::vector<PromotionTaskMsg> got;
+  ASSERT_TRUE(svc_->PullPromotionTasks("holder", 2, &got).ok());
+  EXPECT_EQ(got.size(), 2u);  // the per-pull cap
+  ASSERT_TRUE(svc_->PullPromotionTasks("holder", 2, &got).ok());
+  EXPECT_EQ(got.size(), 3u);
+  for (const auto& t : got) EXPECT_EQ(t.source, TriggerSource::kRouter);
+  std::vector<PromotionTaskMsg> none;
+  EXPECT_EQ(svc_->PullPromotionTasks("stranger", 2, &none).code(),
+            ErrorCode::CLIENT_NOT_FOUND);
+}
+
+TEST_F(PrefetchBufferTest, ReaperReleasesRouterTasksNobodyPulls) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 7; ++i) keys.push_back("k" + std::to_string(i));
+  Disk(keys);
+  Disk({"late"});
+  auto statuses = svc_->BatchPrefetchToMemory("", keys).value();
+  for (PS s : statuses)
+    ASSERT_EQ(s, PS::kQueued);
+  EXPECT_EQ(One("late"), PS::kThrottledWatermark);  // buffer reserved
+  // The holder never pulls: after promotion_task_ttl_sec the reaper frees
+  // the entries, the quota and the buffer reservation.
+  // (It keeps heartbeating, so it is alive, just not pulling.)
+  for (int64_t t = 0; t <= config_.promotion_task_ttl_sec * 1000 + 2000;
+       t += 5000) {
+    clock_.Advance(5000);
+    ASSERT_TRUE(svc_->Heartbeat("holder", 0, 0, nullptr).ok());
+    svc_->Housekeep();
+  }
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(c.expired, 7u);
+  EXPECT_EQ(c.in_flight, 0u);
+  EXPECT_EQ(One("late"), PS::kQueued);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchBufferTest, GetBeforeLandingCountsLandedAfterGet) {
+  Disk({"a"});
+  EXPECT_EQ(One("a"), PS::kQueued);
+  auto tasks = Promotions();
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // reads the SSD copy
+  EXPECT_EQ(Land(tasks[0]), buffer_id_);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_fate_total",
+                    "fate=\"landed_after_get\""),
+            1u);
+  // Not also counted as read from DRAM by a later get.
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());
+  EXPECT_EQ(Counter("kvpool_master_prefetch_fate_total",
+                    "fate=\"read_from_dram\""),
+            0u);
+  EXPECT_EQ(Counter("kvpool_master_promotion_outcome_total",
+                    "source=\"router\",result=\"landed\""),
+            1u);
+}
+
+}  // namespace
+}  // namespace kvpool

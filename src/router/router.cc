@@ -1,0 +1,253 @@
+#include "kvpool/router.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+#include "kvpool/client.h"
+#include "router/dispatch.h"
+
+namespace kvpool {
+
+namespace {
+
+// The master's limits (master_service.h kMaxKeyLength, the gRPC batch
+// bound): checked here so a bad request fails as INVALID_PARAMS before any
+// RPC instead of as a per-key error the prefix scan would misread as a miss.
+constexpr size_t kMaxKeyLength = 4096;
+constexpr size_t kMaxBlocks = 65536;
+// One Client (one gRPC channel) per tenant: tenant names come from the
+// request, so the map is bounded against a caller that invents them.
+constexpr size_t kMaxTenants = 4096;
+
+// The node a get of this block would read from: the first complete replica
+// of the best tier.
+std::string Holder(const TierInfo& t, const std::string& tier) {
+  const auto want = tier == "memory" ? ReplicaInfo::Kind::kMemory
+                                     : ReplicaInfo::Kind::kLocalDisk;
+  for (const auto& r : t.replicas) {
+    if (r.complete && r.kind == want) return r.node_id;
+  }
+  return "";
+}
+
+}  // namespace
+
+struct Router::State {
+  RouterConfig config;
+
+  std::mutex clients_mu;
+  std::map<std::string, std::unique_ptr<Client>> clients;  // by tenant
+
+  // Pick and increment under one lock: two concurrent routes must not both
+  // see the same engine as the least loaded.
+  mutable std::mutex load_mu;
+  std::vector<uint64_t> in_flight;  // indexed like config.engines
+
+  std::atomic<uint64_t> requests{0}, blocks_looked_up{0}, ssd_only_blocks{0},
+      triggered{0}, queued{0}, in_memory{0}, throttled_watermark{0},
+      throttled_cap{0}, no_local_disk{0}, not_found{0}, affinity_hits{0},
+      lookup_errors{0}, prefetch_errors{0};
+
+  Result<Client*> ClientFor(const std::string& tenant) {
+    std::lock_guard<std::mutex> lock(clients_mu);
+    auto it = clients.find(tenant);
+    if (it != clients.end()) return it->second.get();
+    if (clients.size() >= kMaxTenants) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "router: too many tenants (limit " +
+                        std::to_string(kMaxTenants) + ")");
+    }
+    ClientConfig cc;
+    cc.master_server_address = config.master_server_address;
+    cc.tenant = tenant;
+    cc.rpc_timeout_ms = config.rpc_timeout_ms;
+    auto c = Client::Create(cc);
+    if (!c.ok()) return c.status();
+    Client* raw = c.value().get();
+    clients.emplace(tenant, std::move(c.value()));
+    return raw;
+  }
+
+  void CountStatus(PrefetchToMemoryStatus s) {
+    switch (s) {
+      case PrefetchToMemoryStatus::kInMemory:
+        ++in_memory;
+        break;
+      case PrefetchToMemoryStatus::kQueued:
+        ++queued;
+        break;
+      case PrefetchToMemoryStatus::kThrottledWatermark:
+        ++throttled_watermark;
+        break;
+      case PrefetchToMemoryStatus::kThrottledCap:
+        ++throttled_cap;
+        break;
+      case PrefetchToMemoryStatus::kNoLocalDisk:
+        ++no_local_disk;
+        break;
+      case PrefetchToMemoryStatus::kNotFound:
+        ++not_found;
+        break;
+    }
+  }
+};
+
+Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
+  if (config.master_server_address.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "router: master_server_address is required");
+  }
+  if (config.rpc_timeout_ms <= 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "router: rpc_timeout_ms must be > 0");
+  }
+  std::unordered_set<std::string> ids;
+  for (const auto& e : config.engines) {
+    if (e.id.empty()) {
+      return Status(ErrorCode::INVALID_PARAMS, "router: engine without an id");
+    }
+    if (!ids.insert(e.id).second) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "router: duplicate engine id '" + e.id + "'");
+    }
+  }
+  auto state = std::make_unique<State>();
+  state->config = config;
+  state->in_flight.assign(config.engines.size(), 0);
+  return std::unique_ptr<Router>(new Router(std::move(state)));
+}
+
+Router::Router(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Router::~Router() = default;
+
+Result<RouteDecision> Router::Route(const RouteRequest& request) {
+  State& s = *state_;
+  ++s.requests;
+  const auto& keys = request.block_keys;
+  if (keys.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS, "router: no block keys");
+  }
+  if (keys.size() > kMaxBlocks) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "router: " + std::to_string(keys.size()) +
+                      " block keys, limit " + std::to_string(kMaxBlocks));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty() || keys[i].size() > kMaxKeyLength) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "router: block key " + std::to_string(i) +
+                        " is empty or longer than " +
+                        std::to_string(kMaxKeyLength) + " bytes");
+    }
+  }
+  auto client =
+      s.ClientFor(request.tenant.empty() ? "default" : request.tenant);
+  if (!client.ok()) return client.status();
+
+  RouteDecision d;
+  d.request_id = request.request_id;
+
+  // One read-only lookup for the whole prompt: no lease, no hit metrics, so
+  // routing never changes what the store evicts or promotes by itself.
+  s.blocks_looked_up += keys.size();
+  auto tiers = client.value()->BatchGetReplicaDesc(keys);
+  std::vector<std::string> holders;
+  std::vector<std::string> ssd_keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto& t = tiers[i];
+    if (!t.ok()) {
+      if (t.code() == ErrorCode::OBJECT_NOT_FOUND) break;  // end of prefix
+      // Transport failure or a master error: no decision can be trusted.
+      ++s.lookup_errors;
+      return Status(
+          t.code() == ErrorCode::RPC_FAIL ? ErrorCode::RPC_FAIL : t.code(),
+          "router: tier lookup failed: " + t.status().ToString());
+    }
+    std::string tier = t->BestTier();
+    // A put in flight is not readable yet: the engine would recompute it.
+    if (tier == "processing") break;
+    BlockTier b;
+    b.node_id = Holder(t.value(), tier);
+    b.size = t->size;
+    if (tier == "local_disk") ssd_keys.push_back(keys[i]);
+    b.tier = std::move(tier);
+    holders.push_back(b.node_id);
+    d.prefix_tiers.push_back(std::move(b));
+  }
+  d.matched_prefix = d.prefix_tiers.size();
+  d.ssd_only_blocks = ssd_keys.size();
+  s.ssd_only_blocks += ssd_keys.size();
+
+  if (s.config.enable_prefetch && !ssd_keys.empty()) {
+    auto r = client.value()->BatchPrefetchToMemory(ssd_keys);
+    if (r.ok()) {
+      s.triggered += ssd_keys.size();
+      for (auto st : r.value()) s.CountStatus(st);
+      d.triggered_keys = std::move(ssd_keys);
+      d.prefetch_statuses = std::move(r.value());
+    } else if (r.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      d.prefetch_disabled = true;
+    } else {
+      // The lookup succeeded, so the request can still be served (from SSD);
+      // failing it here would turn an acceleration into an outage.
+      ++s.prefetch_errors;
+      d.prefetch_error = r.status().ToString();
+      spdlog::warn("router: prefetch trigger for request '{}' failed: {}",
+                   request.request_id, d.prefetch_error);
+    }
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(s.load_mu);
+    DispatchChoice c = PickEngine(s.config.engines, s.in_flight, holders);
+    if (c.engine >= 0) {
+      d.engine_id = s.config.engines[static_cast<size_t>(c.engine)].id;
+      d.affinity_hit = c.affinity;
+      ++s.in_flight[static_cast<size_t>(c.engine)];
+    }
+  }
+  if (d.affinity_hit) ++s.affinity_hits;
+  return d;
+}
+
+void Router::Complete(const std::string& engine_id) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.load_mu);
+  for (size_t i = 0; i < s.config.engines.size(); ++i) {
+    if (s.config.engines[i].id != engine_id) continue;
+    // A duplicate completion must not wrap the counter.
+    if (s.in_flight[i] > 0) --s.in_flight[i];
+    return;
+  }
+}
+
+RouterStats Router::stats() const {
+  const State& s = *state_;
+  RouterStats r;
+  r.requests = s.requests.load();
+  r.blocks_looked_up = s.blocks_looked_up.load();
+  r.ssd_only_blocks = s.ssd_only_blocks.load();
+  r.triggered = s.triggered.load();
+  r.queued = s.queued.load();
+  r.in_memory = s.in_memory.load();
+  r.throttled_watermark = s.throttled_watermark.load();
+  r.throttled_cap = s.throttled_cap.load();
+  r.no_local_disk = s.no_local_disk.load();
+  r.not_found = s.not_found.load();
+  r.affinity_hits = s.affinity_hits.load();
+  r.lookup_errors = s.lookup_errors.load();
+  r.prefetch_errors = s.prefetch_errors.load();
+  {
+    std::lock_guard<std::mutex> lock(s.load_mu);
+    r.in_flight = s.in_flight;
+  }
+  return r;
+}
+
+const RouterConfig& Router::config() const { return state_->config; }
+
+}  // namespace kvpool

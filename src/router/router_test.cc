@@ -1,0 +1,506 @@
+#include "kvpool/router.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "router/dispatch.h"
+#include "router/router_http.h"
+#include "tests/ssd_fixture.h"
+#include "tests/test_util.h"
+
+namespace kvpool {
+namespace {
+
+using json = nlohmann::json;
+using S = PrefetchToMemoryStatus;
+using Clock = std::chrono::steady_clock;
+using kvpool::testing::kValue;
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+
+std::unique_ptr<Router> MakeRouter(const std::string& master,
+                                   std::vector<EngineInfo> engines = {},
+                                   bool prefetch = true,
+                                   int rpc_timeout_ms = 5000) {
+  RouterConfig c;
+  c.master_server_address = master;
+  c.engines = std::move(engines);
+  c.enable_prefetch = prefetch;
+  c.rpc_timeout_ms = rpc_timeout_ms;
+  auto r = Router::Create(c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r.value()) : nullptr;
+}
+
+RouteRequest Req(std::vector<std::string> keys, std::string id = "req") {
+  RouteRequest r;
+  r.request_id = std::move(id);
+  r.block_keys = std::move(keys);
+  return r;
+}
+
+std::vector<std::string> Tiers(const RouteDecision& d) {
+  std::vector<std::string> out;
+  for (const auto& b : d.prefix_tiers) out.push_back(b.tier);
+  return out;
+}
+
+// A loopback socket bound then closed: connecting to it is refused.
+int ClosedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// ------------------------------------------------------------ pure policy
+
+EngineInfo Engine(std::string id, std::vector<std::string> nodes) {
+  return EngineInfo{std::move(id), std::move(nodes), ""};
+}
+
+TEST(DispatchPolicyTest, EngineLocalToTheTopHolderWinsOverLoad) {
+  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n1"})};
+  auto c = PickEngine(e, {0, 9}, {"n1", "n1", "n0"});
+  EXPECT_EQ(c.engine, 1);
+  EXPECT_TRUE(c.affinity);
+}
+
+TEST(DispatchPolicyTest, HolderWithoutAnEngineDoesNotShadowASmallerOne) {
+  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {})};
+  auto c = PickEngine(e, {5, 0}, {"n9", "n9", "n9", "n0"});
+  EXPECT_EQ(c.engine, 0);
+  EXPECT_TRUE(c.affinity);
+}
+
+TEST(DispatchPolicyTest, LeastLoadedAmongLocalEnginesThenConfigOrder) {
+  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n0"}),
+                               Engine("e2", {"n0"})};
+  EXPECT_EQ(PickEngine(e, {3, 1, 2}, {"n0"}).engine, 1);
+  EXPECT_EQ(PickEngine(e, {2, 1, 1}, {"n0"}).engine, 1);
+  // Two holders tied on block count: their engines compete on load.
+  std::vector<EngineInfo> t = {Engine("a", {"n0"}), Engine("b", {"n1"})};
+  EXPECT_EQ(PickEngine(t, {4, 2}, {"n0", "n1"}).engine, 1);
+}
+
+TEST(DispatchPolicyTest, NoLocalEngineFallsBackToLeastLoaded) {
+  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n1"})};
+  auto c = PickEngine(e, {2, 1}, {"n7"});
+  EXPECT_EQ(c.engine, 1);
+  EXPECT_FALSE(c.affinity);
+  EXPECT_EQ(PickEngine(e, {1, 1}, {}).engine, 0);
+  EXPECT_EQ(PickEngine({}, {}, {"n0"}).engine, -1);
+}
+
+TEST(EngineSpecTest, ParsesIdNodesEndpointAndRejectsGarbage) {
+  auto e = ParseEngineSpec("id=e0,nodes=node0;node1,endpoint=http://h:8000");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->id, "e0");
+  EXPECT_EQ(e->local_node_ids, (std::vector<std::string>{"node0", "node1"}));
+  EXPECT_EQ(e->endpoint, "http://h:8000");
+  EXPECT_EQ(ParseEngineSpec("nodes=a").code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseEngineSpec("id=x,color=red").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseEngineSpec("id").code(), ErrorCode::INVALID_PARAMS);
+}
+
+// --------------------------------------------------- config, input, master
+
+TEST(RouterTest, CreateRejectsInvalidConfigs) {
+  RouterConfig c;
+  c.master_server_address = "";
+  EXPECT_EQ(Router::Create(c).code(), ErrorCode::INVALID_PARAMS);
+  c.master_server_address = "127.0.0.1:1";
+  c.engines = {Engine("e0", {}), Engine("e0", {})};
+  EXPECT_EQ(Router::Create(c).code(), ErrorCode::INVALID_PARAMS);
+  c.engines = {Engine("", {})};
+  EXPECT_EQ(Router::Create(c).code(), ErrorCode::INVALID_PARAMS);
+  c.engines = {Engine("e0", {}), Engine("e1", {})};
+  EXPECT_TRUE(Router::Create(c).ok());
+}
+
+TEST(RouterTest, BadInputIsInvalidParamsBeforeAnyRpc) {
+  // No master behind this address: a validation failure must not need one.
+  auto router = MakeRouter("127.0.0.1:" + std::to_string(ClosedPort()));
+  EXPECT_EQ(router->Route(Req({})).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(router->Route(Req({"a", ""})).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(router->Route(Req({"a", std::string(4097, 'k')})).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(router->Route(Req(std::vector<std::string>(65537, "k"))).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(router->stats().lookup_errors, 0u);
+  EXPECT_EQ(router->stats().blocks_looked_up, 0u);
+}
+
+TEST(RouterTest, RefusedMasterIsRpcFailWithinTheTimeout) {
+  auto router = MakeRouter("127.0.0.1:" + std::to_string(ClosedPort()),
+                           {Engine("e0", {})}, true, 1000);
+  auto start = Clock::now();
+  auto r = router->Route(Req({"k0", "k1"}));
+  auto elapsed = Clock::now() - start;
+  EXPECT_EQ(r.code(), ErrorCode::RPC_FAIL);
+  EXPECT_NE(r.status().message().find("lookup"), std::string::npos);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
+  EXPECT_EQ(router->stats().lookup_errors, 1u);
+  EXPECT_EQ(router->stats().in_flight[0], 0u);  // nothing was dispatched
+}
+
+TEST(RouterTest, SilentMasterIsRpcFailAtTheDeadline) {
+  // Listens but never answers: the TCP connect succeeds, the RPC would wait
+  // forever without the deadline.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  auto router = MakeRouter("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), {},
+                           true, 300);
+  auto start = Clock::now();
+  auto r = router->Route(Req({"k0"}));
+  auto elapsed = Clock::now() - start;
+  close(fd);
+  EXPECT_EQ(r.code(), ErrorCode::RPC_FAIL);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1300));
+}
+
+// ------------------------------------------------- dispatch on a cluster
+
+class RouterDispatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LocalClusterOptions o;
+    o.num_nodes = 2;
+    o.segment_size = 16ull << 20;
+    cluster_ = std::make_unique<LocalCluster>(o);
+    ASSERT_TRUE(cluster_->Start().ok());
+    client_ = cluster_->NewClient().value();
+  }
+  void PutOn(const std::string& key, const std::string& node) {
+    ReplicateConfig rc;
+    rc.preferred_segment = node;
+    ASSERT_TRUE(client_->Put(key, "v-" + key, rc).ok());
+  }
+  std::vector<EngineInfo> Engines() {
+    return {Engine("e0", {"node0"}), Engine("e1", {"node1"}), Engine("e2", {})};
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(RouterDispatchTest, EngineLocalToTheHolderOfMostPrefixBlocks) {
+  for (auto k : {"a0", "a1", "a2"}) PutOn(k, "node1");
+  PutOn("b0", "node0");
+  auto router = MakeRouter(cluster_->master_address(), Engines());
+  auto d = router->Route(Req({"a0", "b0", "a1", "a2", "missing", "a0"}));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->matched_prefix, 4u);
+  EXPECT_EQ(Tiers(d.value()), (std::vector<std::string>(4, "memory")));
+  EXPECT_EQ(d->prefix_tiers[0].node_id, "node1");
+  EXPECT_EQ(d->prefix_tiers[1].node_id, "node0");
+  EXPECT_EQ(d->prefix_tiers[0].size, 4u);  // "v-a0"
+  EXPECT_EQ(d->engine_id, "e1");
+  EXPECT_TRUE(d->affinity_hit);
+  EXPECT_EQ(d->ssd_only_blocks, 0u);
+  EXPECT_TRUE(d->triggered_keys.empty());
+
+  // Affinity comes before load: e1 is busier now and still chosen.
+  EXPECT_EQ(router->Route(Req({"a0"}))->engine_id, "e1");
+  auto b = router->Route(Req({"b0", "a0"}));  // one block each: tie on count
+  EXPECT_EQ(b->engine_id, "e0");              // ... then load decides
+  EXPECT_TRUE(b->affinity_hit);
+  auto st = router->stats();
+  EXPECT_EQ(st.affinity_hits, 3u);
+  EXPECT_EQ(st.in_flight, (std::vector<uint64_t>{1, 2, 0}));
+}
+
+TEST_F(RouterDispatchTest, LeastLoadedWithoutLocalityAndCompleteLowersLoad) {
+  auto router = MakeRouter(cluster_->master_address(), Engines());
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    auto d = router->Route(Req({"nothing-" + std::to_string(i)}));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->matched_prefix, 0u);
+    EXPECT_FALSE(d->affinity_hit);
+    order.push_back(d->engine_id);
+  }
+  // Equal loads go by config order, so the engines take turns.
+  EXPECT_EQ(order, (std::vector<std::string>{"e0", "e1", "e2", "e0"}));
+  EXPECT_EQ(router->stats().in_flight, (std::vector<uint64_t>{2, 1, 1}));
+  router->Complete("e1");
+  router->Complete("e1");  // a duplicate completion must not wrap around
+  router->Complete("no-such-engine");
+  EXPECT_EQ(router->stats().in_flight, (std::vector<uint64_t>{2, 0, 1}));
+  EXPECT_EQ(router->Route(Req({"nothing"}))->engine_id, "e1");
+}
+
+TEST_F(RouterDispatchTest, TenantsAreSeparateNamespaces) {
+  PutOn("shared-name", "node0");
+  auto router = MakeRouter(cluster_->master_address(), Engines());
+  RouteRequest r = Req({"shared-name"});
+  EXPECT_EQ(router->Route(r)->matched_prefix, 1u);
+  r.tenant = "other-tenant";
+  EXPECT_EQ(router->Route(r)->matched_prefix, 0u);
+}
+
+TEST_F(RouterDispatchTest, MasterStoppedIsRpcFailNotAHang) {
+  PutOn("k", "node0");
+  auto router = MakeRouter(cluster_->master_address(), Engines(), true, 1000);
+  ASSERT_TRUE(router->Route(Req({"k"})).ok());
+  cluster_->Stop();
+  auto start = Clock::now();
+  auto r = router->Route(Req({"k"}));
+  EXPECT_EQ(r.code(), ErrorCode::RPC_FAIL);
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
+}
+
+// --------------------------------------------------------- HTTP service
+
+TEST_F(RouterDispatchTest, HttpRouteStatsCompleteAndErrors) {
+  PutOn("k0", "node0");
+  auto router = MakeRouter(cluster_->master_address(), Engines());
+  RouterHttpServer server(router.get());
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client http("127.0.0.1", server.port());
+
+  auto res =
+      http.Post("/route", R"({"request_id":"r1","block_keys":["k0","nope"]})",
+                "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json d = json::parse(res->body);
+  EXPECT_EQ(d["request_id"], "r1");
+  EXPECT_EQ(d["engine_id"], "e0");
+  EXPECT_EQ(d["matched_prefix"], 1);
+  EXPECT_EQ(d["prefix_tiers"][0]["tier"], "memory");
+  EXPECT_EQ(d["prefix_tiers"][0]["node_id"], "node0");
+  EXPECT_EQ(d["ssd_only_blocks"], 0);
+  EXPECT_EQ(d["prefetch_disabled"], false);
+  EXPECT_TRUE(d["affinity_hit"].get<bool>());
+
+  res = http.Get("/stats");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  json s = json::parse(res->body);
+  EXPECT_EQ(s["requests"], 1);
+  EXPECT_EQ(s["engines"][0]["in_flight"], 1);
+
+  res = http.Post("/complete", R"({"engine_id":"e0"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["in_flight"], 0);
+  res = http.Post("/complete", R"({"engine_id":"zz"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+
+  for (const char* bad :
+       {R"({"request_id":"r2","block_keys":["k0")",  // truncated JSON
+        R"({"request_id":"r2"})",                    // no block_keys
+        R"({"request_id":"r2","block_keys":"k0"})",  // not an array
+        R"({"request_id":"r2","block_keys":[1,2]})",
+        R"({"block_keys":["k0"]})",                // no request_id
+        R"({"request_id":"r2","block_keys":[]})",  // INVALID_PARAMS
+        "[]"}) {
+    res = http.Post("/route", bad, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << bad;
+    json e = json::parse(res->body);
+    EXPECT_FALSE(e["error"].get<std::string>().empty()) << bad;
+  }
+  res = http.Post("/route", "{not json", "application/json");
+  EXPECT_NE(json::parse(res->body)["error"].get<std::string>().find("JSON"),
+            std::string::npos);
+
+  res = http.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+
+  // The master goes away: 503, promptly.
+  auto dead = MakeRouter("127.0.0.1:" + std::to_string(ClosedPort()), Engines(),
+                         true, 1000);
+  RouterHttpServer dead_server(dead.get());
+  ASSERT_TRUE(dead_server.Start("127.0.0.1", 0).ok());
+  httplib::Client http2("127.0.0.1", dead_server.port());
+  res = http2.Post("/route", R"({"request_id":"r3","block_keys":["k0"]})",
+                   "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503) << res->body;
+  EXPECT_EQ(json::parse(res->body)["code"], "RPC_FAIL");
+}
+
+// ------------------------------------------------------- SSD tier, trigger
+
+class RouterSsdTest : public kvpool::testing::SsdFixture {};
+
+TEST_F(RouterSsdTest, PrefixCoversMemoryAndDiskAndStopsAtMissingOrInFlight) {
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 2);
+  ASSERT_TRUE(c->Put("hot-0", "h0").ok());
+  ASSERT_TRUE(c->Put("hot-1", "h1").ok());
+  // A put in flight: started, never ended.
+  ASSERT_TRUE(cluster_->master()
+                  .service()
+                  .PutStart("default", "inflight", 64, {})
+                  .ok());
+  ASSERT_EQ(Tier(*c, "inflight"), "processing");
+
+  auto router = MakeRouter(cluster_->master_address(), {}, false);
+  auto d = router->Route(
+      Req({"hot-0", cold[0], "hot-1", cold[1], "inflight", "hot-0"}));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->matched_prefix, 4u);
+  EXPECT_EQ(Tiers(d.value()),
+            (std::vector<std::string>{"memory", "local_disk", "memory",
+                                      "local_disk"}));
+  EXPECT_EQ(d->prefix_tiers[1].size, kValue);
+  EXPECT_FALSE(d->prefix_tiers[1].node_id.empty());
+  EXPECT_EQ(d->ssd_only_blocks, 2u);
+  EXPECT_TRUE(d->triggered_keys.empty());  // the router's prefetch is off
+  EXPECT_FALSE(d->prefetch_disabled);
+  EXPECT_EQ(d->engine_id, "");  // no engines configured
+
+  EXPECT_EQ(router->Route(Req({"hot-0", "missing", "hot-1"}))->matched_prefix,
+            1u);
+  auto in_flight_first = router->Route(Req({"inflight", "hot-0"}));
+  EXPECT_EQ(in_flight_first->matched_prefix, 0u);
+  EXPECT_TRUE(in_flight_first->prefix_tiers.empty());
+  // The lookup is read-only: nothing moved.
+  EXPECT_EQ(Tier(*c, cold[0]), "local_disk");
+  EXPECT_EQ(router->stats().blocks_looked_up, 6u + 3u + 2u);
+}
+
+TEST_F(RouterSsdTest, TriggerOffOnTheMasterSetsPrefetchDisabled) {
+  Start();  // enable_prefetch_trigger is off by default
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 2);
+  auto router = MakeRouter(cluster_->master_address(), {Engine("e0", {})});
+  auto d = router->Route(Req(cold));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->ssd_only_blocks, 2u);
+  EXPECT_TRUE(d->prefetch_disabled);
+  EXPECT_TRUE(d->prefetch_statuses.empty());
+  EXPECT_EQ(d->engine_id, "e0");  // still dispatched
+  EXPECT_EQ(cluster_->master().service().promotion_counters().admitted, 0u);
+  EXPECT_EQ(Tier(*c, cold[0]), "local_disk");
+  EXPECT_EQ(router->stats().triggered, 0u);
+}
+
+TEST_F(RouterSsdTest, SsdOnlyPrefixBlocksAreQueuedThenPromoted) {
+  opts_.enable_prefetch_trigger = true;
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 2);
+  ASSERT_TRUE(c->Put("hot", "h").ok());
+  std::vector<std::string> prompt = {"hot", cold[0], cold[1], "missing",
+                                     "cold-after-miss"};
+
+  // The router's own switch off: nothing is sent to the master.
+  auto quiet = MakeRouter(cluster_->master_address(), {}, false);
+  ASSERT_TRUE(quiet->Route(Req(prompt)).ok());
+  EXPECT_EQ(cluster_->master().service().promotion_counters().admitted, 0u);
+
+  auto router = MakeRouter(cluster_->master_address(), {});
+  RouterHttpServer http(router.get());  // handlers only, no socket
+  auto reply = http.HandleRoute(
+      json{{"request_id", "r"}, {"block_keys", prompt}}.dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json d = json::parse(reply.body);
+  EXPECT_EQ(d["matched_prefix"], 3);
+  EXPECT_EQ(d["ssd_only_blocks"], 2);
+  ASSERT_EQ(d["prefetch"].size(), 2u);
+  EXPECT_EQ(d["prefetch"][0]["key"], cold[0]);
+  EXPECT_EQ(d["prefetch"][0]["status"], "QUEUED");
+  EXPECT_EQ(d["prefetch"][1]["status"], "QUEUED");
+  EXPECT_EQ(d["prefetch_disabled"], false);
+  auto st = router->stats();
+  EXPECT_EQ(st.triggered, 2u);
+  EXPECT_EQ(st.queued, 2u);
+
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Tier(*c, cold[0]) == "memory" && Tier(*c, cold[1]) == "memory";
+      },
+      std::chrono::seconds(20)));
+  auto again = router->Route(Req(prompt));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ssd_only_blocks, 0u);  // nothing left to trigger
+  EXPECT_TRUE(again->triggered_keys.empty());
+  EXPECT_EQ(c->Get(cold[1]).value(), RandomBytes(kValue, 1));
+  EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 2u);
+}
+
+TEST_F(RouterSsdTest, TwoRoutersTriggeringTheSameKeysPromoteEachOnce) {
+  opts_.enable_prefetch_trigger = true;
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 4);
+  auto r1 = MakeRouter(cluster_->master_address(), {Engine("e0", {})});
+  auto r2 = MakeRouter(cluster_->master_address(), {Engine("e0", {})});
+
+  std::atomic<bool> go{false};
+  std::atomic<int> bad_status{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (Router* r : {r1.get(), r2.get(), r1.get(), r2.get()}) {
+    threads.emplace_back([&, r] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 5; ++i) {
+        auto d = r->Route(Req(cold));
+        if (!d.ok()) {
+          ++failures;
+          continue;
+        }
+        for (auto s : d->prefetch_statuses) {
+          if (s != S::kQueued && s != S::kInMemory) ++bad_status;
+        }
+      }
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(bad_status.load(), 0);
+
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& k : cold) {
+          if (Tier(*c, k) != "memory") return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+  auto& master = cluster_->master().service();
+  ASSERT_TRUE(
+      WaitUntil([&] { return master.promotion_counters().in_flight == 0; },
+                std::chrono::seconds(20)));
+  auto pc = master.promotion_counters();
+  EXPECT_EQ(pc.admitted, cold.size());  // one promotion per key, not per call
+  EXPECT_EQ(pc.completed, cold.size());
+  // Every QUEUED the routers saw is one the master counted, duplicates
+  // included: the dedup happened on the server, not in the routers.
+  uint64_t seen_queued = r1->stats().queued + r2->stats().queued;
+  EXPECT_GE(seen_queued, cold.size());
+  EXPECT_EQ(master.metrics().CounterValue(
+                "kvpool_master_prefetch_trigger_total", "status=\"QUEUED\""),
+            seen_queued);
+}
+
+}  // namespace
+}  // namespace kvpool

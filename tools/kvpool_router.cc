@@ -1,0 +1,109 @@
+// kvpool-router: the reference router of the router-triggered prefetch
+// (docs/router.md). Looks up the tiers of a request's block keys, triggers
+// SSD->DRAM prefetch for the SSD-only blocks of the matched prefix and picks
+// an engine, over HTTP/JSON.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvpool/router.h"
+#include "router/router_http.h"
+#include "tools/flags.h"
+
+int main(int argc, char** argv) {
+  kvpool::RouterConfig c;
+  std::string listen = "127.0.0.1:8088";
+  std::vector<std::string> engine_specs;
+  CLI::App app{"kvpool-router: tier-aware request router with SSD prefetch"};
+  app.set_config("--config", "",
+                 "TOML/INI file with the same keys as the flags");
+  app.add_option("--master_server_address", c.master_server_address,
+                 "kvpool-master gRPC address")
+      ->capture_default_str();
+  app.add_option("--listen", listen, "HTTP host:port (port 0 = any free)")
+      ->capture_default_str();
+  app.add_option("--engine", engine_specs,
+                 "an engine: id=ID,nodes=NODE1;NODE2,endpoint=URL "
+                 "(repeatable; nodes = kvpool node ids on its host)");
+  app.add_flag("--enable_prefetch,!--disable_prefetch", c.enable_prefetch,
+               "trigger SSD->DRAM prefetch for SSD-only prefix blocks (on by "
+               "default; --enable_prefetch=false or --disable_prefetch)");
+  app.add_option("--rpc_timeout_ms", c.rpc_timeout_ms,
+                 "deadline of each master RPC")
+      ->capture_default_str();
+  std::string port_file;
+  app.add_option("--port_file", port_file,
+                 "write the bound HTTP port here (for scripts/tests)");
+  CLI11_PARSE(app, argc, argv);
+
+  for (const auto& spec : engine_specs) {
+    auto e = kvpool::ParseEngineSpec(spec);
+    if (!e.ok()) {
+      spdlog::error("--engine: {}", e.status().message());
+      return 2;
+    }
+    c.engines.push_back(std::move(e.value()));
+  }
+  size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) {
+    try {
+      port = std::stoi(listen.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535) {
+    spdlog::error("--listen: expected host:port, got '{}'", listen);
+    return 2;
+  }
+  std::string host = listen.substr(0, colon);
+
+  // Blocked before any thread starts so every thread inherits the mask and
+  // the signal reaches only the sigwait below.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto router = kvpool::Router::Create(c);
+  if (!router.ok()) {
+    spdlog::error("cannot start: {}", router.status().ToString());
+    return 1;
+  }
+  if (c.engines.empty()) {
+    spdlog::warn(
+        "no --engine given: requests are looked up and prefetched "
+        "but not dispatched");
+  }
+  kvpool::RouterHttpServer server(router.value().get());
+  if (auto s = server.Start(host, port); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f) {
+      std::fprintf(f, "%d\n", server.port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  std::printf(
+      "kvpool-router listening on %s:%d master=%s engines=%zu "
+      "prefetch=%s\n",
+      host.c_str(), server.port(), c.master_server_address.c_str(),
+      c.engines.size(), c.enable_prefetch ? "on" : "off");
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("signal {}: stopping", sig);
+  server.Stop();
+  return 0;
+}
