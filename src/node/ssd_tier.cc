@@ -136,6 +136,7 @@ void SsdTier::PullLoop() {
       next += interval;
       if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
     }
+    if (pull_paused_) continue;
     rpc::PullPromotionTasksRequest req;
     req.set_node_id(node_id_);
     req.set_max_tasks(static_cast<uint32_t>(config_.promotion_max_per_pull));

@@ -103,6 +103,8 @@ class SsdTier {
   std::vector<Status> PromoteKeysFromLocalDisk(
       std::span<const rpc::PromotionTask> tasks);
   PullStats pull_stats() const;
+  // Test hook: a holder that stops pulling (its tasks wait for the reaper).
+  void PausePullForTest(bool paused) { pull_paused_ = paused; }
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
   // One SSD watermark check (the eviction loop's body; public for tests).
@@ -146,6 +148,7 @@ class SsdTier {
   std::deque<PrefetchRequest> prefetches_;
   std::thread offload_thread_, promotion_thread_, eviction_thread_,
       prefetch_thread_, pull_thread_;
+  std::atomic<bool> pull_paused_{false};
   mutable std::mutex pull_mu_;
   PullStats pull_stats_;
 };

@@ -1,0 +1,201 @@
+// Router-triggered prefetch end to end on a LocalCluster with the SSD tier:
+// the prefetch buffer (strict landing, full => THROTTLED), the promotion
+// pull thread (cadence and per-pull cap), the batched read knob, the reaper
+// for a holder that stops pulling, and a pulling holder under an older
+// master.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tests/ssd_fixture.h"
+
+namespace kvpool {
+namespace {
+
+using S = PrefetchToMemoryStatus;
+using kvpool::testing::kValue;
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+
+class RouterPrefetchTest : public kvpool::testing::SsdFixture {
+ protected:
+  void SetUp() override {
+    SsdFixture::SetUp();
+    opts_.enable_prefetch_trigger = true;
+    opts_.prefetch_trigger_lease_ttl_ms = 20000;
+  }
+  uint64_t Used(const std::string& kind) {
+    uint64_t used = 0;
+    for (const auto& s : client_->Stat().value().segments)
+      if (s.kind == kind) used += s.used;
+    return used;
+  }
+  // The segment id of the key's COMPLETE memory replica (0 if none).
+  uint64_t MemorySegment(const std::string& key) {
+    auto t = client_->BatchGetReplicaDesc({key});
+    if (!t[0].ok()) return 0;
+    for (const auto& r : t[0]->replicas) {
+      if (r.kind == ReplicaInfo::Kind::kMemory && r.complete)
+        return r.segment_id;
+    }
+    return 0;
+  }
+  bool AllInMemory(const std::vector<std::string>& keys) {
+    return WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            if (Tier(*client_, k) != "memory") return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(30));
+  }
+  std::vector<uint64_t> BufferIds() {
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < cluster_->num_nodes(); ++i)
+      ids.push_back(cluster_->node(i).buffer_segment_id());
+    return ids;
+  }
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(RouterPrefetchTest, StrictLandingLeavesTheMainCacheUnchanged) {
+  opts_.prefetch_buffer_size = 8ull << 20;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 4);
+  const uint64_t main_before = Used("main");
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (S s : r.value()) EXPECT_EQ(s, S::kQueued);
+  ASSERT_TRUE(AllInMemory(keys));
+  auto buffers = BufferIds();
+  for (const auto& k : keys) {
+    uint64_t seg = MemorySegment(k);
+    EXPECT_TRUE(seg == buffers[0] || seg == buffers[1]) << k;
+  }
+  EXPECT_EQ(Used("main"), main_before);
+  EXPECT_EQ(Used("prefetch_buffer"), keys.size() * kValue);
+  // The bytes read back are the bytes written, from DRAM.
+  uint64_t ssd_before = client_->counters().ssd_bytes_read;
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+  EXPECT_EQ(client_->counters().ssd_bytes_read, ssd_before);
+}
+
+TEST_F(RouterPrefetchTest, FullBufferThrottlesTheRest) {
+  // 2 MiB buffers at a 0.9 watermark hold one 1 MiB block per holder.
+  opts_.prefetch_buffer_size = 2ull << 20;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 8);
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  int queued = 0, throttled = 0;
+  for (S s : r.value()) {
+    queued += s == S::kQueued;
+    throttled += s == S::kThrottledWatermark;
+  }
+  EXPECT_LE(queued, 2);
+  EXPECT_GE(queued, 1);
+  EXPECT_EQ(queued + throttled, 8);
+  EXPECT_EQ(cluster_->master().service().metrics().CounterValue(
+                "kvpool_master_prefetch_buffer_full_total"),
+            uint64_t(throttled));
+}
+
+TEST_F(RouterPrefetchTest, PullThreadHonoursIntervalAndPerPullCap) {
+  opts_.num_nodes = 1;
+  opts_.segment_size = 32ull << 20;
+  opts_.prefetch_buffer_size = 24ull << 20;
+  opts_.promotion_pull = true;
+  opts_.promotion_pull_interval_ms = 100;
+  opts_.promotion_max_per_pull = 4;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 16);
+  SsdTier* tier = cluster_->node(0).ssd();
+  const PullStats before = tier->pull_stats();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  ASSERT_TRUE(AllInMemory(keys));
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  const PullStats after = tier->pull_stats();
+  EXPECT_LE(after.max_tasks_per_pull, 4u);
+  EXPECT_EQ(after.tasks - before.tasks, 16u);
+  // 16 tasks at <= 4 per pull need >= 4 pulls, 100 ms apart: >= 300 ms.
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  EXPECT_FALSE(after.master_lacks_pull);
+  // None of them travelled on the heartbeat: every task was pulled.
+  EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 16u);
+}
+
+TEST_F(RouterPrefetchTest, BatchedReadsPromoteEveryKeyIntact) {
+  opts_.prefetch_buffer_size = 16ull << 20;
+  opts_.promotion_pull = true;
+  opts_.promotion_read_batch = 8;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 12);
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(AllInMemory(keys));
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+  auto pc = cluster_->master().service().promotion_counters();
+  EXPECT_EQ(pc.completed, 12u);
+  EXPECT_EQ(pc.failed, 0u);
+}
+
+TEST_F(RouterPrefetchTest, HolderThatStopsPullingIsReaped) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_buffer_size = 4ull << 20;
+  opts_.promotion_pull = true;
+  opts_.promotion_task_ttl_sec = 1;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 2);
+  cluster_->node(0).ssd()->PausePullForTest(true);
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  auto& svc = cluster_->master().service();
+  ASSERT_TRUE(WaitUntil([&] { return svc.promotion_counters().expired == 2; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(svc.promotion_counters().in_flight, 0u);
+  EXPECT_EQ(Tier(*client_, keys[0]), "local_disk");  // the SSD copy stays
+  // Pin, quota and buffer reservation are back: a new trigger queues, and
+  // with pulling resumed it lands.
+  cluster_->node(0).ssd()->PausePullForTest(false);
+  r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) EXPECT_EQ(s, S::kQueued);
+  EXPECT_TRUE(AllInMemory(keys));
+}
+
+TEST_F(RouterPrefetchTest, PullingHolderUnderAnOlderMasterUsesTheHeartbeat) {
+  opts_.enable_prefetch_trigger = false;
+  opts_.emulate_pre_prefetch_master = true;
+  opts_.promotion_on_hit = true;
+  opts_.promotion_pull = true;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 1);
+  SsdTier* tier = cluster_->node(0).ssd();
+  SsdTier* tier1 = cluster_->node(1).ssd();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return tier->pull_stats().master_lacks_pull &&
+               tier1->pull_stats().master_lacks_pull;
+      },
+      std::chrono::seconds(10)));
+  // Promote-on-hit still works: the old master hands the task over with
+  // the heartbeat (admission needs two hits).
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->Get(keys[0]).ok());
+  EXPECT_TRUE(AllInMemory(keys));
+}
+
+}  // namespace
+}  // namespace kvpool
