@@ -2,6 +2,7 @@
 #ifndef KVPOOL_BENCH_BENCH_KEYS_H_
 #define KVPOOL_BENCH_BENCH_KEYS_H_
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,77 @@ inline int CountTier(Client& c, const std::vector<std::string>& keys,
   int n = 0;
   for (const auto& t : Tiers(c, keys)) n += t == tier;
   return n;
+}
+
+// Puts `n` keys of `size` bytes and returns those that end SSD-only: waits
+// for every SSD copy, pushes the keys out of DRAM with 1 MiB filler (in
+// rounds, since which keys eviction picks first is the master's business),
+// then removes the filler so DRAM has room for promotions again.
+inline std::vector<std::string> MakeSsdOnly(Client& c, const std::string& prefix,
+                                     int n, uint64_t size,
+                                     uint64_t dram_total) {
+  std::vector<std::string> keys;
+  double t0 = NowSec();
+  for (int i = 0; i < n; ++i) {
+    keys.push_back(fmt::format("{}-{}", prefix, i));
+    if (Status s = c.Put(keys.back(), Value(i, size)); !s.ok()) {
+      std::fprintf(stderr, "  put %s: %s\n", keys.back().c_str(),
+                   s.ToString().c_str());
+    }
+    if ((i + 1) % std::max(1, n / 4) == 0) {
+      std::fprintf(stderr, "  %s: %d/%d puts (%.1f s)\n", prefix.c_str(), i + 1,
+                   n, NowSec() - t0);
+    }
+  }
+  WaitFor(60, [&] {
+    for (const auto& d : Descs(c, keys)) {
+      if (!d.ok()) continue;  // lost: reported below as not SSD-only
+      bool disk = false;
+      for (const auto& r : d->replicas) {
+        disk |= r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete;
+      }
+      if (!disk) return false;
+    }
+    return true;
+  });
+  const uint64_t kFiller = 1ull << 20;
+  const int per_round = std::max<int>(4, int(dram_total / kFiller / 4));
+  std::vector<std::string> filler;
+  int in_dram = CountTier(c, keys, "memory");
+  while (in_dram > 0 && filler.size() * kFiller < 4 * dram_total) {
+    for (int i = 0; i < per_round; ++i) {
+      filler.push_back(fmt::format("{}-filler-{}", prefix, filler.size()));
+      c.Put(filler.back(), Value(filler.size(), kFiller));
+    }
+    in_dram = CountTier(c, keys, "memory");
+  }
+  for (const auto& f : filler) c.Remove(f, /*force=*/true);
+  std::vector<std::string> ssd_only;
+  auto tiers = Tiers(c, keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (tiers[i] == "local_disk") ssd_only.push_back(keys[i]);
+  }
+  std::fprintf(
+      stderr, "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
+      prefix.c_str(), ssd_only.size(), n, filler.size(), NowSec() - t0);
+  return ssd_only;
+}
+
+// Waits until every DRAM segment is at most `ratio` full. Removed keys keep
+// their DRAM while a lease on them lasts, and a promotion that finds no room
+// opens the client's DRAM-pressure cooldown, which would turn the next
+// measurement into a measurement of the cooldown path.
+inline void WaitDramFree(Client& c, double ratio, double timeout_sec) {
+  WaitFor(timeout_sec, [&] {
+    auto r = c.Stat();
+    if (!r.ok()) return false;
+    for (const auto& s : r->segments) {
+      if (s.kind == "main" && double(s.used) > ratio * double(s.capacity)) {
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 }  // namespace kvpool::bench

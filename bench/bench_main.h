@@ -26,6 +26,12 @@ struct BenchOptions {
   int keys_per_cell = 16;     // fresh SSD-only keys per (gap, column)
   int tier_samples = 300;     // gets per tier-latency case
   int tier_keys = 32;         // SSD-only keys per value size
+
+  // router-prefetch
+  uint64_t router_block_bytes = 1ull << 20;
+  int router_requests = 6;     // requests per (window, holder mode)
+  int router_blocks = 4;       // SSD-only blocks per request
+  int router_rate_keys = 256;  // blocks triggered at once for the rate
 };
 
 int RunTransferBench(const BenchOptions& opts);
@@ -33,6 +39,7 @@ int RunMasterBench(const BenchOptions& opts);
 int RunPressureBench(const BenchOptions& opts);
 int RunExistPrefetchBench(const BenchOptions& opts);
 int RunTierLatencyBench(const BenchOptions& opts);
+int RunRouterPrefetchBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 

@@ -184,6 +184,32 @@ int main(int argc, char** argv) {
   kvpool::AddSizeFlag(*bench_tier, "--dram", &bench_opts.node_dram_bytes,
                       "DRAM per node");
 
+  auto* bench_router = bench->add_subcommand(
+      "router-prefetch",
+      "DRAM share vs trigger->get window, promotions/s per holder");
+  bench_router->add_option("--json", bench_opts.json_path,
+                           "also write JSON here");
+  bench_router->add_option("--svg", bench_opts.svg_path,
+                           "DRAM share vs window as SVG");
+  bench_router->add_option("--dir", bench_opts.dir,
+                           "scratch directory for SSD files");
+  bench_router
+      ->add_option("--requests", bench_opts.router_requests,
+                   "requests per window and holder mode")
+      ->capture_default_str();
+  bench_router
+      ->add_option("--blocks", bench_opts.router_blocks,
+                   "SSD-only blocks per request")
+      ->capture_default_str();
+  bench_router
+      ->add_option("--rate_keys", bench_opts.router_rate_keys,
+                   "blocks triggered at once for the promotion rate")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*bench_router, "--block_size",
+                      &bench_opts.router_block_bytes, "bytes per block");
+  kvpool::AddSizeFlag(*bench_router, "--dram", &bench_opts.node_dram_bytes,
+                      "main DRAM per node");
+
   kvpool::SsdBenchOptions ssd_opts;
   auto* bench_ssd =
       bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
@@ -236,6 +262,7 @@ int main(int argc, char** argv) {
   if (*bench_transfer) return kvpool::RunTransferBench(bench_opts);
   if (*bench_master) return kvpool::RunMasterBench(bench_opts);
   if (*bench_pressure) return kvpool::RunPressureBench(bench_opts);
+  if (*bench_router) return kvpool::RunRouterPrefetchBench(bench_opts);
   if (*bench_ssd) return kvpool::RunSsdBench(ssd_opts);
   if (*bench_exist) return kvpool::RunExistPrefetchBench(bench_opts);
   if (*bench_tier) return kvpool::RunTierLatencyBench(bench_opts);

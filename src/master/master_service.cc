@@ -735,6 +735,8 @@ uint64_t MasterService::EvictIfNeeded() {
     freed += EvictBytes(
         over + uint64_t(config_.eviction_ratio * double(u.capacity)), kind);
   }
+  if (uint64_t want = buffer_evict_request_.exchange(0); want > 0)
+    freed += EvictBytes(want, SegmentKind::kPrefetchBuffer);
   return freed;
 }
 

@@ -327,6 +327,7 @@ class MasterService {
 
   std::mutex buffer_mu_;
   std::unordered_map<uint32_t, uint64_t> buffer_reserved_;  // by holder index
+  std::atomic<uint64_t> buffer_evict_request_{0};  // bytes a trigger lacked
   std::function<void()> prefetch_phase_hook_;
 
   std::mutex bg_mu_;

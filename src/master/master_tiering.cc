@@ -36,7 +36,18 @@ bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
   // The buffer's own watermark: full at the high watermark, counting what
   // queued router promotions will need.
   double limit = config_.eviction_high_watermark_ratio * double(u.capacity);
-  if (double(u.used + reserved + size) > limit) return false;
+  if (double(u.used + reserved + size) > limit) {
+    // Full: ask the background thread to drain replicas whose lease ended
+    // (the buffer may sit just under its watermark with nothing evicting
+    // it), so a later trigger finds room. This one is throttled.
+    uint64_t want =
+        size + uint64_t(config_.eviction_ratio * double(u.capacity));
+    uint64_t cur = buffer_evict_request_.load();
+    while (cur < want && !buffer_evict_request_.compare_exchange_weak(cur, want)) {
+    }
+    bg_cv_.notify_all();
+    return false;
+  }
   reserved += size;
   return true;
 }

@@ -1,0 +1,412 @@
+// kvpool bench router-prefetch: what the router-triggered prefetch buys a
+// get, and how fast one holder promotes, on LocalClusters with the SSD tier
+// on, a PREFETCH_BUFFER per holder and the main DRAM held just under its
+// high watermark by resident filler (the RFC's "moderate pressure").
+//
+// (a) Share of gets served from DRAM as a function of the trigger->get
+//     window (0, 20, 50, 100, 200, 500 ms): each request triggers
+//     BatchPrefetchToMemory for `blocks` fresh SSD-only keys, waits the
+//     window, then gets them one after the other. A get is a DRAM hit when
+//     it did not grow Client::counters().ssd_bytes_read. Columns are holder
+//     configurations: promotions on the long-poll heartbeat, on the pull
+//     thread (100 ms, 32 per pull) with the sequential worker, and on the
+//     pull thread with batched SSD reads. The baseline is window 0.
+// (b) Promotions per second of one holder for `rate_keys` 1 MiB blocks
+//     triggered at once, against the RFC's single-worker ceiling of
+//     100-200 keys/s, sequential worker vs batched reads.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "bench/bench_keys.h"
+#include "bench/bench_main.h"
+#include "bench/bench_util.h"
+#include "bench/svg_chart.h"
+#include "common/size_parse.h"
+#include "kvpool/local_cluster.h"
+#include "master/master_server.h"
+#include "storage/aligned_buffer.h"
+
+namespace kvpool {
+
+namespace {
+
+using bench::CountTier;
+using bench::MakeSsdOnly;
+using bench::NowSec;
+using bench::Percentile;
+using bench::Value;
+using bench::WaitFor;
+
+constexpr int kWindowsMs[] = {0, 20, 50, 100, 200, 500};
+
+struct HolderMode {
+  std::string name;
+  bool pull;
+  int64_t read_batch;
+};
+
+const HolderMode kShareModes[] = {
+    {"heartbeat", false, 1},
+    {"pull-seq", true, 1},
+    {"pull-batch8", true, 8},
+};
+
+const HolderMode kRateModes[] = {
+    {"heartbeat", false, 1},
+    {"pull-seq", true, 1},
+    {"pull-batch8", true, 8},
+    {"pull-batch32", true, 32},
+};
+
+LocalClusterOptions ClusterOptions(const BenchOptions& opts,
+                                   const std::string& root,
+                                   const HolderMode& mode, int nodes,
+                                   uint64_t buffer) {
+  LocalClusterOptions o;
+  o.num_nodes = nodes;
+  o.segment_size = opts.node_dram_bytes;
+  o.enable_ssd = true;
+  o.ssd_root = root;
+  o.ssd_capacity_bytes = 4ull << 30;
+  o.ssd_segment_file_size = 64ull << 20;
+  o.heartbeat_interval_ms = 200;
+  o.default_kv_lease_ttl = 2000;  // a loaded 2-core box can stall an RPC
+  o.enable_prefetch_trigger = true;
+  // Covers the longest window and the gets; consumed blocks then leave the
+  // buffer by its own eviction.
+  o.prefetch_trigger_lease_ttl_ms = 1500;
+  o.prefetch_buffer_size = buffer;
+  o.promotion_pull = mode.pull;
+  o.promotion_read_batch = mode.read_batch;
+  return o;
+}
+
+// Puts resident filler until the main DRAM is between 85% and 90% full:
+// the watermark gate still admits prefetches, and a put would evict.
+uint64_t HoldMainNearWatermark(Client& c, uint64_t value) {
+  uint64_t n = 0;
+  for (;;) {
+    auto r = c.Stat();
+    if (!r.ok()) return n;
+    uint64_t used = 0, cap = 0;
+    for (const auto& s : r->segments) {
+      if (s.kind != "main") continue;
+      used += s.used;
+      cap += s.capacity;
+    }
+    if (cap == 0 || double(used + value) > 0.88 * double(cap)) return n;
+    c.Put(fmt::format("resident-{}", n), Value(n, value));
+    ++n;
+  }
+}
+
+double MainRatio(Client& c) {
+  auto r = c.Stat();
+  if (!r.ok()) return 0;
+  uint64_t used = 0, cap = 0;
+  for (const auto& s : r->segments) {
+    if (s.kind != "main") continue;
+    used += s.used;
+    cap += s.capacity;
+  }
+  return cap ? double(used) / double(cap) : 0;
+}
+
+// ---------------------------------------------------------- (a) window
+
+struct ShareCell {
+  int window_ms = 0;
+  std::string mode;
+  int keys = 0, dram_hits = 0, errors = 0;
+  int queued = 0, throttled = 0;
+  double mean_effective_window_ms = 0;
+  double get_p50_ms = 0;
+  double Share() const { return keys ? double(dram_hits) / keys : 0; }
+};
+
+std::vector<ShareCell> RunShare(const BenchOptions& opts,
+                                const std::string& root, const HolderMode& mode,
+                                double* main_ratio) {
+  const int requests = std::max(1, opts.router_requests);
+  const int blocks = std::max(1, opts.router_blocks);
+  // The buffer holds what arrives during one lease (the RFC's sizing,
+  // window x rate x block, with the lease as the window): here up to ~40
+  // blocks per second per holder for 1.5 s.
+  LocalCluster cluster(ClusterOptions(opts, root, mode, 2,
+                                      uint64_t(blocks) * 16 *
+                                          opts.router_block_bytes));
+  if (Status s = cluster.Start(); !s.ok()) {
+    std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
+    return {};
+  }
+  auto c = cluster.NewClient().value();
+  const int per_window = requests * blocks;
+  auto pool =
+      MakeSsdOnly(*c, "rp-" + mode.name, per_window * int(std::size(kWindowsMs)),
+                  opts.router_block_bytes, 2 * opts.node_dram_bytes);
+  // Removed filler frees its DRAM only once its leases end.
+  bench::WaitDramFree(*c, 0.5, 10);
+  uint64_t resident = HoldMainNearWatermark(*c, opts.router_block_bytes);
+  *main_ratio = MainRatio(*c);
+  std::fprintf(stderr, "  %s: %zu SSD-only keys, %lu resident, main at %.0f%%\n",
+               mode.name.c_str(), pool.size(), resident, 100 * *main_ratio);
+  storage::AlignedBuffer buf(opts.router_block_bytes);
+  std::vector<ShareCell> out;
+  size_t next = 0;
+  for (int window : kWindowsMs) {
+    ShareCell cell;
+    cell.window_ms = window;
+    cell.mode = mode.name;
+    std::vector<double> lat_ms;
+    double window_sum = 0;
+    for (int r = 0; r < requests; ++r) {
+      if (next + size_t(blocks) > pool.size()) break;
+      std::vector<std::string> keys(pool.begin() + long(next),
+                                    pool.begin() + long(next + blocks));
+      next += size_t(blocks);
+      auto st = c->BatchPrefetchToMemory(keys);
+      double triggered = NowSec();
+      if (!st.ok()) {
+        cell.errors += blocks;
+        continue;
+      }
+      for (auto s : st.value()) {
+        cell.queued += s == PrefetchToMemoryStatus::kQueued;
+        cell.throttled += s == PrefetchToMemoryStatus::kThrottledWatermark ||
+                          s == PrefetchToMemoryStatus::kThrottledCap;
+      }
+      // The window is the variable under test: sleeping is the measurement.
+      std::this_thread::sleep_for(std::chrono::milliseconds(window));
+      for (const auto& k : keys) {
+        uint64_t before = c->counters().ssd_bytes_read;
+        double t = NowSec();
+        window_sum += (t - triggered) * 1e3;
+        auto got = c->GetInto(k, buf.data(), buf.size());
+        lat_ms.push_back((NowSec() - t) * 1e3);
+        if (!got.ok() || got.value() != opts.router_block_bytes) {
+          std::fprintf(stderr, "    get %s: %s\n", k.c_str(),
+                       got.ok() ? "short read"
+                                : got.status().ToString().c_str());
+          ++cell.errors;
+          continue;
+        }
+        ++cell.keys;
+        cell.dram_hits += c->counters().ssd_bytes_read == before;
+      }
+      // Let this request's promotions finish before the next one starts.
+      auto& svc = cluster.master().service();
+      WaitFor(10, [&] { return svc.promotion_counters().in_flight == 0; });
+    }
+    cell.mean_effective_window_ms =
+        cell.keys ? window_sum / double(cell.keys + cell.errors) : 0;
+    cell.get_p50_ms = Percentile(lat_ms, 50);
+    std::fprintf(stderr,
+                 "  %-11s window %3d ms: %2d/%2d gets from DRAM (queued %d, "
+                 "throttled %d), get p50 %.3f ms\n",
+                 mode.name.c_str(), window, cell.dram_hits, cell.keys,
+                 cell.queued, cell.throttled, cell.get_p50_ms);
+    out.push_back(cell);
+  }
+  c.reset();
+  cluster.Stop();
+  return out;
+}
+
+// ------------------------------------------------------------ (b) rate
+
+struct RateRow {
+  std::string mode;
+  int keys = 0;
+  int queued = 0;
+  int promoted = 0;
+  double seconds = 0;
+  double KeysPerSec() const { return seconds > 0 ? promoted / seconds : 0; }
+};
+
+RateRow RunRate(const BenchOptions& opts, const std::string& root,
+                const HolderMode& mode) {
+  RateRow row;
+  row.mode = mode.name;
+  const int n = std::max(1, opts.router_rate_keys);
+  const uint64_t value = 1ull << 20;
+  // One holder: every key's SSD copy is on it, and its buffer takes them all.
+  LocalCluster cluster(ClusterOptions(opts, root, mode, 1,
+                                      uint64_t(n + 8) * value * 10 / 9));
+  if (Status s = cluster.Start(); !s.ok()) {
+    std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
+    return row;
+  }
+  auto c = cluster.NewClient().value();
+  auto keys = MakeSsdOnly(*c, "rate-" + mode.name, n, value,
+                          opts.node_dram_bytes);
+  row.keys = int(keys.size());
+  bench::WaitDramFree(*c, 0.5, 10);
+  auto& svc = cluster.master().service();
+  const uint64_t base = svc.promotion_counters().completed;
+  double t0 = NowSec();
+  for (size_t start = 0; start < keys.size(); start += 64) {
+    std::vector<std::string> chunk(
+        keys.begin() + long(start),
+        keys.begin() + long(std::min(keys.size(), start + 64)));
+    auto st = c->BatchPrefetchToMemory(chunk);
+    if (!st.ok()) continue;
+    for (auto s : st.value()) row.queued += s == PrefetchToMemoryStatus::kQueued;
+  }
+  WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
+  row.seconds = NowSec() - t0;
+  row.promoted = int(svc.promotion_counters().completed - base);
+  std::fprintf(stderr,
+               "  %-12s %d/%d keys queued, %d promoted in %.2f s: %.0f keys/s "
+               "(main at %.0f%%)\n",
+               mode.name.c_str(), row.queued, row.keys, row.promoted,
+               row.seconds, row.KeysPerSec(), 100 * MainRatio(*c));
+  c.reset();
+  cluster.Stop();
+  return row;
+}
+
+}  // namespace
+
+int RunRouterPrefetchBench(const BenchOptions& opts) {
+  std::string root =
+      fmt::format("{}/kvpool-router-prefetch-{}",
+                  opts.dir.empty() ? "/tmp" : opts.dir, getpid());
+  std::filesystem::create_directories(root);
+  double t0 = NowSec();
+  std::vector<ShareCell> share;
+  std::vector<double> main_ratios;
+  int step = 0;
+  const int steps = int(std::size(kShareModes) + std::size(kRateModes));
+  for (const auto& mode : kShareModes) {
+    std::fprintf(stderr, "[%d/%d] DRAM share vs window, holder %s\n", ++step,
+                 steps, mode.name.c_str());
+    double ratio = 0;
+    auto cells = RunShare(opts, root + "/share-" + mode.name, mode, &ratio);
+    main_ratios.push_back(ratio);
+    share.insert(share.end(), cells.begin(), cells.end());
+  }
+  std::vector<RateRow> rates;
+  for (const auto& mode : kRateModes) {
+    std::fprintf(stderr, "[%d/%d] promotion rate, holder %s\n", ++step, steps,
+                 mode.name.c_str());
+    rates.push_back(RunRate(opts, root + "/rate-" + mode.name, mode));
+  }
+  std::filesystem::remove_all(root);
+  std::fprintf(stderr, "done in %.1f s\n", NowSec() - t0);
+  if (share.empty() || rates.empty()) return 1;
+
+  std::printf(
+      "\nkvpool bench router-prefetch: 2 nodes x %s main DRAM held at "
+      "%.0f-%.0f%% by resident keys, PREFETCH_BUFFER per holder, %s blocks\n",
+      FormatSize(opts.node_dram_bytes).c_str(),
+      100 * *std::min_element(main_ratios.begin(), main_ratios.end()),
+      100 * *std::max_element(main_ratios.begin(), main_ratios.end()),
+      FormatSize(opts.router_block_bytes).c_str());
+  std::printf(
+      "\n(a) gets served from DRAM vs trigger->get window (%d requests x %d "
+      "fresh SSD-only blocks per cell)\n",
+      opts.router_requests, opts.router_blocks);
+  std::printf("%-10s", "window_ms");
+  for (const auto& m : kShareModes) std::printf(" %16s", m.name.c_str());
+  std::printf(" | get p50 ms:");
+  for (const auto& m : kShareModes) std::printf(" %11s", m.name.c_str());
+  std::printf("\n");
+  int errors = 0, throttled = 0;
+  for (int w : kWindowsMs) {
+    std::printf("%-10d", w);
+    std::vector<const ShareCell*> row;
+    for (const auto& m : kShareModes) {
+      for (const auto& c : share) {
+        if (c.window_ms == w && c.mode == m.name) row.push_back(&c);
+      }
+    }
+    for (const auto* c : row) {
+      std::printf(" %16s", fmt::format("{}/{} {:.0f}%", c->dram_hits, c->keys,
+                                       100 * c->Share())
+                               .c_str());
+      errors += c->errors;
+      throttled += c->throttled;
+    }
+    std::printf(" |            ");
+    for (const auto* c : row) std::printf(" %11.3f", c->get_p50_ms);
+    std::printf("\n");
+  }
+  std::printf(
+      "baseline: window 0 (the get right after the trigger, i.e. no time to "
+      "promote). DRAM hit = the get did not grow ssd_bytes_read.\n"
+      "Block i of a request is read after the window plus i earlier gets; "
+      "errors %d, throttled triggers %d.\n",
+      errors, throttled);
+
+  std::printf(
+      "\n(b) promotions per second of one holder, %d x 1 MiB blocks "
+      "triggered at once (RFC single-worker ceiling: 100-200 keys/s)\n",
+      opts.router_rate_keys);
+  std::printf("%-13s %9s %9s %10s %12s\n", "holder", "keys", "promoted",
+              "seconds", "keys/s");
+  for (const auto& r : rates) {
+    std::printf("%-13s %9d %9d %10.2f %12.0f\n", r.mode.c_str(), r.keys,
+                r.promoted, r.seconds, r.KeysPerSec());
+  }
+  if (rates[1].KeysPerSec() > 0) {
+    std::printf(
+        "ratio to the sequential pull worker: batch8 %.2fx, batch32 %.2fx, "
+        "heartbeat delivery %.2fx\n",
+        rates[2].KeysPerSec() / rates[1].KeysPerSec(),
+        rates[3].KeysPerSec() / rates[1].KeysPerSec(),
+        rates[0].KeysPerSec() / rates[1].KeysPerSec());
+  }
+
+  if (!opts.json_path.empty()) {
+    std::ofstream out(opts.json_path);
+    out << "{\"share\":[";
+    for (size_t i = 0; i < share.size(); ++i) {
+      const auto& c = share[i];
+      out << (i ? "," : "")
+          << fmt::format(
+                 R"({{"window_ms":{},"mode":"{}","keys":{},"dram_hits":{},)"
+                 R"("share":{:.3f},"queued":{},"throttled":{},)"
+                 R"("mean_effective_window_ms":{:.1f},"get_p50_ms":{:.3f},)"
+                 R"("errors":{}}})",
+                 c.window_ms, c.mode, c.keys, c.dram_hits, c.Share(), c.queued,
+                 c.throttled, c.mean_effective_window_ms, c.get_p50_ms,
+                 c.errors);
+    }
+    out << "],\"rate\":[";
+    for (size_t i = 0; i < rates.size(); ++i) {
+      const auto& r = rates[i];
+      out << (i ? "," : "")
+          << fmt::format(
+                 R"({{"mode":"{}","keys":{},"promoted":{},"seconds":{:.3f},)"
+                 R"("keys_per_sec":{:.1f}}})",
+                 r.mode, r.keys, r.promoted, r.seconds, r.KeysPerSec());
+    }
+    out << "]}\n";
+  }
+  if (!opts.svg_path.empty()) {
+    std::vector<bench::LineSeries> series;
+    for (const auto& m : kShareModes) {
+      bench::LineSeries s{m.name, {}};
+      for (const auto& c : share) {
+        if (c.mode == m.name)
+          s.points.emplace_back(std::log10(1.0 + c.window_ms), 100 * c.Share());
+      }
+      series.push_back(std::move(s));
+    }
+    bench::WriteFile(
+        opts.svg_path,
+        bench::LineChartSvg(
+            "gets served from DRAM vs trigger->get window",
+            "log10(1 + window ms): 1.32 = 20, 1.71 = 50, 2 = 100, 2.3 = 200, "
+            "2.7 = 500 ms",
+            "% of gets from DRAM", series));
+  }
+  return errors > 0 ? 1 : 0;
+}
+
+}  // namespace kvpool

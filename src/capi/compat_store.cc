@@ -1,0 +1,530 @@
+#include "capi/compat_store.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "node/node.h"
+
+namespace kvpool::compat {
+
+namespace {
+
+constexpr int kInvalid = static_cast<int>(ErrorCode::INVALID_PARAMS);
+constexpr int kNodeStartAttempts = 3;
+
+int Code(const Status& s) { return static_cast<int>(s.code()); }
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// "host" -> port -1; "host:port" -> port; a malformed port -> false.
+bool SplitHostPort(const std::string& s, std::string* host, int* port) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) {
+    *host = s;
+    *port = -1;
+    return true;
+  }
+  *host = s.substr(0, colon);
+  std::string p = s.substr(colon + 1);
+  if (host->empty() || p.empty() || p.size() > 5) return false;
+  for (char c : p) {
+    if (c < '0' || c > '9') return false;
+  }
+  *port = std::stoi(p);
+  return *port <= 65535;
+}
+
+// A port the kernel reports free now. The node id must name the data port
+// before the data server binds it, so the port is chosen here; a lost race
+// makes Node::Start fail and the caller retries with a new one.
+int PickFreePort(const std::string& bind_address) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+}  // namespace
+
+MooncakeStore::MooncakeStore() = default;
+
+MooncakeStore::~MooncakeStore() { Close(); }
+
+bool MooncakeStore::is_setup() const {
+  std::shared_lock lock(mu_);
+  return client_ != nullptr;
+}
+
+Client* MooncakeStore::client() {
+  std::shared_lock lock(mu_);
+  return client_.get();
+}
+
+int MooncakeStore::Setup(const SetupConfig& config) {
+  if (!config.Validate().ok()) return kInvalid;
+  std::string host;
+  int port = -1;
+  if (!SplitHostPort(config.local_hostname, &host, &port)) return kInvalid;
+  std::unique_lock lock(mu_);
+  CloseLocked();
+
+  ClientConfig cc;
+  cc.master_server_address = config.master_server_addr;
+  cc.tenant = config.tenant;
+  cc.transport = config.transport;
+  cc.rpc_timeout_ms = config.rpc_timeout_ms;
+  cc.lease_cache = config.lease_cache;
+  cc.enable_ssd_prefetch = config.enable_ssd_prefetch;
+  auto client = Client::Create(cc);
+  if (!client.ok()) return Code(client.status());
+
+  std::unique_ptr<Node> node;
+  std::string hostname = host + ":" + std::to_string(port < 0 ? 0 : port);
+  if (config.global_segment_size > 0) {
+    const std::string bind = IsLoopback(host) ? "127.0.0.1" : "0.0.0.0";
+    Status started;
+    for (int attempt = 0; attempt < kNodeStartAttempts; ++attempt) {
+      NodeConfig nc;
+      nc.master_server_address = config.master_server_addr;
+      nc.global_segment_size = config.global_segment_size;
+      nc.local_hostname = host;
+      nc.data_bind_address = bind;
+      nc.data_port = port > 0 ? port : PickFreePort(bind);
+      nc.node_id = host + ":" + std::to_string(nc.data_port);
+      nc.heartbeat_interval_ms = config.heartbeat_interval_ms;
+      nc.rpc_timeout_ms = config.rpc_timeout_ms;
+      nc.enable_ssd_offload = config.enable_ssd_offload;
+      nc.ssd_offload_path = config.ssd_offload_path;
+      nc.ssd_capacity_bytes = config.ssd_capacity_bytes;
+      hostname = nc.node_id;
+      node = std::make_unique<Node>(nc);
+      started = node->Start();
+      if (started.ok() || port > 0) break;
+    }
+    if (!started.ok()) return Code(started);
+  } else if (auto stat = client.value()->Stat(); !stat.ok()) {
+    // Mooncake's setup fails when the master is unreachable; a pure client
+    // would otherwise only find out at its first call.
+    return Code(stat.status());
+  }
+
+  std::shared_ptr<LocalBuffer> local;
+  if (config.local_buffer_size > 0) {
+    auto lb = LocalBuffer::Create(config.local_buffer_size);
+    if (!lb.ok()) return Code(lb.status());
+    local = std::move(lb.value());
+    if (Status s = client.value()->RegisterBuffer(local->base(), local->size());
+        !s.ok()) {
+      return Code(s);
+    }
+  }
+  client_ = std::move(client.value());
+  node_ = std::move(node);
+  local_buffer_ = std::move(local);
+  hostname_ = hostname;
+  return 0;
+}
+
+int MooncakeStore::Close() {
+  std::unique_lock lock(mu_);
+  return CloseLocked();
+}
+
+int MooncakeStore::CloseLocked() {
+  // The client first: it may read the hosted segment through its own
+  // mapping, never through the node, so the order only matters for clarity.
+  client_.reset();
+  if (node_) node_->Stop();
+  node_.reset();
+  // Live buffer handles keep the mapping alive until they go.
+  local_buffer_.reset();
+  hostname_.clear();
+  std::lock_guard<std::mutex> reg(reg_mu_);
+  registered_.clear();
+  return 0;
+}
+
+// ----------------------------------------------------------------- puts
+
+int MooncakeStore::Put(std::string_view key, Bytes value,
+                       const MooncakeReplicateConfig& rc) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) return Code(cfg.status());
+  return Code(client_->Put(key, std::string_view(value.data(), value.size()),
+                           cfg.value()));
+}
+
+int MooncakeStore::Upsert(std::string_view key, Bytes value,
+                          const MooncakeReplicateConfig& rc) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) return Code(cfg.status());
+  return Code(client_->Upsert(key, std::string_view(value.data(), value.size()),
+                              cfg.value()));
+}
+
+int MooncakeStore::PutParts(std::string_view key,
+                            const std::vector<Bytes>& parts,
+                            const MooncakeReplicateConfig& rc) {
+  // One object from several parts: kvpool's put takes one contiguous value.
+  std::string joined;
+  size_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  joined.reserve(total);
+  for (const auto& p : parts) joined.append(p.data(), p.size());
+  return Put(key, Bytes(joined.data(), joined.size()), rc);
+}
+
+int MooncakeStore::PutBatch(const std::vector<std::string>& keys,
+                            const std::vector<Bytes>& values,
+                            const MooncakeReplicateConfig& rc) {
+  if (keys.size() != values.size()) return kInvalid;
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) return Code(cfg.status());
+  std::vector<std::string_view> views;
+  views.reserve(values.size());
+  for (const auto& v : values) views.emplace_back(v.data(), v.size());
+  for (const Status& s : client_->BatchPut(keys, views, cfg.value())) {
+    if (!s.ok()) return Code(s);
+  }
+  return 0;
+}
+
+// ----------------------------------------------------------------- gets
+
+Result<std::string> MooncakeStore::Get(std::string_view key) {
+  std::shared_lock lock(mu_);
+  if (!client_) return Status(ErrorCode::INVALID_PARAMS, "not set up");
+  return client_->Get(key);
+}
+
+std::shared_ptr<BufferHandle> MooncakeStore::GetBuffer(std::string_view key) {
+  return BatchGetBuffer({std::string(key)})[0];
+}
+
+std::vector<std::shared_ptr<BufferHandle>> MooncakeStore::BatchGetBuffer(
+    const std::vector<std::string>& keys) {
+  std::vector<std::shared_ptr<BufferHandle>> out(keys.size());
+  std::shared_lock lock(mu_);
+  if (!client_ || keys.empty()) return out;
+  // Sizes first (read-only lookup) so each value gets a local-buffer range
+  // of the right size; keys that do not fit are read onto the heap.
+  auto tiers = client_->BatchGetReplicaDesc(keys);
+  std::vector<std::string> local_keys, heap_keys;
+  std::vector<void*> local_ptrs;
+  std::vector<uint64_t> local_sizes;
+  std::vector<size_t> local_idx, heap_idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!tiers[i].ok()) continue;
+    std::shared_ptr<BufferHandle> h;
+    if (local_buffer_) h = local_buffer_->Allocate(tiers[i]->size);
+    if (h) {
+      out[i] = h;
+      local_keys.push_back(keys[i]);
+      local_ptrs.push_back(h->data());
+      local_sizes.push_back(h->size());
+      local_idx.push_back(i);
+    } else {
+      heap_keys.push_back(keys[i]);
+      heap_idx.push_back(i);
+    }
+  }
+  if (!local_keys.empty()) {
+    auto reads = client_->BatchGetInto(local_keys, local_ptrs, local_sizes);
+    for (size_t j = 0; j < reads.size(); ++j) {
+      size_t i = local_idx[j];
+      if (reads[j].ok()) {
+        out[i]->Truncate(reads[j].value());
+      } else {
+        out[i].reset();
+        // Grown by an upsert since the lookup: read it whole instead.
+        if (reads[j].code() == ErrorCode::BUFFER_OVERFLOW) {
+          heap_keys.push_back(keys[i]);
+          heap_idx.push_back(i);
+        }
+      }
+    }
+  }
+  if (!heap_keys.empty()) {
+    auto values = client_->BatchGet(heap_keys);
+    for (size_t j = 0; j < values.size(); ++j) {
+      if (!values[j].ok()) continue;
+      auto owned = std::make_shared<std::string>(std::move(values[j].value()));
+      out[heap_idx[j]] = std::make_shared<BufferHandle>(
+          reinterpret_cast<uint8_t*>(owned->data()), owned->size(), [owned] {});
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------ exist, size, remove
+
+int64_t MooncakeStore::GetSize(std::string_view key) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto r = client_->GetSize(key);
+  return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());
+}
+
+int MooncakeStore::IsExist(std::string_view key) {
+  return BatchIsExist({std::string(key)})[0];
+}
+
+std::vector<int> MooncakeStore::BatchIsExist(
+    const std::vector<std::string>& keys) {
+  std::vector<int> out(keys.size(), -1);
+  std::shared_lock lock(mu_);
+  if (!client_ || keys.empty()) return out;
+  auto r = client_->BatchIsExist(keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (r[i].ok()) out[i] = r[i].value() ? 1 : 0;
+  }
+  return out;
+}
+
+int MooncakeStore::Remove(std::string_view key, bool force) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  return Code(client_->Remove(key, force));
+}
+
+std::vector<int> MooncakeStore::BatchRemove(
+    const std::vector<std::string>& keys, bool force) {
+  std::vector<int> out;
+  out.reserve(keys.size());
+  // kvpool's master removes one key per RPC.
+  for (const auto& k : keys) out.push_back(Remove(k, force));
+  return out;
+}
+
+int64_t MooncakeStore::RemoveAll(bool force) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto r = client_->RemoveAll(force);
+  return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());
+}
+
+int64_t MooncakeStore::RemoveByRegex(const std::string& regex, bool force) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  auto r = client_->RemoveByRegex(regex, force);
+  return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());
+}
+
+// ------------------------------------------------------------ zero copy
+
+int MooncakeStore::RegisterBuffer(void* buf, int64_t size) {
+  if (buf == nullptr || size <= 0) return kInvalid;
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  std::lock_guard<std::mutex> reg(reg_mu_);
+  if (Status s = client_->RegisterBuffer(buf, static_cast<uint64_t>(size));
+      !s.ok()) {
+    return Code(s);
+  }
+  registered_[reinterpret_cast<uintptr_t>(buf)] = static_cast<uint64_t>(size);
+  return 0;
+}
+
+int MooncakeStore::UnregisterBuffer(void* buf) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  std::lock_guard<std::mutex> reg(reg_mu_);
+  if (Status s = client_->UnregisterBuffer(buf); !s.ok()) return Code(s);
+  registered_.erase(reinterpret_cast<uintptr_t>(buf));
+  return 0;
+}
+
+uint64_t MooncakeStore::RegisteredCapacity(const void* p) const {
+  std::lock_guard<std::mutex> reg(reg_mu_);
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = registered_.upper_bound(a);
+  if (it == registered_.begin()) return 0;
+  --it;
+  if (a - it->first >= it->second) return 0;
+  return it->second - (a - it->first);
+}
+
+int MooncakeStore::PutFrom(std::string_view key, const void* buf, int64_t size,
+                           const MooncakeReplicateConfig& rc) {
+  return BatchPutFrom({std::string(key)}, {buf}, {size}, rc)[0];
+}
+
+std::vector<int> MooncakeStore::BatchPutFrom(
+    const std::vector<std::string>& keys, const std::vector<const void*>& bufs,
+    const std::vector<int64_t>& sizes, const MooncakeReplicateConfig& rc) {
+  std::vector<int> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) {
+    std::fill(out.begin(), out.end(), Code(cfg.status()));
+    return out;
+  }
+  std::vector<std::string> k2;
+  std::vector<const void*> b2;
+  std::vector<uint64_t> s2;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i] == nullptr || sizes[i] < 0) continue;  // stays -600
+    k2.push_back(keys[i]);
+    b2.push_back(bufs[i]);
+    s2.push_back(static_cast<uint64_t>(sizes[i]));
+    idx.push_back(i);
+  }
+  if (k2.empty()) return out;
+  auto r = client_->BatchPutFrom(k2, b2, s2, cfg.value());
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = Code(r[j]);
+  return out;
+}
+
+int64_t MooncakeStore::GetInto(std::string_view key, void* buf, int64_t size) {
+  return BatchGetInto({std::string(key)}, {buf}, {size})[0];
+}
+
+std::vector<int64_t> MooncakeStore::BatchGetInto(
+    const std::vector<std::string>& keys, const std::vector<void*>& bufs,
+    const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  std::vector<std::string> k2;
+  std::vector<void*> b2;
+  std::vector<uint64_t> s2;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i] == nullptr || sizes[i] < 0) continue;  // stays -600
+    k2.push_back(keys[i]);
+    b2.push_back(bufs[i]);
+    s2.push_back(static_cast<uint64_t>(sizes[i]));
+    idx.push_back(i);
+  }
+  if (k2.empty()) return out;
+  // BatchGetInto rejects buffers outside registered ones (INVALID_PARAMS).
+  auto r = client_->BatchGetInto(k2, b2, s2);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    out[idx[j]] =
+        r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
+  }
+  return out;
+}
+
+MooncakeStore::Ranges MooncakeStore::GetIntoRanges(
+    const std::vector<void*>& bufs,
+    const std::vector<std::vector<std::string>>& keys,
+    const Ranges& dst_offsets, const Ranges& src_offsets, const Ranges& sizes) {
+  // The answer has the shape of `sizes` where it is well formed, so a bad
+  // entry fails alone (Mooncake reports per-entry errors the same way).
+  Ranges out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i].resize(keys[i].size());
+    for (size_t j = 0; j < keys[i].size(); ++j) {
+      size_t n = 1;
+      if (i < sizes.size() && j < sizes[i].size()) n = sizes[i][j].size();
+      out[i][j].assign(n, kInvalid);
+    }
+  }
+  const size_t nb = keys.size();
+  if (bufs.size() != nb || dst_offsets.size() != nb ||
+      src_offsets.size() != nb || sizes.size() != nb) {
+    return out;
+  }
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  // kvpool's data plane reads whole values: read each distinct key once.
+  std::vector<std::string> unique;
+  std::unordered_map<std::string, size_t> pos;
+  for (const auto& ks : keys) {
+    for (const auto& k : ks) {
+      if (pos.emplace(k, unique.size()).second) unique.push_back(k);
+    }
+  }
+  auto values = client_->BatchGet(unique);
+  for (size_t i = 0; i < nb; ++i) {
+    const uint64_t cap = bufs[i] ? RegisteredCapacity(bufs[i]) : 0;
+    const size_t nk = keys[i].size();
+    if (dst_offsets[i].size() != nk || src_offsets[i].size() != nk ||
+        sizes[i].size() != nk) {
+      continue;
+    }
+    for (size_t j = 0; j < nk; ++j) {
+      const auto& d = dst_offsets[i][j];
+      const auto& s = src_offsets[i][j];
+      const auto& n = sizes[i][j];
+      if (d.size() != n.size() || s.size() != n.size()) continue;
+      const auto& value = values[pos[keys[i][j]]];
+      for (size_t k = 0; k < n.size(); ++k) {
+        if (!value.ok()) {
+          out[i][j][k] = Code(value.status());
+          continue;
+        }
+        const uint64_t len = value->size();
+        if (cap == 0 || d[k] < 0 || s[k] < 0 || n[k] < 0 ||
+            static_cast<uint64_t>(d[k]) > cap ||
+            static_cast<uint64_t>(n[k]) > cap - d[k] ||
+            static_cast<uint64_t>(s[k]) > len ||
+            static_cast<uint64_t>(n[k]) > len - s[k]) {
+          continue;  // stays -600
+        }
+        std::memcpy(static_cast<char*>(bufs[i]) + d[k], value->data() + s[k],
+                    static_cast<size_t>(n[k]));
+        out[i][j][k] = n[k];
+      }
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------- queries
+
+std::vector<Result<TierInfo>> MooncakeStore::BatchGetReplicaDesc(
+    const std::vector<std::string>& keys) {
+  std::shared_lock lock(mu_);
+  if (!client_) {
+    return std::vector<Result<TierInfo>>(
+        keys.size(), Status(ErrorCode::INVALID_PARAMS, "not set up"));
+  }
+  return client_->BatchGetReplicaDesc(keys);
+}
+
+std::string MooncakeStore::GetHostname() const {
+  std::shared_lock lock(mu_);
+  return hostname_;
+}
+
+int MooncakeStore::HealthCheck() {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  if (auto s = client_->Stat(); !s.ok()) return Code(s.status());
+  if (node_ && node_->segment_id() == 0) {
+    return static_cast<int>(ErrorCode::SEGMENT_NOT_FOUND);
+  }
+  return 0;
+}
+
+}  // namespace kvpool::compat

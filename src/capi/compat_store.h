@@ -1,0 +1,130 @@
+// MooncakeStore: kvpool behind Mooncake Store's conventions, shared by the
+// Python class kvpool.mooncake.MooncakeDistributedStore and the C API.
+//
+//  - setup() connects a kvpool::Client and, when global_segment_size > 0,
+//    starts an in-process kvpool::Node that contributes that much DRAM (its
+//    node id is "host:port" of its data server, which get_hostname() returns,
+//    so ReplicateConfig.preferred_segment = get_hostname() places locally);
+//    it also maps a local buffer that get_buffer() results are read into.
+//  - Every call returns 0 or a positive value on success and a negative
+//    Mooncake ErrorCode otherwise; invalid arguments (negative sizes, null or
+//    unregistered pointers, mismatched lengths) are INVALID_PARAMS (-600) and
+//    never touch memory. A store that is not set up answers INVALID_PARAMS.
+//
+// Thread-safe: calls run concurrently; setup() and close() wait for calls in
+// flight.
+#ifndef KVPOOL_CAPI_COMPAT_STORE_H_
+#define KVPOOL_CAPI_COMPAT_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capi/compat_config.h"
+#include "capi/local_buffer.h"
+#include "kvpool/client.h"
+
+namespace kvpool {
+class Node;
+}
+
+namespace kvpool::compat {
+
+class MooncakeStore {
+ public:
+  using Bytes = std::span<const char>;
+  using Ranges = std::vector<std::vector<std::vector<int64_t>>>;
+
+  MooncakeStore();
+  ~MooncakeStore();
+  MooncakeStore(const MooncakeStore&) = delete;
+  MooncakeStore& operator=(const MooncakeStore&) = delete;
+
+  // A second setup() closes the first (as Mooncake replaces its client).
+  int Setup(const SetupConfig& config);
+  int Close();
+  bool is_setup() const;
+
+  int Put(std::string_view key, Bytes value,
+          const MooncakeReplicateConfig& rc = {});
+  int Upsert(std::string_view key, Bytes value,
+             const MooncakeReplicateConfig& rc = {});
+  int PutParts(std::string_view key, const std::vector<Bytes>& parts,
+               const MooncakeReplicateConfig& rc = {});
+  // 0 when every key was stored, else the first key's error.
+  int PutBatch(const std::vector<std::string>& keys,
+               const std::vector<Bytes>& values,
+               const MooncakeReplicateConfig& rc = {});
+
+  // The whole value (OBJECT_NOT_FOUND on a miss).
+  Result<std::string> Get(std::string_view key);
+  // nullptr on a miss or an error.
+  std::shared_ptr<BufferHandle> GetBuffer(std::string_view key);
+  std::vector<std::shared_ptr<BufferHandle>> BatchGetBuffer(
+      const std::vector<std::string>& keys);
+
+  int64_t GetSize(std::string_view key);
+  // 1 exists, 0 does not, -1 error (Mooncake's convention).
+  int IsExist(std::string_view key);
+  std::vector<int> BatchIsExist(const std::vector<std::string>& keys);
+
+  int Remove(std::string_view key, bool force = false);
+  std::vector<int> BatchRemove(const std::vector<std::string>& keys,
+                               bool force = false);
+  int64_t RemoveAll(bool force = false);  // objects removed
+  int64_t RemoveByRegex(const std::string& regex, bool force = false);
+
+  int RegisterBuffer(void* buf, int64_t size);
+  int UnregisterBuffer(void* buf);
+  // Zero-copy forms: buffers must lie inside a registered buffer.
+  int PutFrom(std::string_view key, const void* buf, int64_t size,
+              const MooncakeReplicateConfig& rc = {});
+  std::vector<int> BatchPutFrom(const std::vector<std::string>& keys,
+                                const std::vector<const void*>& bufs,
+                                const std::vector<int64_t>& sizes,
+                                const MooncakeReplicateConfig& rc = {});
+  int64_t GetInto(std::string_view key, void* buf, int64_t size);
+  std::vector<int64_t> BatchGetInto(const std::vector<std::string>& keys,
+                                    const std::vector<void*>& bufs,
+                                    const std::vector<int64_t>& sizes);
+  // results[i][j][k]: bytes copied for fragment k of key j into buffer i, or
+  // a negative code. Each distinct key is read once, whole.
+  Ranges GetIntoRanges(const std::vector<void*>& bufs,
+                       const std::vector<std::vector<std::string>>& keys,
+                       const Ranges& dst_offsets, const Ranges& src_offsets,
+                       const Ranges& sizes);
+
+  // The read-only tier lookup (no lease).
+  std::vector<Result<TierInfo>> BatchGetReplicaDesc(
+      const std::vector<std::string>& keys);
+  // "host:port": the hosted segment's node id; "host:0" for a pure client.
+  std::string GetHostname() const;
+  // 0 when the master answers and the hosted segment (if any) is mounted.
+  int HealthCheck();
+
+  // The client (nullptr before setup); for kvpool-specific calls.
+  Client* client();
+
+ private:
+  int CloseLocked();
+  // Capacity from `p` to the end of the registered buffer holding it; 0 if
+  // none does.
+  uint64_t RegisteredCapacity(const void* p) const;
+
+  mutable std::shared_mutex mu_;  // shared: calls; exclusive: setup/close
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Node> node_;
+  std::shared_ptr<LocalBuffer> local_buffer_;
+  std::string hostname_;
+  mutable std::mutex reg_mu_;
+  std::map<uintptr_t, uint64_t> registered_;  // base -> size
+};
+
+}  // namespace kvpool::compat
+
+#endif  // KVPOOL_CAPI_COMPAT_STORE_H_
