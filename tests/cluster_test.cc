@@ -343,3 +343,71 @@ TEST(ClusterLeaseCache, RepeatedGetsSkipTheMasterWithinTheLease) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+// A node restarted in this process re-creates its shared-memory file under
+// the same name; a client that mapped the old file must read the new
+// segment's bytes, never the old (unlinked) file's.
+TEST(ClusterRestartTest, ShmReadsFollowARestartedNodesNewSegment) {
+  LocalClusterOptions o;
+  o.num_nodes = 1;
+  o.segment_size = 8ull << 20;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  ClientConfig cfg;
+  cfg.transport = TransportMode::kShm;
+  cfg.lease_cache = true;
+  auto c = cluster.NewClient(cfg).value();
+  // The writer goes over TCP, so only the node's real segment holds what it
+  // wrote: a reader on a stale mapping would see other bytes.
+  ClientConfig wcfg;
+  wcfg.transport = TransportMode::kTcp;
+  auto writer = cluster.NewClient(wcfg).value();
+  const std::string before(64 << 10, 'a');
+  ASSERT_TRUE(writer->Put("k-before", before).ok());
+  ASSERT_EQ(c->Get("k-before").value(), before);  // maps the segment
+  ASSERT_TRUE(cluster.RestartNode(0).ok());
+  const std::string after(64 << 10, 'b');
+  ASSERT_TRUE(writer->Put("k-after", after).ok());
+  std::string buf(after.size(), '\0');
+  for (int i = 0; i < 3; ++i) {  // the general path, then the cached one
+    auto r = c->GetInto("k-after", buf.data(), buf.size());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(buf, after);
+  }
+  EXPECT_GE(c->counters().lease_cache_hits, 1u);
+}
+
+// The lease-cached fast path: same bytes as the general path, falls back
+// for a small buffer, and stops using the entry once the key is removed.
+TEST(ClusterRestartTest, LeaseCachedFastPathIsExact) {
+  LocalClusterOptions o;
+  o.num_nodes = 2;
+  o.segment_size = 8ull << 20;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  ClientConfig cfg;
+  cfg.lease_cache = true;
+  auto c = cluster.NewClient(cfg).value();
+  std::string v(100000, '\0');
+  for (size_t i = 0; i < v.size(); ++i) v[i] = char(i * 7);
+  ASSERT_TRUE(c->Put("k", v).ok());
+  std::string buf(v.size(), '\0');
+  for (int i = 0; i < 5; ++i) {
+    std::fill(buf.begin(), buf.end(), '\0');
+    ASSERT_EQ(c->GetInto("k", buf.data(), buf.size()).value(), v.size());
+    ASSERT_EQ(buf, v);
+  }
+  EXPECT_GE(c->counters().lease_cache_hits, 4u);
+  std::string small(10, '\0');
+  EXPECT_EQ(c->GetInto("k", small.data(), small.size()).code(),
+            ErrorCode::BUFFER_OVERFLOW);
+  ASSERT_TRUE(c->Remove("k", /*force=*/true).ok());
+  EXPECT_EQ(c->GetInto("k", buf.data(), buf.size()).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace kvpool

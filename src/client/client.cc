@@ -1,6 +1,7 @@
 #include "kvpool/client.h"
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstring>
 #include <shared_mutex>
@@ -73,9 +74,20 @@ struct Client::State {
     int64_t deadline_ms =
         0;  // steady clock: end of the lease this client holds
     int64_t margin_ms = 0;
+    // The first MEMORY replica's bytes in a local mapping, once resolved
+    // (`resolved`); nullptr when none is reachable through shared memory.
+    const uint8_t* shm_src = nullptr;
+    bool resolved = false;
+  };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const {
+      return std::hash<std::string_view>{}(s);
+    }
   };
   std::mutex cache_mu;
-  std::unordered_map<std::string, CachedReply> cache;  // lease_cache only
+  // lease_cache only; looked up by string_view (no key copy per get).
+  std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache;
   std::atomic<uint64_t> lease_cache_hits{0};
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
@@ -420,7 +432,7 @@ Client::Replies Client::FetchReplies(
   for (size_t i = 0; i < keys.size(); ++i) {
     if (state_->config.lease_cache) {
       std::lock_guard<std::mutex> lock(state_->cache_mu);
-      auto it = state_->cache.find(std::string(keys[i]));
+      auto it = state_->cache.find(keys[i]);
       // A margin keeps a copy that starts now well inside the lease.
       if (it != state_->cache.end() &&
           now + it->second.margin_ms < it->second.deadline_ms) {
@@ -531,7 +543,49 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(
 
 Result<uint64_t> Client::GetInto(std::string_view key, void* buf,
                                  uint64_t size) {
+  if (state_->config.lease_cache && buf != nullptr) {
+    if (auto r = CachedShmRead(key, buf, size)) return std::move(*r);
+  }
   return ReadInto({key}, {buf}, {size}, false)[0];
+}
+
+// The lease-cached get of a same-host value: one map lookup and one memcpy,
+// no vectors, no master. Anything unusual (no entry, lease near its end, no
+// shared-memory replica, a small buffer) takes the general path.
+std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
+                                                      void* buf,
+                                                      uint64_t size) {
+  const uint8_t* src = nullptr;
+  uint64_t len = 0;
+  int64_t deadline = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    auto it = state_->cache.find(key);
+    if (it == state_->cache.end()) return std::nullopt;
+    State::CachedReply& c = it->second;
+    if (SteadyMs() + c.margin_ms >= c.deadline_ms) return std::nullopt;
+    if (!c.resolved) {
+      c.resolved = true;
+      for (const auto& r : c.reply->replicas()) {
+        if (r.kind() != rpc::MEMORY) continue;
+        c.shm_src = state_->data.ResolveShm(r.memory(), c.reply->size());
+        break;  // the best replica only, as the general path would try first
+      }
+    }
+    if (c.shm_src == nullptr || c.reply->size() > size) return std::nullopt;
+    src = c.shm_src;
+    len = c.reply->size();
+    deadline = c.deadline_ms;
+  }
+  std::memcpy(buf, src, len);
+  state_->lease_cache_hits.fetch_add(1, std::memory_order_relaxed);
+  state_->data.shm_bytes_read.fetch_add(len, std::memory_order_relaxed);
+  // Past the lease the master may have reused the range (LEASE_EXPIRED).
+  if (SteadyMs() > deadline) {
+    return Result<uint64_t>(Status(ErrorCode::LEASE_EXPIRED,
+                                   "lease expired before the copy completed"));
+  }
+  return Result<uint64_t>(len);
 }
 
 std::vector<Result<std::string>> Client::BatchGet(

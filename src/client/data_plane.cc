@@ -17,7 +17,11 @@ DataPlane::DataPlane(TransportMode mode) : mode_(mode) {}
 
 uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
   std::lock_guard<std::mutex> lock(shm_mu_);
-  auto it = shm_maps_.find(loc.shm_path());
+  // Keyed by path and segment id: a node restarted in the same process
+  // re-creates its file under the same name, and a mapping of the old
+  // (unlinked) file must never serve the new segment's replicas.
+  const auto key = std::make_pair(loc.shm_path(), loc.segment_id());
+  auto it = shm_maps_.find(key);
   if (it != shm_maps_.end() && it->second->size() == loc.segment_size()) {
     return it->second->data();
   }
@@ -32,8 +36,18 @@ uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
     return nullptr;
   }
   uint8_t* base = seg.value()->data();
-  shm_maps_[loc.shm_path()] = std::move(seg.value());
+  // A mapping is never unmapped while the process lives: pointers into it
+  // may be cached (the lease cache's fast path).
+  if (it != shm_maps_.end()) retired_maps_.push_back(std::move(it->second));
+  shm_maps_[key] = std::move(seg.value());
   return base;
+}
+
+const uint8_t* DataPlane::ResolveShm(const rpc::MemoryLocation& loc,
+                                     uint64_t length) {
+  TransferItem item{&loc, nullptr, length};
+  uint8_t* p = nullptr;
+  return Choose(item, &p) == Path::kShm ? p : nullptr;
 }
 
 DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr) {

@@ -37,6 +37,11 @@ class DataPlane {
   // id); one round trip per holder.
   void ReadKeys(std::vector<KeyReadOp>& ops,
                 const std::vector<std::pair<std::string, std::string>>& peers);
+  // The address of a MEMORY replica's bytes in a shared-memory mapping of
+  // this process, or nullptr when the replica must go over TCP (another
+  // host, a forced TCP mode, a bad descriptor). Mappings stay for the
+  // process's life, so the pointer stays valid.
+  const uint8_t* ResolveShm(const rpc::MemoryLocation& loc, uint64_t length);
   // Asks a holder to promote `keys` (the PREFETCH frame).
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
@@ -60,7 +65,9 @@ class DataPlane {
 
   const TransportMode mode_;
   std::mutex shm_mu_;
-  std::map<std::string, std::shared_ptr<ShmSegment>> shm_maps_;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<ShmSegment>>
+      shm_maps_;  // by (shm path, segment id)
+  std::vector<std::shared_ptr<ShmSegment>> retired_maps_;
   TcpDataClient tcp_;
   std::once_flag shm_fallback_logged_;
 };
