@@ -65,13 +65,44 @@ inline int CountTier(Client& c, const std::vector<std::string>& keys,
   return n;
 }
 
-// Puts `n` keys of `size` bytes and returns those that end SSD-only: waits
-// for every SSD copy, pushes the keys out of DRAM with 1 MiB filler (in
-// rounds, since which keys eviction picks first is the master's business),
-// then removes the filler so DRAM has room for promotions again.
-inline std::vector<std::string> MakeSsdOnly(Client& c, const std::string& prefix,
-                                     int n, uint64_t size,
-                                     uint64_t dram_total) {
+// Waits for every SSD copy of `keys`, pushes the keys out of DRAM with 1 MiB
+// filler named `<filler_prefix>-<i>` (in rounds, since which keys eviction
+// picks first is the master's business), then removes the filler so DRAM has
+// room for promotions again. Returns how many MiB of filler it took.
+inline size_t PushOutOfDram(Client& c, const std::vector<std::string>& keys,
+                            uint64_t dram_total,
+                            const std::string& filler_prefix) {
+  WaitFor(60, [&] {
+    for (const auto& d : Descs(c, keys)) {
+      if (!d.ok()) continue;  // lost: the caller sees it as not SSD-only
+      bool disk = false;
+      for (const auto& r : d->replicas) {
+        disk |= r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete;
+      }
+      if (!disk) return false;
+    }
+    return true;
+  });
+  const uint64_t kFiller = 1ull << 20;
+  const int per_round = std::max<int>(4, int(dram_total / kFiller / 4));
+  std::vector<std::string> filler;
+  while (CountTier(c, keys, "memory") > 0 &&
+         filler.size() * kFiller < 4 * dram_total) {
+    for (int i = 0; i < per_round; ++i) {
+      filler.push_back(fmt::format("{}-{}", filler_prefix, filler.size()));
+      c.Put(filler.back(), Value(filler.size(), kFiller));
+    }
+  }
+  for (const auto& f : filler) c.Remove(f, /*force=*/true);
+  return filler.size();
+}
+
+// Puts `n` keys of `size` bytes and returns those that end SSD-only (see
+// PushOutOfDram).
+inline std::vector<std::string> MakeSsdOnly(Client& c,
+                                            const std::string& prefix, int n,
+                                            uint64_t size,
+                                            uint64_t dram_total) {
   std::vector<std::string> keys;
   double t0 = NowSec();
   for (int i = 0; i < n; ++i) {
@@ -85,29 +116,7 @@ inline std::vector<std::string> MakeSsdOnly(Client& c, const std::string& prefix
                    n, NowSec() - t0);
     }
   }
-  WaitFor(60, [&] {
-    for (const auto& d : Descs(c, keys)) {
-      if (!d.ok()) continue;  // lost: reported below as not SSD-only
-      bool disk = false;
-      for (const auto& r : d->replicas) {
-        disk |= r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete;
-      }
-      if (!disk) return false;
-    }
-    return true;
-  });
-  const uint64_t kFiller = 1ull << 20;
-  const int per_round = std::max<int>(4, int(dram_total / kFiller / 4));
-  std::vector<std::string> filler;
-  int in_dram = CountTier(c, keys, "memory");
-  while (in_dram > 0 && filler.size() * kFiller < 4 * dram_total) {
-    for (int i = 0; i < per_round; ++i) {
-      filler.push_back(fmt::format("{}-filler-{}", prefix, filler.size()));
-      c.Put(filler.back(), Value(filler.size(), kFiller));
-    }
-    in_dram = CountTier(c, keys, "memory");
-  }
-  for (const auto& f : filler) c.Remove(f, /*force=*/true);
+  size_t filler = PushOutOfDram(c, keys, dram_total, prefix + "-filler");
   std::vector<std::string> ssd_only;
   auto tiers = Tiers(c, keys);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -115,7 +124,7 @@ inline std::vector<std::string> MakeSsdOnly(Client& c, const std::string& prefix
   }
   std::fprintf(
       stderr, "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
-      prefix.c_str(), ssd_only.size(), n, filler.size(), NowSec() - t0);
+      prefix.c_str(), ssd_only.size(), n, filler, NowSec() - t0);
   return ssd_only;
 }
 

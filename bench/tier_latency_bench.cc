@@ -75,28 +75,7 @@ std::vector<std::string> PutKeys(Client& c, const std::string& prefix, int n,
 // DRAM), then remove the filler. Returns how many ended SSD-only.
 int PushOutOfDram(Client& c, const std::vector<std::string>& keys,
                   uint64_t dram_total) {
-  WaitFor(60, [&] {
-    for (const auto& d : c.BatchGetReplicaDesc(keys)) {
-      if (!d.ok()) continue;
-      bool disk = false;
-      for (const auto& r : d->replicas) {
-        disk |= r.kind == ReplicaInfo::Kind::kLocalDisk && r.complete;
-      }
-      if (!disk) return false;
-    }
-    return true;
-  });
-  const uint64_t kFiller = 1ull << 20;
-  const int per_round = std::max<int>(4, int(dram_total / kFiller / 4));
-  std::vector<std::string> filler;
-  while (CountTier(c, keys, "memory") > 0 &&
-         filler.size() * kFiller < 4 * dram_total) {
-    for (int i = 0; i < per_round; ++i) {
-      filler.push_back(fmt::format("filler-{}", filler.size()));
-      c.Put(filler.back(), Value(filler.size(), kFiller));
-    }
-  }
-  for (const auto& f : filler) c.Remove(f, /*force=*/true);
+  bench::PushOutOfDram(c, keys, dram_total, "filler");
   return CountTier(c, keys, "local_disk");
 }
 

@@ -70,6 +70,17 @@ grpc::Status MasterGrpcService::UnmountSegment(
   return grpc::Status::OK;
 }
 
+namespace {
+void ToProto(const PromotionTaskMsg& t, rpc::PromotionTask* p) {
+  p->set_tenant(t.tenant);
+  p->set_key(t.key);
+  p->set_size(t.size);
+  p->set_task_id(t.task_id);
+  p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
+  p->set_from_prefetch(t.from_prefetch);
+}
+}  // namespace
+
 grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
                                           const rpc::HeartbeatRequest* req,
                                           rpc::HeartbeatResponse* resp) {
@@ -88,15 +99,8 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
     o->set_size(t.size);
     o->set_version(t.version);
   }
-  for (const auto& t : tasks.promotions) {
-    auto* p = resp->add_promotion_tasks();
-    p->set_tenant(t.tenant);
-    p->set_key(t.key);
-    p->set_size(t.size);
-    p->set_task_id(t.task_id);
-    p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
-    p->set_from_prefetch(t.from_prefetch);
-  }
+  for (const auto& t : tasks.promotions)
+    ToProto(t, resp->add_promotion_tasks());
   return grpc::Status::OK;
 }
 
@@ -111,15 +115,7 @@ grpc::Status MasterGrpcService::PullPromotionTasks(
   size_t max = std::min<size_t>(req->max_tasks(), 1024);
   Status s = svc_->PullPromotionTasks(req->node_id(), max, &tasks);
   resp->set_error_code(ToInt(s.code()));
-  for (const auto& t : tasks) {
-    auto* p = resp->add_tasks();
-    p->set_tenant(t.tenant);
-    p->set_key(t.key);
-    p->set_size(t.size);
-    p->set_task_id(t.task_id);
-    p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
-    p->set_from_prefetch(t.from_prefetch);
-  }
+  for (const auto& t : tasks) ToProto(t, resp->add_tasks());
   return grpc::Status::OK;
 }
 
