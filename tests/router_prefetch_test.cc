@@ -5,6 +5,8 @@
 // master.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 
 #include "tests/ssd_fixture.h"
@@ -76,6 +78,11 @@ TEST_F(RouterPrefetchTest, StrictLandingLeavesTheMainCacheUnchanged) {
   }
   EXPECT_EQ(Used("main"), main_before);
   EXPECT_EQ(Used("prefetch_buffer"), keys.size() * kValue);
+  // The buffer's own reading on the master's /metrics.
+  const std::string metrics =
+      cluster_->master().service().metrics().RenderPrometheus();
+  EXPECT_NE(metrics.find("kvpool_master_watermark_ratio{kind=\"prefetch_buffer\"}"),
+            std::string::npos);
   // The bytes read back are the bytes written, from DRAM.
   uint64_t ssd_before = client_->counters().ssd_bytes_read;
   for (size_t i = 0; i < keys.size(); ++i)
@@ -128,6 +135,13 @@ TEST_F(RouterPrefetchTest, PullThreadHonoursIntervalAndPerPullCap) {
   // 16 tasks at <= 4 per pull need >= 4 pulls, 100 ms apart: >= 300 ms.
   EXPECT_GE(elapsed, std::chrono::milliseconds(300));
   EXPECT_FALSE(after.master_lacks_pull);
+  // The node's /status shows its buffer segment and the pull thread.
+  auto js = nlohmann::json::parse(cluster_->node(0).StatusJson());
+  EXPECT_EQ(js["prefetch_buffer"]["segment_id"].get<uint64_t>(),
+            cluster_->node(0).buffer_segment_id());
+  EXPECT_NE(cluster_->node(0).buffer_segment_id(), 0u);
+  EXPECT_TRUE(js["ssd"]["promotion_pull"]["enabled"].get<bool>());
+  EXPECT_EQ(js["ssd"]["promotion_pull"]["tasks"].get<uint64_t>(), after.tasks);
   // None of them travelled on the heartbeat: every task was pulled.
   EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 16u);
 }

@@ -15,6 +15,7 @@
 #include "kvpool/local_cluster.h"
 #include "tools/demo.h"
 #include "tools/flags.h"
+#include "tools/replay_cmd.h"
 
 namespace {
 
@@ -224,6 +225,8 @@ int main(int argc, char** argv) {
   bench_ssd->add_option("--rounds", ssd_opts.rounds, "alternations per case")
       ->capture_default_str();
 
+  auto replay_cmd = kvpool::AddReplayCommand(app);
+
   CLI11_PARSE(app, argc, argv);
 
   if (transport == "shm") {
@@ -259,6 +262,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*demo) return kvpool::RunDemo(demo_opts);
+  if (replay_cmd->chosen()) return replay_cmd->Run();
   if (*bench_transfer) return kvpool::RunTransferBench(bench_opts);
   if (*bench_master) return kvpool::RunMasterBench(bench_opts);
   if (*bench_pressure) return kvpool::RunPressureBench(bench_opts);

@@ -549,14 +549,19 @@ void SsdTier::EvictIfNeeded() {
 
 std::string SsdTier::StatusJson() const {
   FileStorageStats st = storage_->GetStats();
+  const PullStats pull = pull_stats();
   return fmt::format(
       R"({{"path":"{}","io_uring_enabled":{},"capacity_bytes":{},"bytes_used":{},"bytes_live":{},)"
       R"("files":{},"records":{},"corrupt_skipped":{},"corrupt_reads":{},"read_errors":{},)"
-      R"("write_errors":{},"gc_runs":{},"gc_bytes_reclaimed":{}}})",
+      R"("write_errors":{},"gc_runs":{},"gc_bytes_reclaimed":{},)"
+      R"("promotion_pull":{{"enabled":{},"pulls":{},"tasks":{},)"
+      R"("max_tasks_per_pull":{},"master_lacks_pull":{}}}}})",
       config_.ssd_offload_path, st.io_uring_enabled ? "true" : "false",
       st.capacity_bytes, st.bytes_used, st.bytes_live, st.files, st.records,
       st.corrupt_skipped, st.corrupt_reads, st.read_errors, st.write_errors,
-      st.gc_runs, st.gc_bytes_reclaimed);
+      st.gc_runs, st.gc_bytes_reclaimed,
+      config_.promotion_pull ? "true" : "false", pull.pulls, pull.tasks,
+      pull.max_tasks_per_pull, pull.master_lacks_pull ? "true" : "false");
 }
 
 }  // namespace kvpool

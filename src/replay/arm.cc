@@ -1,0 +1,368 @@
+#include "replay/arm.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bench/bench_keys.h"
+#include "node/node.h"
+#include "replay/clock_util.h"
+
+namespace kvpool::replay {
+
+namespace {
+
+// Snapshots of the cluster every 100 ms, labelled with the phase.
+class Sampler {
+ public:
+  explicit Sampler(LocalCluster& cluster) : cluster_(cluster) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Sampler() { Stop(); }
+  void SetPhase(const std::string& phase) {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = phase;
+  }
+  std::vector<ClusterSnapshot> Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    return samples_;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      std::string phase = phase_;
+      lock.unlock();
+      ClusterSnapshot s = TakeSnapshot(cluster_);
+      s.phase = phase;
+      lock.lock();
+      samples_.push_back(std::move(s));
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_; });
+    }
+  }
+
+  LocalCluster& cluster_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string phase_ = "start";
+  bool stop_ = false;
+  std::vector<ClusterSnapshot> samples_;
+  std::thread thread_;
+};
+
+char TierChar(const std::string& tier) {
+  return tier == "memory" ? 'M' : tier == "local_disk" ? 'S' : 'P';
+}
+
+}  // namespace
+
+ReplayPlan MakePlan(const std::vector<TraceRequest>& trace,
+                    size_t measure_requests) {
+  ReplayPlan p;
+  p.trace = &trace;
+  p.measure_end = trace.size();
+  p.measure_begin = trace.size() - std::min(measure_requests, trace.size());
+  std::unordered_set<uint64_t> wanted;
+  for (size_t i = p.measure_begin; i < p.measure_end; ++i) {
+    wanted.insert(trace[i].hash_ids.begin(), trace[i].hash_ids.end());
+    p.max_blocks = std::max(p.max_blocks, trace[i].hash_ids.size());
+  }
+  std::unordered_set<uint64_t> added;
+  for (size_t i = 0; i < p.measure_begin; ++i) {
+    for (uint64_t h : trace[i].hash_ids) {
+      if (wanted.count(h) && added.insert(h).second) p.fill_blocks.push_back(h);
+    }
+  }
+  return p;
+}
+
+LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
+                                       const std::string& ssd_root,
+                                       const ArmSpec& arm,
+                                       bool* applied_buffer) {
+  LocalClusterOptions c;
+  c.num_nodes = o.nodes;
+  c.segment_size = o.dram_per_node;
+  c.default_kv_lease_ttl = o.lease_ms;
+  c.heartbeat_interval_ms = o.heartbeat_ms;
+  c.eviction_high_watermark_ratio = o.high_watermark;
+  c.eviction_ratio = o.eviction_ratio;
+  c.enable_ssd = true;
+  c.ssd_root = ssd_root;
+  c.ssd_capacity_bytes = o.ssd_per_node;
+  c.promotion_on_hit = arm.promotion_on_hit;
+  c.enable_prefetch_trigger = arm.router_prefetch;
+  c.prefetch_buffer_size = o.prefetch_buffer_per_node;
+  if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
+  return c;
+}
+
+ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
+                 const ArmSpec& arm, const EngineModel& model, int arm_index,
+                 int arms, Progress* progress) {
+  ArmResult res;
+  res.spec = arm;
+  res.arm_start_s = NowSec();
+  const std::string root =
+      fmt::format("{}/kvpool-replay-{}-{}", o.scratch_dir, getpid(), arm_index);
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  auto phase = [&](const std::string& name, uint64_t total,
+                   const std::string& unit) {
+    if (progress) progress->Phase(arm_index, arms, arm.name, name, total, unit);
+  };
+
+  LocalCluster cluster(MakeClusterOptions(o, root, arm, &res.prefetch_buffer));
+  if (Status s = cluster.Start(); !s.ok()) {
+    res.status = s;
+    return res;
+  }
+  for (size_t i = 0; i < cluster.num_nodes(); ++i) {
+    res.node_ids.push_back(cluster.node(i).node_id());
+  }
+  Sampler sampler(cluster);
+  {
+    auto loader = cluster.NewClient();
+    if (!loader.ok()) {
+      res.status = loader.status();
+      return res;
+    }
+    Client& c = *loader.value();
+    sampler.SetPhase("fill");
+    phase("fill", plan.fill_blocks.size(), "blocks");
+    res.fill = Fill(c, plan.fill_blocks, o.block_bytes, progress);
+    res.phases.fill = res.fill.sec;
+    // Every fill block gets its SSD copy before the overflow evicts it.
+    sampler.SetPhase("settle");
+    phase("settle after fill", 0, "");
+    res.phases.settle_fill = Settle(cluster, o.high_watermark, 120).sec;
+    sampler.SetPhase("overflow");
+    phase("overflow", 0, "filler blocks");
+    res.overflow =
+        Overflow(cluster, c, o.block_bytes, o.overflow_ratio, progress);
+    res.phases.overflow = res.overflow.sec;
+    sampler.SetPhase("settle");
+    phase("settle", 0, "");
+    SettleResult st = Settle(cluster, o.high_watermark, 120);
+    res.settled = st.settled;
+    res.phases.settle = st.sec;
+    std::vector<std::string> fill_keys;
+    for (uint64_t h : plan.fill_blocks) fill_keys.push_back(BlockKey(h));
+    res.census = Census(c, fill_keys);
+  }
+
+  // Engines, each with its own client (an engine is its own process in a
+  // deployment), and the router.
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < o.engines; ++i) {
+    ClientConfig cc;
+    cc.enable_ssd_prefetch = arm.exist_prefetch;
+    auto c = cluster.NewClient(cc);
+    if (!c.ok()) {
+      res.status = c.status();
+      return res;
+    }
+    clients.push_back(std::move(c.value()));
+  }
+  std::unique_ptr<Router> router;
+  std::unordered_map<std::string, int> engine_index;
+  if (o.dispatch == "router" || arm.router_prefetch) {
+    RouterConfig rc;
+    rc.master_server_address = cluster.master_address();
+    rc.enable_prefetch = arm.router_prefetch;
+    for (int i = 0; i < o.engines; ++i) {
+      EngineInfo e;
+      e.id = fmt::format("engine-{}", i);
+      e.local_node_ids = {res.node_ids[size_t(i) % res.node_ids.size()]};
+      rc.engines.push_back(e);
+      engine_index[e.id] = i;
+    }
+    auto r = Router::Create(rc);
+    if (!r.ok()) {
+      res.status = r.status();
+      return res;
+    }
+    router = std::move(r.value());
+    res.router_used = true;
+  }
+  std::mutex rec_mu;
+  std::condition_variable rec_cv;
+  std::atomic<size_t> done{0};
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int i = 0; i < o.engines; ++i) {
+    EngineConfig ec;
+    ec.index = i;
+    ec.id = fmt::format("engine-{}", i);
+    ec.block_bytes = o.block_bytes;
+    ec.max_blocks = plan.max_blocks;
+    ec.exist_prefetch = arm.exist_prefetch;
+    engines.push_back(
+        std::make_unique<Engine>(ec, clients[size_t(i)].get(), &model,
+                                 [&, id = ec.id](RequestRecord rec) {
+                                   if (router) router->Complete(id);
+                                   {
+                                     std::lock_guard<std::mutex> lock(rec_mu);
+                                     res.records.push_back(std::move(rec));
+                                     ++done;
+                                   }
+                                   rec_cv.notify_all();
+                                 }));
+    if (Status s = engines.back()->Start(); !s.ok()) {
+      res.status = s;
+      return res;
+    }
+  }
+
+  // Measure: requests arrive at their trace times (scaled) and are routed
+  // at once; the engines serve their queues.
+  const auto& trace = *plan.trace;
+  const size_t total = plan.measure_end - plan.measure_begin;
+  res.at_measure_start = TakeSnapshot(cluster);
+  sampler.SetPhase("measure");
+  phase("measure", total, "requests");
+  const double t0 = NowSec() + 0.05;
+  const double ts0 = trace[plan.measure_begin].timestamp_ms;
+  const double span =
+      (trace[plan.measure_end - 1].timestamp_ms - ts0) / 1000 * o.time_scale;
+  res.measure_start_s = t0;
+  std::mt19937_64 rng(o.seed);
+  for (size_t i = plan.measure_begin; i < plan.measure_end; ++i) {
+    EngineRequest er;
+    er.index = i;
+    er.trace = &trace[i];
+    er.arrival_s = t0 + (trace[i].timestamp_ms - ts0) / 1000 * o.time_scale;
+    SleepUntilSec(er.arrival_s);
+    res.max_dispatch_lag_ms =
+        std::max(res.max_dispatch_lag_ms, (NowSec() - er.arrival_s) * 1e3);
+    int target = -1;
+    if (router) {
+      RouteRequest rq;
+      rq.request_id = fmt::format("req-{}", i);
+      for (uint64_t h : trace[i].hash_ids) rq.block_keys.push_back(BlockKey(h));
+      const double rs = NowSec();
+      auto d = router->Route(rq);
+      if (d.ok()) {
+        RouteInfo& ri = er.route;
+        ri.routed = true;
+        ri.routed_s = NowSec();
+        ri.route_ms = (ri.routed_s - rs) * 1e3;
+        ri.affinity_hit = d->affinity_hit;
+        ri.prefetch_disabled = d->prefetch_disabled;
+        std::unordered_map<std::string, PrefetchToMemoryStatus> st;
+        for (size_t k = 0;
+             k < d->triggered_keys.size() && k < d->prefetch_statuses.size();
+             ++k) {
+          st[d->triggered_keys[k]] = d->prefetch_statuses[k];
+        }
+        for (size_t j = 0; j < d->prefix_tiers.size(); ++j) {
+          ri.tiers.push_back(TierChar(d->prefix_tiers[j].tier));
+          ri.holders.push_back(d->prefix_tiers[j].node_id);
+          auto it =
+              j < rq.block_keys.size() ? st.find(rq.block_keys[j]) : st.end();
+          ri.trigger_status.push_back(it == st.end() ? -1 : int8_t(it->second));
+        }
+        auto e = engine_index.find(d->engine_id);
+        if (e != engine_index.end()) target = e->second;
+      } else {
+        ++res.route_errors;
+      }
+    }
+    if (target < 0) {
+      // Least loaded; ties broken by the seeded generator.
+      size_t best = SIZE_MAX;
+      std::vector<int> ties;
+      for (int k = 0; k < o.engines; ++k) {
+        size_t l = engines[size_t(k)]->Load();
+        if (l < best) {
+          best = l;
+          ties.clear();
+        }
+        if (l == best) ties.push_back(k);
+      }
+      target = ties[rng() % ties.size()];
+    }
+    engines[size_t(target)]->Enqueue(std::move(er));
+    if (progress) {
+      progress->Update(done.load(), std::max(0.0, t0 + span - NowSec()));
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(rec_mu);
+    while (!rec_cv.wait_for(lock, std::chrono::milliseconds(500),
+                            [&] { return done.load() >= total; })) {
+      if (progress) progress->Update(done.load(), 0);
+    }
+  }
+  for (auto& e : engines) e->Drain();
+  res.measure_end_s = NowSec();
+  res.phases.measure = res.measure_end_s - t0;
+
+  // Drain: promotions still in flight settle, so every prefetch has a fate.
+  sampler.SetPhase("drain");
+  phase("drain", 0, "");
+  const double d0 = NowSec();
+  bench::WaitFor(30,
+                 [&] { return TakeSnapshot(cluster).promo_in_flight == 0; });
+  res.phases.drain = NowSec() - d0;
+  if (progress) progress->Finish();
+
+  for (auto& c : clients) {
+    PrefetchStats s = c->prefetch_stats();
+    res.prefetch.triggers += s.triggers;
+    res.prefetch.keys_triggered += s.keys_triggered;
+    res.prefetch.dedup_hits += s.dedup_hits;
+    res.prefetch.cooldown_entries += s.cooldown_entries;
+    res.prefetch.cooldown_skips += s.cooldown_skips;
+    res.prefetch.delegations += s.delegations;
+    res.prefetch.completed += s.completed;
+    res.prefetch.failed += s.failed;
+    res.prefetch.already_resident += s.already_resident;
+    res.prefetch.not_ssd_only += s.not_ssd_only;
+    res.prefetch.dropped += s.dropped;
+  }
+  if (router) res.router = router->stats();
+  res.at_end = TakeSnapshot(cluster);
+  res.counters = ReadCounters(cluster);
+  res.samples = sampler.Stop();
+  engines.clear();
+  router.reset();
+  clients.clear();
+  cluster.Stop();
+  std::filesystem::remove_all(root);
+  std::sort(res.records.begin(), res.records.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  return res;
+}
+
+const std::vector<ArmSpec>& AllArms() {
+  static const std::vector<ArmSpec> k = {
+      {"off", false, false, false},        {"on-hit", true, false, false},
+      {"exist", false, true, false},       {"router", false, false, true},
+      {"exist+router", false, true, true},
+  };
+  return k;
+}
+
+const ArmSpec* FindArm(const std::string& name) {
+  for (const auto& a : AllArms()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace kvpool::replay

@@ -1,0 +1,89 @@
+#include "replay/cluster_probe.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "master/master_server.h"
+#include "node/node.h"
+#include "replay/clock_util.h"
+
+namespace kvpool::replay {
+
+uint64_t NodePromotions(LocalCluster& cluster, size_t i, bool ok) {
+  SsdTier* ssd = cluster.node(i).ssd();
+  if (ssd == nullptr) return 0;
+  return ssd->metrics().CounterValue(
+      "kvpool_node_promotion_total",
+      ok ? "result=\"ok\"" : "result=\"failed\"");
+}
+
+ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
+  ClusterSnapshot s;
+  s.t = NowSec();
+  MasterService& svc = cluster.master().service();
+  auto j = nlohmann::json::parse(svc.StatusJson(), nullptr, false);
+  if (!j.is_discarded()) {
+    auto u = [&](const nlohmann::json& o, const char* k) -> uint64_t {
+      return o.contains(k) ? o[k].get<uint64_t>() : 0;
+    };
+    s.objects = u(j, "objects");
+    s.memory_replicas = u(j, "memory_replicas");
+    s.disk_replicas = u(j, "disk_replicas");
+    s.evicted_objects = u(j, "evicted_objects");
+    s.offloads_in_flight = u(j, "offloads_in_flight");
+    if (j.contains("main")) {
+      s.main_used = u(j["main"], "used");
+      s.main_capacity = u(j["main"], "capacity");
+    }
+    if (j.contains("prefetch_buffer")) {
+      s.buffer_used = u(j["prefetch_buffer"], "used");
+      s.buffer_capacity = u(j["prefetch_buffer"], "capacity");
+    }
+  }
+  PromotionCounters p = svc.promotion_counters();
+  s.promo_admitted = p.admitted;
+  s.promo_completed = p.completed;
+  s.promo_failed = p.failed;
+  s.promo_cancelled = p.cancelled;
+  s.promo_expired = p.expired;
+  s.promo_in_flight = p.in_flight;
+  for (size_t i = 0; i < cluster.num_nodes(); ++i) {
+    s.node_promotions_ok.push_back(NodePromotions(cluster, i, true));
+  }
+  return s;
+}
+
+MasterCounters ReadCounters(LocalCluster& cluster) {
+  MetricsRegistry& m = cluster.master().service().metrics();
+  MasterCounters c;
+  for (const char* st : {"IN_MEMORY", "QUEUED", "THROTTLED_WATERMARK",
+                         "THROTTLED_CAP", "NO_LOCAL_DISK", "NOT_FOUND"}) {
+    c.trigger_status[st] =
+        m.CounterValue("kvpool_master_prefetch_trigger_total",
+                       fmt::format("status=\"{}\"", st));
+  }
+  for (const auto& f : FateLabels()) {
+    c.fate[f] = m.CounterValue("kvpool_master_prefetch_fate_total",
+                               fmt::format("fate=\"{}\"", f));
+  }
+  for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
+    c.promotion_rejected[r] =
+        m.CounterValue("kvpool_master_promotion_rejected_total",
+                       fmt::format("reason=\"{}\"", r));
+  }
+  for (const char* src : {"on_hit", "exist", "router"}) {
+    for (const char* res : {"landed", "failed"}) {
+      c.outcome[fmt::format("{}/{}", src, res)] =
+          m.CounterValue("kvpool_master_promotion_outcome_total",
+                         fmt::format("source=\"{}\",result=\"{}\"", src, res));
+    }
+  }
+  for (size_t i = 0; i < cluster.num_nodes(); ++i) {
+    c.node_promotions_ok.push_back(NodePromotions(cluster, i, true));
+    c.node_promotions_failed.push_back(NodePromotions(cluster, i, false));
+  }
+  return c;
+}
+
+}  // namespace kvpool::replay

@@ -1,0 +1,62 @@
+// In-process readings of a LocalCluster for the replay: DRAM use per segment
+// kind, offloads and promotions in flight, and the master's and holders'
+// prefetch counters. Read from the master's own status and metrics (no RPC),
+// so sampling every 100 ms perturbs nothing it measures.
+#ifndef KVPOOL_REPLAY_CLUSTER_PROBE_H_
+#define KVPOOL_REPLAY_CLUSTER_PROBE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kvpool/local_cluster.h"
+
+namespace kvpool::replay {
+
+struct ClusterSnapshot {
+  double t = 0;  // steady-clock s
+  std::string phase;
+  uint64_t main_used = 0, main_capacity = 0;
+  uint64_t buffer_used = 0, buffer_capacity = 0;  // prefetch_buffer segments
+  uint64_t objects = 0, memory_replicas = 0, disk_replicas = 0;
+  uint64_t evicted_objects = 0;
+  uint64_t offloads_in_flight = 0;
+  uint64_t promo_admitted = 0, promo_completed = 0, promo_failed = 0,
+           promo_cancelled = 0, promo_expired = 0, promo_in_flight = 0;
+  std::vector<uint64_t> node_promotions_ok;  // per node, in node order
+  double MainRatio() const {
+    return main_capacity ? double(main_used) / double(main_capacity) : 0;
+  }
+};
+
+ClusterSnapshot TakeSnapshot(LocalCluster& cluster);
+
+// Promotions node `i` reported to the master (its SSD tier's counter), ok or
+// failed.
+uint64_t NodePromotions(LocalCluster& cluster, size_t i, bool ok);
+
+// Master counters the report needs, read once at the end of an arm.
+struct MasterCounters {
+  std::map<std::string, uint64_t> trigger_status;      // BatchPrefetchToMemory
+  std::map<std::string, uint64_t> fate;                // prefetched replicas
+  std::map<std::string, uint64_t> promotion_rejected;  // promote-on-hit
+  std::map<std::string, uint64_t> outcome;  // "source/result" of promotions
+  std::vector<uint64_t> node_promotions_ok, node_promotions_failed;
+};
+
+MasterCounters ReadCounters(LocalCluster& cluster);
+
+// The fate labels the replay knows; "landed_after_get" is the master's
+// newer fate (a promotion that landed after its get had read the SSD): it
+// reads 0 on a master that does not count it yet.
+inline const std::vector<std::string>& FateLabels() {
+  static const std::vector<std::string> k = {
+      "read_from_dram", "read_after_lease_end", "landed_after_get",
+      "evicted_unread", "removed_unread"};
+  return k;
+}
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_CLUSTER_PROBE_H_

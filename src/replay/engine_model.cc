@@ -1,0 +1,76 @@
+#include "replay/engine_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace kvpool::replay {
+
+EngineModel DeriveEngineModel(const HardwareModel& hw,
+                              const MeasuredReads& measured,
+                              const EngineModelOverrides& overrides) {
+  EngineModel m;
+  m.hw = hw;
+  m.measured = measured;
+  m.scale = std::sqrt((measured.ssd_ms / hw.ssd_read_ms) *
+                      (measured.dram_ms / hw.dram_read_ms));
+  m.prefill_fixed_ms = hw.prefill_fixed_ms * m.scale;
+  m.prefill_ms_per_token = hw.prefill_ms_per_token * m.scale;
+  m.decode_ms_per_token = hw.decode_ms_per_token * m.scale;
+  if (overrides.prefill_fixed_ms >= 0 || overrides.prefill_ms_per_token >= 0) {
+    m.prefill_source = "override";
+    if (overrides.prefill_fixed_ms >= 0) {
+      m.prefill_fixed_ms = overrides.prefill_fixed_ms;
+    }
+    if (overrides.prefill_ms_per_token >= 0) {
+      m.prefill_ms_per_token = overrides.prefill_ms_per_token;
+    }
+  }
+  if (overrides.decode_ms_per_token >= 0) {
+    m.decode_ms_per_token = overrides.decode_ms_per_token;
+    m.decode_source = "override";
+  }
+  return m;
+}
+
+LoadEstimate EstimateLoad(const std::vector<TraceRequest>& trace, size_t begin,
+                          size_t end, double time_scale,
+                          const EngineModel& model) {
+  LoadEstimate e;
+  end = std::min(end, trace.size());
+  if (begin >= end) return e;
+  std::unordered_set<uint64_t> seen;
+  for (size_t i = 0; i < begin; ++i) {
+    seen.insert(trace[i].hash_ids.begin(), trace[i].hash_ids.end());
+  }
+  const double read_ms = (model.measured.ssd_ms + model.measured.dram_ms) / 2;
+  double service = 0, out = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const auto& r = trace[i];
+    size_t hit = 0;
+    while (hit < r.hash_ids.size() && seen.count(r.hash_ids[hit])) ++hit;
+    uint64_t cached = std::min<uint64_t>(r.input_length, hit * 512);
+    service += double(hit) * read_ms + model.PrefillMs(r.input_length - cached);
+    out += double(r.output_length);
+    seen.insert(r.hash_ids.begin(), r.hash_ids.end());
+  }
+  const double n = double(end - begin);
+  const double span_s =
+      (trace[end - 1].timestamp_ms - trace[begin].timestamp_ms) / 1000 *
+      time_scale;
+  e.arrival_rate_per_s = span_s > 0 ? n / span_s : 0;
+  e.mean_service_ms = service / n;
+  e.mean_output_tokens = out / n;
+  return e;
+}
+
+double DecodeMsPerTokenFor(double utilisation, int engines,
+                           const LoadEstimate& load) {
+  if (load.arrival_rate_per_s <= 0 || load.mean_output_tokens <= 0) return 0;
+  const double budget_ms =
+      utilisation * double(engines) / load.arrival_rate_per_s * 1000;
+  return std::max(0.0,
+                  (budget_ms - load.mean_service_ms) / load.mean_output_tokens);
+}
+
+}  // namespace kvpool::replay

@@ -1,0 +1,74 @@
+// Options of a replay (`kvpool replay`): the trace and its slicing, the
+// cluster, the engines, the arms and the outputs.
+#ifndef KVPOOL_REPLAY_OPTIONS_H_
+#define KVPOOL_REPLAY_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "replay/engine_model.h"
+
+namespace kvpool::replay {
+
+// One arm of the A/B: which prefetch paths are on.
+struct ArmSpec {
+  std::string name;
+  bool promotion_on_hit = false;  // master: promote-on-hit
+  bool exist_prefetch = false;    // engines: BatchIsExist(prefetch_to_memory)
+  bool router_prefetch = false;   // router: BatchPrefetchToMemory
+};
+
+// off, on-hit, exist, router, exist+router.
+const std::vector<ArmSpec>& AllArms();
+// Looks an arm up by name; nullptr if unknown.
+const ArmSpec* FindArm(const std::string& name);
+
+struct ReplayOptions {
+  std::string trace_path = "../shared/traces/synthetic_trace.jsonl";
+  // Requests read from the trace (0 = all): the last `measure_requests` of
+  // them are measured, the ones before are the fill part.
+  size_t requests = 0;
+  size_t measure_requests = 400;
+  double time_scale = 1.0;  // machine seconds per trace second
+  uint64_t block_bytes = 1ull << 20;
+
+  int engines = 4;
+  int nodes = 2;
+  uint64_t dram_per_node = 512ull << 20;
+  uint64_t ssd_per_node = 8ull << 30;
+  // The holders' PREFETCH_BUFFER segment (RFC decision 1), per node; router
+  // promotions land there (LocalClusterOptions::prefetch_buffer_size).
+  uint64_t prefetch_buffer_per_node = 0;
+  double high_watermark = 0.90;
+  double eviction_ratio = 0.05;
+  int64_t lease_ms = 5000;  // default_kv_lease_ttl
+  int64_t heartbeat_ms = 1000;
+  double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
+
+  std::vector<std::string> arms = {"off", "on-hit", "exist", "router",
+                                   "exist+router"};
+  // "router": every arm dispatches through kvpool::Router (with the trigger
+  // only in the router arms), so the arms differ in prefetch alone;
+  // "least-loaded": the non-router arms dispatch to the shortest queue.
+  std::string dispatch = "router";
+  uint64_t seed = 1;
+
+  HardwareModel hardware;
+  EngineModelOverrides overrides;
+  // Decode: < 0 = "auto", chosen so the engines would run at this
+  // utilisation under the off arm's estimated load.
+  double utilisation = 0.8;
+
+  std::string scratch_dir = "/tmp";
+  std::string out_dir = "replay-out";  // report.md, plots
+  std::string json_path;               // default <out_dir>/replay.json
+  bool plots = true;
+  std::string python = "/usr/bin/python3";
+  std::string plot_script;  // default: found next to the source tree
+  bool progress = true;
+};
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_OPTIONS_H_

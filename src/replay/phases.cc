@@ -1,0 +1,146 @@
+#include "replay/phases.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "bench/bench_keys.h"
+#include "replay/clock_util.h"
+#include "replay/trace.h"
+
+namespace kvpool::replay {
+
+BlockWriter::BlockWriter(Client& client, uint64_t block_bytes, size_t batch)
+    : client_(client),
+      block_bytes_(block_bytes),
+      batch_(batch),
+      buf_(batch * block_bytes) {
+  std::memset(buf_.data(), 0xa5, buf_.size());
+  registered_ = client_.RegisterBuffer(buf_.data(), buf_.size()).ok();
+}
+
+BlockWriter::~BlockWriter() {
+  if (registered_) client_.UnregisterBuffer(buf_.data());
+}
+
+uint64_t BlockWriter::Put(const std::vector<std::string>& keys,
+                          const std::vector<uint64_t>& ids,
+                          const ReplicateConfig& rc) {
+  if (!registered_) return keys.size();
+  uint64_t failed = 0;
+  for (size_t start = 0; start < keys.size(); start += batch_) {
+    const size_t n = std::min(batch_, keys.size() - start);
+    std::vector<std::string> k(keys.begin() + long(start),
+                               keys.begin() + long(start + n));
+    std::vector<const void*> ptrs(n);
+    std::vector<uint64_t> sizes(n, block_bytes_);
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* p = buf_.data() + i * block_bytes_;
+      std::memcpy(p, &ids[start + i], sizeof(uint64_t));
+      ptrs[i] = p;
+    }
+    for (const auto& s : client_.BatchPutFrom(k, ptrs, sizes, rc)) {
+      failed += !s.ok();
+    }
+  }
+  return failed;
+}
+
+FillResult Fill(Client& client, const std::vector<uint64_t>& hash_ids,
+                uint64_t block_bytes, Progress* progress) {
+  FillResult r;
+  const double t0 = NowSec();
+  BlockWriter w(client, block_bytes);
+  const size_t kChunk = 256;  // progress granularity
+  for (size_t start = 0; start < hash_ids.size(); start += kChunk) {
+    const size_t n = std::min(kChunk, hash_ids.size() - start);
+    std::vector<uint64_t> ids(hash_ids.begin() + long(start),
+                              hash_ids.begin() + long(start + n));
+    std::vector<std::string> keys;
+    for (uint64_t id : ids) keys.push_back(BlockKey(id));
+    r.failed += w.Put(keys, ids);
+    r.blocks += n;
+    if (progress) progress->Update(r.blocks);
+  }
+  r.sec = NowSec() - t0;
+  return r;
+}
+
+OverflowResult Overflow(LocalCluster& cluster, Client& client,
+                        uint64_t block_bytes, double ratio,
+                        Progress* progress) {
+  OverflowResult r;
+  const double t0 = NowSec();
+  ClusterSnapshot before = TakeSnapshot(cluster);
+  const uint64_t dram = before.main_capacity;
+  const uint64_t want = uint64_t(ratio * double(dram));
+  BlockWriter w(client, block_bytes);
+  const size_t kRound = 64;
+  while (r.filler_blocks * block_bytes < 4 * dram) {
+    ClusterSnapshot now = TakeSnapshot(cluster);
+    r.evicted = now.evicted_objects - before.evicted_objects;
+    if (r.filler_blocks * block_bytes >= want && r.evicted > 0) break;
+    std::vector<std::string> keys;
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < kRound; ++i) {
+      const uint64_t n = r.filler_blocks + i;
+      keys.push_back(fmt::format("ovf-{}", n));
+      ids.push_back((1ull << 63) | n);
+    }
+    r.failed += w.Put(keys, ids);
+    r.filler_blocks += kRound;
+    if (progress) progress->Update(r.filler_blocks);
+  }
+  r.sec = NowSec() - t0;
+  return r;
+}
+
+SettleResult Settle(LocalCluster& cluster, double high_watermark,
+                    double timeout_sec) {
+  SettleResult r;
+  const double t0 = NowSec();
+  ClusterSnapshot prev = TakeSnapshot(cluster);
+  auto quiet = [&](const ClusterSnapshot& s) {
+    return s.offloads_in_flight == 0 && s.promo_in_flight == 0 &&
+           s.MainRatio() < high_watermark;
+  };
+  auto same = [](const ClusterSnapshot& a, const ClusterSnapshot& b) {
+    return a.main_used == b.main_used &&
+           a.memory_replicas == b.memory_replicas &&
+           a.disk_replicas == b.disk_replicas &&
+           a.evicted_objects == b.evicted_objects;
+  };
+  r.settled = bench::WaitFor(timeout_sec, [&] {
+    ClusterSnapshot now = TakeSnapshot(cluster);
+    // Two readings at least 200 ms apart must agree.
+    if (now.t - prev.t < 0.2) return false;
+    bool ok = quiet(now) && quiet(prev) && same(now, prev);
+    prev = now;
+    return ok;
+  });
+  r.sec = NowSec() - t0;
+  r.last = prev;
+  return r;
+}
+
+TierCensus Census(Client& client, const std::vector<std::string>& keys) {
+  TierCensus c;
+  for (const auto& t : bench::Descs(client, keys)) {
+    if (!t.ok()) {
+      ++c.absent;
+      continue;
+    }
+    std::string tier = t->BestTier();
+    if (tier == "memory") {
+      ++c.memory;
+    } else if (tier == "local_disk") {
+      ++c.ssd_only;
+    } else {
+      ++c.processing;
+    }
+  }
+  return c;
+}
+
+}  // namespace kvpool::replay

@@ -1,0 +1,76 @@
+// The method's steps before a measurement (shared/seeds: fill -> overflow ->
+// settle -> measure): put the blocks the measured requests will look for,
+// push DRAM past its watermark with filler so those blocks end on SSD, and
+// wait until offload and eviction are quiet (measured, not a fixed sleep).
+#ifndef KVPOOL_REPLAY_PHASES_H_
+#define KVPOOL_REPLAY_PHASES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "kvpool/local_cluster.h"
+#include "replay/cluster_probe.h"
+#include "replay/progress.h"
+#include "storage/aligned_buffer.h"
+
+namespace kvpool::replay {
+
+// Puts blocks of `block_bytes` whose first 8 bytes are their id (what the
+// engines check on read), in batches from one registered buffer.
+class BlockWriter {
+ public:
+  BlockWriter(Client& client, uint64_t block_bytes, size_t batch = 32);
+  ~BlockWriter();
+  // Returns the number of blocks whose put failed.
+  uint64_t Put(const std::vector<std::string>& keys,
+               const std::vector<uint64_t>& ids,
+               const ReplicateConfig& rc = {});
+
+ private:
+  Client& client_;
+  uint64_t block_bytes_;
+  size_t batch_;
+  storage::AlignedBuffer buf_;
+  bool registered_ = false;
+};
+
+struct FillResult {
+  uint64_t blocks = 0;
+  uint64_t failed = 0;
+  double sec = 0;
+};
+FillResult Fill(Client& client, const std::vector<uint64_t>& hash_ids,
+                uint64_t block_bytes, Progress* progress);
+
+struct OverflowResult {
+  uint64_t filler_blocks = 0;
+  uint64_t failed = 0;
+  uint64_t evicted = 0;  // objects the master evicted meanwhile
+  double sec = 0;
+};
+// Puts filler blocks ("ovf-<i>") until `ratio` x the pool's DRAM has been
+// written and eviction has run; stops at 4 x DRAM whatever happens.
+OverflowResult Overflow(LocalCluster& cluster, Client& client,
+                        uint64_t block_bytes, double ratio, Progress* progress);
+
+struct SettleResult {
+  bool settled = false;
+  double sec = 0;
+  ClusterSnapshot last;
+};
+// Waits until no offload and no promotion is in flight, MAIN DRAM is below
+// `high_watermark`, and DRAM use, replica counts and evictions did not move
+// between two readings 200 ms apart. Gives up after `timeout_sec`.
+SettleResult Settle(LocalCluster& cluster, double high_watermark,
+                    double timeout_sec);
+
+struct TierCensus {
+  uint64_t memory = 0, ssd_only = 0, processing = 0, absent = 0;
+};
+TierCensus Census(Client& client, const std::vector<std::string>& keys);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_PHASES_H_

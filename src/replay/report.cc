@@ -1,0 +1,733 @@
+#include "replay/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "bench/bench_util.h"
+#include "common/size_parse.h"
+
+namespace kvpool::replay {
+
+using nlohmann::json;
+
+namespace {
+
+double Round(double v, int digits = 3) {
+  const double f = std::pow(10.0, digits);
+  return std::round(v * f) / f;
+}
+
+// Events per second in 1 s buckets over [t0, t1).
+std::vector<double> PerSecond(const std::vector<double>& times, double t0,
+                              double t1) {
+  const size_t n = size_t(std::max(1.0, std::ceil(t1 - t0)));
+  std::vector<double> b(n, 0);
+  for (double t : times) {
+    if (t < t0 || t >= t1) continue;
+    b[std::min(n - 1, size_t(t - t0))] += 1;
+  }
+  return b;
+}
+
+json ArmJson(const ReportInput& in, const ArmResult& a) {
+  const ReplayOptions& o = *in.options;
+  json j;
+  j["name"] = a.spec.name;
+  j["spec"] = {{"promotion_on_hit", a.spec.promotion_on_hit},
+               {"exist_prefetch", a.spec.exist_prefetch},
+               {"router_prefetch", a.spec.router_prefetch},
+               {"dispatch", a.router_used ? "router" : "least-loaded"}};
+  j["ok"] = a.status.ok();
+  if (!a.status.ok()) j["error"] = a.status.ToString();
+  j["phases_sec"] = {{"fill", Round(a.phases.fill)},
+                     {"settle_after_fill", Round(a.phases.settle_fill)},
+                     {"overflow", Round(a.phases.overflow)},
+                     {"settle", Round(a.phases.settle)},
+                     {"measure", Round(a.phases.measure)},
+                     {"drain", Round(a.phases.drain)}};
+  j["fill"] = {{"blocks", a.fill.blocks}, {"failed", a.fill.failed}};
+  j["overflow"] = {{"filler_blocks", a.overflow.filler_blocks},
+                   {"failed", a.overflow.failed},
+                   {"evicted", a.overflow.evicted}};
+  j["settled"] = a.settled;
+  j["fill_blocks_at_measure_start"] = {{"memory", a.census.memory},
+                                       {"ssd_only", a.census.ssd_only},
+                                       {"processing", a.census.processing},
+                                       {"absent", a.census.absent}};
+
+  // --- per request
+  std::vector<double> ttft, queue, lookup, load, prefill, route_ms;
+  uint64_t blocks = 0, matched = 0, read = 0, dram = 0, ssd = 0, corrupt = 0,
+           put_blocks = 0, put_failed = 0, probe_mismatch = 0, req_with_ssd = 0;
+  uint64_t r_ssd = 0, r_dram = 0, r_read_ssd = 0, r_not_read = 0, affinity = 0,
+           routed = 0;
+  std::vector<double> windows;  // one per SSD-only-at-route block
+  json win_pairs = json::array();
+  std::map<std::string, std::vector<double>> target_times;  // per holder
+  json requests = json::array();
+  for (const auto& r : a.records) {
+    ttft.push_back(r.ttft_ms);
+    queue.push_back(r.queue_ms);
+    lookup.push_back(r.lookup_ms);
+    load.push_back(r.load_ms);
+    prefill.push_back(r.prefill_ms);
+    blocks += r.blocks;
+    matched += r.matched;
+    read += r.read_ok;
+    dram += r.dram_reads;
+    ssd += r.ssd_reads;
+    corrupt += r.corrupt;
+    put_blocks += r.put_blocks;
+    put_failed += r.put_failed;
+    probe_mismatch += r.probe_ssd != r.ssd_reads;
+    req_with_ssd += r.ssd_reads > 0;
+    if (r.route.routed) {
+      ++routed;
+      affinity += r.route.affinity_hit;
+      route_ms.push_back(r.route.route_ms);
+      for (size_t k = 0; k < r.route.tiers.size(); ++k) {
+        if (r.route.tiers[k] == 'S') {
+          target_times[r.route.holders[k]].push_back(r.route.routed_s);
+        }
+      }
+    }
+    r_ssd += r.route_ssd_only;
+    r_dram += r.route_ssd_read_dram;
+    r_read_ssd += r.route_ssd_read_ssd;
+    r_not_read += r.route_ssd_not_read;
+    if (r.route_ssd_only > 0) {
+      for (uint32_t k = 0; k < r.route_ssd_only; ++k) {
+        windows.push_back(r.window_ms);
+      }
+      win_pairs.push_back(
+          {Round(r.window_ms, 2), r.route_ssd_only, r.route_ssd_read_dram});
+    }
+    requests.push_back(
+        {r.index, r.engine, Round((r.arrival_s - a.measure_start_s) * 1e3, 2),
+         Round(r.queue_ms, 2), Round(r.lookup_ms, 2), Round(r.load_ms, 2),
+         Round(r.prefill_ms, 2), Round(r.ttft_ms, 2), r.matched, r.read_ok,
+         r.dram_reads, r.ssd_reads, r.route_ssd_only, r.route_ssd_read_dram,
+         Round(r.window_ms, 2)});
+  }
+  j["requests"] = a.records.size();
+  j["ttft_ms"] = Distribution(ttft);
+  j["queue_ms"] = Distribution(queue);
+  j["lookup_ms"] = Distribution(lookup);
+  j["kv_load_ms"] = Distribution(load);
+  j["prefill_ms"] = Distribution(prefill);
+  j["route_ms"] = Distribution(route_ms);
+  j["reads"] = {{"blocks_requested", blocks},
+                {"blocks_found", matched},
+                {"blocks_read", read},
+                {"from_dram", dram},
+                {"from_ssd", ssd},
+                {"found_not_read", matched - read},
+                {"corrupt", corrupt},
+                {"dram_share", read ? Round(double(dram) / double(read)) : 0},
+                {"blocks_put", put_blocks},
+                {"puts_failed", put_failed},
+                {"requests_probe_mismatch", probe_mismatch}};
+  j["routing"] = {{"routed", routed},
+                  {"affinity_hits", affinity},
+                  {"route_errors", a.route_errors},
+                  {"max_dispatch_lag_ms", Round(a.max_dispatch_lag_ms, 2)}};
+  j["ssd_only_at_route"] = {
+      {"blocks", r_ssd},
+      {"read_from_dram", r_dram},
+      {"read_from_ssd", r_read_ssd},
+      {"not_read", r_not_read},
+      {"dram_share", r_ssd ? Round(double(r_dram) / double(r_ssd)) : 0}};
+
+  // --- M0 figures
+  json m0;
+  std::vector<double> wm, bufr;
+  size_t above = 0;
+  for (const auto& s : a.samples) {
+    if (s.phase != "measure") continue;
+    wm.push_back(s.MainRatio());
+    above += s.MainRatio() >= o.high_watermark;
+    if (s.buffer_capacity) {
+      bufr.push_back(double(s.buffer_used) / double(s.buffer_capacity));
+    }
+  }
+  m0["watermark"] = Distribution(wm);
+  m0["watermark"]["share_at_or_above_high"] =
+      wm.empty() ? 0 : Round(double(above) / double(wm.size()));
+  m0["prefetch_buffer_watermark"] = Distribution(bufr);
+  m0["ssd_share_of_gets"] = read ? Round(double(ssd) / double(read)) : 0;
+  m0["requests_with_an_ssd_read"] =
+      a.records.empty()
+          ? 0
+          : Round(double(req_with_ssd) / double(a.records.size()));
+  m0["window_ms"] = Distribution(windows);
+  const double t0 = a.measure_start_s, t1 = a.measure_end_s;
+  json holders = json::array();
+  for (size_t h = 0; h < a.node_ids.size(); ++h) {
+    const std::string& node = a.node_ids[h];
+    std::vector<double> target = PerSecond(target_times[node], t0, t1);
+    // Actual: promotions reported by the holder, per second of the measure.
+    std::vector<double> actual;
+    const ClusterSnapshot* prev = nullptr;
+    double acc = 0, acc_t = 0;
+    for (const auto& s : a.samples) {
+      if (s.t < t0 || s.t > t1) continue;
+      if (prev && h < s.node_promotions_ok.size() &&
+          h < prev->node_promotions_ok.size()) {
+        acc += double(s.node_promotions_ok[h] - prev->node_promotions_ok[h]);
+        acc_t += s.t - prev->t;
+        if (acc_t >= 1.0) {
+          actual.push_back(acc / acc_t);
+          acc = acc_t = 0;
+        }
+      }
+      prev = &s;
+    }
+    const double span = std::max(1e-9, t1 - t0);
+    uint64_t total_promoted = 0;
+    if (h < a.at_end.node_promotions_ok.size() &&
+        h < a.at_measure_start.node_promotions_ok.size()) {
+      total_promoted = a.at_end.node_promotions_ok[h] -
+                       a.at_measure_start.node_promotions_ok[h];
+    }
+    json hj = {{"node", node},
+               {"target_per_s", Distribution(target)},
+               {"promoted_per_s", Distribution(actual)},
+               {"promoted", total_promoted},
+               {"promoted_mean_per_s", Round(double(total_promoted) / span)}};
+    hj["target_per_s"]["mean"] =
+        Round(double(target_times[node].size()) / span);
+    holders.push_back(hj);
+  }
+  m0["holders"] = holders;
+  m0["single_worker_ceiling_per_s"] =
+      Round(in.calibration->promotion_ceiling_per_s, 1);
+  j["m0"] = m0;
+
+  // --- prefetch: what each trigger became
+  const MasterCounters& c = a.counters;
+  auto ts = [&](const char* k) {
+    auto it = c.trigger_status.find(k);
+    return it == c.trigger_status.end() ? uint64_t(0) : it->second;
+  };
+  uint64_t router_triggers = 0;
+  for (const auto& [k, v] : c.trigger_status) router_triggers += v;
+  json trig;
+  trig["router"] = {{"keys", router_triggers},
+                    {"router_stats_triggered", a.router.triggered},
+                    {"in_memory", ts("IN_MEMORY")},
+                    {"queued", ts("QUEUED")},
+                    {"throttled_watermark", ts("THROTTLED_WATERMARK")},
+                    {"throttled_cap", ts("THROTTLED_CAP")},
+                    {"no_local_disk", ts("NO_LOCAL_DISK")},
+                    {"not_found", ts("NOT_FOUND")}};
+  const PrefetchStats& p = a.prefetch;
+  trig["exist"] = {{"keys", p.keys_triggered + p.dedup_hits + p.cooldown_skips},
+                   {"calls", p.triggers},
+                   {"dedup", p.dedup_hits},
+                   {"throttled_cooldown", p.cooldown_skips},
+                   {"cooldown_entries", p.cooldown_entries},
+                   {"passed_throttle", p.keys_triggered},
+                   {"promoted", p.completed},
+                   {"failed", p.failed},
+                   {"already_resident", p.already_resident},
+                   {"not_ssd_only", p.not_ssd_only},
+                   {"delegated", p.delegations},
+                   {"dropped", p.dropped}};
+  j["triggers"] = trig;
+
+  // Promotions the master started (all sources; the prefetch arms run with
+  // promote-on-hit off, so these are the prefetches) and their fates.
+  const ClusterSnapshot& e = a.at_end;
+  json pr = {
+      {"started", e.promo_admitted}, {"landed", e.promo_completed},
+      {"failed", e.promo_failed},    {"cancelled", e.promo_cancelled},
+      {"expired", e.promo_expired},  {"in_flight_at_end", e.promo_in_flight}};
+  uint64_t fated = 0;
+  json fates;
+  for (const auto& f : FateLabels()) {
+    fates[f] = c.fate.count(f) ? c.fate.at(f) : 0;
+    fated += fates[f].get<uint64_t>();
+  }
+  // Fates are counted for prefetched replicas only (exist and router, not
+  // promote-on-hit); the master's per-source outcome tells them apart where
+  // it exists, else every landed promotion is taken as a prefetch.
+  auto outcome = [&](const char* k) {
+    auto it = c.outcome.find(k);
+    return it == c.outcome.end() ? uint64_t(0) : it->second;
+  };
+  const uint64_t by_source_total = outcome("on_hit/landed") +
+                                   outcome("exist/landed") +
+                                   outcome("router/landed");
+  const uint64_t prefetch_landed =
+      by_source_total > 0 ? outcome("exist/landed") + outcome("router/landed")
+                          : e.promo_completed;
+  pr["prefetch_landed"] = prefetch_landed;
+  // A prefetched replica no get touched before the arm ended.
+  fates["never_read"] = prefetch_landed >= fated ? prefetch_landed - fated : 0;
+  pr["fates"] = fates;
+  pr["fates_over_landed"] = fated;  // > landed means a double count
+  json by_source;
+  for (const auto& [k, v] : c.outcome) by_source[k] = v;
+  pr["by_source"] = by_source;
+  j["promotions"] = pr;
+  json rej;
+  for (const auto& [k, v] : c.promotion_rejected) rej[k] = v;
+  j["throttles"] = {{"router_watermark", ts("THROTTLED_WATERMARK")},
+                    {"router_cap", ts("THROTTLED_CAP")},
+                    {"exist_cooldown_skips", p.cooldown_skips},
+                    {"exist_cooldown_entries", p.cooldown_entries},
+                    {"exist_dedup", p.dedup_hits},
+                    {"on_hit_rejected", rej}};
+
+  // --- consistency checks the tests assert
+  const uint64_t router_sum = ts("IN_MEMORY") + ts("QUEUED") +
+                              ts("THROTTLED_WATERMARK") + ts("THROTTLED_CAP") +
+                              ts("NO_LOCAL_DISK") + ts("NOT_FOUND");
+  const uint64_t promo_sum = e.promo_completed + e.promo_failed +
+                             e.promo_cancelled + e.promo_expired +
+                             e.promo_in_flight;
+  j["checks"] = {
+      {"reads_add_up", dram + ssd == read},
+      {"route_ssd_only_adds_up", r_dram + r_read_ssd + r_not_read == r_ssd},
+      {"router_statuses_add_up_to_triggers", router_sum == router_triggers},
+      {"promotions_add_up", promo_sum == e.promo_admitted},
+      {"fates_within_landed", fated <= prefetch_landed},
+      {"no_corrupt_reads", corrupt == 0}};
+
+  // --- raw series for the plots
+  json series = {{"t", json::array()},
+                 {"phase", json::array()},
+                 {"main_ratio", json::array()},
+                 {"buffer_ratio", json::array()},
+                 {"promotions_in_flight", json::array()}};
+  for (const auto& s : a.samples) {
+    series["t"].push_back(Round(s.t - a.measure_start_s, 2));
+    series["phase"].push_back(s.phase);
+    series["main_ratio"].push_back(Round(s.MainRatio(), 4));
+    series["buffer_ratio"].push_back(
+        s.buffer_capacity
+            ? Round(double(s.buffer_used) / double(s.buffer_capacity), 4)
+            : 0.0);
+    series["promotions_in_flight"].push_back(s.promo_in_flight);
+  }
+  j["series"] = series;
+  j["windows"] = win_pairs;  // [window_ms, ssd-only blocks, read from DRAM]
+  j["request_columns"] = {"index",
+                          "engine",
+                          "arrival_ms",
+                          "queue_ms",
+                          "lookup_ms",
+                          "kv_load_ms",
+                          "prefill_ms",
+                          "ttft_ms",
+                          "found",
+                          "read",
+                          "from_dram",
+                          "from_ssd",
+                          "ssd_only_at_route",
+                          "ssd_only_read_from_dram",
+                          "window_ms"};
+  j["request_rows"] = requests;
+  return j;
+}
+
+std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
+
+double Num(const json& j, const char* k) {
+  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
+}
+
+}  // namespace
+
+json Distribution(std::vector<double> v) {
+  json j = {{"n", v.size()}, {"p50", 0},  {"p90", 0},
+            {"p99", 0},      {"mean", 0}, {"max", 0}};
+  if (v.empty()) return j;
+  std::sort(v.begin(), v.end());
+  j["p50"] = Round(bench::Percentile(v, 50));
+  j["p90"] = Round(bench::Percentile(v, 90));
+  j["p99"] = Round(bench::Percentile(v, 99));
+  j["mean"] =
+      Round(std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()));
+  j["max"] = Round(v.back());
+  return j;
+}
+
+json BuildReport(const ReportInput& in) {
+  const ReplayOptions& o = *in.options;
+  const ReplayPlan& plan = *in.plan;
+  const EngineModel& m = *in.model;
+  const auto& trace = *plan.trace;
+  json r;
+  r["kvpool_replay"] = 1;
+  TraceSummary whole = Summarize(trace, 0, trace.size());
+  TraceSummary meas = Summarize(trace, plan.measure_begin, plan.measure_end);
+  const double span_trace_s = meas.span_ms / 1000;
+  r["setup"] = {
+      {"trace", o.trace_path},
+      {"requests_read", trace.size()},
+      {"fill_requests", plan.measure_begin},
+      {"measured_requests", plan.measure_end - plan.measure_begin},
+      {"measured_from_index", plan.measure_begin},
+      {"measure_span_trace_s", Round(span_trace_s, 1)},
+      {"time_scale", o.time_scale},
+      {"measure_span_s", Round(span_trace_s * o.time_scale, 1)},
+      {"arrival_rate_per_s",
+       span_trace_s > 0
+           ? Round(double(meas.requests) / (span_trace_s * o.time_scale), 2)
+           : 0},
+      {"measured_block_refs", meas.block_refs},
+      {"measured_distinct_blocks", meas.distinct_blocks},
+      {"fill_blocks", plan.fill_blocks.size()},
+      {"trace_distinct_blocks", whole.distinct_blocks},
+      {"mean_input_tokens", Round(meas.mean_input_tokens, 1)},
+      {"mean_output_tokens", Round(meas.mean_output_tokens, 1)},
+      {"block_bytes", o.block_bytes},
+      {"nodes", o.nodes},
+      {"dram_per_node", o.dram_per_node},
+      {"ssd_per_node", o.ssd_per_node},
+      {"prefetch_buffer_per_node", o.prefetch_buffer_per_node},
+      {"high_watermark", o.high_watermark},
+      {"eviction_ratio", o.eviction_ratio},
+      {"lease_ms", o.lease_ms},
+      {"overflow_ratio", o.overflow_ratio},
+      {"engines", o.engines},
+      {"dispatch", o.dispatch},
+      {"seed", o.seed}};
+  bool buffer_applied = false;
+  for (const auto& a : *in.arms) buffer_applied |= a.prefetch_buffer;
+  r["setup"]["prefetch_buffer_applied"] = buffer_applied;
+  const HardwareModel& hw = m.hw;
+  r["engine_model"] = {
+      {"hardware",
+       {{"name", hw.name},
+        {"block_mib", hw.block_mib},
+        {"ssd_read_ms", hw.ssd_read_ms},
+        {"dram_read_ms", hw.dram_read_ms},
+        {"prefill_fixed_ms", hw.prefill_fixed_ms},
+        {"prefill_ms_per_token", Round(hw.prefill_ms_per_token, 5)},
+        {"prefill_block_ms", Round(hw.prefill_block_ms())},
+        {"decode_ms_per_token", hw.decode_ms_per_token},
+        {"recompute_over_ssd", Round(hw.prefill_block_ms() / hw.ssd_read_ms)},
+        {"recompute_over_dram",
+         Round(hw.prefill_block_ms() / hw.dram_read_ms)}}},
+      {"measured",
+       {{"ssd_ms_per_block", Round(m.measured.ssd_ms, 4)},
+        {"dram_ms_per_block", Round(m.measured.dram_ms, 4)},
+        {"batch", m.measured.batch},
+        {"samples", m.measured.samples}}},
+      {"scale", Round(m.scale, 5)},
+      {"prefill_fixed_ms", Round(m.prefill_fixed_ms, 4)},
+      {"prefill_ms_per_token", Round(m.prefill_ms_per_token, 6)},
+      {"prefill_block_ms", Round(m.PrefillBlockMs(), 4)},
+      {"prefill_source", m.prefill_source},
+      {"decode_ms_per_token", Round(m.decode_ms_per_token, 4)},
+      {"decode_source", m.decode_source},
+      {"utilisation_target", o.utilisation},
+      {"estimated_utilisation_off", Round(in.estimated_utilisation)},
+      {"recompute_over_ssd", Round(m.RecomputeOverSsd())},
+      {"recompute_over_dram", Round(m.RecomputeOverDram())}};
+  const Calibration& cal = *in.calibration;
+  r["calibration"] = {
+      {"dram_batch_p50_ms", Round(cal.dram_batch_p50_ms)},
+      {"ssd_batch_p50_ms", Round(cal.ssd_batch_p50_ms)},
+      {"promotion_ceiling_per_s", Round(cal.promotion_ceiling_per_s, 1)},
+      {"ceiling_keys", cal.ceiling_keys},
+      {"ceiling_sec", Round(cal.ceiling_sec)},
+      {"promoted_dram_ms_per_block", Round(cal.promoted_dram_ms, 4)},
+      {"promoted_batches", cal.promoted_batches},
+      {"promoted_shm_bytes", cal.promoted_shm_bytes},
+      {"promoted_tcp_bytes", cal.promoted_tcp_bytes},
+      {"sec", Round(cal.sec, 1)}};
+  json arms = json::array();
+  for (const auto& a : *in.arms) arms.push_back(ArmJson(in, a));
+  r["arms"] = arms;
+  // Targets of issue #6, judged on the router arm.
+  for (const auto& a : arms) {
+    if (a["name"] != "router") continue;
+    double off_p50 = 0;
+    for (const auto& b : arms) {
+      if (b["name"] == "off") off_p50 = Num(b["ttft_ms"], "p50");
+    }
+    const double share = Num(a["ssd_only_at_route"], "dram_share");
+    const double p50 = Num(a["ttft_ms"], "p50");
+    const double cut = off_p50 > 0 ? 1 - p50 / off_p50 : 0;
+    r["targets"] = {{"ssd_only_read_from_dram", Round(share)},
+                    {"ssd_only_read_from_dram_met", share >= 0.9},
+                    {"ttft_p50_cut_vs_off", Round(cut)},
+                    {"ttft_p50_cut_met", off_p50 > 0 && cut >= 0.5}};
+  }
+  return r;
+}
+
+std::string RenderTable(const json& r) {
+  std::string out = fmt::format(
+      "{:<13} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10}\n", "arm",
+      "reqs", "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "vs_off",
+      "dram_rd", "ssd_rd", "ssd>dram");
+  double off = 0;
+  for (const auto& a : r["arms"]) {
+    if (a["name"] == "off") off = Num(a["ttft_ms"], "p50");
+  }
+  for (const auto& a : r["arms"]) {
+    const auto& t = a["ttft_ms"];
+    const double p50 = Num(t, "p50");
+    std::string vs =
+        off > 0 ? fmt::format("{:+.0f}%", 100 * (p50 / off - 1)) : "-";
+    const auto& ro = a["ssd_only_at_route"];
+    std::string promoted =
+        Num(ro, "blocks") > 0
+            ? fmt::format("{}/{}", ro["read_from_dram"].get<uint64_t>(),
+                          ro["blocks"].get<uint64_t>())
+            : "-";
+    out += fmt::format(
+        "{:<13} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} "
+        "{:>10}\n",
+        a["name"].get<std::string>(), a["requests"].get<uint64_t>(), p50,
+        Num(t, "p90"), Num(t, "p99"), Num(t, "mean"), vs,
+        a["reads"]["from_dram"].get<uint64_t>(),
+        a["reads"]["from_ssd"].get<uint64_t>(), promoted);
+  }
+  return out;
+}
+
+std::string RenderMarkdown(const json& r) {
+  const auto& s = r["setup"];
+  const auto& em = r["engine_model"];
+  const auto& hw = em["hardware"];
+  const auto& cal = r["calibration"];
+  std::string md = "# kvpool replay: prefetch A/B on a request trace\n\n";
+  md += fmt::format(
+      "Trace `{}`: requests {}..{} measured ({} requests, {:.0f} s of trace "
+      "played in {:.0f} s: time scale {}, {:.1f} req/s), the {} before them "
+      "are the fill part ({} of their blocks are referenced by the measured "
+      "requests and were put).\n\n",
+      s["trace"].get<std::string>(), s["measured_from_index"].get<uint64_t>(),
+      s["requests_read"].get<uint64_t>() - 1,
+      s["measured_requests"].get<uint64_t>(), Num(s, "measure_span_trace_s"),
+      Num(s, "measure_span_s"), Num(s, "time_scale"),
+      Num(s, "arrival_rate_per_s"), s["fill_requests"].get<uint64_t>(),
+      s["fill_blocks"].get<uint64_t>());
+  md += fmt::format(
+      "Cluster: {} nodes x {} DRAM (high watermark {}), SSD tier {} per node, "
+      "block {} (one 512-token block), lease {} ms, prefetch buffer {}. "
+      "{} engines, dispatch: {}.\n\n",
+      s["nodes"].get<int>(), FormatSize(s["dram_per_node"].get<uint64_t>()),
+      Num(s, "high_watermark"), FormatSize(s["ssd_per_node"].get<uint64_t>()),
+      FormatSize(s["block_bytes"].get<uint64_t>()),
+      s["lease_ms"].get<int64_t>(),
+      s["prefetch_buffer_applied"].get<bool>()
+          ? FormatSize(s["prefetch_buffer_per_node"].get<uint64_t>())
+          : std::string("not in this build"),
+      s["engines"].get<int>(), s["dispatch"].get<std::string>());
+  md += "## Engine model\n\n";
+  md += fmt::format(
+      "Modelled hardware: {}. Per 512-token block ({} MiB of KV): SSD read "
+      "{} ms, DRAM read {} ms, recompute {:.1f} ms (= {:.1f} x SSD, {:.1f} x "
+      "DRAM); prefill = {} ms + {:.4f} ms/token; decode {} ms/token.\n\n",
+      hw["name"].get<std::string>(), Num(hw, "block_mib"),
+      Num(hw, "ssd_read_ms"), Num(hw, "dram_read_ms"),
+      Num(hw, "prefill_block_ms"), Num(hw, "recompute_over_ssd"),
+      Num(hw, "recompute_over_dram"), Num(hw, "prefill_fixed_ms"),
+      Num(hw, "prefill_ms_per_token"), Num(hw, "decode_ms_per_token"));
+  md += "| | value |\n|---|---|\n";
+  md += fmt::format(
+      "| measured SSD read per block (batch of {}, median of {}) | {:.4f} ms "
+      "|\n",
+      em["measured"]["batch"].get<int>(), em["measured"]["samples"].get<int>(),
+      Num(em["measured"], "ssd_ms_per_block"));
+  md += fmt::format("| measured DRAM read per block | {:.4f} ms |\n",
+                    Num(em["measured"], "dram_ms_per_block"));
+  md += fmt::format(
+      "| scale (machine ms per modelled ms, geometric mean of both reads) | "
+      "{:.5f} |\n",
+      Num(em, "scale"));
+  md += fmt::format(
+      "| derived prefill per block ({}) | {:.3f} ms (= {:.2f} x SSD, {:.2f} x "
+      "DRAM measured) |\n",
+      em["prefill_source"].get<std::string>(), Num(em, "prefill_block_ms"),
+      Num(em, "recompute_over_ssd"), Num(em, "recompute_over_dram"));
+  md += fmt::format("| prefill fixed part | {:.3f} ms |\n",
+                    Num(em, "prefill_fixed_ms"));
+  md += fmt::format(
+      "| decode per output token ({}) | {:.4f} ms (off-arm utilisation "
+      "estimate {:.2f}, target {:.2f}) |\n",
+      em["decode_source"].get<std::string>(), Num(em, "decode_ms_per_token"),
+      Num(em, "estimated_utilisation_off"), Num(em, "utilisation_target"));
+  md += fmt::format(
+      "| promotion ceiling of one holder (single worker, {} blocks at once) "
+      "| {:.0f} blocks/s |\n",
+      cal["ceiling_keys"].get<int>(), Num(cal, "promotion_ceiling_per_s"));
+  md += fmt::format(
+      "| DRAM read per block of those blocks once promoted | {:.4f} ms "
+      "({} of the bytes over shared memory, {} over TCP) |\n\n",
+      Num(cal, "promoted_dram_ms_per_block"),
+      FormatSize(cal["promoted_shm_bytes"].get<uint64_t>()),
+      FormatSize(cal["promoted_tcp_bytes"].get<uint64_t>()));
+
+  md += "## TTFT per arm (ms)\n\n";
+  md +=
+      "| arm | requests | p50 | p90 | p99 | mean | p50 vs off | queue p50 "
+      "| KV load p50 | prefill p50 |\n|---|---|---|---|---|---|---|---|---|"
+      "---|\n";
+  double off = 0;
+  for (const auto& a : r["arms"]) {
+    if (a["name"] == "off") off = Num(a["ttft_ms"], "p50");
+  }
+  for (const auto& a : r["arms"]) {
+    const auto& t = a["ttft_ms"];
+    md += fmt::format(
+        "| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.2f} "
+        "| {:.1f} |\n",
+        a["name"].get<std::string>(), a["requests"].get<uint64_t>(),
+        Num(t, "p50"), Num(t, "p90"), Num(t, "p99"), Num(t, "mean"),
+        off > 0 ? fmt::format("{:+.1f}%", 100 * (Num(t, "p50") / off - 1))
+                : "-",
+        Num(a["queue_ms"], "p50"), Num(a["kv_load_ms"], "p50"),
+        Num(a["prefill_ms"], "p50"));
+  }
+  md +=
+      "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
+      "DRAM share | found, not read | corrupt | puts | puts failed |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
+        d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),
+        d["from_ssd"].get<uint64_t>(), Pct(Num(d, "dram_share")),
+        d["found_not_read"].get<uint64_t>(), d["corrupt"].get<uint64_t>(),
+        d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>());
+  }
+  md +=
+      "\n## Blocks SSD-only when routed: where their get read them\n\n"
+      "| arm | blocks | from DRAM | from SSD | not read | DRAM share | "
+      "route->get window p50 / p90 / p99 (ms) |\n|---|---|---|---|---|---|"
+      "---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& ro = a["ssd_only_at_route"];
+    const auto& w = a["m0"]["window_ms"];
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {:.1f} / {:.1f} / "
+        "{:.1f} |\n",
+        a["name"].get<std::string>(), ro["blocks"].get<uint64_t>(),
+        ro["read_from_dram"].get<uint64_t>(),
+        ro["read_from_ssd"].get<uint64_t>(), ro["not_read"].get<uint64_t>(),
+        Pct(Num(ro, "dram_share")), Num(w, "p50"), Num(w, "p90"),
+        Num(w, "p99"));
+  }
+  md +=
+      "\n## M0 figures\n\n| arm | DRAM watermark p50 / p90 / max | time at "
+      "or above high mark | gets whose best replica was SSD | requests with "
+      "an SSD read | per holder: SSD-only blocks routed/s p50 / max (need) "
+      "| per holder: promoted/s p50 / max | ceiling/s |\n|---|---|---|---|"
+      "---|---|---|---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& m0 = a["m0"];
+    std::string need, got;
+    for (const auto& h : m0["holders"]) {
+      if (!need.empty()) {
+        need += "; ";
+        got += "; ";
+      }
+      need += fmt::format("{:.0f} / {:.0f}", Num(h["target_per_s"], "p50"),
+                          Num(h["target_per_s"], "max"));
+      got += fmt::format("{:.0f} / {:.0f}", Num(h["promoted_per_s"], "p50"),
+                         Num(h["promoted_per_s"], "max"));
+    }
+    md += fmt::format(
+        "| {} | {:.3f} / {:.3f} / {:.3f} | {} | {} | {} | {} | {} | {:.0f} |\n",
+        a["name"].get<std::string>(), Num(m0["watermark"], "p50"),
+        Num(m0["watermark"], "p90"), Num(m0["watermark"], "max"),
+        Pct(Num(m0["watermark"], "share_at_or_above_high")),
+        Pct(Num(m0, "ssd_share_of_gets")),
+        Pct(Num(m0, "requests_with_an_ssd_read")), need, got,
+        Num(m0, "single_worker_ceiling_per_s"));
+  }
+  md +=
+      "\n## Fate of every prefetch\n\nTrigger outcomes (router: "
+      "per key sent in BatchPrefetchToMemory; exist: per key offered to "
+      "the client's prefetcher), then the promotions the master started "
+      "and what became of the replicas that landed.\n\n"
+      "| arm | router keys | queued | in DRAM already | no SSD copy | "
+      "throttled watermark | throttled cap | exist keys | dedup | "
+      "throttled cooldown | passed |\n|---|---|---|---|---|---|---|---|---|"
+      "---|---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& rt = a["triggers"]["router"];
+    const auto& ex = a["triggers"]["exist"];
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        a["name"].get<std::string>(), rt["keys"].get<uint64_t>(),
+        rt["queued"].get<uint64_t>(), rt["in_memory"].get<uint64_t>(),
+        rt["no_local_disk"].get<uint64_t>() + rt["not_found"].get<uint64_t>(),
+        rt["throttled_watermark"].get<uint64_t>(),
+        rt["throttled_cap"].get<uint64_t>(), ex["keys"].get<uint64_t>(),
+        ex["dedup"].get<uint64_t>(), ex["throttled_cooldown"].get<uint64_t>(),
+        ex["passed_throttle"].get<uint64_t>());
+  }
+  md +=
+      "\n| arm | promotions started | landed | failed | cancelled / "
+      "expired | in flight at end | read from DRAM by its get | read "
+      "after lease end | landed after its get | evicted unread | removed "
+      "unread | never read |\n|---|---|---|---|---|---|---|---|---|---|---|"
+      "---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& p = a["promotions"];
+    const auto& f = p["fates"];
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        a["name"].get<std::string>(), p["started"].get<uint64_t>(),
+        p["landed"].get<uint64_t>(), p["failed"].get<uint64_t>(),
+        p["cancelled"].get<uint64_t>(), p["expired"].get<uint64_t>(),
+        p["in_flight_at_end"].get<uint64_t>(),
+        f["read_from_dram"].get<uint64_t>(),
+        f["read_after_lease_end"].get<uint64_t>(),
+        f["landed_after_get"].get<uint64_t>(),
+        f["evicted_unread"].get<uint64_t>(),
+        f["removed_unread"].get<uint64_t>(), f["never_read"].get<uint64_t>());
+  }
+  md +=
+      "\n## Method per arm\n\n| arm | fill blocks (failed) | settle after "
+      "fill s | filler blocks | settle s | settled | fill blocks at start: "
+      "DRAM / SSD-only / absent | measure s | max dispatch lag ms | route "
+      "errors | checks |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& ph = a["phases_sec"];
+    const auto& c = a["fill_blocks_at_measure_start"];
+    std::string failed;
+    for (const auto& [k, v] : a["checks"].items()) {
+      if (!v.get<bool>()) failed += (failed.empty() ? "" : ", ") + k;
+    }
+    md += fmt::format(
+        "| {} | {} ({}) | {:.1f} | {} | {:.1f} | {} | {} / {} / {} | {:.1f} | "
+        "{:.1f} | {} | {} |\n",
+        a["name"].get<std::string>(), a["fill"]["blocks"].get<uint64_t>(),
+        a["fill"]["failed"].get<uint64_t>(), Num(ph, "settle_after_fill"),
+        a["overflow"]["filler_blocks"].get<uint64_t>(), Num(ph, "settle"),
+        a["settled"].get<bool>() ? "yes" : "no", c["memory"].get<uint64_t>(),
+        c["ssd_only"].get<uint64_t>(), c["absent"].get<uint64_t>(),
+        Num(ph, "measure"), Num(a["routing"], "max_dispatch_lag_ms"),
+        a["routing"]["route_errors"].get<uint64_t>(),
+        failed.empty() ? "all pass" : "FAILED: " + failed);
+  }
+  if (r.contains("targets")) {
+    const auto& t = r["targets"];
+    md += fmt::format(
+        "\n## Targets (router arm)\n\n- blocks SSD-only at trigger time read "
+        "from DRAM: {} (target >= 90%: {})\n- TTFT p50 cut vs off: {} "
+        "(target >= 50%: {})\n",
+        Pct(Num(t, "ssd_only_read_from_dram")),
+        t["ssd_only_read_from_dram_met"].get<bool>() ? "met" : "not met",
+        Pct(Num(t, "ttft_p50_cut_vs_off")),
+        t["ttft_p50_cut_met"].get<bool>() ? "met" : "not met");
+  }
+  return md;
+}
+
+}  // namespace kvpool::replay

@@ -1,0 +1,145 @@
+#include "replay/report.h"
+
+#include <gtest/gtest.h>
+
+namespace kvpool::replay {
+namespace {
+
+struct Fixture {
+  std::vector<TraceRequest> trace;
+  ReplayOptions options;
+  ReplayPlan plan;
+  Calibration cal;
+  EngineModel model;
+  std::vector<ArmResult> arms;
+
+  Fixture() {
+    trace = {
+        {0, 1024, 1, {1, 2}}, {100, 1024, 1, {1, 2}}, {200, 1024, 1, {1, 2}}};
+    plan = MakePlan(trace, 2);
+    cal.promotion_ceiling_per_s = 250;
+    model = DeriveEngineModel(HardwareModel{}, {1.0, 0.2, 16, 10});
+    for (const char* name : {"off", "router"}) {
+      ArmResult a;
+      a.spec = *FindArm(name);
+      a.node_ids = {"node0", "node1"};
+      a.measure_start_s = 10;
+      a.measure_end_s = 12;
+      for (int i = 0; i < 2; ++i) {
+        RequestRecord r;
+        r.index = size_t(1 + i);
+        r.arrival_s = 10 + i;
+        r.ttft_ms = a.spec.router_prefetch ? 10 + i : 40 + 2 * i;
+        r.blocks = r.matched = r.read_ok = 2;
+        r.ssd_reads = a.spec.router_prefetch ? 0 : 2;
+        r.dram_reads = 2 - r.ssd_reads;
+        r.route.routed = true;
+        r.route.routed_s = 10 + i;
+        r.route.tiers = {'S', 'S'};
+        r.route.holders = {"node0", "node1"};
+        r.route_ssd_only = 2;
+        r.route_ssd_read_dram = r.dram_reads;
+        r.route_ssd_read_ssd = r.ssd_reads;
+        r.window_ms = 5;
+        a.records.push_back(r);
+      }
+      if (a.spec.router_prefetch) {
+        a.counters.trigger_status = {{"QUEUED", 3}, {"IN_MEMORY", 1}};
+        a.counters.fate = {{"read_from_dram", 2}, {"evicted_unread", 0}};
+        a.at_end.promo_admitted = 3;
+        a.at_end.promo_completed = 3;
+      }
+      for (double t : {10.0, 10.5, 11.0, 11.5, 12.0}) {
+        ClusterSnapshot s;
+        s.t = t;
+        s.phase = "measure";
+        s.main_capacity = 100;
+        s.main_used = t < 11 ? 95 : 50;
+        s.node_promotions_ok = {uint64_t(t - 10), 0};
+        a.samples.push_back(s);
+      }
+      arms.push_back(a);
+    }
+  }
+
+  nlohmann::json Build() {
+    ReportInput in;
+    in.options = &options;
+    in.plan = &plan;
+    in.calibration = &cal;
+    in.model = &model;
+    in.arms = &arms;
+    return BuildReport(in);
+  }
+};
+
+TEST(ReportTest, DistributionIsNearestRank) {
+  auto d = Distribution({4, 1, 3, 2, 5});
+  EXPECT_EQ(d["n"], 5);
+  EXPECT_EQ(d["p50"], 3);
+  EXPECT_EQ(d["max"], 5);
+  EXPECT_EQ(d["mean"], 3);
+  EXPECT_EQ(Distribution({})["n"], 0);
+}
+
+TEST(ReportTest, FieldsAreConsistent) {
+  Fixture f;
+  auto r = f.Build();
+  ASSERT_EQ(r["arms"].size(), 2u);
+  const auto& off = r["arms"][0];
+  const auto& router = r["arms"][1];
+  EXPECT_EQ(off["reads"]["from_ssd"], 4);
+  EXPECT_EQ(router["reads"]["from_dram"], 4);
+  for (const auto& a : r["arms"]) {
+    for (const auto& [k, v] : a["checks"].items()) {
+      EXPECT_TRUE(v.get<bool>()) << a["name"] << " " << k;
+    }
+  }
+  EXPECT_EQ(router["triggers"]["router"]["keys"], 4);
+  // 3 landed, 2 read: 1 never read.
+  EXPECT_EQ(router["promotions"]["fates"]["never_read"], 1);
+  EXPECT_EQ(router["ssd_only_at_route"]["dram_share"], 1.0);
+  EXPECT_EQ(off["ssd_only_at_route"]["dram_share"], 0.0);
+  // Watermark: 2 of 5 samples at or above 0.9.
+  EXPECT_NEAR(off["m0"]["watermark"]["share_at_or_above_high"].get<double>(),
+              0.4, 1e-9);
+  EXPECT_EQ(off["m0"]["ssd_share_of_gets"], 1.0);
+  // node0 promoted 2 blocks over the 2 s measure.
+  EXPECT_EQ(off["m0"]["holders"][0]["promoted"], 0);  // at_end not set
+  EXPECT_EQ(off["m0"]["holders"][0]["target_per_s"]["mean"], 1.0);
+  EXPECT_EQ(r["targets"]["ssd_only_read_from_dram_met"], true);
+  // p50 (nearest rank of two): 11 vs 42 ms.
+  EXPECT_NEAR(r["targets"]["ttft_p50_cut_vs_off"].get<double>(), 1 - 11.0 / 42,
+              1e-3);
+  EXPECT_EQ(r["targets"]["ttft_p50_cut_met"], true);
+  EXPECT_EQ(r["engine_model"]["recompute_over_ssd"], 3.0);
+}
+
+TEST(ReportTest, ChecksCatchInconsistentCounts) {
+  Fixture f;
+  f.arms[1].records[0].dram_reads = 1;            // 1 + 0 != 2 read
+  f.arms[1].at_end.promo_admitted = 4;            // started 4, only 3 accounted
+  f.arms[1].counters.fate["read_from_dram"] = 5;  // more fates than landed
+  auto r = f.Build();
+  const auto& c = r["arms"][1]["checks"];
+  EXPECT_FALSE(c["reads_add_up"].get<bool>());
+  EXPECT_FALSE(c["promotions_add_up"].get<bool>());
+  EXPECT_FALSE(c["fates_within_landed"].get<bool>());
+}
+
+TEST(ReportTest, MarkdownAndTableNameEveryArm) {
+  Fixture f;
+  auto r = f.Build();
+  std::string md = RenderMarkdown(r);
+  std::string table = RenderTable(r);
+  for (const char* s :
+       {"## TTFT per arm", "## M0 figures", "## Fate of every prefetch",
+        "| router |", "| off |", "## Targets"}) {
+    EXPECT_NE(md.find(s), std::string::npos) << s;
+  }
+  EXPECT_NE(table.find("router"), std::string::npos);
+  EXPECT_NE(table.find("-74%"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace kvpool::replay

@@ -1,0 +1,148 @@
+#include "tools/replay_cmd.h"
+
+#include <cstdio>
+
+#include "replay/replay.h"
+#include "replay/report.h"
+#include "tools/flags.h"
+
+namespace kvpool {
+
+namespace {
+
+class ReplayCommandImpl : public ReplayCommand {
+ public:
+  explicit ReplayCommandImpl(CLI::App& app) {
+    using replay::ReplayOptions;
+    ReplayOptions& o = opts_;
+    cmd_ = app.add_subcommand(
+        "replay",
+        "replay a request trace through engines, router and store: TTFT, "
+        "M0 figures and prefetch fates per arm (off, on-hit, exist, router, "
+        "exist+router)");
+    cmd_->add_option("--trace", o.trace_path,
+                     "trace file (JSON lines: timestamp, input_length, "
+                     "output_length, hash_ids)")
+        ->capture_default_str();
+    cmd_->add_option("--requests", o.requests,
+                     "requests read from the trace (0 = all); the last "
+                     "--measure are measured, the ones before fill the cache")
+        ->capture_default_str();
+    cmd_->add_option("--measure", o.measure_requests, "requests measured")
+        ->capture_default_str();
+    cmd_->add_option("--time_scale", o.time_scale,
+                     "machine seconds per trace second")
+        ->capture_default_str();
+    AddSizeFlag(*cmd_, "--block_size", &o.block_bytes,
+                "bytes per 512-token block");
+    cmd_->add_option("--engines", o.engines, "simulated engines")
+        ->capture_default_str();
+    cmd_->add_option("--nodes", o.nodes, "kvpool nodes of each LocalCluster")
+        ->capture_default_str();
+    AddSizeFlag(*cmd_, "--dram", &o.dram_per_node, "DRAM per node");
+    AddSizeFlag(*cmd_, "--ssd", &o.ssd_per_node, "SSD tier per node");
+    AddSizeFlag(*cmd_, "--prefetch_buffer", &o.prefetch_buffer_per_node,
+                "prefetch-buffer segment per node, where the build has it");
+    cmd_->add_option("--high_watermark", o.high_watermark,
+                     "eviction_high_watermark_ratio")
+        ->capture_default_str();
+    cmd_->add_option("--lease_ms", o.lease_ms, "default_kv_lease_ttl")
+        ->capture_default_str();
+    cmd_->add_option("--overflow", o.overflow_ratio,
+                     "filler written after the fill, in units of pool DRAM")
+        ->capture_default_str();
+    cmd_->add_option("--arms", o.arms, "arms to run, in order")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd_->add_option("--dispatch", o.dispatch,
+                     "router (every arm through kvpool::Router) or "
+                     "least-loaded (the non-router arms)")
+        ->capture_default_str();
+    cmd_->add_option("--seed", o.seed, "tie-breaks of least-loaded dispatch")
+        ->capture_default_str();
+    cmd_->add_option("--utilisation", o.utilisation,
+                     "engine utilisation the automatic decode time aims at")
+        ->capture_default_str();
+    cmd_->add_option("--prefill_fixed_ms", o.overrides.prefill_fixed_ms,
+                     "override a of prefill = a + b x tokens (machine ms)");
+    cmd_->add_option("--prefill_ms_per_token", o.overrides.prefill_ms_per_token,
+                     "override b (machine ms per token)");
+    cmd_->add_option("--decode_ms_per_token", o.overrides.decode_ms_per_token,
+                     "override the decode time per output token (machine ms; "
+                     "default: auto, see --utilisation)");
+    cmd_->add_option("--hw_ssd_read_ms", o.hardware.ssd_read_ms,
+                     "modelled SSD read of one 512-token block")
+        ->capture_default_str();
+    cmd_->add_option("--hw_dram_read_ms", o.hardware.dram_read_ms,
+                     "modelled DRAM read of one block")
+        ->capture_default_str();
+    cmd_->add_option("--hw_prefill_fixed_ms", o.hardware.prefill_fixed_ms,
+                     "modelled prefill fixed part")
+        ->capture_default_str();
+    cmd_->add_option("--hw_prefill_ms_per_token",
+                     o.hardware.prefill_ms_per_token,
+                     "modelled prefill per token")
+        ->capture_default_str();
+    cmd_->add_option("--hw_decode_ms_per_token", o.hardware.decode_ms_per_token,
+                     "modelled decode per token")
+        ->capture_default_str();
+    cmd_->add_option("--hw_name", o.hardware.name, "modelled hardware");
+    cmd_->add_option("--dir", o.scratch_dir, "scratch directory (SSD files)")
+        ->capture_default_str();
+    cmd_->add_option("--out", o.out_dir,
+                     "report directory (replay.md, replay.json, plots)")
+        ->capture_default_str();
+    cmd_->add_option("--json", o.json_path,
+                     "JSON results here (default <out>/replay.json)");
+    cmd_->add_flag("!--no_plots", o.plots, "skip the plots");
+    cmd_->add_option("--python", o.python, "python with matplotlib")
+        ->capture_default_str();
+    cmd_->add_option("--plot_script", o.plot_script,
+                     "scripts/plot_replay.py (found automatically)");
+    cmd_->add_flag("!--no_progress", o.progress, "no progress line");
+  }
+
+  bool chosen() const override { return cmd_->parsed(); }
+
+  int Run() override {
+    auto r = replay::RunReplay(opts_);
+    if (!r.ok()) {
+      std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
+      return 2;
+    }
+    const auto& rep = r->report;
+    std::printf("\nkvpool replay: %s\n", opts_.trace_path.c_str());
+    std::printf("%s", replay::RenderTable(rep).c_str());
+    std::printf(
+        "ttft in ms (queue + lookup + KV load + modelled prefill); dram_rd / "
+        "ssd_rd = blocks read per tier; ssd>dram = blocks SSD-only when "
+        "routed that their get read from DRAM.\n");
+    if (rep.contains("targets")) {
+      const auto& t = rep["targets"];
+      std::printf(
+          "router arm: %.1f%% of SSD-only blocks read from DRAM (target "
+          ">= 90%%); TTFT p50 %+.1f%% vs off (target <= -50%%)\n",
+          100 * t["ssd_only_read_from_dram"].get<double>(),
+          -100 * t["ttft_p50_cut_vs_off"].get<double>());
+    }
+    std::printf("report: %s, %s\n", r->markdown_path.c_str(),
+                r->json_path.c_str());
+    for (const auto& p : r->plots) std::printf("plot: %s\n", p.c_str());
+    if (!r->plot_note.empty()) std::printf("%s\n", r->plot_note.c_str());
+    bool failed_arm = false;
+    for (const auto& a : rep["arms"]) failed_arm |= !a["ok"].get<bool>();
+    return failed_arm ? 1 : 0;
+  }
+
+ private:
+  CLI::App* cmd_;
+  replay::ReplayOptions opts_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplayCommand> AddReplayCommand(CLI::App& app) {
+  return std::make_unique<ReplayCommandImpl>(app);
+}
+
+}  // namespace kvpool
