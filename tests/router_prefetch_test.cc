@@ -189,6 +189,42 @@ TEST_F(RouterPrefetchTest, HolderThatStopsPullingIsReaped) {
   EXPECT_TRUE(AllInMemory(keys));
 }
 
+TEST_F(RouterPrefetchTest, BatchedChainFallsBackKeyByKeyUnderAnOlderMaster) {
+  opts_.num_nodes = 1;
+  opts_.enable_prefetch_trigger = false;
+  opts_.emulate_pre_prefetch_master = true;
+  Start();
+  SsdTier* tier = cluster_->node(0).ssd();
+  std::vector<rpc::PromotionTask> tasks(3);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].set_tenant("default");
+    tasks[i].set_key("no-such-task-" + std::to_string(i));
+    tasks[i].set_size(kValue);
+    tasks[i].set_task_id(1000 + i);
+  }
+  auto got = tier->PromoteKeysFromLocalDisk(tasks);
+  ASSERT_EQ(got.size(), tasks.size());
+  for (const auto& s : got) EXPECT_FALSE(s.ok());  // unknown tasks, key by key
+  EXPECT_FALSE(tier->batch_rpcs());
+}
+
+TEST_F(RouterPrefetchTest, BatchedChainUsesOneRoundTripPerStep) {
+  opts_.num_nodes = 1;
+  Start();
+  SsdTier* tier = cluster_->node(0).ssd();
+  std::vector<rpc::PromotionTask> tasks(3);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].set_tenant("default");
+    tasks[i].set_key("no-such-task-" + std::to_string(i));
+    tasks[i].set_size(kValue);
+    tasks[i].set_task_id(1000 + i);
+  }
+  auto got = tier->PromoteKeysFromLocalDisk(tasks);
+  for (const auto& s : got) EXPECT_EQ(s.code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_TRUE(tier->batch_rpcs());
+  EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 0u);
+}
+
 TEST_F(RouterPrefetchTest, PullingHolderUnderAnOlderMasterUsesTheHeartbeat) {
   opts_.enable_prefetch_trigger = false;
   opts_.emulate_pre_prefetch_master = true;

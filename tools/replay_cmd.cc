@@ -46,6 +46,15 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--high_watermark", o.high_watermark,
                      "eviction_high_watermark_ratio")
         ->capture_default_str();
+    cmd_->add_option("--prefetch_lease_ms", o.prefetch_lease_ms,
+                     "prefetch_trigger_lease_ttl_ms (lease at enqueue)")
+        ->capture_default_str();
+    cmd_->add_option("--promotion_pull", o.promotion_pull,
+                     "holders run the promotion pull thread")
+        ->capture_default_str();
+    cmd_->add_option("--promotion_read_batch", o.promotion_read_batch,
+                     "SSD reads per promotion-worker submission")
+        ->capture_default_str();
     cmd_->add_option("--lease_ms", o.lease_ms, "default_kv_lease_ttl")
         ->capture_default_str();
     cmd_->add_option("--overflow", o.overflow_ratio,

@@ -177,6 +177,35 @@ grpc::Status MasterGrpcService::PromotionAllocStart(
   return grpc::Status::OK;
 }
 
+grpc::Status MasterGrpcService::BatchPromotionAllocStart(
+    grpc::ServerContext* ctx, const rpc::BatchPromotionAllocStartRequest* req,
+    rpc::BatchPromotionAllocStartResponse* resp) {
+  if (svc_->config().emulate_pre_prefetch_master) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "BatchPromotionAllocStart");
+  }
+  if (req->items_size() > kMaxBatch) return TooLarge();
+  for (const auto& item : req->items())
+    PromotionAllocStart(ctx, &item, resp->add_items());
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::BatchPromotionNotify(
+    grpc::ServerContext* ctx, const rpc::BatchPromotionNotifyRequest* req,
+    rpc::BatchPromotionNotifyResponse* resp) {
+  if (svc_->config().emulate_pre_prefetch_master) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "BatchPromotionNotify");
+  }
+  if (req->items_size() > kMaxBatch) return TooLarge();
+  for (const auto& item : req->items()) {
+    rpc::KeyStatus st;
+    NotifyPromotion(ctx, &item, &st);
+    resp->add_error_codes(st.error_code());
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status MasterGrpcService::BatchPrefetchToMemory(
     grpc::ServerContext*, const rpc::BatchPrefetchToMemoryRequest* req,
     rpc::BatchPrefetchToMemoryResponse* resp) {

@@ -23,6 +23,12 @@ class MasterGrpcService final : public rpc::MasterService::Service {
                               rpc::UnmountSegmentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest*,
                          rpc::HeartbeatResponse*) override;
+  grpc::Status BatchPromotionAllocStart(
+      grpc::ServerContext*, const rpc::BatchPromotionAllocStartRequest*,
+      rpc::BatchPromotionAllocStartResponse*) override;
+  grpc::Status BatchPromotionNotify(grpc::ServerContext*,
+                                    const rpc::BatchPromotionNotifyRequest*,
+                                    rpc::BatchPromotionNotifyResponse*) override;
   grpc::Status PullPromotionTasks(grpc::ServerContext*,
                                   const rpc::PullPromotionTasksRequest*,
                                   rpc::PullPromotionTasksResponse*) override;

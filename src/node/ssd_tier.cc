@@ -360,36 +360,62 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
 
 namespace {
 // Whatever happens to a key of the chain, the master hears exactly one
-// outcome, so its promotion entry, quota and pin are released at once.
-class PromotionGuard {
+// outcome per key, so its promotion entry, quota and pin are released at
+// once: failure unless Succeed(i) was called, reported when the reporter
+// goes out of scope (one BatchPromotionNotify for a batch, when the master
+// has it).
+class PromotionReporter {
  public:
-  PromotionGuard(MasterClient* master, MetricsRegistry* metrics,
-                 const std::string& node_id, const rpc::PromotionTask& task)
-      : master_(master), metrics_(metrics), node_id_(node_id), task_(task) {}
-  PromotionGuard(const PromotionGuard&) = delete;
-  PromotionGuard& operator=(const PromotionGuard&) = delete;
-  ~PromotionGuard() {
-    rpc::PromotionNotifyRequest req;
-    req.set_node_id(node_id_);
-    req.set_tenant(task_.tenant());
-    req.set_key(task_.key());
-    req.set_task_id(task_.task_id());
-    req.set_success(success_);
-    rpc::KeyStatus resp;
-    (void)master_->Call(&Stub::NotifyPromotion, req, &resp);
-    metrics_
-        ->GetCounter("kvpool_node_promotion_total",
-                     fmt::format("result=\"{}\"", success_ ? "ok" : "failed"))
-        .Inc();
+  PromotionReporter(MasterClient* master, MetricsRegistry* metrics,
+                    const std::string& node_id,
+                    std::span<const rpc::PromotionTask> tasks,
+                    std::atomic<bool>* batch_rpcs)
+      : master_(master),
+        metrics_(metrics),
+        node_id_(node_id),
+        tasks_(tasks),
+        batch_rpcs_(batch_rpcs),
+        success_(tasks.size(), false) {}
+  PromotionReporter(const PromotionReporter&) = delete;
+  PromotionReporter& operator=(const PromotionReporter&) = delete;
+  ~PromotionReporter() {
+    std::vector<rpc::PromotionNotifyRequest> reqs(tasks_.size());
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      reqs[i].set_node_id(node_id_);
+      reqs[i].set_tenant(tasks_[i].tenant());
+      reqs[i].set_key(tasks_[i].key());
+      reqs[i].set_task_id(tasks_[i].task_id());
+      reqs[i].set_success(success_[i]);
+      metrics_
+          ->GetCounter("kvpool_node_promotion_total",
+                       fmt::format("result=\"{}\"",
+                                   success_[i] ? "ok" : "failed"))
+          .Inc();
+    }
+    if (reqs.size() > 1 && batch_rpcs_->load()) {
+      rpc::BatchPromotionNotifyRequest batch;
+      for (auto& r : reqs) *batch.add_items() = std::move(r);
+      rpc::BatchPromotionNotifyResponse resp;
+      Status s = master_->Call(&Stub::BatchPromotionNotify, batch, &resp);
+      if (s.code() != ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) return;
+      batch_rpcs_->store(false);  // an older master: key by key from now on
+      for (int i = 0; i < batch.items_size(); ++i)
+        reqs[size_t(i)] = batch.items(i);
+    }
+    for (const auto& r : reqs) {
+      rpc::KeyStatus resp;
+      (void)master_->Call(&Stub::NotifyPromotion, r, &resp);
+    }
   }
-  void Succeed() { success_ = true; }
+  void Succeed(size_t i) { success_[i] = true; }
 
  private:
   MasterClient* master_;
   MetricsRegistry* metrics_;
   const std::string& node_id_;
-  const rpc::PromotionTask& task_;
-  bool success_ = false;
+  std::span<const rpc::PromotionTask> tasks_;
+  std::atomic<bool>* batch_rpcs_;
+  std::vector<bool> success_;
 };
 }  // namespace
 
@@ -402,34 +428,60 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     std::span<const rpc::PromotionTask> tasks) {
   const size_t n = tasks.size();
   std::vector<Status> out(n, Status::OK());
-  std::vector<std::unique_ptr<PromotionGuard>> guards;
-  guards.reserve(n);
-  for (const auto& t : tasks) {
-    guards.push_back(
-        std::make_unique<PromotionGuard>(master_, &metrics_, node_id_, t));
+  PromotionReporter reporter(master_, &metrics_, node_id_, tasks,
+                             &batch_rpcs_);
+  // 1. Stage a DRAM replica for each key (the master picks where it lands):
+  // one round trip for the batch when the master has the batch RPC.
+  std::vector<rpc::PromotionAllocStartRequest> starts(n);
+  for (size_t i = 0; i < n; ++i) {
+    starts[i].set_node_id(node_id_);
+    starts[i].set_tenant(tasks[i].tenant());
+    starts[i].set_key(tasks[i].key());
+    starts[i].set_size(tasks[i].size());
+    starts[i].set_task_id(tasks[i].task_id());
   }
-  // 1. Stage a DRAM replica for each key (the master picks where it lands).
+  std::vector<rpc::PromotionAllocStartResponse> staged_resp(n);
+  std::vector<Status> rpc_status(n, Status::OK());
+  bool done = false;
+  if (n > 1 && batch_rpcs_.load()) {
+    rpc::BatchPromotionAllocStartRequest batch;
+    for (const auto& r : starts) *batch.add_items() = r;
+    rpc::BatchPromotionAllocStartResponse resp;
+    Status s = master_->Call(&Stub::BatchPromotionAllocStart, batch, &resp);
+    if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      batch_rpcs_ = false;
+    } else {
+      done = true;
+      for (size_t i = 0; i < n; ++i) {
+        if (!s.ok()) {
+          rpc_status[i] = s;
+        } else if (int(i) < resp.items_size()) {
+          staged_resp[i] = std::move(*resp.mutable_items(int(i)));
+        } else {
+          rpc_status[i] = Status(ErrorCode::RPC_FAIL, "short batch reply");
+        }
+      }
+    }
+  }
+  if (!done) {
+    for (size_t i = 0; i < n; ++i) {
+      rpc_status[i] = master_->Call(&Stub::PromotionAllocStart, starts[i],
+                                    &staged_resp[i]);
+    }
+  }
   std::vector<rpc::MemoryLocation> locs(n);
   std::vector<size_t> staged;
   for (size_t i = 0; i < n; ++i) {
-    rpc::PromotionAllocStartRequest start;
-    start.set_node_id(node_id_);
-    start.set_tenant(tasks[i].tenant());
-    start.set_key(tasks[i].key());
-    start.set_size(tasks[i].size());
-    start.set_task_id(tasks[i].task_id());
-    rpc::PromotionAllocStartResponse resp;
-    if (Status s = master_->Call(&Stub::PromotionAllocStart, start, &resp);
-        !s.ok()) {
-      out[i] = s;
+    if (!rpc_status[i].ok()) {
+      out[i] = rpc_status[i];
       continue;
     }
-    if (resp.error_code() != 0) {
-      out[i] = Status(ErrorCodeFromInt(resp.error_code()),
+    if (staged_resp[i].error_code() != 0) {
+      out[i] = Status(ErrorCodeFromInt(staged_resp[i].error_code()),
                       "PromotionAllocStart refused");
       continue;
     }
-    locs[i] = resp.replica().memory();
+    locs[i] = staged_resp[i].replica().memory();
     if (locs[i].length() != tasks[i].size()) {
       out[i] = Status(ErrorCode::INVALID_REPLICA, "staged size");
       continue;
@@ -476,9 +528,9 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
         continue;
       }
     }
-    guards[i]->Succeed();
+    reporter.Succeed(i);
   }
-  return out;  // the guards report every outcome as they go out of scope
+  return out;  // the reporter tells the master every outcome on its way out
 }
 
 void SsdTier::ServeReads(std::span<KeyReadOp> ops) {

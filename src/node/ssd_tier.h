@@ -103,6 +103,8 @@ class SsdTier {
   std::vector<Status> PromoteKeysFromLocalDisk(
       std::span<const rpc::PromotionTask> tasks);
   PullStats pull_stats() const;
+  // False once an older master refused the batch promotion RPCs.
+  bool batch_rpcs() const { return batch_rpcs_.load(); }
   // Test hook: a holder that stops pulling (its tasks wait for the reaper).
   void PausePullForTest(bool paused) { pull_paused_ = paused; }
   // Offloads one batch now (the worker's body; public for tests).
@@ -149,6 +151,8 @@ class SsdTier {
   std::thread offload_thread_, promotion_thread_, eviction_thread_,
       prefetch_thread_, pull_thread_;
   std::atomic<bool> pull_paused_{false};
+  // The master has the batch promotion RPCs (cleared on UNIMPLEMENTED).
+  std::atomic<bool> batch_rpcs_{true};
   mutable std::mutex pull_mu_;
   PullStats pull_stats_;
 };

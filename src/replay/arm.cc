@@ -108,6 +108,9 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.promotion_on_hit = arm.promotion_on_hit;
   c.enable_prefetch_trigger = arm.router_prefetch;
   c.prefetch_buffer_size = o.prefetch_buffer_per_node;
+  c.prefetch_trigger_lease_ttl_ms = o.prefetch_lease_ms;
+  c.promotion_pull = o.promotion_pull;
+  c.promotion_read_batch = o.promotion_read_batch;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }

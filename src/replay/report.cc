@@ -111,7 +111,8 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
          Round(r.queue_ms, 2), Round(r.lookup_ms, 2), Round(r.load_ms, 2),
          Round(r.prefill_ms, 2), Round(r.ttft_ms, 2), r.matched, r.read_ok,
          r.dram_reads, r.ssd_reads, r.route_ssd_only, r.route_ssd_read_dram,
-         Round(r.window_ms, 2)});
+         Round(r.window_ms, 2), Round(r.probe_ms, 2), Round(r.put_ms, 2),
+         Round(r.decode_ms, 2), Round((r.done_s - r.start_s) * 1e3, 2)});
   }
   j["requests"] = a.records.size();
   j["ttft_ms"] = Distribution(ttft);
@@ -330,7 +331,11 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                           "from_ssd",
                           "ssd_only_at_route",
                           "ssd_only_read_from_dram",
-                          "window_ms"};
+                          "window_ms",
+                          "probe_ms",
+                          "put_ms",
+                          "decode_ms",
+                          "busy_ms"};
   j["request_rows"] = requests;
   return j;
 }
@@ -394,6 +399,9 @@ json BuildReport(const ReportInput& in) {
       {"high_watermark", o.high_watermark},
       {"eviction_ratio", o.eviction_ratio},
       {"lease_ms", o.lease_ms},
+      {"prefetch_lease_ms", o.prefetch_lease_ms},
+      {"promotion_pull", o.promotion_pull},
+      {"promotion_read_batch", o.promotion_read_batch},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
       {"dispatch", o.dispatch},
