@@ -728,6 +728,11 @@ uint64_t MasterService::EvictIfNeeded() {
     SegmentUsage u = segments_.Usage(kind);
     if (u.capacity == 0) continue;
     double high = config_.eviction_high_watermark_ratio;
+    // The buffer admits a prefetch only below its high watermark, so it is
+    // drained one eviction_ratio earlier: there is room before a trigger
+    // has to be throttled, not after.
+    if (kind == SegmentKind::kPrefetchBuffer)
+      high = std::max(0.0, high - config_.eviction_ratio);
     if (u.ratio() < high) continue;
     // Down to the high watermark, then a further eviction_ratio of
     // capacity, so eviction runs in batches rather than once per put.
