@@ -58,6 +58,17 @@ class RouterPrefetchTest : public kvpool::testing::SsdFixture {
       ids.push_back(cluster_->node(i).buffer_segment_id());
     return ids;
   }
+  // Promotion tasks the master never issued.
+  static std::vector<rpc::PromotionTask> UnknownTasks(size_t n) {
+    std::vector<rpc::PromotionTask> tasks(n);
+    for (size_t i = 0; i < n; ++i) {
+      tasks[i].set_tenant("default");
+      tasks[i].set_key("no-such-task-" + std::to_string(i));
+      tasks[i].set_size(kValue);
+      tasks[i].set_task_id(1000 + i);
+    }
+    return tasks;
+  }
   std::unique_ptr<Client> client_;
 };
 
@@ -195,13 +206,7 @@ TEST_F(RouterPrefetchTest, BatchedChainFallsBackKeyByKeyUnderAnOlderMaster) {
   opts_.emulate_pre_prefetch_master = true;
   Start();
   SsdTier* tier = cluster_->node(0).ssd();
-  std::vector<rpc::PromotionTask> tasks(3);
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    tasks[i].set_tenant("default");
-    tasks[i].set_key("no-such-task-" + std::to_string(i));
-    tasks[i].set_size(kValue);
-    tasks[i].set_task_id(1000 + i);
-  }
+  std::vector<rpc::PromotionTask> tasks = UnknownTasks(3);
   auto got = tier->PromoteKeysFromLocalDisk(tasks);
   ASSERT_EQ(got.size(), tasks.size());
   for (const auto& s : got) EXPECT_FALSE(s.ok());  // unknown tasks, key by key
@@ -212,13 +217,7 @@ TEST_F(RouterPrefetchTest, BatchedChainUsesOneRoundTripPerStep) {
   opts_.num_nodes = 1;
   Start();
   SsdTier* tier = cluster_->node(0).ssd();
-  std::vector<rpc::PromotionTask> tasks(3);
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    tasks[i].set_tenant("default");
-    tasks[i].set_key("no-such-task-" + std::to_string(i));
-    tasks[i].set_size(kValue);
-    tasks[i].set_task_id(1000 + i);
-  }
+  std::vector<rpc::PromotionTask> tasks = UnknownTasks(3);
   auto got = tier->PromoteKeysFromLocalDisk(tasks);
   for (const auto& s : got) EXPECT_EQ(s.code(), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(tier->batch_rpcs());

@@ -5,6 +5,7 @@
 #define KVPOOL_TOOLS_FLAGS_H_
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
 
 #include "common/size_parse.h"
@@ -25,6 +26,18 @@ inline CLI::Option* AddSizeFlag(CLI::App& app, const std::string& name,
           help + " (bytes; KiB/MiB/GiB suffixes; default " +
               FormatSize(*target) + ")")
       ->type_name("SIZE");
+}
+
+// Writes the bound port to `path` (for scripts and tests): written to a
+// temporary file and renamed, so a reader never sees a partial number.
+inline void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "%d\n", port);
+  std::fclose(f);
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 }  // namespace kvpool

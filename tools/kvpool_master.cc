@@ -109,15 +109,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (f) {
-      std::fprintf(f, "%d\n", server.rpc_port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), port_file.c_str());
-    }
-  }
+  kvpool::WritePortFile(port_file, server.rpc_port());
   std::printf("kvpool-master listening on %s metrics_port=%d\n",
               server.address().c_str(), server.metrics_port());
   std::fflush(stdout);

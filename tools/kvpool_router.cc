@@ -85,15 +85,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (f) {
-      std::fprintf(f, "%d\n", server.port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), port_file.c_str());
-    }
-  }
+  kvpool::WritePortFile(port_file, server.port());
   std::printf(
       "kvpool-router listening on %s:%d master=%s engines=%zu "
       "prefetch=%s\n",

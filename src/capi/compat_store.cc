@@ -62,6 +62,27 @@ int PickFreePort(const std::string& bind_address) {
   return port;
 }
 
+// The items of a batch with a buffer and a non-negative size, with their
+// positions; the others keep their INVALID_PARAMS answer.
+template <typename Ptr>
+struct ValidItems {
+  ValidItems(const std::vector<std::string>& all_keys,
+             const std::vector<Ptr>& all_bufs,
+             const std::vector<int64_t>& all_sizes) {
+    for (size_t i = 0; i < all_keys.size(); ++i) {
+      if (all_bufs[i] == nullptr || all_sizes[i] < 0) continue;
+      keys.push_back(all_keys[i]);
+      bufs.push_back(all_bufs[i]);
+      sizes.push_back(static_cast<uint64_t>(all_sizes[i]));
+      index.push_back(i);
+    }
+  }
+  std::vector<std::string> keys;
+  std::vector<Ptr> bufs;
+  std::vector<uint64_t> sizes;
+  std::vector<size_t> index;
+};
+
 }  // namespace
 
 MooncakeStore::MooncakeStore() = default;
@@ -385,19 +406,10 @@ std::vector<int> MooncakeStore::BatchPutFrom(
     std::fill(out.begin(), out.end(), Code(cfg.status()));
     return out;
   }
-  std::vector<std::string> k2;
-  std::vector<const void*> b2;
-  std::vector<uint64_t> s2;
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (bufs[i] == nullptr || sizes[i] < 0) continue;  // stays -600
-    k2.push_back(keys[i]);
-    b2.push_back(bufs[i]);
-    s2.push_back(static_cast<uint64_t>(sizes[i]));
-    idx.push_back(i);
-  }
-  if (k2.empty()) return out;
-  auto r = client_->BatchPutFrom(k2, b2, s2, cfg.value());
+  ValidItems<const void*> v(keys, bufs, sizes);
+  if (v.keys.empty()) return out;
+  auto r = client_->BatchPutFrom(v.keys, v.bufs, v.sizes, cfg.value());
+  const auto& idx = v.index;
   for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = Code(r[j]);
   return out;
 }
@@ -413,20 +425,11 @@ std::vector<int64_t> MooncakeStore::BatchGetInto(
   if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
   std::shared_lock lock(mu_);
   if (!client_) return out;
-  std::vector<std::string> k2;
-  std::vector<void*> b2;
-  std::vector<uint64_t> s2;
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (bufs[i] == nullptr || sizes[i] < 0) continue;  // stays -600
-    k2.push_back(keys[i]);
-    b2.push_back(bufs[i]);
-    s2.push_back(static_cast<uint64_t>(sizes[i]));
-    idx.push_back(i);
-  }
-  if (k2.empty()) return out;
+  ValidItems<void*> v(keys, bufs, sizes);
+  if (v.keys.empty()) return out;
+  const auto& idx = v.index;
   // BatchGetInto rejects buffers outside registered ones (INVALID_PARAMS).
-  auto r = client_->BatchGetInto(k2, b2, s2);
+  auto r = client_->BatchGetInto(v.keys, v.bufs, v.sizes);
   for (size_t j = 0; j < idx.size(); ++j) {
     out[idx[j]] =
         r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
