@@ -122,9 +122,9 @@ inline std::vector<std::string> MakeSsdOnly(Client& c,
   for (size_t i = 0; i < keys.size(); ++i) {
     if (tiers[i] == "local_disk") ssd_only.push_back(keys[i]);
   }
-  std::fprintf(
-      stderr, "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
-      prefix.c_str(), ssd_only.size(), n, filler, NowSec() - t0);
+  std::fprintf(stderr,
+               "  %s: %zu/%d keys SSD-only after %zu MiB of filler (%.1f s)\n",
+               prefix.c_str(), ssd_only.size(), n, filler, NowSec() - t0);
   return ssd_only;
 }
 

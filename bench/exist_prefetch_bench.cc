@@ -42,11 +42,11 @@ namespace kvpool {
 namespace {
 
 using bench::CountTier;
-using bench::MakeSsdOnly;
-using bench::WaitDramFree;
 using bench::Descs;
+using bench::MakeSsdOnly;
 using bench::Tiers;
 using bench::Value;
+using bench::WaitDramFree;
 using bench::WaitFor;
 
 using bench::NowSec;

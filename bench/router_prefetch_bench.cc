@@ -142,23 +142,23 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
   // The buffer holds what arrives during one lease (the RFC's sizing,
   // window x rate x block, with the lease as the window): here up to ~40
   // blocks per second per holder for 1.5 s.
-  LocalCluster cluster(ClusterOptions(opts, root, mode, 2,
-                                      uint64_t(blocks) * 16 *
-                                          opts.router_block_bytes));
+  LocalCluster cluster(ClusterOptions(
+      opts, root, mode, 2, uint64_t(blocks) * 16 * opts.router_block_bytes));
   if (Status s = cluster.Start(); !s.ok()) {
     std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
     return {};
   }
   auto c = cluster.NewClient().value();
   const int per_window = requests * blocks;
-  auto pool =
-      MakeSsdOnly(*c, "rp-" + mode.name, per_window * int(std::size(kWindowsMs)),
-                  opts.router_block_bytes, 2 * opts.node_dram_bytes);
+  auto pool = MakeSsdOnly(*c, "rp-" + mode.name,
+                          per_window * int(std::size(kWindowsMs)),
+                          opts.router_block_bytes, 2 * opts.node_dram_bytes);
   // Removed filler frees its DRAM only once its leases end.
   bench::WaitDramFree(*c, 0.5, 10);
   uint64_t resident = HoldMainNearWatermark(*c, opts.router_block_bytes);
   *main_ratio = MainRatio(*c);
-  std::fprintf(stderr, "  %s: %zu SSD-only keys, %lu resident, main at %.0f%%\n",
+  std::fprintf(stderr,
+               "  %s: %zu SSD-only keys, %lu resident, main at %.0f%%\n",
                mode.name.c_str(), pool.size(), resident, 100 * *main_ratio);
   storage::AlignedBuffer buf(opts.router_block_bytes);
   std::vector<ShareCell> out;
@@ -194,9 +194,9 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
         auto got = c->GetInto(k, buf.data(), buf.size());
         lat_ms.push_back((NowSec() - t) * 1e3);
         if (!got.ok() || got.value() != opts.router_block_bytes) {
-          std::fprintf(stderr, "    get %s: %s\n", k.c_str(),
-                       got.ok() ? "short read"
-                                : got.status().ToString().c_str());
+          std::fprintf(
+              stderr, "    get %s: %s\n", k.c_str(),
+              got.ok() ? "short read" : got.status().ToString().c_str());
           ++cell.errors;
           continue;
         }
@@ -240,15 +240,15 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   const int n = std::max(1, opts.router_rate_keys);
   const uint64_t value = 1ull << 20;
   // One holder: every key's SSD copy is on it, and its buffer takes them all.
-  LocalCluster cluster(ClusterOptions(opts, root, mode, 1,
-                                      uint64_t(n + 8) * value * 10 / 9));
+  LocalCluster cluster(
+      ClusterOptions(opts, root, mode, 1, uint64_t(n + 8) * value * 10 / 9));
   if (Status s = cluster.Start(); !s.ok()) {
     std::fprintf(stderr, "cluster: %s\n", s.ToString().c_str());
     return row;
   }
   auto c = cluster.NewClient().value();
-  auto keys = MakeSsdOnly(*c, "rate-" + mode.name, n, value,
-                          opts.node_dram_bytes);
+  auto keys =
+      MakeSsdOnly(*c, "rate-" + mode.name, n, value, opts.node_dram_bytes);
   row.keys = int(keys.size());
   bench::WaitDramFree(*c, 0.5, 10);
   auto& svc = cluster.master().service();
@@ -260,7 +260,8 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
         keys.begin() + long(std::min(keys.size(), start + 64)));
     auto st = c->BatchPrefetchToMemory(chunk);
     if (!st.ok()) continue;
-    for (auto s : st.value()) row.queued += s == PrefetchToMemoryStatus::kQueued;
+    for (auto s : st.value())
+      row.queued += s == PrefetchToMemoryStatus::kQueued;
   }
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;

@@ -92,8 +92,9 @@ TEST_F(RouterPrefetchTest, StrictLandingLeavesTheMainCacheUnchanged) {
   // The buffer's own reading on the master's /metrics.
   const std::string metrics =
       cluster_->master().service().metrics().RenderPrometheus();
-  EXPECT_NE(metrics.find("kvpool_master_watermark_ratio{kind=\"prefetch_buffer\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find("kvpool_master_watermark_ratio{kind=\"prefetch_buffer\"}"),
+      std::string::npos);
   // The bytes read back are the bytes written, from DRAM.
   uint64_t ssd_before = client_->counters().ssd_bytes_read;
   for (size_t i = 0; i < keys.size(); ++i)

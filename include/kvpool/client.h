@@ -125,8 +125,8 @@ class Client {
   struct Replies;
   Replies FetchReplies(const std::vector<std::string_view>& keys);
   void ForgetCached(const std::vector<std::string>& keys);
-  std::optional<Result<uint64_t>> CachedShmRead(std::string_view key,
-                                                void* buf, uint64_t size);
+  std::optional<Result<uint64_t>> CachedShmRead(std::string_view key, void* buf,
+                                                uint64_t size);
   std::vector<Result<uint64_t>> ReadInto(
       const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
       const std::vector<uint64_t>& sizes, bool require_registered);

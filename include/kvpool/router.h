@@ -83,7 +83,7 @@ struct RouterStats {
   uint64_t not_found = 0;
   uint64_t affinity_hits = 0;
   uint64_t lookup_errors = 0;
-  uint64_t prefetch_errors = 0;  // trigger RPCs that failed (not "disabled")
+  uint64_t prefetch_errors = 0;     // trigger RPCs that failed (not "disabled")
   std::vector<uint64_t> in_flight;  // per engine, in config order
 };
 

@@ -1,9 +1,9 @@
 #include "kvpool/client.h"
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 

@@ -48,9 +48,9 @@ grpc::Status MasterGrpcService::MountSegment(
   info.data_endpoint = req->data_endpoint();
   // An older master ignores the field (and keeps promotions on the
   // heartbeat); the emulation does the same.
-  auto r = svc_->MountSegment(std::move(info), req->ssd_enabled(),
-                              req->pulls_promotions() &&
-                                  !svc_->config().emulate_pre_prefetch_master);
+  auto r = svc_->MountSegment(
+      std::move(info), req->ssd_enabled(),
+      req->pulls_promotions() && !svc_->config().emulate_pre_prefetch_master);
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
   return grpc::Status::OK;

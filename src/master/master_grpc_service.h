@@ -26,9 +26,9 @@ class MasterGrpcService final : public rpc::MasterService::Service {
   grpc::Status BatchPromotionAllocStart(
       grpc::ServerContext*, const rpc::BatchPromotionAllocStartRequest*,
       rpc::BatchPromotionAllocStartResponse*) override;
-  grpc::Status BatchPromotionNotify(grpc::ServerContext*,
-                                    const rpc::BatchPromotionNotifyRequest*,
-                                    rpc::BatchPromotionNotifyResponse*) override;
+  grpc::Status BatchPromotionNotify(
+      grpc::ServerContext*, const rpc::BatchPromotionNotifyRequest*,
+      rpc::BatchPromotionNotifyResponse*) override;
   grpc::Status PullPromotionTasks(grpc::ServerContext*,
                                   const rpc::PullPromotionTasksRequest*,
                                   rpc::PullPromotionTasksResponse*) override;

@@ -150,8 +150,7 @@ void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas,
 
 // ---------------------------------------------------------------- segments
 
-Result<uint32_t> MasterService::MountSegment(SegmentInfo info,
-                                             bool ssd_enabled,
+Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
                                              bool pulls_promotions) {
   if (info.node_id.empty())
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
@@ -192,8 +191,7 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
   return Status::OK();
 }
 
-Status MasterService::PullPromotionTasks(const std::string& node_id,
-                                         size_t max,
+Status MasterService::PullPromotionTasks(const std::string& node_id, size_t max,
                                          std::vector<PromotionTaskMsg>* out) {
   if (!nodes_.TakePromotions(node_id, max, out)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND,
@@ -348,8 +346,8 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   if (!opts.preferred_node.empty()) preferred.push_back(opts.preferred_node);
   preferred.insert(preferred.end(), opts.preferred_nodes.begin(),
                    opts.preferred_nodes.end());
-  auto placements = segments_.Allocate(size, opts.replica_num,
-                                       SegmentKind::kMain, preferred);
+  auto placements =
+      segments_.Allocate(size, opts.replica_num, SegmentKind::kMain, preferred);
   if (placements.empty()) {
     // Make room synchronously rather than failing a put the pool could hold.
     // With offload on, DRAM may be full of keys whose SSD copy is still
@@ -698,9 +696,10 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
     std::lock_guard<std::mutex> lock(shard.mu);
     for (auto it = shard.objects.begin(); it != shard.objects.end();) {
       ObjectMeta& m = it->second;
-      bool removable = it->first.tenant == static_cast<uint32_t>(tid) &&
-                       (force || (!m.LeaseLive(now) && !m.HasProcessing())) &&
-                       (!key_regex || std::regex_match(it->first.key, *key_regex));
+      bool removable =
+          it->first.tenant == static_cast<uint32_t>(tid) &&
+          (force || (!m.LeaseLive(now) && !m.HasProcessing())) &&
+          (!key_regex || std::regex_match(it->first.key, *key_regex));
       if (!removable) {
         ++it;
         continue;
@@ -774,8 +773,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
   auto eligible = [&](const Shard& shard, const ObjectKey& k,
                       const ObjectMeta& m, const Round& round) {
     if (m.hard_pin || (m.SoftPinned(now) && !round.allow_soft) ||
-        m.LeaseLive(now) ||
-        m.HasProcessing() || memory_bytes(m) == 0) {
+        m.LeaseLive(now) || m.HasProcessing() || memory_bytes(m) == 0) {
       return false;
     }
     if ((m.FirstCompleteDisk() != nullptr) != round.with_copy) return false;

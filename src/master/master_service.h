@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <regex>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <thread>
 #include <unordered_map>

@@ -280,7 +280,8 @@ TEST_F(MasterServiceTest, RemoveByRegexRemovesOnlyMatches) {
   auto r = svc_->RemoveByRegex("", "req1/.*", false);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value(), 2u);
-  EXPECT_EQ(svc_->ExistKey("", "req1/blk0", false), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->ExistKey("", "req1/blk0", false),
+            ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(svc_->ExistKey("", "req2/blk0", false), ErrorCode::OK);
   // A partial match is not a match: the whole key must match.
   EXPECT_EQ(svc_->RemoveByRegex("", "blk0", false).value(), 0u);

@@ -42,12 +42,14 @@ bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
     // it), so a later trigger finds room. This one is throttled.
     // Enough to take this block with the buffer back at its low mark
     // (high watermark - eviction_ratio), as the main cache's eviction does.
-    const double low = std::max(0.0, config_.eviction_high_watermark_ratio -
-                                         config_.eviction_ratio);
-    uint64_t want = uint64_t(std::max(
-        double(size), double(u.used + reserved + size) - low * double(u.capacity)));
+    const double low = std::max(
+        0.0, config_.eviction_high_watermark_ratio - config_.eviction_ratio);
+    uint64_t want =
+        uint64_t(std::max(double(size), double(u.used + reserved + size) -
+                                            low * double(u.capacity)));
     uint64_t cur = buffer_evict_request_.load();
-    while (cur < want && !buffer_evict_request_.compare_exchange_weak(cur, want)) {
+    while (cur < want &&
+           !buffer_evict_request_.compare_exchange_weak(cur, want)) {
     }
     bg_cv_.notify_all();
     return false;
@@ -313,7 +315,8 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
       segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder_id).capacity > 0;
   ReleaseBufferReservation(st->second);  // now used, or failed
   if (has_buffer) {
-    auto p = segments_.AllocateOn(size, SegmentKind::kPrefetchBuffer, holder_id);
+    auto p =
+        segments_.AllocateOn(size, SegmentKind::kPrefetchBuffer, holder_id);
     if (p) placements.push_back(*p);
     if (!p) {
       metrics_

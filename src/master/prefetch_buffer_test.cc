@@ -102,9 +102,9 @@ TEST_F(PrefetchBufferTest, TocTouMemoryReplicaAppearsBetweenPhases) {
   svc_->SetPrefetchPhaseHookForTest([&] {
     auto reg = svc_->RegisterPrefetchTask("holder", "", {"k"});
     ASSERT_EQ(reg[0].code, ErrorCode::OK);
-    ASSERT_TRUE(svc_->PromotionAllocStart("holder", "", "k", kBlock,
-                                          reg[0].task_id)
-                    .ok());
+    ASSERT_TRUE(
+        svc_->PromotionAllocStart("holder", "", "k", kBlock, reg[0].task_id)
+            .ok());
     ASSERT_TRUE(
         svc_->NotifyPromotion("holder", "", "k", reg[0].task_id, true).ok());
   });
@@ -228,8 +228,7 @@ TEST_F(PrefetchBufferTest, BufferIsEvictedOnItsOwnWatermark) {
   for (int i = 0; i < 7; ++i) keys.push_back("k" + std::to_string(i));
   Disk(keys);
   auto statuses = svc_->BatchPrefetchToMemory("", keys).value();
-  for (PS s : statuses)
-    ASSERT_EQ(s, PS::kQueued);
+  for (PS s : statuses) ASSERT_EQ(s, PS::kQueued);
   for (const auto& t : Promotions()) ASSERT_EQ(Land(t), buffer_id_);
   // Under its lease nothing leaves.
   EXPECT_EQ(svc_->EvictBytes(8 * kBlock, SegmentKind::kPrefetchBuffer), 0u);
@@ -246,17 +245,16 @@ TEST_F(PrefetchBufferTest, BufferIsEvictedOnItsOwnWatermark) {
   EXPECT_LT(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).ratio(),
             config_.eviction_high_watermark_ratio);
   EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, main_used);
-  EXPECT_GE(Counter("kvpool_master_prefetch_fate_total",
-                    "fate=\"evicted_unread\""),
-            1u);
+  EXPECT_GE(
+      Counter("kvpool_master_prefetch_fate_total", "fate=\"evicted_unread\""),
+      1u);
 }
 
 TEST_F(PrefetchBufferTest, PullingNodeGetsPromotionsOnlyByPull) {
   Make(8 * kBlock, /*pulls=*/true);
   Disk({"a", "b", "c"});
   auto statuses = svc_->BatchPrefetchToMemory("", {"a", "b", "c"}).value();
-  for (PS s : statuses)
-    ASSERT_EQ(s, PS::kQueued);
+  for (PS s : statuses) ASSERT_EQ(s, PS::kQueued);
   EXPECT_TRUE(Promotions().empty());  // the heartbeat carries none
   std::vector<PromotionTaskMsg> got;
   ASSERT_TRUE(svc_->PullPromotionTasks("holder", 2, &got).ok());
@@ -275,8 +273,7 @@ TEST_F(PrefetchBufferTest, ReaperReleasesRouterTasksNobodyPulls) {
   Disk(keys);
   Disk({"late"});
   auto statuses = svc_->BatchPrefetchToMemory("", keys).value();
-  for (PS s : statuses)
-    ASSERT_EQ(s, PS::kQueued);
+  for (PS s : statuses) ASSERT_EQ(s, PS::kQueued);
   EXPECT_EQ(One("late"), PS::kThrottledWatermark);  // buffer reserved
   // The holder never pulls: after promotion_task_ttl_sec the reaper frees
   // the entries, the quota and the buffer reservation.
@@ -301,14 +298,14 @@ TEST_F(PrefetchBufferTest, GetBeforeLandingCountsLandedAfterGet) {
   ASSERT_EQ(tasks.size(), 1u);
   ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // reads the SSD copy
   EXPECT_EQ(Land(tasks[0]), buffer_id_);
-  EXPECT_EQ(Counter("kvpool_master_prefetch_fate_total",
-                    "fate=\"landed_after_get\""),
-            1u);
+  EXPECT_EQ(
+      Counter("kvpool_master_prefetch_fate_total", "fate=\"landed_after_get\""),
+      1u);
   // Not also counted as read from DRAM by a later get.
   ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());
-  EXPECT_EQ(Counter("kvpool_master_prefetch_fate_total",
-                    "fate=\"read_from_dram\""),
-            0u);
+  EXPECT_EQ(
+      Counter("kvpool_master_prefetch_fate_total", "fate=\"read_from_dram\""),
+      0u);
   EXPECT_EQ(Counter("kvpool_master_promotion_outcome_total",
                     "source=\"router\",result=\"landed\""),
             1u);

@@ -48,7 +48,8 @@ Status SsdTier::Start() {
   promotion_thread_ = std::thread([this] { PromotionLoop(); });
   eviction_thread_ = std::thread([this] { EvictionLoop(); });
   prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
-  if (config_.promotion_pull) pull_thread_ = std::thread([this] { PullLoop(); });
+  if (config_.promotion_pull)
+    pull_thread_ = std::thread([this] { PullLoop(); });
   spdlog::info("node {}: SSD tier at {} ({} objects, io_uring {})", node_id_,
                config_.ssd_offload_path, storage_->GetStats().records,
                storage_->io_uring_enabled() ? "on" : "off (pread fallback)");
@@ -145,9 +146,10 @@ void SsdTier::PullLoop() {
     if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
       // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
       // handing promotions over with the heartbeat. Nothing to pull, ever.
-      spdlog::warn("node {}: master has no PullPromotionTasks; promotions "
-                   "stay on the heartbeat",
-                   node_id_);
+      spdlog::warn(
+          "node {}: master has no PullPromotionTasks; promotions "
+          "stay on the heartbeat",
+          node_id_);
       std::lock_guard<std::mutex> lock(pull_mu_);
       pull_stats_.master_lacks_pull = true;
       return;
@@ -387,9 +389,9 @@ class PromotionReporter {
       reqs[i].set_task_id(tasks_[i].task_id());
       reqs[i].set_success(success_[i]);
       metrics_
-          ->GetCounter("kvpool_node_promotion_total",
-                       fmt::format("result=\"{}\"",
-                                   success_[i] ? "ok" : "failed"))
+          ->GetCounter(
+              "kvpool_node_promotion_total",
+              fmt::format("result=\"{}\"", success_[i] ? "ok" : "failed"))
           .Inc();
     }
     if (reqs.size() > 1 && batch_rpcs_->load()) {
@@ -428,8 +430,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     std::span<const rpc::PromotionTask> tasks) {
   const size_t n = tasks.size();
   std::vector<Status> out(n, Status::OK());
-  PromotionReporter reporter(master_, &metrics_, node_id_, tasks,
-                             &batch_rpcs_);
+  PromotionReporter reporter(master_, &metrics_, node_id_, tasks, &batch_rpcs_);
   // 1. Stage a DRAM replica for each key (the master picks where it lands):
   // one round trip for the batch when the master has the batch RPC.
   std::vector<rpc::PromotionAllocStartRequest> starts(n);
@@ -465,8 +466,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   }
   if (!done) {
     for (size_t i = 0; i < n; ++i) {
-      rpc_status[i] = master_->Call(&Stub::PromotionAllocStart, starts[i],
-                                    &staged_resp[i]);
+      rpc_status[i] =
+          master_->Call(&Stub::PromotionAllocStart, starts[i], &staged_resp[i]);
     }
   }
   std::vector<rpc::MemoryLocation> locs(n);
@@ -512,8 +513,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       out[i] = Status(ErrorCode::INVALID_REPLICA, "size changed");
       continue;
     }
-    if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
-                                          loc.length())) {
+    if (uint8_t* dst =
+            segments_->Resolve(loc.segment_id(), loc.offset(), loc.length())) {
       std::memcpy(dst, buffers[j]->data(), tasks[i].size());
     } else {
       std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),

@@ -47,7 +47,7 @@ struct ReplayOptions {
   // route->get window; with a buffer, it also sets how long a consumed block
   // holds buffer space (buffer >= rate x this lease x block).
   int64_t prefetch_lease_ms = 10000;
-  bool promotion_pull = false;      // holders' promotion pull thread
+  bool promotion_pull = false;       // holders' promotion pull thread
   int64_t promotion_read_batch = 1;  // SSD reads per promotion submission
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
