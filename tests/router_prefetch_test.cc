@@ -225,6 +225,34 @@ TEST_F(RouterPrefetchTest, BatchedChainUsesOneRoundTripPerStep) {
   EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 0u);
 }
 
+TEST_F(RouterPrefetchTest, RestartedHolderMountsItsBufferAndPullsAgain) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_buffer_size = 8ull << 20;
+  opts_.promotion_pull = true;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 2);
+  const uint64_t old_buffer = cluster_->node(0).buffer_segment_id();
+  ASSERT_TRUE(cluster_->RestartNode(0).ok());
+  // The SSD copies are registered again and a new buffer is mounted.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Tier(*client_, keys[0]) == "local_disk" &&
+               Tier(*client_, keys[1]) == "local_disk";
+      },
+      std::chrono::seconds(20)));
+  const uint64_t new_buffer = cluster_->node(0).buffer_segment_id();
+  EXPECT_NE(new_buffer, 0u);
+  EXPECT_NE(new_buffer, old_buffer);
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) EXPECT_EQ(s, S::kQueued);
+  ASSERT_TRUE(AllInMemory(keys));
+  for (const auto& k : keys) EXPECT_EQ(MemorySegment(k), new_buffer);
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+}
+
 TEST_F(RouterPrefetchTest, PullingHolderUnderAnOlderMasterUsesTheHeartbeat) {
   opts_.enable_prefetch_trigger = false;
   opts_.emulate_pre_prefetch_master = true;
