@@ -592,13 +592,12 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
                                                       uint64_t size) {
   const uint8_t* src = nullptr;
   uint64_t len = 0;
-  int64_t deadline = 0;
+  int64_t deadline = 0, margin = 0;
   {
     std::lock_guard<std::mutex> lock(state_->cache_mu);
     auto it = state_->cache.find(key);
     if (it == state_->cache.end()) return std::nullopt;
     State::CachedReply& c = it->second;
-    if (SteadyMs() + c.margin_ms >= c.deadline_ms) return std::nullopt;
     if (!c.resolved) {
       c.resolved = true;
       for (const auto& r : c.reply->replicas()) {
@@ -611,15 +610,22 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
     src = c.shm_src;
     len = c.reply->size();
     deadline = c.deadline_ms;
+    margin = c.margin_ms;
   }
+  // One clock read, after the copy: it alone decides whether the bytes can
+  // be trusted (the master keeps the range until the lease ends).
   std::memcpy(buf, src, len);
+  const int64_t now = SteadyMs();
+  if (now + margin >= deadline) {
+    // Near or past the end of the lease: the next get asks the master.
+    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    auto it = state_->cache.find(key);
+    if (it != state_->cache.end() && it->second.deadline_ms == deadline)
+      state_->cache.erase(it);
+    if (now > deadline) return std::nullopt;  // copy again, under a new lease
+  }
   state_->lease_cache_hits.fetch_add(1, std::memory_order_relaxed);
   state_->data.shm_bytes_read.fetch_add(len, std::memory_order_relaxed);
-  // Past the lease the master may have reused the range (LEASE_EXPIRED).
-  if (SteadyMs() > deadline) {
-    return Result<uint64_t>(Status(ErrorCode::LEASE_EXPIRED,
-                                   "lease expired before the copy completed"));
-  }
   return Result<uint64_t>(len);
 }
 
