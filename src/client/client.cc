@@ -542,45 +542,12 @@ std::vector<Result<uint64_t>> Client::ReadInto(
 std::vector<Result<uint64_t>> Client::BatchGetInto(
     const std::vector<std::string>& keys, const std::vector<void*>& bufs,
     const std::vector<uint64_t>& sizes) {
-  // Lease-cached same-host values first, with no per-call vectors beyond
-  // the result; the rest (if any) take the general path.
-  if (state_->config.lease_cache && bufs.size() == keys.size() &&
-      sizes.size() == keys.size()) {
-    std::vector<Result<uint64_t>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
-    std::vector<size_t> missed;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      std::optional<Result<uint64_t>> hit;
-      if (bufs[i] != nullptr && state_->Registered(bufs[i], sizes[i]))
-        hit = CachedShmRead(keys[i], bufs[i], sizes[i]);
-      if (hit) {
-        out[i] = std::move(*hit);
-      } else {
-        missed.push_back(i);
-      }
-    }
-    if (missed.empty()) return out;
-    std::vector<std::string_view> mk;
-    std::vector<void*> mb;
-    std::vector<uint64_t> ms;
-    for (size_t i : missed) {
-      mk.push_back(keys[i]);
-      mb.push_back(bufs[i]);
-      ms.push_back(sizes[i]);
-    }
-    auto rest = ReadInto(mk, mb, ms, true);
-    for (size_t j = 0; j < missed.size(); ++j)
-      out[missed[j]] = std::move(rest[j]);
-    return out;
-  }
   return ReadInto(std::vector<std::string_view>(keys.begin(), keys.end()), bufs,
                   sizes, true);
 }
 
 Result<uint64_t> Client::GetInto(std::string_view key, void* buf,
                                  uint64_t size) {
-  if (state_->config.lease_cache && buf != nullptr) {
-    if (auto r = CachedShmRead(key, buf, size)) return std::move(*r);
-  }
   return ReadInto({key}, {buf}, {size}, false)[0];
 }
 

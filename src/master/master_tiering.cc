@@ -550,8 +550,8 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
                     fmt::format("status=\"{}\"", status))
         .Inc();
   };
-  // Phase 1, read-only: classify every key without changing anything. Only
-  // keys with an SSD source go on to phase 2.
+  // Phase 1, read-only: classify every key without changing anything. Keys
+  // in DRAM (lease refresh) and keys with an SSD source go on to phase 2.
   std::vector<ObjectKeyView> views(keys.size());
   std::vector<size_t> candidates;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -564,9 +564,11 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     const ObjectMeta& m = it->second;
     if (m.HasCompleteMemory()) {
       out[i] = PrefetchStatus::kInMemory;
+      candidates.push_back(i);
     } else if (m.FirstCompleteDisk() == nullptr) {
       out[i] = PrefetchStatus::kNoLocalDisk;
     } else {
+      out[i] = PrefetchStatus::kQueued;  // provisional: decided in phase 2
       candidates.push_back(i);
     }
   }
@@ -583,6 +585,13 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     auto& shard = objects_.ShardFor(views[i]);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(views[i]);
+    if (out[i] == PrefetchStatus::kInMemory) {
+      // In DRAM at phase 1: IN_MEMORY, its lease refreshed.
+      if (it != shard.objects.end())
+        it->second.lease_deadline_ms =
+            std::max(it->second.lease_deadline_ms, lease);
+      continue;
+    }
     if (it == shard.objects.end()) {
       out[i] = PrefetchStatus::kNotFound;  // removed in between
       continue;
@@ -658,16 +667,6 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
       "IN_MEMORY",     "QUEUED",        "THROTTLED_WATERMARK",
       "THROTTLED_CAP", "NO_LOCAL_DISK", "NOT_FOUND"};
   for (PrefetchStatus st : out) count(kNames[static_cast<int>(st)]);
-  // IN_MEMORY refreshes the lease too (phase 1 only looked).
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (out[i] != PrefetchStatus::kInMemory) continue;
-    auto& shard = objects_.ShardFor(views[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(views[i]);
-    if (it != shard.objects.end())
-      it->second.lease_deadline_ms =
-          std::max(it->second.lease_deadline_ms, lease);
-  }
   return out;
 }
 
