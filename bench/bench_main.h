@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvpool {
 
@@ -13,6 +14,9 @@ struct BenchOptions {
   std::string svg_path;  // a chart of the same figures
   double seconds_per_case = 1.0;
   uint64_t objects = 1000000;
+  // transfer: value sizes and batch sizes to run (all by default).
+  std::vector<uint64_t> transfer_sizes = {64ull << 10, 1ull << 20, 4ull << 20};
+  std::vector<int> transfer_batches = {1, 16};
   uint64_t pressure_dram_bytes = 256ull << 20;
   std::string dir;  // scratch directory for SSD files (default /tmp)
 

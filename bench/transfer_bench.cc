@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -104,9 +105,19 @@ double Gbps(uint64_t bytes, double sec) {
 }  // namespace
 
 int RunTransferBench(const BenchOptions& opts) {
-  const std::vector<uint64_t> sizes = {64ull << 10, 1ull << 20, 4ull << 20};
-  const std::vector<int> batches = {1, 16};
-  const uint64_t max_bytes = 16 * (4ull << 20);
+  const std::vector<uint64_t>& sizes = opts.transfer_sizes;
+  const std::vector<int>& batches = opts.transfer_batches;
+  if (sizes.empty() || batches.empty()) {
+    std::fprintf(stderr, "error: no sizes or no batches to run\n");
+    return 1;
+  }
+  const uint64_t max_bytes =
+      *std::max_element(sizes.begin(), sizes.end()) *
+      uint64_t(*std::max_element(batches.begin(), batches.end()));
+  if (max_bytes > (512ull << 20)) {
+    std::fprintf(stderr, "error: size x batch above 512 MiB\n");
+    return 1;
+  }
 
   LocalClusterOptions lco;
   lco.num_nodes = 1;

@@ -120,6 +120,12 @@ int main(int argc, char** argv) {
   bench_transfer
       ->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
+  bench_transfer
+      ->add_option("--sizes", bench_opts.transfer_sizes, "value sizes (bytes)")
+      ->capture_default_str();
+  bench_transfer
+      ->add_option("--batches", bench_opts.transfer_batches, "batch sizes")
+      ->capture_default_str();
   auto* bench_master =
       bench->add_subcommand("master", "tier lookups/s and bytes per object");
   bench_master->add_option("--json", bench_opts.json_path,
@@ -224,6 +230,19 @@ int main(int argc, char** argv) {
                       "bytes stored per size");
   bench_ssd->add_option("--rounds", ssd_opts.rounds, "alternations per case")
       ->capture_default_str();
+  bench_ssd
+      ->add_option("--sizes", ssd_opts.object_sizes, "object sizes (bytes)")
+      ->capture_default_str();
+  bench_ssd->add_option("--depths", ssd_opts.depths, "queue depths")
+      ->capture_default_str();
+  bench_ssd
+      ->add_option("--io_backend", ssd_opts.io_backend,
+                   "FileStorage I/O: auto, io_uring or pread")
+      ->capture_default_str();
+  bench_ssd->add_flag("--huge_page_dest", ssd_opts.huge_page_dest,
+                      "read into memory advised MADV_HUGEPAGE");
+  bench_ssd->add_flag("--keep_files", ssd_opts.keep_files,
+                      "leave the stores in --dir for inspection");
 
   auto replay_cmd = kvpool::AddReplayCommand(app);
 

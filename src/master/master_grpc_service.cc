@@ -388,14 +388,61 @@ grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchQueryReadOnly(
-    grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+// Request and reply of one tier lookup on one arena: a batch of 128 keys is
+// otherwise some 500 small heap allocations (key strings, items, replica
+// descriptors) made and freed per call.
+class MasterGrpcService::ArenaAllocator final
+    : public grpc::MessageAllocator<rpc::BatchKeyRequest,
+                                    rpc::BatchQueryReadOnlyResponse> {
+ public:
+  grpc::MessageHolder<rpc::BatchKeyRequest, rpc::BatchQueryReadOnlyResponse>*
+  AllocateMessages() override {
+    return new Holder();
+  }
+
+ private:
+  class Holder final
+      : public grpc::MessageHolder<rpc::BatchKeyRequest,
+                                   rpc::BatchQueryReadOnlyResponse> {
+   public:
+    Holder() : arena_(Options()) {
+      set_request(google::protobuf::Arena::CreateMessage<rpc::BatchKeyRequest>(
+          &arena_));
+      set_response(google::protobuf::Arena::CreateMessage<
+                   rpc::BatchQueryReadOnlyResponse>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    static google::protobuf::ArenaOptions Options() {
+      google::protobuf::ArenaOptions o;
+      o.start_block_size = 32 << 10;
+      o.max_block_size = 1 << 20;
+      return o;
+    }
+    google::protobuf::Arena arena_;
+  };
+};
+
+MasterGrpcService::MasterGrpcService(MasterService* service)
+    : svc_(service),
+      query_keys_(&service->metrics().GetCounter(
+          "kvpool_master_query_keys_total", "", "keys looked up read-only")),
+      query_allocator_(std::make_unique<ArenaAllocator>()) {
+  SetMessageAllocatorFor_BatchQueryReadOnly(query_allocator_.get());
+}
+
+MasterGrpcService::~MasterGrpcService() = default;
+
+grpc::ServerUnaryReactor* MasterGrpcService::BatchQueryReadOnly(
+    grpc::CallbackServerContext* ctx, const rpc::BatchKeyRequest* req,
     rpc::BatchQueryReadOnlyResponse* resp) {
-  if (req->keys_size() > kMaxBatch) return TooLarge();
-  svc_->metrics()
-      .GetCounter("kvpool_master_query_keys_total", "",
-                  "keys looked up read-only")
-      .Inc(static_cast<uint64_t>(req->keys_size()));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (req->keys_size() > kMaxBatch) {
+    reactor->Finish(TooLarge());
+    return reactor;
+  }
+  query_keys_->Inc(static_cast<uint64_t>(req->keys_size()));
   BatchQueryResult batch;
   batch.replicas.reserve(static_cast<size_t>(req->keys_size()));
   svc_->QueryReadOnlyBatch(req->tenant(), req->keys(), &batch);
@@ -439,7 +486,8 @@ grpc::Status MasterGrpcService::BatchQueryReadOnly(
       }
     }
   }
-  return grpc::Status::OK;
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::Status MasterGrpcService::GetClusterStats(

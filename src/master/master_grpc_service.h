@@ -3,6 +3,8 @@
 #ifndef KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
 #define KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
 
+#include <memory>
+
 #include "kvpool.grpc.pb.h"
 #include "master/master_service.h"
 
@@ -11,9 +13,16 @@ namespace kvpool {
 // Fills a protobuf replica descriptor (shared with the client side).
 void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out);
 
-class MasterGrpcService final : public rpc::MasterService::Service {
+// The tier lookup (BatchQueryReadOnly) is the one hot read-only RPC a router
+// calls per request: it runs on gRPC's callback API, inline on the thread
+// that read the request, with request and reply on one arena. Every other
+// method is an ordinary synchronous handler.
+class MasterGrpcService final
+    : public rpc::MasterService::WithCallbackMethod_BatchQueryReadOnly<
+          rpc::MasterService::Service> {
  public:
-  explicit MasterGrpcService(MasterService* service) : svc_(service) {}
+  explicit MasterGrpcService(MasterService* service);
+  ~MasterGrpcService() override;
 
   grpc::Status MountSegment(grpc::ServerContext*,
                             const rpc::MountSegmentRequest*,
@@ -58,9 +67,9 @@ class MasterGrpcService final : public rpc::MasterService::Service {
                       rpc::KeyStatus*) override;
   grpc::Status RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest*,
                          rpc::RemoveAllResponse*) override;
-  grpc::Status BatchQueryReadOnly(grpc::ServerContext*,
-                                  const rpc::BatchKeyRequest*,
-                                  rpc::BatchQueryReadOnlyResponse*) override;
+  grpc::ServerUnaryReactor* BatchQueryReadOnly(
+      grpc::CallbackServerContext*, const rpc::BatchKeyRequest*,
+      rpc::BatchQueryReadOnlyResponse*) override;
   grpc::Status GetClusterStats(grpc::ServerContext*,
                                const rpc::ClusterStatsRequest*,
                                rpc::ClusterStatsResponse*) override;
@@ -91,6 +100,9 @@ class MasterGrpcService final : public rpc::MasterService::Service {
   void DoGet(const std::string& tenant, const std::string& key,
              rpc::GetReplicaListResponse* resp);
   MasterService* svc_;
+  Counter* query_keys_;
+  class ArenaAllocator;
+  std::unique_ptr<ArenaAllocator> query_allocator_;
 };
 
 }  // namespace kvpool

@@ -134,7 +134,7 @@ ReplicaDesc MasterService::Describe(const Replica& r, uint64_t size) const {
   return d;
 }
 
-void MasterService::ReleaseReplicas(const std::vector<Replica>& replicas,
+void MasterService::ReleaseReplicas(std::span<const Replica> replicas,
                                     int64_t not_before_ms) {
   int64_t now = clock_->NowMs();
   for (const auto& r : replicas) {
@@ -430,6 +430,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   } else {
     shard.objects.emplace(okey, std::move(meta));
   }
+  shard.pending_puts.insert(okey);
   CountResult("puts", ErrorCode::OK);
   // Wake the eviction thread as soon as the watermark is crossed instead of
   // waiting for its next tick, so puts rarely have to evict synchronously.
@@ -468,6 +469,7 @@ Status MasterService::PutEnd(const std::string& tenant,
     if (config_.enable_offload && !config_.offload_on_evict) {
       QueueOffload(shard, ins->first, ins->second);
     }
+    ForgetPendingPut(shard, okey);
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -482,6 +484,7 @@ Status MasterService::PutEnd(const std::string& tenant,
     // poll), so the SSD copy usually exists before eviction needs it.
     QueueOffload(shard, it->first, it->second);
   }
+  ForgetPendingPut(shard, okey);
   return Status::OK();
 }
 
@@ -497,6 +500,7 @@ Status MasterService::PutRevoke(const std::string& tenant,
   if (up != shard.upserts.end()) {
     ReleaseReplicas(up->second.replicas, 0);
     shard.upserts.erase(up);
+    ForgetPendingPut(shard, okey);
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -510,7 +514,16 @@ Status MasterService::PutRevoke(const std::string& tenant,
   }),
                   0);
   if (reps.empty()) shard.objects.erase(it);
+  ForgetPendingPut(shard, okey);
   return Status::OK();
+}
+
+void MasterService::ForgetPendingPut(Shard& shard, const ObjectKeyView& okey) {
+  if (shard.upserts.count(okey)) return;
+  auto it = shard.objects.find(okey);
+  if (it != shard.objects.end() && it->second.HasProcessing()) return;
+  auto p = shard.pending_puts.find(okey);
+  if (p != shard.pending_puts.end()) shard.pending_puts.erase(p);
 }
 
 // --------------------------------------------------------------------- get
@@ -881,28 +894,30 @@ void MasterService::Housekeep() {
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto* table : {&shard.objects, &shard.upserts}) {
-      const bool is_objects = table == &shard.objects;
-      for (auto it = table->begin(); it != table->end();) {
+    for (auto key = shard.pending_puts.begin();
+         key != shard.pending_puts.end();) {
+      bool still_pending = false;
+      for (auto* table : {&shard.objects, &shard.upserts}) {
+        auto it = table->find(*key);
+        if (it == table->end() || !it->second.HasProcessing()) continue;
         ObjectMeta& m = it->second;
-        if (!m.HasProcessing() || now - m.last_access_ms < release_ms) {
-          ++it;
+        if (now - m.last_access_ms < release_ms) {
+          still_pending = true;
           continue;
         }
-        auto& reps = m.replicas;
         ReleaseReplicas(m.TakeReplicas([](const Replica& r) {
           return r.status == ReplicaStatus::kProcessing;
         }),
                         0);
         ++reclaimed;
-        if (!reps.empty()) {
-          ++it;
-        } else if (is_objects) {
-          it = EraseObject(shard, it, 0);
+        if (!m.replicas.empty()) continue;
+        if (table == &shard.objects) {
+          EraseObject(shard, it, 0);
         } else {
-          it = table->erase(it);
+          table->erase(it);
         }
       }
+      key = still_pending ? std::next(key) : shard.pending_puts.erase(key);
     }
   }
   if (reclaimed) {

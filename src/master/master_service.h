@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -275,11 +276,14 @@ class MasterService {
                 BatchQueryResult* out) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
-  void ReleaseReplicas(const std::vector<Replica>& replicas,
+  void ReleaseReplicas(std::span<const Replica> replicas,
                        int64_t not_before_ms);
   // Erases an object and everything hanging off it (promotion entry,
   // pending offload), keeping ranges that someone may still touch until
   // it is safe. Returns the iterator past it.
+  // Drops `okey` from shard.pending_puts once no put of it is in progress.
+  // Caller holds shard.mu.
+  void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey);
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);

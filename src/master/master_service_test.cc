@@ -329,6 +329,33 @@ TEST_F(MasterServiceTest, AbandonedPutIsDiscardedThenReleased) {
   EXPECT_EQ(svc_->Stats().objects, 0u);
 }
 
+// The reclaim pass visits only keys that got a PROCESSING replica; an
+// abandoned upsert is released while the value it would have replaced stays,
+// and finished puts are left alone.
+TEST_F(MasterServiceTest, AbandonedUpsertIsReleasedOldValueStays) {
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put("done", 4096).ok());
+  ASSERT_TRUE(Put("old", 4096).ok());
+  PutOptions up;
+  up.upsert = true;
+  ASSERT_TRUE(svc_->PutStart("", "old", 8192, up).ok());
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 16384u);
+  clock_.Advance(config_.put_start_release_timeout_sec * 1000 + 1);
+  ASSERT_TRUE(svc_->Heartbeat("a").ok());
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 8192u);
+  EXPECT_EQ(svc_->Stats().objects, 2u);
+  auto old = svc_->GetReplicaList("", "old");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->size, 4096u);
+  // A later pass finds nothing left to reclaim.
+  clock_.Advance(2000);
+  ASSERT_TRUE(svc_->Heartbeat("a").ok());
+  svc_->Housekeep();
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 8192u);
+  EXPECT_TRUE(svc_->GetReplicaList("", "done").ok());
+}
+
 TEST_F(MasterServiceTest, PutRevokeLeavesNothing) {
   Mount("a", 1 << 20);
   ASSERT_TRUE(svc_->PutStart("", "k", 4096, {}).ok());

@@ -13,7 +13,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
+
+#include <absl/container/inlined_vector.h>
 
 namespace kvpool {
 
@@ -29,6 +32,7 @@ struct Replica {
   ReplicaStatus status = ReplicaStatus::kProcessing;
 };
 static_assert(sizeof(Replica) == 24);
+using ReplicaList = absl::InlinedVector<Replica, 2>;
 
 struct ObjectMeta {
   uint64_t size = 0;
@@ -47,7 +51,10 @@ struct ObjectMeta {
   // Its DRAM replica came from a prefetch and no get has read it yet: the
   // fate of the prefetch is counted when it is read, evicted or removed.
   bool prefetched_unread = false;
-  std::vector<Replica> replicas;
+  // Inline room for a MEMORY and a LOCAL_DISK replica: a lookup reads the
+  // replicas from the node itself instead of following a pointer to the heap
+  // (one cache miss fewer per key on a large table).
+  ReplicaList replicas;
 
   bool SoftPinned(int64_t now) const { return soft_pin_deadline_ms > now; }
   bool HasCompleteMemory() const {
@@ -190,6 +197,11 @@ class ObjectStore {
         promotions;
     std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq>
         offloads;
+    // Keys that got a PROCESSING replica from PutStart (in `objects` or
+    // `upserts`), so that the reclaim of abandoned puts visits these and not
+    // every object. A key may stay here after its put ended; the next
+    // reclaim pass drops it.
+    std::unordered_set<ObjectKey, ObjectKeyHash, ObjectKeyEq> pending_puts;
   };
 
   Shard& ShardFor(const ObjectKey& k) {
