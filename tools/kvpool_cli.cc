@@ -239,8 +239,9 @@ int main(int argc, char** argv) {
       ->add_option("--io_backend", ssd_opts.io_backend,
                    "FileStorage I/O: auto, io_uring or pread")
       ->capture_default_str();
-  bench_ssd->add_flag("--huge_page_dest", ssd_opts.huge_page_dest,
-                      "read into memory advised MADV_HUGEPAGE");
+  bench_ssd->add_flag("--small_pages{false}", ssd_opts.huge_page_dest,
+                      "both sides read into 4 KiB pages instead of memory "
+                      "advised MADV_HUGEPAGE");
   bench_ssd->add_flag("--keep_files", ssd_opts.keep_files,
                       "leave the stores in --dir for inspection");
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "storage/file_storage.h"
 #include "storage/storage_test_util.h"
 
@@ -71,6 +73,39 @@ TEST_P(CorruptionTest, ChecksumMessageSaysWhy) {
   EXPECT_EQ(r.code(), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_NE(r.status().message().find("checksum"), std::string::npos)
       << r.status().message();
+}
+
+// In a batch the values are verified by the verify pool (or, with no pool
+// threads, by the reading thread): a damaged one is still a clean miss and
+// its neighbours in the batch are read whole.
+TEST_P(CorruptionTest, DamageInABatchIsFoundWithAndWithoutVerifyThreads) {
+  for (unsigned threads : {0u, 1u, 3u}) {
+    SCOPED_TRACE(fmt::format("ssd_verify_threads={}", threads));
+    testing::TempDir dir;
+    FileStorageConfig c = Config();
+    c.ssd_dir = dir.path();
+    c.ssd_verify_threads = threads;
+    const uint64_t b = WriteThree(c);
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    FlipByte(dir.path() + "/" + SegmentFileName(1), b + kBlockSize + 4000);
+    AlignedBuffer bufs[3] = {AlignedBuffer(6000), AlignedBuffer(50000),
+                             AlignedBuffer(7000)};
+    auto r = fs->BatchRead({ReadItem{"t", "a", bufs[0].data(), 6000},
+                            ReadItem{"t", "b", bufs[1].data(), 50000},
+                            ReadItem{"t", "c", bufs[2].data(), 7000}});
+    ASSERT_EQ(r.size(), 3u);
+    ASSERT_TRUE(r[0].ok());
+    EXPECT_EQ(*r[0], 6000u);
+    EXPECT_EQ(r[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+    ASSERT_TRUE(r[2].ok());
+    EXPECT_EQ(*r[2], 7000u);
+    EXPECT_TRUE(std::equal(bufs[0].data(), bufs[0].data() + 6000,
+                           Pattern(6000, 1).begin()));
+    EXPECT_TRUE(std::equal(bufs[2].data(), bufs[2].data() + 7000,
+                           Pattern(7000, 3).begin()));
+    EXPECT_EQ(fs->GetStats().corrupt_reads, 1u);
+  }
 }
 
 TEST_P(CorruptionTest, DamageFoundAtRestartIsSkippedAndCounted) {

@@ -89,6 +89,9 @@ Status FileStorageConfig::Validate() const {
     return bad("ssd_gc_dead_ratio must be in (0, 1]");
   }
   if (ssd_gc_interval_ms < 0) return bad("ssd_gc_interval_ms is negative");
+  if (ssd_verify_threads > 64) {
+    return bad("ssd_verify_threads must be at most 64");
+  }
   if (ssd_io_queue_depth == 0 || ssd_io_rings == 0) {
     return bad("ssd_io_queue_depth and ssd_io_rings must be positive");
   }
@@ -115,7 +118,10 @@ struct FileStorage::PendingRecord {
   }
 };
 
-FileStorage::FileStorage(const FileStorageConfig& config) : config_(config) {}
+FileStorage::FileStorage(const FileStorageConfig& config)
+    : config_(config),
+      verify_pool_(
+          std::make_unique<storage::VerifyPool>(config.ssd_verify_threads)) {}
 
 FileStorage::~FileStorage() {
   {
@@ -496,7 +502,8 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
     uint64_t direct = 0;  // bytes read straight into dest
     size_t first_req = 0;
     size_t pieces = 0;
-    size_t hashed = 0;  // pieces hashed so far, in order
+    size_t hashed = 0;         // pieces hashed so far, in order
+    size_t arrived_count = 0;  // pieces arrived (when the pool hashes)
     std::vector<bool> arrived;
     std::unique_ptr<storage::DataHasher> hasher;
     std::string io_error;  // first failed request, if any
@@ -579,6 +586,11 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
         p.hasher->Update(p.bounce.data() + (from - p.direct), b - from);
       }
     };
+    // A lone value is hashed here piece by piece, overlapping its own I/O;
+    // the values of a batch are handed whole to the verify pool as they
+    // complete, so that another core hashes while this one reaps.
+    const bool use_pool = plans.size() > 1 && verify_pool_->threads() > 0;
+    storage::VerifyPool::Group verify(verify_pool_.get());
     io_->Submit(reqs, [&](size_t r) {
       Plan& p = plans[owner[r]];
       const uint64_t want = reqs[r].length();
@@ -588,12 +600,21 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
       }
       if (p.pieces == 0 || !p.io_error.empty()) return;
       p.arrived[r - p.first_req] = true;
+      if (use_pool) {
+        if (++p.arrived_count < p.pieces) return;
+        verify.Run([&p, &hash_range] {
+          hash_range(p, 0, p.entry.value_len);
+          p.hashed = p.pieces;
+        });
+        return;
+      }
       while (p.hashed < p.pieces && p.arrived[p.hashed]) {
         const uint64_t a = p.hashed * piece;
         hash_range(p, a, std::min(p.entry.value_len, a + piece));
         ++p.hashed;
       }
     });
+    verify.Wait();
 
     std::vector<size_t> retry;
     for (Plan& p : plans) {

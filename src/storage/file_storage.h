@@ -27,6 +27,7 @@
 #include "kvpool/status.h"
 #include "storage/io_backend.h"
 #include "storage/storage_index.h"
+#include "storage/verify_pool.h"
 
 namespace kvpool {
 
@@ -49,6 +50,9 @@ struct FileStorageConfig {
   SsdIoBackend ssd_io_backend = SsdIoBackend::kAuto;
   unsigned ssd_io_queue_depth = 64;  // requests in flight per ring
   unsigned ssd_io_rings = 4;         // concurrent batches before waiting
+  // Threads that verify the checksums of a multi-value batch read while its
+  // later values are still arriving (0 = the reading thread hashes alone).
+  unsigned ssd_verify_threads = 1;
   // Check every value's checksum during the start-up scan (reads every
   // byte); when false only headers are checked and damage in a value is
   // found by the read that meets it.
@@ -169,6 +173,7 @@ class FileStorage {
 
   const FileStorageConfig config_;
   std::unique_ptr<storage::IoBackend> owned_io_;
+  std::unique_ptr<storage::VerifyPool> verify_pool_;
   storage::IoBackend* io_ = nullptr;
   storage::StorageIndex index_;
   std::atomic<uint64_t> next_seq_{1};

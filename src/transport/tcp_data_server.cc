@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "storage/aligned_buffer.h"
 #include "transport/wire_format.h"
 
 namespace kvpool {
@@ -627,8 +628,9 @@ void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
   // Reuse the session's buffer: a fresh allocation of this size is a fresh
   // mmap, and faulting its pages in costs more than the read on some VMs.
   if (!st.ssd_buffer || st.ssd_buffer_capacity < size) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, wire::kSsdReadAlign, size) != 0) {
+    static_assert(storage::kBlockSize % wire::kSsdReadAlign == 0);
+    void* p = storage::AllocateIoMemory(size);
+    if (p == nullptr) {
       spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
                     node_id_, size);
       for (KeyReadOp& op : st.key_ops) op.result = ErrorCode::INTERNAL_ERROR;
