@@ -306,6 +306,43 @@ TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {
 namespace kvpool {
 namespace {
 
+// The lease-cached BatchGetInto remembers, per thread, the registered region
+// it last found; unregistering (or registering another) buffer must end that
+// memo at once, for this client and never for another one.
+TEST(ClusterLeaseCache, UnregisteredBufferIsRefusedAfterCachedGets) {
+  LocalCluster cluster(LocalClusterOptions{});
+  ASSERT_TRUE(cluster.Start().ok());
+  ClientConfig cfg;
+  cfg.lease_cache = true;
+  cfg.transport = TransportMode::kShm;
+  auto c = cluster.NewClient(cfg).value();
+  auto other = cluster.NewClient(cfg).value();
+  ASSERT_TRUE(c->Put("k", std::string(4096, 'z')).ok());
+  ASSERT_TRUE(other->Put("k2", std::string(4096, 'y')).ok());
+  std::vector<char> buf(8192);
+  ASSERT_TRUE(c->RegisterBuffer(buf.data(), buf.size()).ok());
+  for (int i = 0; i < 3; ++i) {  // the second and third are lease-cached
+    auto r = c->BatchGetInto({"k"}, {buf.data()}, {buf.size()});
+    ASSERT_TRUE(r[0].ok()) << r[0].status().ToString();
+    EXPECT_EQ(*r[0], 4096u);
+    EXPECT_EQ(buf[4095], 'z');
+  }
+  EXPECT_GE(c->counters().lease_cache_hits, 1u);
+  // Another client never inherits this thread's memo of c's region.
+  EXPECT_EQ(other->BatchGetInto({"k2"}, {buf.data()}, {buf.size()})[0].code(),
+            ErrorCode::INVALID_PARAMS);
+  ASSERT_TRUE(c->UnregisterBuffer(buf.data()).ok());
+  EXPECT_EQ(c->BatchGetInto({"k"}, {buf.data()}, {buf.size()})[0].code(),
+            ErrorCode::INVALID_PARAMS);
+  ASSERT_TRUE(c->RegisterBuffer(buf.data(), buf.size()).ok());
+  EXPECT_TRUE(c->BatchGetInto({"k"}, {buf.data()}, {buf.size()})[0].ok());
+  // A region smaller than the get is refused even inside a known buffer.
+  ASSERT_TRUE(c->UnregisterBuffer(buf.data()).ok());
+  ASSERT_TRUE(c->RegisterBuffer(buf.data(), 1024).ok());
+  EXPECT_EQ(c->BatchGetInto({"k"}, {buf.data()}, {buf.size()})[0].code(),
+            ErrorCode::INVALID_PARAMS);
+}
+
 TEST(ClusterLeaseCache, RepeatedGetsSkipTheMasterWithinTheLease) {
   LocalClusterOptions o;
   o.default_kv_lease_ttl = 400;

@@ -51,6 +51,11 @@ int main(int argc, char** argv) {
   app.add_option("--ssd_io_backend", c.ssd_io_backend,
                  "auto, io_uring or pread")
       ->capture_default_str();
+  app.add_option("--ssd_verify_threads", c.ssd_verify_threads,
+                 "threads that verify the checksums of multi-value SSD reads "
+                 "while later values arrive (0 = the reading thread alone)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   kvpool::AddSizeFlag(app, "--prefetch_buffer_segment",
                       &c.prefetch_buffer_segment,
                       "bytes of the PREFETCH_BUFFER segment for router "

@@ -107,6 +107,7 @@ Status Node::Start() {
     sc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
     sc.ssd_eviction_interval_ms = config_.ssd_eviction_interval_ms;
     sc.ssd_io_backend = config_.ssd_io_backend;
+    sc.ssd_verify_threads = config_.ssd_verify_threads;
     sc.promotion_pull = config_.promotion_pull;
     sc.promotion_pull_interval_ms = config_.promotion_pull_interval_ms;
     sc.promotion_max_per_pull = size_t(config_.promotion_max_per_pull);

@@ -29,6 +29,8 @@ struct NodeConfig {
   int64_t ssd_gc_interval_ms = 1000;
   int64_t ssd_eviction_interval_ms = 500;
   std::string ssd_io_backend = "auto";  // auto, io_uring, pread
+  // Threads that verify checksums of multi-value SSD reads (0 = the reader).
+  unsigned ssd_verify_threads = 1;
   // ---- router-triggered prefetch (shared/seeds/rfc-router-prefetch-*) ----
   // Bytes of a second DRAM segment of kind PREFETCH_BUFFER where router
   // promotions from this holder's SSD land (0 = none).

@@ -31,6 +31,7 @@ Status SsdTier::Start() {
   fc.ssd_capacity_bytes = config_.ssd_capacity_bytes;
   fc.segment_file_size = config_.ssd_segment_file_size;
   fc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
+  fc.ssd_verify_threads = config_.ssd_verify_threads;
   if (config_.ssd_io_backend == "pread") {
     fc.ssd_io_backend = SsdIoBackend::kPread;
   } else if (config_.ssd_io_backend == "io_uring") {

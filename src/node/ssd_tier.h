@@ -41,6 +41,7 @@ struct SsdTierConfig {
   int64_t ssd_gc_interval_ms = 1000;
   int64_t ssd_eviction_interval_ms = 500;
   std::string ssd_io_backend = "auto";  // auto, io_uring, pread
+  unsigned ssd_verify_threads = 1;      // FileStorageConfig's
   size_t offload_batch = 64;
   // The router-prefetch RFC's promotion pull thread (off: promotions ride
   // the long-poll heartbeat). Every promotion_pull_interval_ms it takes at
