@@ -1641,6 +1641,36 @@ TEST_F(TcpDataPlaneTest, ConcurrentClientsFromManyThreads) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << t;
 }
 
+// Connections are spread over the I/O threads, one context each: every
+// thread must serve the connections it is given, also after all of its
+// earlier ones have closed (an idle context must not stop running).
+TEST_F(TcpDataPlaneTest, EveryIoThreadServesItsConnections) {
+  constexpr int kIoThreads = 3;
+  auto server = StartServer(TcpDataServerOptions{.io_threads = kIoThreads},
+                            nullptr, nullptr);
+  const std::string endpoint = EndpointOf(server->port());
+  TcpDataClientOptions quick;
+  quick.io_timeout = std::chrono::milliseconds(3000);
+  for (int wave = 0; wave < 2; ++wave) {
+    // Each client holds its own connection: kIoThreads * 2 of them land on
+    // every context twice.
+    std::vector<std::unique_ptr<TcpDataClient>> clients;
+    for (int i = 0; i < kIoThreads * 2; ++i) {
+      clients.push_back(std::make_unique<TcpDataClient>(quick));
+      ExpectRoundTrip(*clients.back(), uint64_t(i) * 4096,
+                      RandomBytes(3000 + i, uint32_t(wave * 100 + i)),
+                      endpoint);
+    }
+    // And all of them again, interleaved, while every connection is open.
+    for (int i = 0; i < kIoThreads * 2; ++i) {
+      ExpectRoundTrip(*clients[i], uint64_t(i) * 4096,
+                      RandomBytes(5000, uint32_t(wave * 100 + 50 + i)),
+                      endpoint);
+    }
+  }  // the clients close their connections before the next wave
+  EXPECT_EQ(server->stats().bad_frames.load(), 0u);
+}
+
 TEST_F(TcpDataPlaneTest, StopWhileClientsAreConnectedCompletes) {
   TcpDataClient client;
   ExpectRoundTrip(client, 0, RandomBytes(100, 14));
