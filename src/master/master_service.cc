@@ -213,7 +213,11 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
     for (auto it = shard.upserts.begin(); it != shard.upserts.end();) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
-      it = reps.empty() ? shard.upserts.erase(it) : std::next(it);
+      if (reps.empty()) {
+        shard.upserts.erase(it++);  // absl: other iterators stay valid
+      } else {
+        ++it;
+      }
     }
     for (auto it = shard.objects.begin(); it != shard.objects.end();) {
       auto& reps = it->second.replicas;
@@ -625,6 +629,31 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
     }
   }
   out->items.push_back(item);
+}
+
+void MasterService::PrefetchSlot(int64_t tenant_id,
+                                 std::string_view key) const {
+  if (tenant_id < 0 || key.empty() || key.size() > kMaxKeyLength) return;
+  ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
+  auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
+  // Under the lock: the table's arrays may be reallocated by a writer.
+  std::lock_guard<std::mutex> lock(shard.mu);
+  shard.objects.prefetch(view);
+}
+
+void MasterService::PrefetchNode(int64_t tenant_id,
+                                 std::string_view key) const {
+  if (tenant_id < 0 || key.empty() || key.size() > kMaxKeyLength) return;
+  ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
+  auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.objects.find(view);
+  if (it == shard.objects.end()) return;
+  // The key, the fields QueryOne reads and the inline replicas.
+  const char* node = reinterpret_cast<const char*>(&*it);
+  for (size_t off = 0; off < sizeof(*it); off += 64) {
+    __builtin_prefetch(node + off);
+  }
 }
 
 QueryResult MasterService::QueryReadOnly(const std::string& tenant,

@@ -274,6 +274,12 @@ class MasterService {
   ReplicaDesc Describe(const Replica& r, uint64_t size) const;
   void QueryOne(int64_t tenant_id, std::string_view key, int64_t now,
                 BatchQueryResult* out) const;
+  // The two stages that run ahead of QueryOne in a batch: pull into the
+  // cache the table's control bytes and slot for `key` (stage 1), then the
+  // object's node (stage 2), so that by the time QueryOne reaches the key its
+  // DRAM misses have overlapped those of other keys.
+  void PrefetchSlot(int64_t tenant_id, std::string_view key) const;
+  void PrefetchNode(int64_t tenant_id, std::string_view key) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
   void ReleaseReplicas(std::span<const Replica> replicas,
@@ -348,8 +354,25 @@ void MasterService::QueryReadOnlyBatch(const std::string& tenant,
   int64_t tid =
       tenants_.Lookup(tenant.empty() ? std::string(kDefaultTenant) : tenant);
   int64_t now = clock_->NowMs();
-  out->items.reserve(out->items.size() + static_cast<size_t>(keys.size()));
-  for (const auto& k : keys) QueryOne(tid, k, now, out);
+  const size_t n = static_cast<size_t>(keys.size());
+  out->items.reserve(out->items.size() + n);
+  // Key i is looked up while key i+kAhead's node and key i+2*kAhead's slot
+  // are on their way: at a million objects a lookup is about three DRAM
+  // misses in a row, and one at a time they bound the master's rate.
+  constexpr size_t kAhead = 4;
+  if (n > 1) {
+    for (size_t j = 0; j < std::min(n, 2 * kAhead); ++j) {
+      PrefetchSlot(tid, keys[j]);
+      if (j < kAhead) PrefetchNode(tid, keys[j]);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 1) {
+      if (i + 2 * kAhead < n) PrefetchSlot(tid, keys[i + 2 * kAhead]);
+      if (i + kAhead < n) PrefetchNode(tid, keys[i + kAhead]);
+    }
+    QueryOne(tid, keys[i], now, out);
+  }
 }
 
 }  // namespace kvpool

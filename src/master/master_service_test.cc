@@ -182,6 +182,48 @@ TEST_F(MasterServiceTest, QueryReadOnlyHasNoSideEffects) {
   EXPECT_EQ(svc_->QueryReadOnly("", "k").code, ErrorCode::OBJECT_NOT_FOUND);
 }
 
+// A batch is looked up with stages running a few keys ahead (prefetching);
+// every item must still be exactly what a lone lookup of its key returns,
+// for present, absent, invalid and repeated keys, at any batch length.
+TEST_F(MasterServiceTest, BatchLookupMatchesLoneLookups) {
+  Mount("a", 64 << 20);
+  Mount("b", 64 << 20);
+  for (int i = 0; i < 200; ++i) {
+    if (i % 3 == 0) continue;  // absent
+    ASSERT_TRUE(Put("k" + std::to_string(i), 100 + i,
+                    [&] {
+                      PutOptions o;
+                      o.replica_num = 1 + i % 2;
+                      return o;
+                    }())
+                    .ok());
+  }
+  ASSERT_EQ(svc_->GetReplicaList("", "k4").status().code(), ErrorCode::OK);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 200; ++i) keys.push_back("k" + std::to_string(i));
+  keys.push_back("");                                   // invalid
+  keys.push_back(std::string(kMaxKeyLength + 1, 'x'));  // invalid
+  keys.push_back("k4");                                 // repeated
+  for (size_t len : {size_t{1}, size_t{2}, size_t{5}, size_t{9}, keys.size()}) {
+    std::vector<std::string_view> batch(keys.begin(), keys.begin() + len);
+    BatchQueryResult out;
+    svc_->QueryReadOnlyBatch("", batch, &out);
+    ASSERT_EQ(out.items.size(), len);
+    for (size_t i = 0; i < len; ++i) {
+      const QueryResult lone = svc_->QueryReadOnly("", keys[i]);
+      const QueryItem& item = out.items[i];
+      EXPECT_EQ(item.code, lone.code) << keys[i];
+      EXPECT_EQ(item.size, lone.size) << keys[i];
+      EXPECT_EQ(item.lease_remaining_ms, lone.lease_remaining_ms) << keys[i];
+      ASSERT_EQ(item.num_replicas, lone.replicas.size()) << keys[i];
+    }
+  }
+  EXPECT_EQ(svc_->QueryReadOnly("", "").code, ErrorCode::INVALID_KEY);
+  EXPECT_EQ(svc_->QueryReadOnly("", "k3").code, ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->QueryReadOnly("", "k5").replicas.size(), 2u);
+  EXPECT_GT(svc_->QueryReadOnly("", "k4").lease_remaining_ms, 0);
+}
+
 TEST_F(MasterServiceTest, EvictionIsLruAndSkipsLeasedAndPinned) {
   Mount("a", 100 * 1024);
   // 10 objects of 9 KiB = 90 KiB: at the watermark.

@@ -25,7 +25,10 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   if (shard.promotions.count(kv)) CancelPromotion(shard, kv);
   CountPrefetchFate(it->second, "removed_unread");
   ReleaseReplicas(it->second.replicas, not_before_ms);
-  return shard.objects.erase(it);
+  // absl's erase(iterator) returns nothing; it leaves other iterators valid.
+  auto next = std::next(it);
+  shard.objects.erase(it);
+  return next;
 }
 
 bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,

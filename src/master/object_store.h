@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <absl/container/inlined_vector.h>
+#include <absl/container/node_hash_map.h>
 
 namespace kvpool {
 
@@ -187,11 +188,15 @@ class ObjectStore {
   static constexpr size_t kShards = 1024;
   struct Shard {
     std::mutex mu;
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
+    // Node-based (an ObjectMeta never moves, so references survive inserts)
+    // SwissTable: per lookup one group of control bytes and one slot before
+    // the node, and both can be prefetched for a whole batch of keys
+    // (QueryReadOnlyBatch), which std::unordered_map's bucket chains cannot.
+    absl::node_hash_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
         objects;
     // Upserts in progress: the new replicas, invisible to readers until
     // PutEnd swaps them in (the old value stays readable meanwhile).
-    std::unordered_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
+    absl::node_hash_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
         upserts;
     std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash, ObjectKeyEq>
         promotions;
