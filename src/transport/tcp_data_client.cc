@@ -160,17 +160,73 @@ bool ProtocolError(IoFailure* failure, const char* what) {
   return false;
 }
 
+// Receives into the concatenation of buf[0, len) and extra[0, extra_len),
+// from byte *got on, until at least `min` bytes are in: each recvmsg takes
+// what has arrived, never past the end of the two, so nothing beyond what
+// the caller knows to expect is consumed.
+bool ReceiveAtLeast(int fd, uint8_t* buf, size_t len, uint8_t* extra,
+                    size_t extra_len, size_t min, size_t* got, const char* what,
+                    IoFailure* failure) {
+  while (*got < min) {
+    iovec v[2];
+    int nv = 0;
+    if (*got < len) v[nv++] = iovec{buf + *got, len - *got};
+    const size_t in_extra = *got > len ? *got - len : 0;
+    if (extra_len > in_extra) {
+      v[nv++] = iovec{extra + in_extra, extra_len - in_extra};
+    }
+    msghdr msg{};
+    msg.msg_iov = v;
+    msg.msg_iovlen = nv;
+    const ssize_t r = ::recvmsg(fd, &msg, 0);
+    if (r < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      failure->message = std::string(what) + ": ";
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        failure->message += "timed out";
+      } else {
+        failure->message += ErrnoText(err);
+        failure->peer_closed = err == ECONNRESET || err == EPIPE;
+      }
+      return false;
+    }
+    if (r == 0) {
+      failure->message = std::string(what) + ": connection closed by peer";
+      failure->peer_closed = true;
+      return false;
+    }
+    *got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
 // Receives the head of the response to a request of `op` with `n` ops: the
 // header into *rh and, if the server took the frame (status 0), the n
 // result codes into *codes. A refused frame (status != 0) has no body.
+// The server sends header, codes and data in one write, so one recv usually
+// takes them all (a syscall or two saved per call: a single small get is a
+// handful of syscalls). `first` (may be empty) is where the data of a lone
+// op goes if it succeeds: only with one op is the place of the first data
+// byte known before the codes are read. *first_got is how much landed there.
 bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
-                 std::vector<ErrorCode>* codes, IoFailure* failure) {
-  uint8_t header_raw[wire::kHeaderSize];
-  std::vector<iovec> iov(1, Iov(header_raw, sizeof(header_raw)));
-  if (!TransferAll(fd, iov, /*sending=*/false, "receive response", failure)) {
+                 std::vector<ErrorCode>* codes, std::span<uint8_t> first,
+                 size_t* first_got, IoFailure* failure) {
+  const size_t head = wire::kHeaderSize + size_t{n} * wire::kResultSize;
+  uint8_t small[wire::kHeaderSize + 64 * wire::kResultSize];
+  std::vector<uint8_t> large;
+  uint8_t* raw = small;
+  if (head > sizeof(small)) {
+    large.resize(head);
+    raw = large.data();
+  }
+  size_t got = 0;
+  *first_got = 0;
+  if (!ReceiveAtLeast(fd, raw, head, first.data(), first.size(),
+                      wire::kHeaderSize, &got, "receive response", failure)) {
     return false;
   }
-  *rh = wire::DecodeHeader(header_raw);
+  *rh = wire::DecodeHeader(raw);
   if (rh->magic != wire::kMagic || rh->version != wire::kVersion ||
       rh->op != op) {
     return ProtocolError(failure, "header mismatch");
@@ -178,21 +234,22 @@ bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
   codes->clear();
   if (rh->status != 0) {
     // The server refused the whole frame but kept the stream in sync.
-    if (rh->count != 0 || rh->body_len != 0) {
+    if (rh->count != 0 || rh->body_len != 0 || got != wire::kHeaderSize) {
       return ProtocolError(failure, "error frame with a body");
     }
     return true;
   }
   if (rh->count != n) return ProtocolError(failure, "result count mismatch");
-  std::vector<uint8_t> raw(size_t{n} * wire::kResultSize);
-  iov.assign(1, Iov(raw.data(), raw.size()));
-  if (!TransferAll(fd, iov, /*sending=*/false, "receive results", failure)) {
+  if (!ReceiveAtLeast(fd, raw, head, nullptr, 0, head, &got, "receive results",
+                      failure)) {
     return false;
   }
+  *first_got = got - head;
   codes->resize(n);
+  const uint8_t* codes_raw = raw + wire::kHeaderSize;
   for (uint32_t i = 0; i < n; ++i) {
     (*codes)[i] = ErrorCodeFromInt(static_cast<int32_t>(
-        wire::GetLe<uint32_t>(raw.data() + i * wire::kResultSize)));
+        wire::GetLe<uint32_t>(codes_raw + i * wire::kResultSize)));
   }
   return true;
 }
@@ -210,7 +267,14 @@ bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
   const uint32_t n = static_cast<uint32_t>(batch.size());
   wire::Header rh;
   std::vector<ErrorCode> codes;
-  if (!ReceiveHead(fd, op, n, &rh, &codes, failure)) return false;
+  std::span<uint8_t> first;
+  if constexpr (kReceivesData) {
+    if (n == 1) first = {ops[batch[0]].dest, ops[batch[0]].length};
+  }
+  size_t first_got = 0;
+  if (!ReceiveHead(fd, op, n, &rh, &codes, first, &first_got, failure)) {
+    return false;
+  }
   if (rh.status != 0) {
     const ErrorCode code = ErrorCodeFromInt(rh.status);
     for (uint32_t idx : batch) ops[idx].result = code;
@@ -230,6 +294,11 @@ bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
   }
   if (rh.body_len != uint64_t{n} * wire::kResultSize + data_len) {
     return ProtocolError(failure, "body length mismatch");
+  }
+  if (first_got > data_len) return ProtocolError(failure, "data for a failure");
+  if (first_got > 0) {  // a lone op's first bytes came with the codes
+    iov[0].iov_base = static_cast<uint8_t*>(iov[0].iov_base) + first_got;
+    iov[0].iov_len -= first_got;
   }
   if (data_len > 0 &&
       !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
@@ -808,7 +877,10 @@ bool TcpDataClient::Impl::ExchangePrefetch(
 
   wire::Header rh;
   std::vector<ErrorCode> codes;
-  if (!ReceiveHead(fd, h.op, n, &rh, &codes, failure)) return false;
+  size_t no_data = 0;
+  if (!ReceiveHead(fd, h.op, n, &rh, &codes, {}, &no_data, failure)) {
+    return false;
+  }
   if (rh.status != 0) {
     ErrorCode code = ErrorCodeFromInt(rh.status);
     // INVALID_PARAMS for the whole frame: the node has no prefetch handler

@@ -1542,6 +1542,103 @@ TEST_F(TcpDataPlaneTest, PeerAnsweringGarbageFailsFast) {
   }
 }
 
+// The client reads a response's header, codes and (for a lone op) data with
+// as few receives as it can. Whatever way the bytes are cut, it must take a
+// good answer whole and refuse a bad one.
+TEST_F(TcpDataPlaneTest, LoneReadResponsesAreTakenWholeOrRefused) {
+  const std::vector<uint8_t> payload = RandomBytes(32, 41);
+  // Answers the HELLO, reads one READ request, then writes `pieces`.
+  auto serve = [](std::vector<std::vector<uint8_t>> pieces) {
+    return [pieces](tcp::socket& s) {
+      if (ReadHello(s) != kNodeId) return false;
+      asio::error_code ec;
+      asio::write(s, asio::buffer(HelloFrame(kNodeId, 0)), ec);
+      uint8_t raw[wire::kHeaderSize];
+      asio::read(s, asio::buffer(raw), ec);
+      std::vector<uint8_t> ranges(wire::DecodeHeader(raw).count *
+                                  wire::kRangeSize);
+      asio::read(s, asio::buffer(ranges), ec);
+      for (const auto& p : pieces) asio::write(s, asio::buffer(p), ec);
+      return true;  // keep the connection open: no EOF to lean on
+    };
+  };
+  auto head = [](int32_t status, uint32_t count, uint64_t body_len) {
+    wire::Header h;
+    h.op = static_cast<uint16_t>(wire::Op::kRead);
+    h.status = status;
+    h.count = count;
+    h.body_len = body_len;
+    std::vector<uint8_t> b(wire::kHeaderSize);
+    wire::EncodeHeader(h, b.data());
+    return b;
+  };
+  auto code = [](ErrorCode c) {
+    std::vector<uint8_t> b(wire::kResultSize);
+    wire::PutLe<uint32_t>(b.data(), static_cast<uint32_t>(c));
+    return b;
+  };
+  auto cat = [](std::vector<std::vector<uint8_t>> parts) {
+    std::vector<uint8_t> all;
+    for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+    return all;
+  };
+  const auto ok_head = head(0, 1, wire::kResultSize + payload.size());
+  const std::vector<uint8_t> first_half(payload.begin(), payload.begin() + 16);
+  const std::vector<uint8_t> second_half(payload.begin() + 16, payload.end());
+  const std::vector<uint8_t> head_a(ok_head.begin(), ok_head.begin() + 10);
+  const std::vector<uint8_t> head_b(ok_head.begin() + 10, ok_head.end());
+  struct Case {
+    const char* name;
+    std::vector<std::vector<uint8_t>> pieces;
+    ErrorCode call;  // expected status of the call
+    ErrorCode op;    // expected result of the op
+  };
+  const std::vector<Case> cases = {
+      {"one write",
+       {cat({ok_head, code(ErrorCode::OK), payload})},
+       ErrorCode::OK,
+       ErrorCode::OK},
+      {"cut everywhere",
+       {head_a, head_b, code(ErrorCode::OK), first_half, second_half},
+       ErrorCode::OK,
+       ErrorCode::OK},
+      {"data with the codes, then the rest",
+       {cat({ok_head, code(ErrorCode::OK), first_half}), second_half},
+       ErrorCode::OK,
+       ErrorCode::OK},
+      {"op refused",
+       {cat({head(0, 1, 4), code(ErrorCode::INVALID_PARAMS)})},
+       ErrorCode::OK,
+       ErrorCode::INVALID_PARAMS},
+      {"frame refused",
+       {head(static_cast<int32_t>(ErrorCode::INVALID_PARAMS), 0, 0)},
+       ErrorCode::OK,
+       ErrorCode::INVALID_PARAMS},
+      {"data for a refused op",
+       {cat({head(0, 1, 4 + payload.size()), code(ErrorCode::INVALID_PARAMS),
+             payload})},
+       ErrorCode::TRANSFER_FAIL,
+       ErrorCode::TRANSFER_FAIL},
+      {"body on a refused frame",
+       {cat({head(static_cast<int32_t>(ErrorCode::INVALID_PARAMS), 0, 0),
+             payload})},
+       ErrorCode::TRANSFER_FAIL,
+       ErrorCode::TRANSFER_FAIL},
+  };
+  TcpDataClientOptions options;
+  options.io_timeout = std::chrono::milliseconds(3000);
+  for (const Case& c : cases) {
+    FakePeer peer(serve(c.pieces));
+    TcpDataClient client(options);
+    std::vector<uint8_t> out(payload.size(), 0x5A);
+    ReadOp op{kBigSegment, 0, out.size(), out.data()};
+    Status s = client.Read(peer.Endpoint(), kNodeId, {&op, 1});
+    EXPECT_EQ(s.code(), c.call) << c.name << ": " << s.ToString();
+    EXPECT_EQ(op.result, c.op) << c.name;
+    if (c.op == ErrorCode::OK) EXPECT_EQ(out, payload) << c.name;
+  }
+}
+
 TEST_F(TcpDataPlaneTest, NodeIdsMustBeOneTo256Bytes) {
   TcpDataServer nameless(&table_, "");
   EXPECT_EQ(nameless.Start("127.0.0.1", 0).code(), ErrorCode::INVALID_PARAMS);
