@@ -631,22 +631,17 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
   out->items.push_back(item);
 }
 
-void MasterService::PrefetchSlot(int64_t tenant_id,
-                                 std::string_view key) const {
+void MasterService::PrefetchLookup(int64_t tenant_id, std::string_view key,
+                                   PrefetchStage stage) const {
   if (tenant_id < 0 || key.empty() || key.size() > kMaxKeyLength) return;
   ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
   auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
   // Under the lock: the table's arrays may be reallocated by a writer.
   std::lock_guard<std::mutex> lock(shard.mu);
-  shard.objects.prefetch(view);
-}
-
-void MasterService::PrefetchNode(int64_t tenant_id,
-                                 std::string_view key) const {
-  if (tenant_id < 0 || key.empty() || key.size() > kMaxKeyLength) return;
-  ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
-  auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  if (stage == PrefetchStage::kSlot) {
+    shard.objects.prefetch(view);
+    return;
+  }
   auto it = shard.objects.find(view);
   if (it == shard.objects.end()) return;
   // The key, the fields QueryOne reads and the inline replicas.

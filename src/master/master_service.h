@@ -278,8 +278,9 @@ class MasterService {
   // cache the table's control bytes and slot for `key` (stage 1), then the
   // object's node (stage 2), so that by the time QueryOne reaches the key its
   // DRAM misses have overlapped those of other keys.
-  void PrefetchSlot(int64_t tenant_id, std::string_view key) const;
-  void PrefetchNode(int64_t tenant_id, std::string_view key) const;
+  enum class PrefetchStage { kSlot, kNode };
+  void PrefetchLookup(int64_t tenant_id, std::string_view key,
+                      PrefetchStage stage) const;
   // Releases the MEMORY ranges of `replicas`: at once, or when `not_before`
   // passes (a reader's lease or a writer's window is still open).
   void ReleaseReplicas(std::span<const Replica> replicas,
@@ -362,14 +363,18 @@ void MasterService::QueryReadOnlyBatch(const std::string& tenant,
   constexpr size_t kAhead = 4;
   if (n > 1) {
     for (size_t j = 0; j < std::min(n, 2 * kAhead); ++j) {
-      PrefetchSlot(tid, keys[j]);
-      if (j < kAhead) PrefetchNode(tid, keys[j]);
+      PrefetchLookup(tid, keys[j], PrefetchStage::kSlot);
+      if (j < kAhead) PrefetchLookup(tid, keys[j], PrefetchStage::kNode);
     }
   }
   for (size_t i = 0; i < n; ++i) {
     if (n > 1) {
-      if (i + 2 * kAhead < n) PrefetchSlot(tid, keys[i + 2 * kAhead]);
-      if (i + kAhead < n) PrefetchNode(tid, keys[i + kAhead]);
+      if (i + 2 * kAhead < n) {
+        PrefetchLookup(tid, keys[i + 2 * kAhead], PrefetchStage::kSlot);
+      }
+      if (i + kAhead < n) {
+        PrefetchLookup(tid, keys[i + kAhead], PrefetchStage::kNode);
+      }
     }
     QueryOne(tid, keys[i], now, out);
   }

@@ -85,6 +85,32 @@ struct IoFailure {
   bool peer_closed = false;
 };
 
+// What one sendmsg/recvmsg of `n` bytes means for the transfer: bytes moved,
+// an interruption to retry, or a failure (described in *failure: a timeout
+// of SO_SNDTIMEO/SO_RCVTIMEO, a socket error, or the peer's close).
+enum class Step { kMoved, kRetry, kFailed };
+Step CheckStep(ssize_t n, bool receiving, const char* what,
+               IoFailure* failure) {
+  if (n < 0) {
+    const int err = errno;
+    if (err == EINTR) return Step::kRetry;
+    failure->message = std::string(what) + ": ";
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      failure->message += "timed out";
+    } else {
+      failure->message += ErrnoText(err);
+      failure->peer_closed = err == ECONNRESET || err == EPIPE;
+    }
+    return Step::kFailed;
+  }
+  if (n == 0 && receiving) {
+    failure->message = std::string(what) + ": connection closed by peer";
+    failure->peer_closed = true;
+    return Step::kFailed;
+  }
+  return Step::kMoved;
+}
+
 // Moves every byte of `iov` with sendmsg/recvmsg on a blocking socket whose
 // SO_SNDTIMEO/SO_RCVTIMEO bound each wait. Asio's own blocking operations
 // fall back to an unbounded poll() when those timeouts fire, so they cannot
@@ -102,23 +128,9 @@ bool TransferAll(int fd, std::vector<iovec>& iov, bool sending,
     // arriving burst; SO_RCVTIMEO still bounds the wait.
     const ssize_t n = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL)
                               : ::recvmsg(fd, &msg, MSG_WAITALL);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      failure->message = std::string(what) + ": ";
-      if (err == EAGAIN || err == EWOULDBLOCK) {
-        failure->message += "timed out";
-      } else {
-        failure->message += ErrnoText(err);
-        failure->peer_closed = err == ECONNRESET || err == EPIPE;
-      }
-      return false;
-    }
-    if (n == 0 && !sending) {
-      failure->message = std::string(what) + ": connection closed by peer";
-      failure->peer_closed = true;
-      return false;
-    }
+    const Step step = CheckStep(n, !sending, what, failure);
+    if (step == Step::kRetry) continue;
+    if (step == Step::kFailed) return false;
     size_t left = static_cast<size_t>(n);
     while (left > 0) {
       iovec& v = iov[first];
@@ -179,23 +191,9 @@ bool ReceiveAtLeast(int fd, uint8_t* buf, size_t len, uint8_t* extra,
     msg.msg_iov = v;
     msg.msg_iovlen = nv;
     const ssize_t r = ::recvmsg(fd, &msg, 0);
-    if (r < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      failure->message = std::string(what) + ": ";
-      if (err == EAGAIN || err == EWOULDBLOCK) {
-        failure->message += "timed out";
-      } else {
-        failure->message += ErrnoText(err);
-        failure->peer_closed = err == ECONNRESET || err == EPIPE;
-      }
-      return false;
-    }
-    if (r == 0) {
-      failure->message = std::string(what) + ": connection closed by peer";
-      failure->peer_closed = true;
-      return false;
-    }
+    const Step step = CheckStep(r, /*receiving=*/true, what, failure);
+    if (step == Step::kRetry) continue;
+    if (step == Step::kFailed) return false;
     *got += static_cast<size_t>(r);
   }
   return true;
