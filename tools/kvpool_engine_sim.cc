@@ -1,7 +1,9 @@
 // kvpool-engine-sim: the replay's engine model against a running
-// kvpool-master, for multi-process deployments. N simulated engines (FIFO,
-// one request at a time, real BatchIsExist / BatchGetInto / BatchPutFrom,
-// modelled prefill and decode) replay a trace slice at its arrival times;
+// kvpool-master, for multi-process deployments. N simulated engines (by
+// default the batching model: continuous batching with asynchronous KV
+// loads; --engine=serial for the first model), with real BatchIsExist /
+// BatchGetInto / BatchPutFrom and modelled forward steps, replay a trace
+// slice at its arrival times;
 // optionally every request goes through an in-process kvpool::Router first
 // (--router), which triggers BatchPrefetchToMemory for SSD-only prefixes.
 // Prints TTFT and block-read figures, and writes them as JSON (--json).
@@ -85,6 +87,42 @@ int main(int argc, char** argv) {
   std::vector<std::string> local_nodes;
   EngineModelOverrides ov;
   HardwareModel hw;
+  EngineKind kind = EngineKind::kBatching;
+  SchedulerConfig sched;
+  int loaders = 2;
+  app.add_option_function<std::string>(
+         "--engine",
+         [&](const std::string& v) {
+           if (!ParseEngineKind(v, &kind)) {
+             throw CLI::ValidationError("--engine", "batching or serial");
+           }
+         },
+         "batching (default) or serial")
+      ->default_str("batching");
+  app.add_option_function<std::string>(
+         "--load_start",
+         [&](const std::string& v) {
+           if (!ParseLoadStart(v, &sched.load_start)) {
+             throw CLI::ValidationError("--load_start", "admission or arrival");
+           }
+         },
+         "batching: KV load starts at admission or arrival")
+      ->default_str("admission");
+  app.add_option("--max_num_batched_tokens", sched.max_num_batched_tokens,
+                 "batching: tokens per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max_num_seqs", sched.max_num_seqs,
+                 "batching: requests holding GPU KV at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gpu_kv_tokens", sched.gpu_kv_tokens,
+                 "batching: GPU KV capacity in tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--loaders", loaders, "batching: KV loads in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--master", master, "HOST:PORT of kvpool-master")
       ->capture_default_str();
   app.add_option("--trace", trace_path, "trace file")->required();
@@ -132,6 +170,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t end = trace.size();
+  const BatchScheduler fit(sched);
+  for (size_t i = start; i < end; ++i) {
+    if (kind == EngineKind::kBatching &&
+        fit.TooLarge(trace[i].input_length, trace[i].output_length)) {
+      std::fprintf(stderr, "error: request %zu exceeds --gpu_kv_tokens\n", i);
+      return 2;
+    }
+  }
   ClientConfig cc;
   cc.master_server_address = master;
   cc.enable_ssd_prefetch = exist_prefetch;
@@ -208,13 +254,15 @@ int main(int argc, char** argv) {
     ec.block_bytes = block_bytes;
     ec.max_blocks = max_blocks;
     ec.exist_prefetch = exist_prefetch;
-    pool.push_back(std::make_unique<Engine>(
-        ec, clients[size_t(i)].get(), &model, [&, id = ec.id](RequestRecord r) {
-          if (router) router->Complete(id);
-          std::lock_guard<std::mutex> lock(mu);
-          records.push_back(std::move(r));
-          cv.notify_all();
-        }));
+    ec.scheduler = sched;
+    ec.loaders = loaders;
+    pool.push_back(MakeEngine(kind, ec, clients[size_t(i)].get(), &model,
+                              [&, id = ec.id](RequestRecord r) {
+                                if (router) router->Complete(id);
+                                std::lock_guard<std::mutex> lock(mu);
+                                records.push_back(std::move(r));
+                                cv.notify_all();
+                              }));
     if (Status s = pool.back()->Start(); !s.ok()) {
       std::fprintf(stderr, "error: engine: %s\n", s.ToString().c_str());
       return 2;

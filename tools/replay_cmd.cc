@@ -19,7 +19,7 @@ class ReplayCommandImpl : public ReplayCommand {
         "replay",
         "replay a request trace through engines, router and store: TTFT, "
         "M0 figures and prefetch fates per arm (off, on-hit, exist, router, "
-        "exist+router)");
+        "exist+router, all-dram)");
     cmd_->add_option("--trace", o.trace_path,
                      "trace file (JSON lines: timestamp, input_length, "
                      "output_length, hash_ids)")
@@ -31,7 +31,62 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--measure", o.measure_requests, "requests measured")
         ->capture_default_str();
     cmd_->add_option("--time_scale", o.time_scale,
-                     "machine seconds per trace second")
+                     "machine seconds per trace second (0 = auto: batching "
+                     "picks it from --gpu_busy, serial takes 1)")
+        ->capture_default_str();
+    cmd_->add_option("--gpu_busy", o.gpu_busy,
+                     "batching: the off arm's GPU busy fraction the automatic "
+                     "time scale aims at (estimated by simulation)")
+        ->capture_default_str();
+    cmd_->add_option_function<std::string>(
+            "--engine",
+            [&o](const std::string& v) {
+              if (!replay::ParseEngineKind(v, &o.engine)) {
+                throw CLI::ValidationError("--engine", "batching or serial");
+              }
+            },
+            "engine model: batching (continuous batching, asynchronous KV "
+            "loads; default) or serial (one request at a time)")
+        ->default_str("batching");
+    cmd_->add_option_function<std::string>(
+            "--load_start",
+            [&o](const std::string& v) {
+              if (!replay::ParseLoadStart(v, &o.scheduler.load_start)) {
+                throw CLI::ValidationError("--load_start",
+                                           "admission or arrival");
+              }
+            },
+            "batching: a request's KV load starts at admission (vLLM KV "
+            "connector) or at arrival (SGLang HiCache L3 prefetch)")
+        ->default_str("admission");
+    cmd_->add_option("--max_num_batched_tokens",
+                     o.scheduler.max_num_batched_tokens,
+                     "batching: tokens per forward step (vLLM's name)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd_->add_option("--max_num_seqs", o.scheduler.max_num_seqs,
+                     "batching: requests holding GPU KV memory at once")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd_->add_option("--gpu_kv_tokens", o.scheduler.gpu_kv_tokens,
+                     "batching: tokens of KV the modelled GPU holds")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd_->add_option("--loaders", o.loaders,
+                     "batching: KV loads in flight per engine")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    cmd_->add_option("--step_fixed_ms", o.overrides.step_fixed_ms,
+                     "batching: override the fixed part of a step (machine "
+                     "ms)");
+    cmd_->add_option("--step_ms_per_token", o.overrides.step_ms_per_token,
+                     "batching: override a step's time per token (machine "
+                     "ms)");
+    cmd_->add_option("--hw_step_fixed_ms", o.hardware.step_fixed_ms,
+                     "modelled fixed part of a forward step (weight read)")
+        ->capture_default_str();
+    cmd_->add_option("--hw_step_ms_per_token", o.hardware.step_ms_per_token,
+                     "modelled step time per token")
         ->capture_default_str();
     AddSizeFlag(*cmd_, "--block_size", &o.block_bytes,
                 "bytes per 512-token block");
@@ -70,7 +125,8 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--seed", o.seed, "tie-breaks of least-loaded dispatch")
         ->capture_default_str();
     cmd_->add_option("--utilisation", o.utilisation,
-                     "engine utilisation the automatic decode time aims at")
+                     "serial: engine utilisation the automatic decode time "
+                     "aims at")
         ->capture_default_str();
     cmd_->add_option("--prefill_fixed_ms", o.overrides.prefill_fixed_ms,
                      "override a of prefill = a + b x tokens (machine ms)");
@@ -123,7 +179,7 @@ class ReplayCommandImpl : public ReplayCommand {
     std::printf("\nkvpool replay: %s\n", opts_.trace_path.c_str());
     std::printf("%s", replay::RenderTable(rep).c_str());
     std::printf(
-        "ttft in ms (queue + lookup + KV load + modelled prefill); dram_rd / "
+        "ttft in ms (waiting + KV load + prefill); dram_rd / "
         "ssd_rd = blocks read per tier; ssd>dram = blocks SSD-only when "
         "routed that their get read from DRAM.\n");
     if (rep.contains("targets")) {

@@ -1,4 +1,5 @@
 #include "client/ssd_prefetcher.h"
+#include "common/thread_name.h"
 
 #include <map>
 
@@ -16,7 +17,10 @@ SsdPrefetcher::SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master,
       tenant_(std::move(tenant)),
       shared_(std::make_shared<Shared>(config.throttle, clock)) {
   for (int i = 0; i < config_.workers; ++i)
-    workers_.emplace_back([this] { WorkerLoop(); });
+    workers_.emplace_back([this] {
+      SetThreadName("kvp-cl-prefetch");
+      WorkerLoop();
+    });
 }
 
 SsdPrefetcher::~SsdPrefetcher() { Shutdown(); }

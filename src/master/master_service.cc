@@ -1,4 +1,5 @@
 #include "master/master_service.h"
+#include "common/thread_name.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -64,7 +65,10 @@ void MasterService::Start() {
   std::lock_guard<std::mutex> lock(bg_mu_);
   if (bg_thread_.joinable()) return;
   bg_stop_ = false;
-  bg_thread_ = std::thread([this] { BackgroundLoop(); });
+  bg_thread_ = std::thread([this] {
+    SetThreadName("kvp-master-bg");
+    BackgroundLoop();
+  });
 }
 
 void MasterService::Stop() {

@@ -1,4 +1,5 @@
 #include "node/node.h"
+#include "common/thread_name.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -165,7 +166,10 @@ Status Node::Start() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
   }
-  hb_thread_ = std::thread([this] { HeartbeatLoop(); });
+  hb_thread_ = std::thread([this] {
+    SetThreadName("kvp-heartbeat");
+    HeartbeatLoop();
+  });
   spdlog::info("node {} serving {} bytes at {} (shm {})", config_.node_id,
                config_.global_segment_size, data_endpoint(), segment_->path());
   return Status::OK();

@@ -1,4 +1,5 @@
 #include "node/ssd_tier.h"
+#include "common/thread_name.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -45,12 +46,27 @@ Status SsdTier::Start() {
   storage_ = std::move(opened.value());
   stopping_ = false;
   prefetch_exited_ = false;
-  offload_thread_ = std::thread([this] { OffloadLoop(); });
-  promotion_thread_ = std::thread([this] { PromotionLoop(); });
-  eviction_thread_ = std::thread([this] { EvictionLoop(); });
-  prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
+  offload_thread_ = std::thread([this] {
+    SetThreadName("kvp-offload");
+    OffloadLoop();
+  });
+  promotion_thread_ = std::thread([this] {
+    SetThreadName("kvp-promote");
+    PromotionLoop();
+  });
+  eviction_thread_ = std::thread([this] {
+    SetThreadName("kvp-ssd-evict");
+    EvictionLoop();
+  });
+  prefetch_thread_ = std::thread([this] {
+    SetThreadName("kvp-prefetch");
+    PrefetchLoop();
+  });
   if (config_.promotion_pull)
-    pull_thread_ = std::thread([this] { PullLoop(); });
+    pull_thread_ = std::thread([this] {
+      SetThreadName("kvp-pull");
+      PullLoop();
+    });
   spdlog::info("node {}: SSD tier at {} ({} objects, io_uring {})", node_id_,
                config_.ssd_offload_path, storage_->GetStats().records,
                storage_->io_uring_enabled() ? "on" : "off (pread fallback)");

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "bench/bench_keys.h"
 #include "node/node.h"
 #include "replay/clock_util.h"
+#include "replay/engine.h"
 
 namespace kvpool::replay {
 
@@ -65,6 +68,18 @@ class Sampler {
   std::thread thread_;
 };
 
+// MemAvailable of /proc/meminfo; 0 if unknown.
+uint64_t MemAvailableBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb << 10;
+  }
+  return 0;
+}
+
 char TierChar(const std::string& tier) {
   return tier == "memory" ? 'M' : tier == "local_disk" ? 'S' : 'P';
 }
@@ -82,6 +97,7 @@ ReplayPlan MakePlan(const std::vector<TraceRequest>& trace,
     wanted.insert(trace[i].hash_ids.begin(), trace[i].hash_ids.end());
     p.max_blocks = std::max(p.max_blocks, trace[i].hash_ids.size());
   }
+  p.measured_distinct_blocks = wanted.size();
   std::unordered_set<uint64_t> added;
   for (size_t i = 0; i < p.measure_begin; ++i) {
     for (uint64_t h : trace[i].hash_ids) {
@@ -115,6 +131,15 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   return c;
 }
 
+uint64_t AllDramPerNode(const ReplayOptions& o, const ReplayPlan& plan) {
+  const double bytes = double(plan.measured_distinct_blocks) *
+                       double(o.block_bytes) / double(std::max(1, o.nodes));
+  const double usable = std::max(0.1, o.high_watermark - o.eviction_ratio);
+  // 10 % more for allocator slack; whole MiB.
+  const uint64_t mib = uint64_t(std::ceil(bytes * 1.1 / usable / (1 << 20)));
+  return std::max(o.dram_per_node, mib << 20);
+}
+
 ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
                  const ArmSpec& arm, const EngineModel& model, int arm_index,
                  int arms, Progress* progress) {
@@ -130,7 +155,24 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     if (progress) progress->Phase(arm_index, arms, arm.name, name, total, unit);
   };
 
-  LocalCluster cluster(MakeClusterOptions(o, root, arm, &res.prefetch_buffer));
+  LocalClusterOptions copts =
+      MakeClusterOptions(o, root, arm, &res.prefetch_buffer);
+  if (arm.all_dram) {
+    copts.segment_size = AllDramPerNode(o, plan);
+    const uint64_t need = copts.segment_size * uint64_t(o.nodes);
+    const uint64_t avail = MemAvailableBytes();
+    // The segments live in /dev/shm next to everything else of the run.
+    if (avail > 0 && need > avail * 7 / 10) {
+      res.status = Status(
+          ErrorCode::NO_AVAILABLE_HANDLE,
+          fmt::format("all-dram needs {} MiB of DRAM for {} blocks; this "
+                      "machine has {} MiB available",
+                      need >> 20, plan.measured_distinct_blocks, avail >> 20));
+      return res;
+    }
+  }
+  res.dram_per_node = copts.segment_size;
+  LocalCluster cluster(copts);
   if (Status s = cluster.Start(); !s.ok()) {
     res.status = s;
     return res;
@@ -154,11 +196,13 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     sampler.SetPhase("settle");
     phase("settle after fill", 0, "");
     res.phases.settle_fill = Settle(cluster, o.high_watermark, 120).sec;
-    sampler.SetPhase("overflow");
-    phase("overflow", 0, "filler blocks");
-    res.overflow =
-        Overflow(cluster, c, o.block_bytes, o.overflow_ratio, progress);
-    res.phases.overflow = res.overflow.sec;
+    if (!arm.all_dram) {
+      sampler.SetPhase("overflow");
+      phase("overflow", 0, "filler blocks");
+      res.overflow =
+          Overflow(cluster, c, o.block_bytes, o.overflow_ratio, progress);
+      res.phases.overflow = res.overflow.sec;
+    }
     sampler.SetPhase("settle");
     phase("settle", 0, "");
     SettleResult st = Settle(cluster, o.high_watermark, 120);
@@ -214,8 +258,9 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     ec.block_bytes = o.block_bytes;
     ec.max_blocks = plan.max_blocks;
     ec.exist_prefetch = arm.exist_prefetch;
-    engines.push_back(
-        std::make_unique<Engine>(ec, clients[size_t(i)].get(), &model,
+    ec.scheduler = o.scheduler;
+    ec.loaders = o.loaders;
+    engines.push_back(MakeEngine(o.engine, ec, clients[size_t(i)].get(), &model,
                                  [&, id = ec.id](RequestRecord rec) {
                                    if (router) router->Complete(id);
                                    {
@@ -243,6 +288,9 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
   const double span =
       (trace[plan.measure_end - 1].timestamp_ms - ts0) / 1000 * o.time_scale;
   res.measure_start_s = t0;
+  res.arrival_span_s = span;
+  SleepUntilSec(t0);
+  const CpuReading cpu0 = ReadCpu();
   std::mt19937_64 rng(o.seed);
   for (size_t i = plan.measure_begin; i < plan.measure_end; ++i) {
     EngineRequest er;
@@ -311,8 +359,15 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       if (progress) progress->Update(done.load(), 0);
     }
   }
+  const CpuReading cpu1 = ReadCpu();
+  res.cpu = CpuBetween(cpu0, cpu1);
   for (auto& e : engines) e->Drain();
   res.measure_end_s = NowSec();
+  for (auto& e : engines) {
+    res.gpu_busy.push_back(span > 0 ? e->busy().BusySec(t0, t0 + span) / span
+                                    : 0);
+    res.engine_stats.push_back(e->stats());
+  }
   res.phases.measure = res.measure_end_s - t0;
 
   // Drain: promotions still in flight settle, so every prefetch has a fate.
@@ -354,9 +409,12 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
 
 const std::vector<ArmSpec>& AllArms() {
   static const std::vector<ArmSpec> k = {
-      {"off", false, false, false},        {"on-hit", true, false, false},
-      {"exist", false, true, false},       {"router", false, false, true},
+      {"off", false, false, false},
+      {"on-hit", true, false, false},
+      {"exist", false, true, false},
+      {"router", false, false, true},
       {"exist+router", false, true, true},
+      {"all-dram", false, false, false, true},
   };
   return k;
 }

@@ -11,6 +11,7 @@
 #include "kvpool/local_cluster.h"
 #include "kvpool/router.h"
 #include "replay/cluster_probe.h"
+#include "replay/cpu_usage.h"
 #include "replay/engine.h"
 #include "replay/engine_model.h"
 #include "replay/options.h"
@@ -29,7 +30,14 @@ struct ReplayPlan {
   // which the overflow phase supplies in a known amount).
   std::vector<uint64_t> fill_blocks;
   size_t max_blocks = 0;  // blocks of the longest measured prompt
+  // Distinct blocks the measured requests reference (the fill blocks among
+  // them, and the ones the measurement puts).
+  size_t measured_distinct_blocks = 0;
 };
+
+// DRAM per node of the all-dram arm: every block a measured request
+// references fits below the high watermark with room for an eviction step.
+uint64_t AllDramPerNode(const ReplayOptions& o, const ReplayPlan& plan);
 
 ReplayPlan MakePlan(const std::vector<TraceRequest>& trace,
                     size_t measure_requests);
@@ -66,6 +74,15 @@ struct ArmResult {
   PrefetchStats prefetch;  // engines' clients, summed
   MasterCounters counters;
   ClusterSnapshot at_measure_start, at_end;
+  uint64_t dram_per_node = 0;  // as run (the all-dram arm's is larger)
+  // The measurement: arrivals span [measure_start_s, +arrival_span_s].
+  double arrival_span_s = 0;
+  // Per engine: busy fraction over the arrival span, and step statistics.
+  std::vector<double> gpu_busy;
+  std::vector<EngineStats> engine_stats;
+  // CPU of the whole process from the first arrival to the last request's
+  // end.
+  CpuUsage cpu;
 };
 
 ArmResult RunArm(const ReplayOptions& options, const ReplayPlan& plan,

@@ -1,28 +1,23 @@
-// The engine model at work: one simulated inference engine is a FIFO queue
-// served by one thread, one request at a time, against a real kvpool Client.
-// Per request: look the block keys up (BatchIsExist, with prefetch_to_memory
-// when asked), read the longest stored prefix with BatchGetInto into a
-// registered buffer (real reads: their time is the KV load time), wait the
-// modelled prefill of the missing tokens, then store the new blocks with
-// BatchPutFrom while the modelled decode occupies the engine.
-// TTFT = queue wait + lookup + KV load + prefill.
+// A simulated inference engine: what it is given (a routed request), what it
+// reports (one record per request) and the interface both engine models
+// implement: `serial` (serial_engine.h, one request at a time, the first
+// model) and `batching` (batching_engine.h, continuous batching with
+// asynchronous KV loads, the default).
 #ifndef KVPOOL_REPLAY_ENGINE_H_
 #define KVPOOL_REPLAY_ENGINE_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvpool/client.h"
+#include "replay/batch_scheduler.h"
 #include "replay/engine_model.h"
 #include "replay/trace.h"
-#include "storage/aligned_buffer.h"
 
 namespace kvpool::replay {
 
@@ -57,6 +52,16 @@ struct RequestRecord {
          done_s = 0;
   double queue_ms = 0, lookup_ms = 0, load_ms = 0, prefill_ms = 0, ttft_ms = 0,
          put_ms = 0, decode_ms = 0, probe_ms = 0;
+  // TTFT in three parts that add up to it: waiting (arrival -> admission,
+  // or the serial engine's queue), KV load (lookup, probe and read, the part
+  // not overlapped with waiting) and prefill (the serial engine's modelled
+  // prefill; the batching engine's time from admission-and-loaded to the end
+  // of the step that produced the first token).
+  double part_wait_ms = 0, part_load_ms = 0, part_prefill_ms = 0;
+  // Batching engine: when the request was admitted, when its load was
+  // asked for and when it finished (steady s; 0 = not applicable), and the
+  // load's whole time including the wait for a free loader.
+  double admit_s = 0, load_start_s = 0, load_done_s = 0, load_total_ms = 0;
   uint32_t blocks = 0;
   uint32_t matched = 0;     // longest prefix the lookup found
   uint32_t read_ok = 0;     // ... of which read (a failed read ends it)
@@ -82,39 +87,62 @@ struct EngineConfig {
   uint64_t block_bytes = 1 << 20;
   size_t max_blocks = 256;      // blocks of the longest prompt
   bool exist_prefetch = false;  // BatchIsExist(prefetch_to_memory = true)
+  // Batching engine only.
+  SchedulerConfig scheduler;
+  int loaders = 2;  // KV loads in flight at once (each has its own buffer)
+};
+
+// When an engine's GPU (or the serial engine's thread) was busy.
+class BusyLog {
+ public:
+  void Add(double start_s, double end_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spans_.emplace_back(start_s, end_s);
+  }
+  // Busy seconds within [w0, w1].
+  double BusySec(double w0, double w1) const;
+  size_t spans() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return spans_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<double, double>> spans_;
+};
+
+struct EngineStats {
+  uint64_t steps = 0;         // forward steps (serial: requests served)
+  uint64_t step_tokens = 0;   // tokens over all steps
+  uint64_t lagged_steps = 0;  // steps that started late (thread fell behind)
+  double lag_ms = 0;          // their lateness, summed
+  double max_lag_ms = 0;
 };
 
 class Engine {
  public:
   using DoneFn = std::function<void(RequestRecord)>;
-  // `client` must outlive the engine. Registers its buffer; Start() fails
-  // with the client's status if that fails.
-  Engine(EngineConfig config, Client* client, const EngineModel* model,
-         DoneFn done);
-  ~Engine();
-  Status Start();
-  void Enqueue(EngineRequest r);
+  virtual ~Engine() = default;
+  // Registers the engine's buffers with its client; fails with the
+  // client's status if that fails.
+  virtual Status Start() = 0;
+  virtual void Enqueue(EngineRequest r) = 0;
   // Requests queued or in service.
-  size_t Load() const;
-  // Serves what is queued, then stops the thread.
-  void Drain();
-
- private:
-  void Loop();
-  RequestRecord Serve(const EngineRequest& r);
-
-  EngineConfig config_;
-  Client* client_;
-  const EngineModel* model_;
-  DoneFn done_;
-  storage::AlignedBuffer buf_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<EngineRequest> queue_;
-  bool busy_ = false;
-  bool stopping_ = false;
-  std::thread thread_;
+  virtual size_t Load() const = 0;
+  // Serves what is queued, then stops the engine's threads.
+  virtual void Drain() = 0;
+  virtual const BusyLog& busy() const = 0;
+  virtual EngineStats stats() const = 0;
 };
+
+enum class EngineKind { kBatching, kSerial };
+bool ParseEngineKind(const std::string& s, EngineKind* out);
+const char* EngineKindName(EngineKind k);
+
+// `client` and `model` must outlive the engine.
+std::unique_ptr<Engine> MakeEngine(EngineKind kind, EngineConfig config,
+                                   Client* client, const EngineModel* model,
+                                   Engine::DoneFn done);
 
 }  // namespace kvpool::replay
 

@@ -17,6 +17,15 @@ EngineModel DeriveEngineModel(const HardwareModel& hw,
   m.prefill_fixed_ms = hw.prefill_fixed_ms * m.scale;
   m.prefill_ms_per_token = hw.prefill_ms_per_token * m.scale;
   m.decode_ms_per_token = hw.decode_ms_per_token * m.scale;
+  m.step_fixed_ms = hw.step_fixed_ms * m.scale;
+  m.step_ms_per_token = hw.step_ms_per_token * m.scale;
+  if (overrides.step_fixed_ms >= 0 || overrides.step_ms_per_token >= 0) {
+    m.step_source = "override";
+    if (overrides.step_fixed_ms >= 0) m.step_fixed_ms = overrides.step_fixed_ms;
+    if (overrides.step_ms_per_token >= 0) {
+      m.step_ms_per_token = overrides.step_ms_per_token;
+    }
+  }
   if (overrides.prefill_fixed_ms >= 0 || overrides.prefill_ms_per_token >= 0) {
     m.prefill_source = "override";
     if (overrides.prefill_fixed_ms >= 0) {

@@ -37,6 +37,13 @@ struct HardwareModel {
   double prefill_ms_per_token = 48.0 / 512;
   // Batch-1 decode: 16 GB of weights read from HBM at ~2 TB/s.
   double decode_ms_per_token = 8.0;
+  // Continuous batching (--engine=batching): one forward step over T tokens
+  // takes step_fixed_ms + step_ms_per_token x T. The fixed part is the read
+  // of the weights that every pass makes (16 GB from HBM at ~2 TB/s); the
+  // per-token part is the prefill compute rate above (~10.7k tokens/s), so a
+  // lone decode step costs 8.1 ms and a 2048-token chunk 200 ms.
+  double step_fixed_ms = 8.0;
+  double step_ms_per_token = 48.0 / 512;
 
   double prefill_block_ms() const { return prefill_ms_per_token * 512; }
 };
@@ -54,6 +61,8 @@ struct EngineModelOverrides {
   double prefill_fixed_ms = -1;
   double prefill_ms_per_token = -1;
   double decode_ms_per_token = -1;
+  double step_fixed_ms = -1;
+  double step_ms_per_token = -1;
 };
 
 struct EngineModel {
@@ -66,6 +75,9 @@ struct EngineModel {
   double prefill_fixed_ms = 0;      // a (machine ms)
   double prefill_ms_per_token = 0;  // b (machine ms)
   double decode_ms_per_token = 0;
+  double step_fixed_ms = 0;  // batching engine (machine ms)
+  double step_ms_per_token = 0;
+  std::string step_source = "derived";     // or "override"
   std::string prefill_source = "derived";  // or "override"
   std::string decode_source = "derived";   // "derived", "auto" or "override"
 
@@ -78,6 +90,10 @@ struct EngineModel {
     return decode_ms_per_token * double(output_tokens);
   }
   double PrefillBlockMs() const { return prefill_ms_per_token * 512; }
+  // One forward step of the batching engine over `tokens` tokens.
+  double StepMs(uint64_t tokens) const {
+    return step_fixed_ms + step_ms_per_token * double(tokens);
+  }
   // The proportions the run actually has (modelled: 3 and 15).
   double RecomputeOverSsd() const {
     return measured.ssd_ms > 0 ? PrefillBlockMs() / measured.ssd_ms : 0;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "replay/batch_scheduler.h"
+#include "replay/engine.h"
 #include "replay/engine_model.h"
 
 namespace kvpool::replay {
@@ -17,9 +19,12 @@ struct ArmSpec {
   bool promotion_on_hit = false;  // master: promote-on-hit
   bool exist_prefetch = false;    // engines: BatchIsExist(prefetch_to_memory)
   bool router_prefetch = false;   // router: BatchPrefetchToMemory
+  // The bound no prefetch can beat: DRAM sized to hold every block the
+  // measured requests reference (and the ones they put), no overflow.
+  bool all_dram = false;
 };
 
-// off, on-hit, exist, router, exist+router.
+// off, on-hit, exist, router, exist+router, all-dram.
 const std::vector<ArmSpec>& AllArms();
 // Looks an arm up by name; nullptr if unknown.
 const ArmSpec* FindArm(const std::string& name);
@@ -30,7 +35,11 @@ struct ReplayOptions {
   // them are measured, the ones before are the fill part.
   size_t requests = 0;
   size_t measure_requests = 400;
-  double time_scale = 1.0;  // machine seconds per trace second
+  // Machine seconds per trace second; <= 0 = auto: the batching engine
+  // picks it so the off arm's GPUs would be busy `gpu_busy` of the time (the
+  // serial engine takes 1).
+  double time_scale = 0;
+  double gpu_busy = 0.7;
   uint64_t block_bytes = 1ull << 20;
 
   int engines = 4;
@@ -52,8 +61,13 @@ struct ReplayOptions {
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
 
-  std::vector<std::string> arms = {"off", "on-hit", "exist", "router",
-                                   "exist+router"};
+  // An arm may be named more than once (e.g. off again at the end, for the
+  // run-to-run spread); repeats are reported as name#2, name#3, ...
+  std::vector<std::string> arms = {"off",    "on-hit",       "exist",
+                                   "router", "exist+router", "all-dram"};
+  EngineKind engine = EngineKind::kBatching;
+  SchedulerConfig scheduler;  // batching engine; holds load_start
+  int loaders = 2;            // batching engine: KV loads in flight / engine
   // "router": every arm dispatches through kvpool::Router (with the trigger
   // only in the router arms), so the arms differ in prefetch alone;
   // "least-loaded": the non-router arms dispatch to the shortest queue.
@@ -62,8 +76,8 @@ struct ReplayOptions {
 
   HardwareModel hardware;
   EngineModelOverrides overrides;
-  // Decode: < 0 = "auto", chosen so the engines would run at this
-  // utilisation under the off arm's estimated load.
+  // Serial engine's decode: < 0 = "auto", chosen so the engines would run
+  // at this utilisation under the off arm's estimated load.
   double utilisation = 0.8;
 
   std::string scratch_dir = "/tmp";

@@ -6,8 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "replay/arm.h"
+#include "replay/batch_sim.h"
 #include "replay/calibrate.h"
 #include "replay/report.h"
 
@@ -44,23 +46,31 @@ std::string Quote(const std::string& s) {
 
 }  // namespace
 
-Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
+Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
+  ReplayOptions o = given;
   if (o.engines < 1 || o.nodes < 1 || o.block_bytes < 4096 ||
-      o.time_scale <= 0 || o.measure_requests == 0) {
+      o.measure_requests == 0 || o.loaders < 1 ||
+      o.scheduler.max_num_batched_tokens == 0 ||
+      o.scheduler.max_num_seqs == 0 || o.gpu_busy <= 0 || o.gpu_busy >= 1) {
     return Status(ErrorCode::INVALID_PARAMS,
-                  "need engines, nodes >= 1, block_bytes >= 4 KiB, "
-                  "time_scale > 0, measure >= 1");
+                  "need engines, nodes, loaders >= 1, block_bytes >= 4 KiB, "
+                  "measure >= 1, max_num_batched_tokens and max_num_seqs "
+                  ">= 1, 0 < gpu_busy < 1");
   }
   std::vector<ArmSpec> arms;
+  std::map<std::string, int> seen;
   for (const auto& name : o.arms) {
     const ArmSpec* a = FindArm(name);
     if (!a) {
       return Status(ErrorCode::INVALID_PARAMS,
                     fmt::format("unknown arm '{}' (off, on-hit, exist, "
-                                "router, exist+router)",
+                                "router, exist+router, all-dram)",
                                 name));
     }
     arms.push_back(*a);
+    if (int n = ++seen[name]; n > 1) {
+      arms.back().name = fmt::format("{}#{}", name, n);
+    }
   }
   auto trace_r = ReadTrace(o.trace_path, o.requests);
   if (!trace_r.ok()) return trace_r.status();
@@ -69,6 +79,19 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
     return Status(ErrorCode::INVALID_PARAMS, "the trace has < 2 requests");
   }
   ReplayPlan plan = MakePlan(trace, o.measure_requests);
+  if (o.engine == EngineKind::kBatching) {
+    BatchScheduler probe(o.scheduler);
+    for (size_t i = plan.measure_begin; i < plan.measure_end; ++i) {
+      if (probe.TooLarge(trace[i].input_length, trace[i].output_length)) {
+        return Status(
+            ErrorCode::INVALID_PARAMS,
+            fmt::format("request {} needs {} tokens of GPU KV memory, more "
+                        "than --gpu_kv_tokens {}",
+                        i, trace[i].input_length + trace[i].output_length,
+                        o.scheduler.gpu_kv_tokens));
+      }
+    }
+  }
   Progress progress(o.progress);
 
   // Calibrate on the arms' cluster, then derive the model.
@@ -84,6 +107,37 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
   if (!cal_r.ok()) return cal_r.status();
   const Calibration cal = cal_r.value();
   EngineModel model = DeriveEngineModel(o.hardware, cal.reads, o.overrides);
+  // Load sizing. Batching: the arrival time scale at which a simulation of
+  // the off arm (hits from an unbounded cache, read at the SSD time: the off
+  // arm's hits are SSD reads under this method) keeps the GPUs busy
+  // `gpu_busy` of the time. Scaling arrivals, not the GPU, keeps the
+  // recompute : SSD : DRAM proportions of the modelled hardware.
+  std::string time_scale_source = "given";
+  double busy_estimate = 0;
+  SimConfig sim;
+  sim.scheduler = o.scheduler;
+  sim.loaders = o.loaders;
+  sim.step_fixed_ms = model.step_fixed_ms;
+  sim.step_ms_per_token = model.step_ms_per_token;
+  if (o.time_scale <= 0) {
+    if (o.engine == EngineKind::kBatching) {
+      o.time_scale = TimeScaleForBusy(
+          trace, plan.measure_begin, plan.measure_end, o.engines,
+          model.measured.ssd_ms, sim, o.gpu_busy, &busy_estimate);
+      time_scale_source = "auto";
+    } else {
+      o.time_scale = 1.0;
+      time_scale_source = "default";
+    }
+  }
+  if (o.engine == EngineKind::kBatching && time_scale_source == "given") {
+    auto reqs = SimRequestsOf(trace, plan.measure_begin, plan.measure_end,
+                              o.time_scale, o.engines, model.measured.ssd_ms);
+    const double span = (trace[plan.measure_end - 1].timestamp_ms -
+                         trace[plan.measure_begin].timestamp_ms) *
+                        o.time_scale;
+    busy_estimate = Simulate(reqs, o.engines, sim).BusyFraction(0, span);
+  }
   LoadEstimate load = EstimateLoad(trace, plan.measure_begin, plan.measure_end,
                                    o.time_scale, model);
   if (o.overrides.decode_ms_per_token < 0) {
@@ -100,12 +154,16 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
                "engine model: SSD %.3f ms, DRAM %.3f ms per block measured; "
                "prefill %.2f ms per block (%.1fx SSD, %.1fx DRAM), decode "
                "%.3f ms/token (%s), est. utilisation %.2f; promotion ceiling "
-               "%.0f blocks/s per holder\n",
+               "%.0f blocks/s per holder\n"
+               "engine: %s; time scale %.4f (%s), estimated GPU busy %.2f "
+               "(batching target %.2f); step %.4f ms + %.6f ms/token\n",
                model.measured.ssd_ms, model.measured.dram_ms,
                model.PrefillBlockMs(), model.RecomputeOverSsd(),
                model.RecomputeOverDram(), model.decode_ms_per_token,
                model.decode_source.c_str(), utilisation,
-               cal.promotion_ceiling_per_s);
+               cal.promotion_ceiling_per_s, EngineKindName(o.engine),
+               o.time_scale, time_scale_source.c_str(), busy_estimate,
+               o.gpu_busy, model.step_fixed_ms, model.step_ms_per_token);
 
   std::vector<ArmResult> results;
   for (size_t i = 0; i < arms.size(); ++i) {
@@ -123,6 +181,8 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
   in.calibration = &cal;
   in.model = &model;
   in.estimated_utilisation = utilisation;
+  in.time_scale_source = time_scale_source;
+  in.estimated_gpu_busy = busy_estimate;
   in.arms = &results;
   ReplayOutput out;
   out.report = BuildReport(in);
@@ -156,7 +216,8 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& o) {
             WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
       } else {
         for (const char* f :
-             {"ttft_cdf.svg", "watermark.svg", "window_hist.svg"}) {
+             {"ttft_cdf.svg", "ttft_breakdown.svg", "gpu_busy_cpu.svg",
+              "watermark.svg", "window_hist.svg"}) {
           fs::path p = fs::path(o.out_dir) / f;
           if (fs::exists(p, ec)) out.plots.push_back(p.string());
         }

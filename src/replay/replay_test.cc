@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "replay/test_trace.h"
@@ -75,6 +76,104 @@ TEST(ReplayTest, TinyTraceRunsEveryPhaseAndReportsConsistently) {
   for (const auto& [k, v] : p["fates"].items()) fates += v.get<uint64_t>();
   EXPECT_EQ(fates, p["landed"].get<uint64_t>());
   std::filesystem::remove_all(o.out_dir);
+  std::filesystem::remove(o.trace_path);
+}
+
+ReplayOptions TinyOptions() {
+  ReplayOptions o;
+  o.trace_path = testing::WriteTinyTrace(testing::TempPath("tiny.jsonl"));
+  o.measure_requests = 10;
+  o.block_bytes = 256 << 10;
+  o.engines = 2;
+  o.nodes = 2;
+  o.dram_per_node = 16ull << 20;
+  o.ssd_per_node = 256ull << 20;
+  o.heartbeat_ms = 200;
+  o.out_dir = testing::TempPath("out");
+  o.plots = false;
+  o.progress = false;
+  return o;
+}
+
+// Every row's TTFT parts add up to its TTFT.
+void ExpectRowsAddUp(const nlohmann::json& arm) {
+  const auto& cols = arm["request_columns"];
+  auto col = [&](const char* name) {
+    return size_t(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  const size_t t = col("ttft_ms"), w = col("part_wait_ms"),
+               l = col("part_load_ms"), p = col("part_prefill_ms");
+  ASSERT_LT(p, cols.size());
+  for (const auto& row : arm["request_rows"]) {
+    EXPECT_NEAR(
+        row[w].get<double>() + row[l].get<double>() + row[p].get<double>(),
+        row[t].get<double>(), 0.02);
+  }
+}
+
+TEST(ReplayTest, BatchingEngineWithAllDramBoundAndRepeatedOff) {
+  ReplayOptions o = TinyOptions();
+  o.arms = {"off", "all-dram", "off"};
+  o.gpu_busy = 0.5;  // time scale chosen by the simulation
+  auto r = RunReplay(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& rep = r->report;
+  EXPECT_EQ(rep["setup"]["engine"], "batching");
+  EXPECT_EQ(rep["setup"]["time_scale_source"], "auto");
+  EXPECT_GT(rep["setup"]["time_scale"].get<double>(), 0);
+  EXPECT_NEAR(rep["engine_model"]["estimated_gpu_busy_off"].get<double>(), 0.5,
+              0.05);
+  ASSERT_EQ(rep["arms"].size(), 3u);
+  EXPECT_EQ(rep["arms"][2]["name"], "off#2");
+  for (const auto& a : rep["arms"]) {
+    SCOPED_TRACE(a["name"].get<std::string>());
+    ASSERT_TRUE(a["ok"].get<bool>());
+    EXPECT_EQ(a["requests"], 10);
+    ExpectRowsAddUp(a);
+    EXPECT_GT(a["gpu_busy"]["mean"].get<double>(), 0);
+    EXPECT_LE(a["gpu_busy"]["mean"].get<double>(), 1.0);
+    EXPECT_GT(a["engine_steps"]["steps"].get<uint64_t>(), 0u);
+    EXPECT_GT(a["cpu"]["process_sec"].get<double>(), 0);
+    EXPECT_GT(a["cpu"]["capacity_sec"].get<double>(), 0);
+    EXPECT_EQ(a["reads"]["corrupt"], 0);
+  }
+  const auto& all = rep["arms"][1];
+  // No overflow: every fill block is in DRAM, no get reads the SSD.
+  EXPECT_EQ(all["fill_blocks_at_measure_start"]["ssd_only"], 0);
+  EXPECT_EQ(all["reads"]["from_ssd"], 0);
+  EXPECT_GT(rep["arms"][0]["reads"]["from_ssd"].get<uint64_t>(), 0u);
+  if (all["gap_closed"]["mean"].is_number()) {
+    EXPECT_DOUBLE_EQ(all["gap_closed"]["mean"].get<double>(), 1.0);
+  }
+  EXPECT_EQ(rep["off_spread"]["runs"], 2);
+  std::filesystem::remove_all(o.out_dir);
+  std::filesystem::remove(o.trace_path);
+}
+
+TEST(ReplayTest, SerialEngineStillRuns) {
+  ReplayOptions o = TinyOptions();
+  o.engine = EngineKind::kSerial;
+  o.arms = {"off"};
+  auto r = RunReplay(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& rep = r->report;
+  EXPECT_EQ(rep["setup"]["engine"], "serial");
+  EXPECT_EQ(rep["setup"]["time_scale"], 1.0);
+  const auto& a = rep["arms"][0];
+  ASSERT_TRUE(a["ok"].get<bool>());
+  ExpectRowsAddUp(a);
+  EXPECT_EQ(a["engine_steps"]["steps"], 10);  // one "step" per request
+  std::filesystem::remove_all(o.out_dir);
+  std::filesystem::remove(o.trace_path);
+}
+
+TEST(ReplayTest, RefusesRequestsLargerThanTheGpu) {
+  ReplayOptions o = TinyOptions();
+  o.scheduler.gpu_kv_tokens = 1000;
+  auto r = RunReplay(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(r.status().ToString().find("gpu_kv_tokens"), std::string::npos);
   std::filesystem::remove(o.trace_path);
 }
 

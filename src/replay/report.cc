@@ -9,6 +9,7 @@
 
 #include "bench/bench_util.h"
 #include "common/size_parse.h"
+#include "replay/report_parts.h"
 
 namespace kvpool::replay {
 
@@ -106,13 +107,29 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
       win_pairs.push_back(
           {Round(r.window_ms, 2), r.route_ssd_only, r.route_ssd_read_dram});
     }
-    requests.push_back(
-        {r.index, r.engine, Round((r.arrival_s - a.measure_start_s) * 1e3, 2),
-         Round(r.queue_ms, 2), Round(r.lookup_ms, 2), Round(r.load_ms, 2),
-         Round(r.prefill_ms, 2), Round(r.ttft_ms, 2), r.matched, r.read_ok,
-         r.dram_reads, r.ssd_reads, r.route_ssd_only, r.route_ssd_read_dram,
-         Round(r.window_ms, 2), Round(r.probe_ms, 2), Round(r.put_ms, 2),
-         Round(r.decode_ms, 2), Round((r.done_s - r.start_s) * 1e3, 2)});
+    requests.push_back({r.index,
+                        r.engine,
+                        Round((r.arrival_s - a.measure_start_s) * 1e3, 2),
+                        Round(r.queue_ms, 2),
+                        Round(r.lookup_ms, 2),
+                        Round(r.load_ms, 2),
+                        Round(r.prefill_ms, 2),
+                        Round(r.ttft_ms, 2),
+                        r.matched,
+                        r.read_ok,
+                        r.dram_reads,
+                        r.ssd_reads,
+                        r.route_ssd_only,
+                        r.route_ssd_read_dram,
+                        Round(r.window_ms, 2),
+                        Round(r.probe_ms, 2),
+                        Round(r.put_ms, 2),
+                        Round(r.decode_ms, 2),
+                        Round((r.done_s - r.start_s) * 1e3, 2),
+                        Round(r.part_wait_ms, 2),
+                        Round(r.part_load_ms, 2),
+                        Round(r.part_prefill_ms, 2),
+                        Round(r.load_total_ms, 2)});
   }
   j["requests"] = a.records.size();
   j["ttft_ms"] = Distribution(ttft);
@@ -335,8 +352,14 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                           "probe_ms",
                           "put_ms",
                           "decode_ms",
-                          "busy_ms"};
+                          "busy_ms",
+                          "part_wait_ms",
+                          "part_load_ms",
+                          "part_prefill_ms",
+                          "load_total_ms"};
   j["request_rows"] = requests;
+  j.update(ArmPartsJson(a));
+  j["dram_per_node"] = a.dram_per_node;
   return j;
 }
 
@@ -404,6 +427,13 @@ json BuildReport(const ReportInput& in) {
       {"promotion_read_batch", o.promotion_read_batch},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
+      {"engine", EngineKindName(o.engine)},
+      {"load_start", LoadStartName(o.scheduler.load_start)},
+      {"max_num_batched_tokens", o.scheduler.max_num_batched_tokens},
+      {"max_num_seqs", o.scheduler.max_num_seqs},
+      {"gpu_kv_tokens", o.scheduler.gpu_kv_tokens},
+      {"loaders", o.loaders},
+      {"time_scale_source", in.time_scale_source},
       {"dispatch", o.dispatch},
       {"seed", o.seed}};
   bool buffer_applied = false;
@@ -420,6 +450,8 @@ json BuildReport(const ReportInput& in) {
         {"prefill_ms_per_token", Round(hw.prefill_ms_per_token, 5)},
         {"prefill_block_ms", Round(hw.prefill_block_ms())},
         {"decode_ms_per_token", hw.decode_ms_per_token},
+        {"step_fixed_ms", hw.step_fixed_ms},
+        {"step_ms_per_token", Round(hw.step_ms_per_token, 5)},
         {"recompute_over_ssd", Round(hw.prefill_block_ms() / hw.ssd_read_ms)},
         {"recompute_over_dram",
          Round(hw.prefill_block_ms() / hw.dram_read_ms)}}},
@@ -435,6 +467,11 @@ json BuildReport(const ReportInput& in) {
       {"prefill_source", m.prefill_source},
       {"decode_ms_per_token", Round(m.decode_ms_per_token, 4)},
       {"decode_source", m.decode_source},
+      {"step_fixed_ms", Round(m.step_fixed_ms, 5)},
+      {"step_ms_per_token", Round(m.step_ms_per_token, 7)},
+      {"step_source", m.step_source},
+      {"gpu_busy_target", o.gpu_busy},
+      {"estimated_gpu_busy_off", Round(in.estimated_gpu_busy)},
       {"utilisation_target", o.utilisation},
       {"estimated_utilisation_off", Round(in.estimated_utilisation)},
       {"recompute_over_ssd", Round(m.RecomputeOverSsd())},
@@ -454,6 +491,7 @@ json BuildReport(const ReportInput& in) {
   json arms = json::array();
   for (const auto& a : *in.arms) arms.push_back(ArmJson(in, a));
   r["arms"] = arms;
+  AddComparisons(&r);
   // Targets of issue #6, judged on the router arm.
   for (const auto& a : arms) {
     if (a["name"] != "router") continue;
@@ -577,6 +615,27 @@ std::string RenderMarkdown(const json& r) {
       FormatSize(cal["promoted_shm_bytes"].get<uint64_t>()),
       FormatSize(cal["promoted_tcp_bytes"].get<uint64_t>()));
 
+  if (s.contains("engine") && s["engine"] == "batching") {
+    md += fmt::format(
+        "Engine: batching (continuous batching, asynchronous KV loads "
+        "starting at {}): a forward step over T tokens takes {} ms + {:.4f} "
+        "ms x T on the modelled GPU ({:.4f} ms + {:.6f} ms x T here, source "
+        "{}); max_num_batched_tokens {}, max_num_seqs {}, GPU KV {} tokens, "
+        "{} loaders per engine. Time scale {} ({}; estimated off-arm GPU "
+        "busy {:.2f}, target {:.2f}).\n\n",
+        s["load_start"].get<std::string>(), Num(hw, "step_fixed_ms"),
+        Num(hw, "step_ms_per_token"), Num(em, "step_fixed_ms"),
+        Num(em, "step_ms_per_token"), em["step_source"].get<std::string>(),
+        s["max_num_batched_tokens"].get<uint64_t>(),
+        s["max_num_seqs"].get<uint64_t>(), s["gpu_kv_tokens"].get<uint64_t>(),
+        s["loaders"].get<int>(), Num(s, "time_scale"),
+        s["time_scale_source"].get<std::string>(),
+        Num(em, "estimated_gpu_busy_off"), Num(em, "gpu_busy_target"));
+  } else if (s.contains("engine")) {
+    md +=
+        "Engine: serial (one request at a time per engine, decode "
+        "included).\n\n";
+  }
   md += "## TTFT per arm (ms)\n\n";
   md +=
       "| arm | requests | p50 | p90 | p99 | mean | p50 vs off | queue p50 "
@@ -598,6 +657,7 @@ std::string RenderMarkdown(const json& r) {
         Num(a["queue_ms"], "p50"), Num(a["kv_load_ms"], "p50"),
         Num(a["prefill_ms"], "p50"));
   }
+  md += "\n" + RenderPartsMarkdown(r);
   md +=
       "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
       "DRAM share | found, not read | corrupt | puts | puts failed |\n"

@@ -21,6 +21,8 @@ struct ReportInput {
   const Calibration* calibration = nullptr;
   const EngineModel* model = nullptr;
   double estimated_utilisation = 0;  // of the off arm, from EstimateLoad
+  std::string time_scale_source;     // given, auto or default
+  double estimated_gpu_busy = 0;     // batching: of the off arm, simulated
   const std::vector<ArmResult>* arms = nullptr;
 };
 

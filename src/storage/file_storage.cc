@@ -1,4 +1,5 @@
 #include "storage/file_storage.h"
+#include "common/thread_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -181,7 +182,10 @@ Result<std::unique_ptr<FileStorage>> FileStorage::Open(
   }
   if (Status st = fs->Recover(); !st.ok()) return st;
   if (config.ssd_gc_interval_ms > 0) {
-    fs->gc_thread_ = std::thread([p = fs.get()] { p->GcLoop(); });
+    fs->gc_thread_ = std::thread([p = fs.get()] {
+      SetThreadName("kvp-ssd-gc");
+      p->GcLoop();
+    });
   }
   return fs;
 }

@@ -1,4 +1,5 @@
 #include "storage/verify_pool.h"
+#include "common/thread_name.h"
 
 #include <utility>
 
@@ -7,7 +8,10 @@ namespace kvpool::storage {
 VerifyPool::VerifyPool(unsigned threads) {
   threads_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back([this] {
+      SetThreadName("kvp-ssd-verify");
+      Loop();
+    });
   }
 }
 

@@ -1,4 +1,5 @@
 #include "transport/tcp_data_server.h"
+#include "common/thread_name.h"
 
 #include <spdlog/spdlog.h>
 
@@ -64,7 +65,10 @@ class BlockingPool {
  public:
   explicit BlockingPool(int threads) {
     for (int i = 0; i < std::max(threads, 1); ++i) {
-      threads_.emplace_back([this] { Loop(); });
+      threads_.emplace_back([this] {
+        SetThreadName("kvp-data-blk");
+        Loop();
+      });
     }
   }
   ~BlockingPool() { Stop(); }
@@ -377,6 +381,7 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
     // A context whose connections have all closed must keep running for
     // the next one it is given; Stop() ends it with stop().
     threads_.emplace_back([io = ctx.get()] {
+      SetThreadName("kvp-data-io");
       auto keep_running = asio::make_work_guard(*io);
       // A handler that throws must not take the whole node down; the
       // session it belonged to is gone, the others keep running.

@@ -1,0 +1,69 @@
+// The batching engine in virtual time: the same BatchScheduler driven by a
+// discrete-event loop instead of a clock and threads. Used to size the load
+// of a replay before it runs (the arrival time scale at which the `off` arm's
+// GPUs would be busy a given fraction of the time) and by the tests, which
+// can state exact step counts and times.
+#ifndef KVPOOL_REPLAY_BATCH_SIM_H_
+#define KVPOOL_REPLAY_BATCH_SIM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "replay/batch_scheduler.h"
+#include "replay/engine_model.h"
+#include "replay/trace.h"
+
+namespace kvpool::replay {
+
+struct SimRequest {
+  double arrival_ms = 0;
+  uint64_t prompt_tokens = 0, output_tokens = 1;
+  uint64_t cached_tokens = 0;  // what its KV load brings
+  double load_ms = 0;          // its load, once a loader takes it
+  int engine = 0;
+};
+
+struct SimConfig {
+  SchedulerConfig scheduler;
+  int loaders = 2;  // per engine
+  double step_fixed_ms = 0, step_ms_per_token = 0;
+};
+
+struct SimRequestResult {
+  double admit_ms = -1, load_start_ms = -1, load_done_ms = -1;
+  double first_token_ms = -1, done_ms = -1;
+};
+
+struct SimResult {
+  std::vector<SimRequestResult> requests;  // in the input's order
+  // Per engine, its steps as [start, end) ms.
+  std::vector<std::vector<std::pair<double, double>>> steps;
+  // Busy fraction of the engines over [w0, w1] ms (mean over engines).
+  double BusyFraction(double w0, double w1) const;
+};
+
+// Every request must fit the GPU (BatchScheduler::TooLarge false).
+SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
+                   const SimConfig& config);
+
+// The requests of trace[begin, end) as the `off` arm would see them, with
+// arrivals scaled by `time_scale` (machine s per trace s) and engines taken
+// round robin: prefix hits from an unbounded cache (every block seen before
+// in the trace), each hit read at `read_ms_per_block`.
+std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
+                                      size_t begin, size_t end,
+                                      double time_scale, int engines,
+                                      double read_ms_per_block);
+
+// The time scale at which the estimated busy fraction of the engines over
+// the arrival span is `target` (0..1), by bisection on the simulation; the
+// busy fraction it reaches is written to `reached`. Returns the largest or
+// smallest scale tried when the target is out of reach.
+double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
+                        size_t end, int engines, double read_ms_per_block,
+                        const SimConfig& config, double target,
+                        double* reached);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_BATCH_SIM_H_

@@ -1,0 +1,62 @@
+// What a simulated engine asks of the store for one request, shared by the
+// serial and the batching engine: look the prompt's blocks up and read the
+// stored prefix (the KV load), and store the blocks it computed.
+#ifndef KVPOOL_REPLAY_KV_IO_H_
+#define KVPOOL_REPLAY_KV_IO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "replay/trace.h"
+
+namespace kvpool::replay {
+
+struct RequestRecord;
+struct RouteInfo;
+
+// The store keys of a request's blocks, at most `max_blocks` of them.
+std::vector<std::string> RequestKeys(const TraceRequest& t, size_t max_blocks);
+
+struct PrefixLoad {
+  uint32_t matched = 0;     // longest prefix the lookup found
+  uint32_t read_ok = 0;     // ... of which read (a failed read ends it)
+  uint32_t dram_reads = 0;  // read_ok = dram_reads + ssd_reads
+  uint32_t ssd_reads = 0;   // from Client::counters().ssd_bytes_read
+  uint32_t probe_ssd = 0;   // read blocks the tier probe saw SSD-only
+  uint32_t corrupt = 0;     // read, but not the bytes that were stored
+  double start_s = 0;       // steady clock
+  double get_start_s = 0;   // BatchGetInto issued (after the probe)
+  double done_s = 0;
+  double lookup_ms = 0, probe_ms = 0, read_ms = 0;
+  std::vector<char> probe;  // per matched block: 'M', 'S', 'P' or '-'
+};
+
+// BatchIsExist (no lease; prefetch_to_memory when `exist_prefetch`), a
+// read-only tier probe of the matched prefix (instrumentation: which tier
+// each get should hit), then one BatchGetInto of the prefix into `buf`
+// (registered, keys.size() x block_bytes). Every block's first 8 bytes must
+// be its hash id; a block that fails or differs ends the usable prefix.
+PrefixLoad LoadPrefix(Client& client, const std::vector<std::string>& keys,
+                      const TraceRequest& t, uint8_t* buf, uint64_t block_bytes,
+                      bool exist_prefetch);
+
+struct BlockStore {
+  uint32_t blocks = 0, failed = 0;
+  double ms = 0;
+};
+// Stores keys[from..] (the blocks the engine computed) with BatchPutFrom
+// from `buf`, each block stamped with its hash id.
+BlockStore StoreBlocks(Client& client, const std::vector<std::string>& keys,
+                       const TraceRequest& t, size_t from, uint8_t* buf,
+                       uint64_t block_bytes);
+
+// Copies `load` into `rec` and, for a routed request, sorts the blocks that
+// were SSD-only at routing time by what their get did.
+void RecordLoad(const PrefixLoad& load, const RouteInfo& route,
+                RequestRecord* rec);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_KV_IO_H_

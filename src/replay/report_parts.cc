@@ -1,0 +1,210 @@
+#include "replay/report_parts.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "replay/report.h"
+
+namespace kvpool::replay {
+
+using nlohmann::json;
+
+namespace {
+
+double R(double v, int digits = 3) {
+  const double f = std::pow(10.0, digits);
+  return std::round(v * f) / f;
+}
+
+double N(const json& j, const char* k) {
+  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
+}
+
+// "off", "off#2", ... are runs of the same arm.
+std::string BaseName(const std::string& name) {
+  return name.substr(0, name.find('#'));
+}
+
+}  // namespace
+
+json ArmPartsJson(const ArmResult& a) {
+  json j;
+  std::vector<double> wait, load, prefill, load_total;
+  double sum_ttft = 0, sum_load = 0;
+  for (const auto& r : a.records) {
+    wait.push_back(r.part_wait_ms);
+    load.push_back(r.part_load_ms);
+    prefill.push_back(r.part_prefill_ms);
+    if (r.load_done_s > 0) load_total.push_back(r.load_total_ms);
+    sum_ttft += r.ttft_ms;
+    sum_load += r.part_load_ms;
+  }
+  j["ttft_parts_ms"] = {{"wait", Distribution(wait)},
+                        {"kv_load", Distribution(load)},
+                        {"prefill", Distribution(prefill)}};
+  j["load_total_ms"] = Distribution(load_total);
+  j["kv_load_share"] = sum_ttft > 0 ? R(sum_load / sum_ttft, 4) : 0;
+
+  double busy = 0;
+  json per = json::array();
+  for (double b : a.gpu_busy) {
+    busy += b;
+    per.push_back(R(b, 4));
+  }
+  j["gpu_busy"] = {
+      {"mean", a.gpu_busy.empty() ? 0 : R(busy / double(a.gpu_busy.size()), 4)},
+      {"per_engine", per}};
+  EngineStats s;
+  for (const auto& e : a.engine_stats) {
+    s.steps += e.steps;
+    s.step_tokens += e.step_tokens;
+    s.lagged_steps += e.lagged_steps;
+    s.lag_ms += e.lag_ms;
+    s.max_lag_ms = std::max(s.max_lag_ms, e.max_lag_ms);
+  }
+  j["engine_steps"] = {
+      {"steps", s.steps},
+      {"tokens_per_step",
+       s.steps ? R(double(s.step_tokens) / double(s.steps), 1) : 0},
+      {"lagged_steps", s.lagged_steps},
+      {"lag_ms_total", R(s.lag_ms, 1)},
+      {"max_lag_ms", R(s.max_lag_ms, 2)}};
+  json comp = json::object();
+  for (const auto& [k, v] : a.cpu.components) comp[k] = R(v, 2);
+  j["cpu"] = {{"wall_sec", R(a.cpu.wall_s, 2)},
+              {"process_sec", R(a.cpu.process_s, 2)},
+              {"cores", a.cpu.cores},
+              {"capacity_sec", R(a.cpu.capacity_s, 2)},
+              {"utilisation", R(a.cpu.utilisation, 3)},
+              {"contended", a.cpu.utilisation > kCpuContended},
+              {"components_sec", comp}};
+  j["status"] = a.status.ok() ? "ok" : a.status.ToString();
+  return j;
+}
+
+void AddComparisons(json* report) {
+  json& arms = (*report)["arms"];
+  const json* off = nullptr;
+  const json* all = nullptr;
+  std::vector<double> off_p50;
+  for (const auto& a : arms) {
+    if (!a.value("ok", false)) continue;
+    const std::string base = BaseName(a["name"].get<std::string>());
+    if (base == "off") {
+      if (!off) off = &a;
+      off_p50.push_back(N(a["ttft_ms"], "p50"));
+    }
+    if (base == "all-dram" && !all) all = &a;
+  }
+  for (auto& a : arms) {
+    json g = {{"p50", nullptr}, {"mean", nullptr}};
+    if (off && all && a.value("ok", false)) {
+      for (const char* k : {"p50", "mean"}) {
+        const double o = N((*off)["ttft_ms"], k), d = N((*all)["ttft_ms"], k);
+        const double v = N(a["ttft_ms"], k);
+        // Closed share of the gap; undefined when there is no gap to close.
+        if (o - d > 1e-9) g[k] = R((o - v) / (o - d), 3);
+      }
+    }
+    a["gap_closed"] = g;
+  }
+  if (!off_p50.empty()) {
+    const auto [lo, hi] = std::minmax_element(off_p50.begin(), off_p50.end());
+    const double first = off_p50.front();
+    (*report)["off_spread"] = {
+        {"runs", off_p50.size()},
+        {"p50_ms", off_p50},
+        {"min", R(*lo)},
+        {"max", R(*hi)},
+        {"range_over_first", first > 0 ? R((*hi - *lo) / first, 4) : 0}};
+  }
+}
+
+std::string RenderPartsMarkdown(const json& r) {
+  std::string md;
+  md +=
+      "## TTFT breakdown per arm (ms)\n\nTTFT = waiting (arrival -> "
+      "admission) + KV load (the part not overlapped with waiting) + "
+      "prefill (from admitted-and-loaded to the end of the step that yields "
+      "the first token). Means add up to the mean TTFT; p50s do not.\n\n"
+      "| arm | TTFT p50 / p90 / p99 | mean | waiting mean (p50) | KV load "
+      "mean (p50) | prefill mean (p50) | KV-load share of TTFT | whole load "
+      "p50 | gap closed p50 / mean |\n|---|---|---|---|---|---|---|---|---|"
+      "\n";
+  auto gap = [](const json& g, const char* k) {
+    return g.contains(k) && g[k].is_number()
+               ? fmt::format("{:.0f}%", 100 * g[k].get<double>())
+               : std::string("-");
+  };
+  for (const auto& a : r["arms"]) {
+    if (!a.contains("ttft_parts_ms")) continue;
+    const auto& t = a["ttft_ms"];
+    const auto& p = a["ttft_parts_ms"];
+    md += fmt::format(
+        "| {} | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} "
+        "({:.1f}) | {:.1f} ({:.1f}) | {:.1f}% | {:.1f} | {} / {} |\n",
+        a["name"].get<std::string>(), N(t, "p50"), N(t, "p90"), N(t, "p99"),
+        N(t, "mean"), N(p["wait"], "mean"), N(p["wait"], "p50"),
+        N(p["kv_load"], "mean"), N(p["kv_load"], "p50"),
+        N(p["prefill"], "mean"), N(p["prefill"], "p50"),
+        100 * N(a, "kv_load_share"), N(a["load_total_ms"], "p50"),
+        gap(a["gap_closed"], "p50"), gap(a["gap_closed"], "mean"));
+  }
+  md +=
+      "\n\"gap closed\" = (off - arm) / (off - all-dram) of TTFT: the share of "
+      "what perfect prefetch could gain that the arm gains. \"whole load\" is "
+      "the load from its request to its end (loader wait, lookup, probe, "
+      "read), overlapped or not.\n";
+  if (r.contains("off_spread")) {
+    const auto& s = r["off_spread"];
+    std::string runs;
+    for (const auto& v : s["p50_ms"]) {
+      runs +=
+          fmt::format("{}{:.1f}", runs.empty() ? "" : ", ", v.get<double>());
+    }
+    md += fmt::format(
+        "\nRun-to-run spread of the off arm's TTFT p50 over {} runs: {} ms "
+        "(range {:.1f}% of the first). A difference between arms smaller "
+        "than this is not a result.\n",
+        s["runs"].get<size_t>(), runs, 100 * N(s, "range_over_first"));
+  }
+  md +=
+      "\n## GPU busy and CPU per arm\n\nGPU busy = the share of the arrival "
+      "span the engines spent in forward steps (mean over engines). CPU = "
+      "this process's user + system time from the first arrival to the last "
+      "request's end, against wall x cores; an arm above "
+      "85% is marked contended: its result may be CPU-starved rather than a "
+      "property of the feature.\n\n| arm | GPU busy | steps | tokens/step "
+      "| lagged steps (total ms) | CPU used / capacity (s) | CPU share | "
+      "contended | top components (s) |\n|---|---|---|---|---|---|---|---|"
+      "---|\n";
+  for (const auto& a : r["arms"]) {
+    if (!a.contains("cpu")) continue;
+    const auto& c = a["cpu"];
+    std::vector<std::pair<double, std::string>> comps;
+    for (auto it = c["components_sec"].begin(); it != c["components_sec"].end();
+         ++it) {
+      comps.emplace_back(it.value().get<double>(), it.key());
+    }
+    std::sort(comps.rbegin(), comps.rend());
+    std::string top;
+    for (size_t i = 0; i < comps.size() && i < 4; ++i) {
+      top += fmt::format("{}{} {:.1f}", top.empty() ? "" : "; ",
+                         comps[i].second, comps[i].first);
+    }
+    const auto& st = a["engine_steps"];
+    md += fmt::format(
+        "| {} | {:.1f}% | {} | {:.1f} | {} ({:.0f}) | {:.1f} / {:.1f} | "
+        "{:.0f}% | {} | {} |\n",
+        a["name"].get<std::string>(), 100 * N(a["gpu_busy"], "mean"),
+        st["steps"].get<uint64_t>(), N(st, "tokens_per_step"),
+        st["lagged_steps"].get<uint64_t>(), N(st, "lag_ms_total"),
+        N(c, "process_sec"), N(c, "capacity_sec"), 100 * N(c, "utilisation"),
+        c["contended"].get<bool>() ? "**yes**" : "no", top);
+  }
+  return md;
+}
+
+}  // namespace kvpool::replay
