@@ -72,6 +72,21 @@ class ReplayCommandImpl : public ReplayCommand {
                      "batching: tokens of KV the modelled GPU holds")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    cmd_->add_option_function<std::string>(
+            "--cluster",
+            [&o](const std::string& v) {
+              if (!replay::ParseClusterKind(v, &o.cluster)) {
+                throw CLI::ValidationError("--cluster",
+                                           "in-process or processes");
+              }
+            },
+            "where each arm's store runs: in-process (a LocalCluster) or "
+            "processes (kvpool-master and kvpool-node, started and stopped "
+            "by the replay)")
+        ->default_str("in-process");
+    cmd_->add_option("--bin_dir", o.bin_dir,
+                     "with --cluster=processes: where kvpool-master and "
+                     "kvpool-node are (default: next to this binary)");
     cmd_->add_option("--loaders", o.loaders,
                      "batching: KV loads in flight per engine")
         ->capture_default_str()

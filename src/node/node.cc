@@ -152,8 +152,14 @@ Status Node::Start() {
     metrics_.AddGauge(
         "kvpool_node_segment_capacity_bytes", "kind=\"prefetch_buffer\"",
         [this] { return double(config_.prefetch_buffer_segment); });
+    // The SSD tier keeps its own registry (offload, promotion, prefetch
+    // counters); /metrics serves both.
     http_ = std::make_unique<HttpEndpoint>(
-        [this] { return metrics_.RenderPrometheus(); },
+        [this] {
+          std::string out = metrics_.RenderPrometheus();
+          if (ssd_) out += ssd_->metrics().RenderPrometheus();
+          return out;
+        },
         [this] { return StatusJson(); });
     if (Status s =
             http_->Start(config_.data_bind_address, config_.metrics_port);

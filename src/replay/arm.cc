@@ -26,7 +26,7 @@ namespace {
 // Snapshots of the cluster every 100 ms, labelled with the phase.
 class Sampler {
  public:
-  explicit Sampler(LocalCluster& cluster) : cluster_(cluster) {
+  explicit Sampler(ReplayCluster& cluster) : cluster_(cluster) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Sampler() { Stop(); }
@@ -51,7 +51,7 @@ class Sampler {
     while (!stop_) {
       std::string phase = phase_;
       lock.unlock();
-      ClusterSnapshot s = TakeSnapshot(cluster_);
+      ClusterSnapshot s = cluster_.Snapshot();
       s.phase = phase;
       lock.lock();
       samples_.push_back(std::move(s));
@@ -59,7 +59,7 @@ class Sampler {
     }
   }
 
-  LocalCluster& cluster_;
+  ReplayCluster& cluster_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::string phase_ = "start";
@@ -172,13 +172,14 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     }
   }
   res.dram_per_node = copts.segment_size;
-  LocalCluster cluster(copts);
+  auto cluster_p = MakeReplayCluster(o.cluster, copts, o.bin_dir);
+  ReplayCluster& cluster = *cluster_p;
   if (Status s = cluster.Start(); !s.ok()) {
     res.status = s;
     return res;
   }
   for (size_t i = 0; i < cluster.num_nodes(); ++i) {
-    res.node_ids.push_back(cluster.node(i).node_id());
+    res.node_ids.push_back(cluster.node_id(i));
   }
   Sampler sampler(cluster);
   {
@@ -280,7 +281,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
   // at once; the engines serve their queues.
   const auto& trace = *plan.trace;
   const size_t total = plan.measure_end - plan.measure_begin;
-  res.at_measure_start = TakeSnapshot(cluster);
+  res.at_measure_start = cluster.Snapshot();
   sampler.SetPhase("measure");
   phase("measure", total, "requests");
   const double t0 = NowSec() + 0.05;
@@ -290,7 +291,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
   res.measure_start_s = t0;
   res.arrival_span_s = span;
   SleepUntilSec(t0);
-  const CpuReading cpu0 = ReadCpu();
+  const CpuReading cpu0 = ReadCpu(cluster.processes());
   std::mt19937_64 rng(o.seed);
   for (size_t i = plan.measure_begin; i < plan.measure_end; ++i) {
     EngineRequest er;
@@ -359,7 +360,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       if (progress) progress->Update(done.load(), 0);
     }
   }
-  const CpuReading cpu1 = ReadCpu();
+  const CpuReading cpu1 = ReadCpu(cluster.processes());
   res.cpu = CpuBetween(cpu0, cpu1);
   for (auto& e : engines) e->Drain();
   res.measure_end_s = NowSec();
@@ -374,8 +375,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
   sampler.SetPhase("drain");
   phase("drain", 0, "");
   const double d0 = NowSec();
-  bench::WaitFor(30,
-                 [&] { return TakeSnapshot(cluster).promo_in_flight == 0; });
+  bench::WaitFor(30, [&] { return cluster.Snapshot().promo_in_flight == 0; });
   res.phases.drain = NowSec() - d0;
   if (progress) progress->Finish();
 
@@ -394,8 +394,8 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     res.prefetch.dropped += s.dropped;
   }
   if (router) res.router = router->stats();
-  res.at_end = TakeSnapshot(cluster);
-  res.counters = ReadCounters(cluster);
+  res.at_end = cluster.Snapshot();
+  res.counters = cluster.Counters();
   res.samples = sampler.Stop();
   engines.clear();
   router.reset();

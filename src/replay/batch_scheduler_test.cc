@@ -147,8 +147,8 @@ SimConfig Sim(const SchedulerConfig& c, int loaders = 2) {
 
 TEST(BatchSimTest, SlowLoadDoesNotDelayAnotherRequest) {
   SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
-  SimRequest fast{0, 100, 4, 0, 0.0, 0};
-  SimRequest slow{0, 1000, 4, 512, 500.0, 0};
+  SimRequest fast{0, 100, 4, 0, 0.0, 0, 0};
+  SimRequest slow{0, 1000, 4, 512, 500.0, 0, 0};
   SimResult alone = Simulate({fast}, 1, cfg);
   SimResult both = Simulate({slow, fast}, 1, cfg);
   // The fast one's prefill step: 10 + 0.1 x 100 ms, as when alone.
@@ -164,8 +164,8 @@ TEST(BatchSimTest, LoadStartDecidesWhenALoadBegins) {
   for (LoadStart ls : {LoadStart::kAdmission, LoadStart::kArrival}) {
     SCOPED_TRACE(LoadStartName(ls));
     SimConfig cfg = Sim(Config(2048, 256, 1200, ls));
-    SimRequest a{0, 1000, 3, 0, 0.0, 0};
-    SimRequest b{5, 1000, 3, 512, 100.0, 0};
+    SimRequest a{0, 1000, 3, 0, 0.0, 0, 0};
+    SimRequest b{5, 1000, 3, 512, 100.0, 0, 0};
     SimResult r = Simulate({a, b}, 1, cfg);
     const auto& rb = r.requests[1];
     EXPECT_GT(rb.admit_ms, 100.0);  // after a finished: 3 steps of a
@@ -186,11 +186,45 @@ TEST(BatchSimTest, LoadStartDecidesWhenALoadBegins) {
 
 TEST(BatchSimTest, LoadersBoundConcurrentLoads) {
   SimConfig cfg = Sim(Config(2048, 256, 1 << 20), /*loaders=*/1);
-  SimRequest a{0, 100, 1, 0, 50.0, 0};
-  SimRequest b{0, 100, 1, 0, 50.0, 0};
+  SimRequest a{0, 100, 1, 0, 50.0, 0, 0};
+  SimRequest b{0, 100, 1, 0, 50.0, 0, 0};
   SimResult r = Simulate({a, b}, 1, cfg);
   EXPECT_DOUBLE_EQ(r.requests[0].load_done_ms, 50.0);
   EXPECT_DOUBLE_EQ(r.requests[1].load_done_ms, 100.0);
+}
+
+TEST(BatchSimTest, SharedDiskServesLoadsInTurn) {
+  SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
+  cfg.disk_ms_per_block = 2;
+  // Two engines, one load each of 10 blocks at once: the disk serves the
+  // second after the first.
+  SimRequest a{0, 6000, 1, 5120, 0.0, 10, 0};
+  SimRequest b{0, 6000, 1, 5120, 0.0, 10, 1};
+  SimResult r = Simulate({a, b}, 2, cfg);
+  const double first =
+      std::min(r.requests[0].load_done_ms, r.requests[1].load_done_ms);
+  const double second =
+      std::max(r.requests[0].load_done_ms, r.requests[1].load_done_ms);
+  EXPECT_DOUBLE_EQ(first, 20.0);
+  EXPECT_DOUBLE_EQ(second, 40.0);
+}
+
+TEST(BatchSimTest, BusyTargetOutOfReachWhenTheDiskSaturates) {
+  std::vector<TraceRequest> trace;
+  for (int i = 0; i < 100; ++i) {
+    TraceRequest t;
+    t.timestamp_ms = i * 100.0;
+    t.input_length = 8 * 512;
+    t.output_length = 2;
+    for (uint64_t b = 0; b < 8; ++b) t.hash_ids.push_back(b);  // all hits
+    trace.push_back(t);
+  }
+  SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
+  cfg.disk_ms_per_block = 50;  // 400 ms of disk per request, ~21 ms of GPU
+  double reached = 0;
+  TimeScaleForBusy(trace, 10, 100, 1, cfg, 0.9, &reached);
+  EXPECT_LT(reached, 0.2);
+  EXPECT_GT(reached, 0);
 }
 
 TEST(BatchSimTest, BusyFractionFallsAsArrivalsSpreadAndTimeScaleHitsIt) {
@@ -205,14 +239,14 @@ TEST(BatchSimTest, BusyFractionFallsAsArrivalsSpreadAndTimeScaleHitsIt) {
     trace.push_back(t);
   }
   SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
+  cfg.disk_ms_per_block = 1;
   auto busy = [&](double scale) {
-    auto reqs = SimRequestsOf(trace, 50, 200, scale, 2, 1.0);
+    auto reqs = SimRequestsOf(trace, 50, 200, scale, 2);
     return Simulate(reqs, 2, cfg).BusyFraction(0, 149 * 100.0 * scale);
   };
   EXPECT_GT(busy(0.5), busy(2.0));
   double reached = 0;
-  const double scale =
-      TimeScaleForBusy(trace, 50, 200, 2, 1.0, cfg, 0.6, &reached);
+  const double scale = TimeScaleForBusy(trace, 50, 200, 2, cfg, 0.6, &reached);
   EXPECT_NEAR(reached, 0.6, 0.02);
   EXPECT_NEAR(busy(scale), reached, 1e-9);
 }

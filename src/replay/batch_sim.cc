@@ -12,68 +12,31 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One engine's requests (indices into `all`), arrival order.
-void SimulateEngine(const std::vector<SimRequest>& all,
-                    const std::vector<size_t>& mine, const SimConfig& cfg,
-                    std::vector<SimRequestResult>* results,
-                    std::vector<std::pair<double, double>>* steps) {
-  BatchScheduler sched(cfg.scheduler);
-  const bool at_arrival = cfg.scheduler.load_start == LoadStart::kArrival;
-  std::vector<double> loader_free(std::max(1, cfg.loaders), 0.0);
-  std::multimap<double, size_t> loads;  // done time -> request
-  auto start_load = [&](size_t i, double t) {
-    auto slot = std::min_element(loader_free.begin(), loader_free.end());
-    const double s = std::max(t, *slot);
-    *slot = s + all[i].load_ms;
-    (*results)[i].load_start_ms = t;
-    loads.emplace(*slot, i);
-  };
+// One engine: its scheduler, loaders and the loads in flight. The engines
+// are advanced together in time order, since their loads share the disk.
+struct EngineSim {
+  BatchScheduler sched;
+  std::vector<size_t> mine;  // indices into the requests, arrival order
   size_t next = 0;
-  double t = mine.empty() ? 0 : all[mine[0]].arrival_ms;
-  while (true) {
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      while (next < mine.size() && all[mine[next]].arrival_ms <= t) {
-        const size_t i = mine[next++];
-        sched.Arrive(i, all[i].prompt_tokens, all[i].output_tokens);
-        if (at_arrival) start_load(i, t);
-        changed = true;
-      }
-      while (!loads.empty() && loads.begin()->first <= t) {
-        const size_t i = loads.begin()->second;
-        loads.erase(loads.begin());
-        (*results)[i].load_done_ms = t;
-        sched.LoadDone(i, all[i].cached_tokens);
-        changed = true;
-      }
-      for (uint64_t i : sched.Admit()) {
-        (*results)[i].admit_ms = t;
-        if (!at_arrival) start_load(i, t);
-        changed = true;
-      }
-    }
-    StepPlan plan = sched.PlanStep();
-    if (plan.empty()) {
-      double nt = kInf;
-      if (next < mine.size()) nt = all[mine[next]].arrival_ms;
-      if (!loads.empty()) nt = std::min(nt, loads.begin()->first);
-      if (nt == kInf) break;
-      t = nt;
-      continue;
-    }
-    const double end =
-        t + cfg.step_fixed_ms + cfg.step_ms_per_token * double(plan.tokens);
-    steps->emplace_back(t, end);
-    StepOutcome out = sched.FinishStep(plan);
-    for (uint64_t i : out.first_token) (*results)[i].first_token_ms = end;
-    for (uint64_t i : out.finished) {
-      (*results)[i].done_ms = end;
-      sched.Release(i);
-    }
-    t = end;
+  std::vector<double> loader_free;
+  std::multimap<double, size_t> loads;  // done time -> request
+  bool stepping = false;
+  StepPlan plan;
+  double step_end = 0;
+
+  EngineSim(const SimConfig& cfg)
+      : sched(cfg.scheduler), loader_free(std::max(1, cfg.loaders), 0.0) {}
+
+  // When this engine next has something to do: the end of its step, or
+  // its next arrival or load completion.
+  double NextTime(const std::vector<SimRequest>& all) const {
+    if (stepping) return step_end;
+    double t = kInf;
+    if (next < mine.size()) t = all[mine[next]].arrival_ms;
+    if (!loads.empty()) t = std::min(t, loads.begin()->first);
+    return t;
   }
-}
+};
 
 }  // namespace
 
@@ -90,29 +53,93 @@ double SimResult::BusyFraction(double w0, double w1) const {
 }
 
 SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
-                   const SimConfig& config) {
+                   const SimConfig& cfg) {
   SimResult r;
   r.requests.resize(requests.size());
-  r.steps.resize(size_t(std::max(1, engines)));
-  std::vector<std::vector<size_t>> by_engine(r.steps.size());
+  const size_t n = size_t(std::max(1, engines));
+  r.steps.resize(n);
+  std::vector<EngineSim> es(n, EngineSim(cfg));
   for (size_t i = 0; i < requests.size(); ++i) {
-    by_engine[size_t(requests[i].engine) % by_engine.size()].push_back(i);
+    es[size_t(requests[i].engine) % n].mine.push_back(i);
   }
-  for (auto& v : by_engine) {
-    std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) {
+  for (auto& e : es) {
+    std::stable_sort(e.mine.begin(), e.mine.end(), [&](size_t a, size_t b) {
       return requests[a].arrival_ms < requests[b].arrival_ms;
     });
   }
-  for (size_t e = 0; e < by_engine.size(); ++e) {
-    SimulateEngine(requests, by_engine[e], config, &r.requests, &r.steps[e]);
+  const bool at_arrival = cfg.scheduler.load_start == LoadStart::kArrival;
+  double disk_free = 0;
+  auto start_load = [&](EngineSim& e, size_t i, double t) {
+    auto slot = std::min_element(e.loader_free.begin(), e.loader_free.end());
+    double done = std::max(t, *slot);
+    if (cfg.disk_ms_per_block > 0 && requests[i].disk_blocks > 0) {
+      disk_free = std::max(disk_free, done) +
+                  double(requests[i].disk_blocks) * cfg.disk_ms_per_block;
+      done = disk_free;
+    }
+    done += requests[i].load_ms;
+    *slot = done;
+    r.requests[i].load_start_ms = t;
+    e.loads.emplace(done, i);
+  };
+  while (true) {
+    size_t k = 0;
+    double t = kInf;
+    for (size_t j = 0; j < n; ++j) {
+      const double nt = es[j].NextTime(requests);
+      if (nt < t) {
+        t = nt;
+        k = j;
+      }
+    }
+    if (t == kInf) break;
+    EngineSim& e = es[k];
+    if (e.stepping) {  // its step ends now
+      e.stepping = false;
+      StepOutcome out = e.sched.FinishStep(e.plan);
+      for (uint64_t i : out.first_token) r.requests[i].first_token_ms = t;
+      for (uint64_t i : out.finished) {
+        r.requests[i].done_ms = t;
+        e.sched.Release(i);
+      }
+    }
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      while (e.next < e.mine.size() &&
+             requests[e.mine[e.next]].arrival_ms <= t) {
+        const size_t i = e.mine[e.next++];
+        e.sched.Arrive(i, requests[i].prompt_tokens, requests[i].output_tokens);
+        if (at_arrival) start_load(e, i, t);
+        changed = true;
+      }
+      while (!e.loads.empty() && e.loads.begin()->first <= t) {
+        const size_t i = e.loads.begin()->second;
+        e.loads.erase(e.loads.begin());
+        r.requests[i].load_done_ms = t;
+        e.sched.LoadDone(i, requests[i].cached_tokens);
+        changed = true;
+      }
+      for (uint64_t i : e.sched.Admit()) {
+        r.requests[i].admit_ms = t;
+        if (!at_arrival) start_load(e, i, t);
+        changed = true;
+      }
+    }
+    e.plan = e.sched.PlanStep();
+    if (!e.plan.empty()) {
+      e.stepping = true;
+      e.step_end =
+          t + cfg.step_fixed_ms + cfg.step_ms_per_token * double(e.plan.tokens);
+      r.steps[k].emplace_back(t, e.step_end);
+    }
   }
   return r;
 }
 
 std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
                                       size_t begin, size_t end,
-                                      double time_scale, int engines,
-                                      double read_ms_per_block) {
+                                      double time_scale, int engines) {
   std::vector<SimRequest> out;
   end = std::min(end, trace.size());
   if (begin >= end) return out;
@@ -130,7 +157,7 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
     s.prompt_tokens = r.input_length;
     s.output_tokens = std::max<uint64_t>(1, r.output_length);
     s.cached_tokens = std::min<uint64_t>(r.input_length, hit * 512);
-    s.load_ms = double(hit) * read_ms_per_block;
+    s.disk_blocks = hit;
     s.engine = int((i - begin) % size_t(std::max(1, engines)));
     out.push_back(s);
     seen.insert(r.hash_ids.begin(), r.hash_ids.end());
@@ -139,22 +166,22 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
 }
 
 double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
-                        size_t end, int engines, double read_ms_per_block,
-                        const SimConfig& config, double target,
-                        double* reached) {
+                        size_t end, int engines, const SimConfig& config,
+                        double target, double* reached) {
   end = std::min(end, trace.size());
   const double span_ms =
       end > begin ? trace[end - 1].timestamp_ms - trace[begin].timestamp_ms : 0;
   auto busy_at = [&](double scale) {
-    auto reqs =
-        SimRequestsOf(trace, begin, end, scale, engines, read_ms_per_block);
+    auto reqs = SimRequestsOf(trace, begin, end, scale, engines);
     SimResult r = Simulate(reqs, engines, config);
     return r.BusyFraction(0, span_ms * scale);
   };
-  // Busy falls as arrivals spread out, except at scales so small that the
-  // span is shorter than one load: walk down from sparse arrivals by
-  // halving until the target is reached, then bisect that octave.
+  // Busy rises as arrivals crowd together, until the loads saturate the
+  // disk (or the span gets shorter than one load): walk down from sparse
+  // arrivals by halving until the target is reached or busy stops rising,
+  // then bisect that octave.
   double hi = 1e3, b_hi = busy_at(hi);
+  double best = hi, b_best = b_hi;
   if (b_hi >= target) {
     if (reached) *reached = b_hi;
     return hi;
@@ -163,13 +190,21 @@ double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
   while (lo > 1e-6) {
     lo /= 2;
     b_lo = busy_at(lo);
+    if (b_lo > b_best) {
+      best = lo;
+      b_best = b_lo;
+    }
     if (b_lo >= target) break;
+    if (b_lo < 0.8 * b_best) {  // past the peak: out of reach
+      if (reached) *reached = b_best;
+      return best;
+    }
     hi = lo;
     b_hi = b_lo;
   }
   if (b_lo < target) {
-    if (reached) *reached = b_lo;
-    return lo;
+    if (reached) *reached = b_best;
+    return best;
   }
   double mid = lo, b = b_lo;
   for (int i = 0; i < 30; ++i) {

@@ -19,7 +19,8 @@ struct SimRequest {
   double arrival_ms = 0;
   uint64_t prompt_tokens = 0, output_tokens = 1;
   uint64_t cached_tokens = 0;  // what its KV load brings
-  double load_ms = 0;          // its load, once a loader takes it
+  double load_ms = 0;          // its load's own time, once a loader takes it
+  uint64_t disk_blocks = 0;    // blocks its load reads from the shared disk
   int engine = 0;
 };
 
@@ -27,6 +28,11 @@ struct SimConfig {
   SchedulerConfig scheduler;
   int loaders = 2;  // per engine
   double step_fixed_ms = 0, step_ms_per_token = 0;
+  // > 0: one disk shared by every engine's loads (as on this machine, where
+  // every node's SSD directory is on the same disk), serving blocks in the
+  // order loads ask for them at this many ms per block. A load holds its
+  // loader until its blocks are read.
+  double disk_ms_per_block = 0;
 };
 
 struct SimRequestResult {
@@ -49,20 +55,19 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
 // The requests of trace[begin, end) as the `off` arm would see them, with
 // arrivals scaled by `time_scale` (machine s per trace s) and engines taken
 // round robin: prefix hits from an unbounded cache (every block seen before
-// in the trace), each hit read at `read_ms_per_block`.
+// in the trace), each hit a block read from the disk (`disk_blocks`).
 std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
                                       size_t begin, size_t end,
-                                      double time_scale, int engines,
-                                      double read_ms_per_block);
+                                      double time_scale, int engines);
 
-// The time scale at which the estimated busy fraction of the engines over
-// the arrival span is `target` (0..1), by bisection on the simulation; the
-// busy fraction it reaches is written to `reached`. Returns the largest or
-// smallest scale tried when the target is out of reach.
+// The time scale at which the simulated busy fraction of the engines over
+// the arrival span is `target` (0..1): walks down from sparse arrivals by
+// halving, then bisects. The busy fraction reached is written to `reached`.
+// When the target is out of reach (the loads saturate the disk before the
+// GPUs are that busy), returns the scale of the highest busy fraction seen.
 double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
-                        size_t end, int engines, double read_ms_per_block,
-                        const SimConfig& config, double target,
-                        double* reached);
+                        size_t end, int engines, const SimConfig& config,
+                        double target, double* reached);
 
 }  // namespace kvpool::replay
 

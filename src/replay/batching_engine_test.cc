@@ -173,8 +173,10 @@ TEST_F(EngineTest, ArrivalLoadStartsBeforeAdmissionWhenGpuIsFull) {
                             [&] { return done.size() == 2; }));
   }
   e.Drain();
-  const RequestRecord& second = done[1].index == 1 ? done[1] : done[0];
-  const RequestRecord& first = done[1].index == 1 ? done[0] : done[1];
+  // Whichever load ended first was admitted first; the other waited.
+  const bool zero_first = done[0].admit_s <= done[1].admit_s;
+  const RequestRecord& first = zero_first ? done[0] : done[1];
+  const RequestRecord& second = zero_first ? done[1] : done[0];
   // The second waited for GPU memory; its load ran during that wait.
   EXPECT_GE(second.admit_s, first.done_s);
   EXPECT_LT(second.load_start_s, second.admit_s);

@@ -40,13 +40,14 @@ double TimeBatch(Client& c, const std::vector<std::string>& keys, int s,
 }  // namespace
 
 Result<Calibration> Calibrate(LocalClusterOptions o,
-                              const CalibrationOptions& opt,
-                              Progress* progress) {
+                              const CalibrationOptions& opt, Progress* progress,
+                              ClusterKind kind, const std::string& bin_dir) {
   Calibration cal;
   const double t0 = NowSec();
   o.enable_prefetch_trigger = true;
   o.promotion_on_hit = false;  // reads must not move what they measure
-  LocalCluster cluster(o);
+  auto cluster_p = MakeReplayCluster(kind, o, bin_dir);
+  ReplayCluster& cluster = *cluster_p;
   if (Status s = cluster.Start(); !s.ok()) return s;
   auto client_r = cluster.NewClient();
   if (!client_r.ok()) return client_r.status();
@@ -65,7 +66,7 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
     ids.push_back((1ull << 62) | uint64_t(i));
   }
   ReplicateConfig rc;
-  rc.preferred_segment = cluster.node(0).node_id();
+  rc.preferred_segment = cluster.node_id(0);
   // The SSD set first: it must be pushed out of DRAM before anything reads
   // it, since a read leases a block and a leased block is not evicted.
   if (progress) progress->Phase(0, 0, "calibrate", "make SSD-only", 0, "");
@@ -164,7 +165,7 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
                     "blocks");
   }
   auto promoted = [&] {
-    return NodePromotions(cluster, 0, true) + NodePromotions(cluster, 0, false);
+    return cluster.NodePromotions(0, true) + cluster.NodePromotions(0, false);
   };
   const uint64_t p0 = promoted();
   const double trig = NowSec();

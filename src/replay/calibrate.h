@@ -11,6 +11,7 @@
 #include "kvpool/local_cluster.h"
 #include "replay/engine_model.h"
 #include "replay/progress.h"
+#include "replay/replay_cluster.h"
 
 namespace kvpool::replay {
 
@@ -41,7 +42,9 @@ struct CalibrationOptions {
 // made or read.
 Result<Calibration> Calibrate(LocalClusterOptions cluster_options,
                               const CalibrationOptions& options,
-                              Progress* progress);
+                              Progress* progress,
+                              ClusterKind kind = ClusterKind::kInProcess,
+                              const std::string& bin_dir = "");
 
 }  // namespace kvpool::replay
 

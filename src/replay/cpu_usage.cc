@@ -18,8 +18,8 @@ double TvSec(const timeval& t) { return double(t.tv_sec) + t.tv_usec / 1e6; }
 
 // utime + stime of /proc/self/task/<tid>/stat; its comm may hold spaces
 // and parentheses, so fields are counted from the last ')'.
-bool ReadTask(int tid, std::string* name, double* sec) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+bool ReadStat(const std::string& path, std::string* name, double* sec) {
+  std::ifstream f(path);
   std::string line;
   if (!std::getline(f, line)) return false;
   const size_t open = line.find('('), close = line.rfind(')');
@@ -38,9 +38,14 @@ bool ReadTask(int tid, std::string* name, double* sec) {
   return true;
 }
 
+bool ReadTask(int tid, std::string* name, double* sec) {
+  return ReadStat("/proc/self/task/" + std::to_string(tid) + "/stat", name,
+                  sec);
+}
+
 }  // namespace
 
-CpuReading ReadCpu() {
+CpuReading ReadCpu(const std::vector<std::pair<std::string, int>>& others) {
   CpuReading r;
   r.wall_s = NowSec();
   rusage u{};
@@ -55,6 +60,14 @@ CpuReading ReadCpu() {
       if (tid > 0 && ReadTask(tid, &name, &sec)) r.threads[{tid, name}] = sec;
     }
     closedir(d);
+  }
+  for (const auto& [label, pid] : others) {
+    std::string name;
+    double sec = 0;
+    // A process's own stat sums its threads' times.
+    if (ReadStat("/proc/" + std::to_string(pid) + "/stat", &name, &sec)) {
+      r.others[label] += sec;
+    }
   }
   return r;
 }
@@ -86,6 +99,15 @@ CpuUsage CpuBetween(const CpuReading& a, const CpuReading& b) {
   CpuUsage u;
   u.wall_s = b.wall_s - a.wall_s;
   u.process_s = b.process_s - a.process_s;
+  double others = 0;
+  for (const auto& [label, sec] : b.others) {
+    auto it = a.others.find(label);
+    const double d = sec - (it == a.others.end() ? 0 : it->second);
+    if (d > 0) {
+      u.components[label] += d;
+      others += d;
+    }
+  }
   u.cores = int(std::max(1u, std::thread::hardware_concurrency()));
   u.capacity_s = u.wall_s * u.cores;
   u.utilisation = u.capacity_s > 0 ? u.process_s / u.capacity_s : 0;
@@ -98,6 +120,8 @@ CpuUsage CpuBetween(const CpuReading& a, const CpuReading& b) {
     seen += d;
   }
   if (u.process_s > seen) u.components["ended threads"] = u.process_s - seen;
+  u.process_s += others;
+  u.utilisation = u.capacity_s > 0 ? u.process_s / u.capacity_s : 0;
   return u;
 }
 

@@ -16,9 +16,13 @@ struct CpuReading {
   double process_s = 0;  // user + system, all threads (getrusage)
   // Per live thread: (tid, name) -> user + system seconds.
   std::map<std::pair<int, std::string>, double> threads;
+  // Other processes read alongside (the store's, when it runs apart):
+  // label -> user + system seconds, summed over the processes of a label.
+  std::map<std::string, double> others;
 };
 
-CpuReading ReadCpu();
+// `others`: (label, pid) of processes to read with this one.
+CpuReading ReadCpu(const std::vector<std::pair<std::string, int>>& others = {});
 
 // The component a thread of this name belongs to: "engines: steps",
 // "engines: KV loads", "engines: stores", "holders: promotion",
@@ -28,7 +32,7 @@ std::string CpuComponentOf(const std::string& thread_name);
 
 struct CpuUsage {
   double wall_s = 0;
-  double process_s = 0;
+  double process_s = 0;  // this process and the `others`
   int cores = 1;
   double capacity_s = 0;   // wall x cores
   double utilisation = 0;  // process / capacity

@@ -10,6 +10,7 @@
 #include "replay/batch_scheduler.h"
 #include "replay/engine.h"
 #include "replay/engine_model.h"
+#include "replay/replay_cluster.h"
 
 namespace kvpool::replay {
 
@@ -68,6 +69,10 @@ struct ReplayOptions {
   EngineKind engine = EngineKind::kBatching;
   SchedulerConfig scheduler;  // batching engine; holds load_start
   int loaders = 2;            // batching engine: KV loads in flight / engine
+  // Where each arm's store runs: in this process, or as kvpool-master and
+  // kvpool-node processes from `bin_dir` (empty: next to this binary).
+  ClusterKind cluster = ClusterKind::kInProcess;
+  std::string bin_dir;
   // "router": every arm dispatches through kvpool::Router (with the trigger
   // only in the router arms), so the arms differ in prefetch alone;
   // "least-loaded": the non-router arms dispatch to the shortest queue.

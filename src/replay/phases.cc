@@ -67,18 +67,18 @@ FillResult Fill(Client& client, const std::vector<uint64_t>& hash_ids,
   return r;
 }
 
-OverflowResult Overflow(LocalCluster& cluster, Client& client,
+OverflowResult Overflow(ReplayCluster& cluster, Client& client,
                         uint64_t block_bytes, double ratio,
                         Progress* progress) {
   OverflowResult r;
   const double t0 = NowSec();
-  ClusterSnapshot before = TakeSnapshot(cluster);
+  ClusterSnapshot before = cluster.Snapshot();
   const uint64_t dram = before.main_capacity;
   const uint64_t want = uint64_t(ratio * double(dram));
   BlockWriter w(client, block_bytes);
   const size_t kRound = 64;
   while (r.filler_blocks * block_bytes < 4 * dram) {
-    ClusterSnapshot now = TakeSnapshot(cluster);
+    ClusterSnapshot now = cluster.Snapshot();
     r.evicted = now.evicted_objects - before.evicted_objects;
     if (r.filler_blocks * block_bytes >= want && r.evicted > 0) break;
     std::vector<std::string> keys;
@@ -96,11 +96,11 @@ OverflowResult Overflow(LocalCluster& cluster, Client& client,
   return r;
 }
 
-SettleResult Settle(LocalCluster& cluster, double high_watermark,
+SettleResult Settle(ReplayCluster& cluster, double high_watermark,
                     double timeout_sec) {
   SettleResult r;
   const double t0 = NowSec();
-  ClusterSnapshot prev = TakeSnapshot(cluster);
+  ClusterSnapshot prev = cluster.Snapshot();
   auto quiet = [&](const ClusterSnapshot& s) {
     return s.offloads_in_flight == 0 && s.promo_in_flight == 0 &&
            s.MainRatio() < high_watermark;
@@ -112,7 +112,7 @@ SettleResult Settle(LocalCluster& cluster, double high_watermark,
            a.evicted_objects == b.evicted_objects;
   };
   r.settled = bench::WaitFor(timeout_sec, [&] {
-    ClusterSnapshot now = TakeSnapshot(cluster);
+    ClusterSnapshot now = cluster.Snapshot();
     // Two readings at least 200 ms apart must agree.
     if (now.t - prev.t < 0.2) return false;
     bool ok = quiet(now) && quiet(prev) && same(now, prev);

@@ -13,6 +13,7 @@
 #include "kvpool/local_cluster.h"
 #include "replay/cluster_probe.h"
 #include "replay/progress.h"
+#include "replay/replay_cluster.h"
 #include "storage/aligned_buffer.h"
 
 namespace kvpool::replay {
@@ -52,7 +53,7 @@ struct OverflowResult {
 };
 // Puts filler blocks ("ovf-<i>") until `ratio` x the pool's DRAM has been
 // written and eviction has run; stops at 4 x DRAM whatever happens.
-OverflowResult Overflow(LocalCluster& cluster, Client& client,
+OverflowResult Overflow(ReplayCluster& cluster, Client& client,
                         uint64_t block_bytes, double ratio, Progress* progress);
 
 struct SettleResult {
@@ -63,7 +64,7 @@ struct SettleResult {
 // Waits until no offload and no promotion is in flight, MAIN DRAM is below
 // `high_watermark`, and DRAM use, replica counts and evictions did not move
 // between two readings 200 ms apart. Gives up after `timeout_sec`.
-SettleResult Settle(LocalCluster& cluster, double high_watermark,
+SettleResult Settle(ReplayCluster& cluster, double high_watermark,
                     double timeout_sec);
 
 struct TierCensus {

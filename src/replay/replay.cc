@@ -101,8 +101,8 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   fs::create_directories(cal_root);
   CalibrationOptions co;
   co.block_bytes = o.block_bytes;
-  auto cal_r =
-      Calibrate(MakeClusterOptions(o, cal_root, AllArms()[0]), co, &progress);
+  auto cal_r = Calibrate(MakeClusterOptions(o, cal_root, AllArms()[0]), co,
+                         &progress, o.cluster, o.bin_dir);
   fs::remove_all(cal_root);
   if (!cal_r.ok()) return cal_r.status();
   const Calibration cal = cal_r.value();
@@ -119,11 +119,20 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   sim.loaders = o.loaders;
   sim.step_fixed_ms = model.step_fixed_ms;
   sim.step_ms_per_token = model.step_ms_per_token;
+  // Every node's SSD directory is on this machine's one disk.
+  sim.disk_ms_per_block = model.measured.ssd_ms;
   if (o.time_scale <= 0) {
     if (o.engine == EngineKind::kBatching) {
-      o.time_scale = TimeScaleForBusy(
-          trace, plan.measure_begin, plan.measure_end, o.engines,
-          model.measured.ssd_ms, sim, o.gpu_busy, &busy_estimate);
+      o.time_scale =
+          TimeScaleForBusy(trace, plan.measure_begin, plan.measure_end,
+                           o.engines, sim, o.gpu_busy, &busy_estimate);
+      if (busy_estimate < o.gpu_busy - 0.02) {
+        std::fprintf(stderr,
+                     "gpu busy target %.2f out of reach: the off arm's SSD "
+                     "reads saturate the disk first (at most %.2f, time "
+                     "scale %.4f)\n",
+                     o.gpu_busy, busy_estimate, o.time_scale);
+      }
       time_scale_source = "auto";
     } else {
       o.time_scale = 1.0;
@@ -132,7 +141,7 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   }
   if (o.engine == EngineKind::kBatching && time_scale_source == "given") {
     auto reqs = SimRequestsOf(trace, plan.measure_begin, plan.measure_end,
-                              o.time_scale, o.engines, model.measured.ssd_ms);
+                              o.time_scale, o.engines);
     const double span = (trace[plan.measure_end - 1].timestamp_ms -
                          trace[plan.measure_begin].timestamp_ms) *
                         o.time_scale;

@@ -167,6 +167,36 @@ TEST(ReplayTest, SerialEngineStillRuns) {
   std::filesystem::remove(o.trace_path);
 }
 
+TEST(ReplayTest, StoreInSeparateProcessesGivesTheSameReport) {
+  ReplayOptions o = TinyOptions();
+  o.cluster = ClusterKind::kProcesses;
+  o.bin_dir = KVPOOL_BIN_DIR;
+  o.arms = {"off", "router"};
+  o.time_scale = 0.5;
+  auto r = RunReplay(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& rep = r->report;
+  EXPECT_EQ(rep["setup"]["cluster"], "processes");
+  for (const auto& a : rep["arms"]) {
+    SCOPED_TRACE(a["name"].get<std::string>());
+    ASSERT_TRUE(a["ok"].get<bool>()) << a.value("error", "");
+    EXPECT_EQ(a["requests"], 10);
+    EXPECT_TRUE(a["settled"].get<bool>());
+    EXPECT_GT(a["fill_blocks_at_measure_start"]["ssd_only"].get<uint64_t>(),
+              0u);
+    EXPECT_GT(a["series"]["t"].size(), 0u);
+    EXPECT_EQ(a["reads"]["corrupt"], 0);
+    ExpectRowsAddUp(a);
+    // The store's processes are accounted for.
+    EXPECT_TRUE(a["cpu"]["components_sec"].contains("store processes: nodes"));
+  }
+  const auto& t = rep["arms"][1]["triggers"]["router"];
+  EXPECT_GT(t["keys"].get<uint64_t>(), 0u);
+  EXPECT_EQ(t["keys"], t["router_stats_triggered"]);
+  std::filesystem::remove_all(o.out_dir);
+  std::filesystem::remove(o.trace_path);
+}
+
 TEST(ReplayTest, RefusesRequestsLargerThanTheGpu) {
   ReplayOptions o = TinyOptions();
   o.scheduler.gpu_kv_tokens = 1000;

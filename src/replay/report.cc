@@ -434,6 +434,7 @@ json BuildReport(const ReportInput& in) {
       {"gpu_kv_tokens", o.scheduler.gpu_kv_tokens},
       {"loaders", o.loaders},
       {"time_scale_source", in.time_scale_source},
+      {"cluster", ClusterKindName(o.cluster)},
       {"dispatch", o.dispatch},
       {"seed", o.seed}};
   bool buffer_applied = false;
@@ -561,7 +562,7 @@ std::string RenderMarkdown(const json& r) {
   md += fmt::format(
       "Cluster: {} nodes x {} DRAM (high watermark {}), SSD tier {} per node, "
       "block {} (one 512-token block), lease {} ms, prefetch buffer {}. "
-      "{} engines, dispatch: {}.\n\n",
+      "{} engines, dispatch: {}; store {}.\n\n",
       s["nodes"].get<int>(), FormatSize(s["dram_per_node"].get<uint64_t>()),
       Num(s, "high_watermark"), FormatSize(s["ssd_per_node"].get<uint64_t>()),
       FormatSize(s["block_bytes"].get<uint64_t>()),
@@ -569,7 +570,8 @@ std::string RenderMarkdown(const json& r) {
       s["prefetch_buffer_applied"].get<bool>()
           ? FormatSize(s["prefetch_buffer_per_node"].get<uint64_t>())
           : std::string("not in this build"),
-      s["engines"].get<int>(), s["dispatch"].get<std::string>());
+      s["engines"].get<int>(), s["dispatch"].get<std::string>(),
+      s.value("cluster", std::string("in-process")));
   md += "## Engine model\n\n";
   md += fmt::format(
       "Modelled hardware: {}. Per 512-token block ({} MiB of KV): SSD read "

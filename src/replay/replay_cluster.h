@@ -1,0 +1,55 @@
+// The store an arm runs on, behind one interface: in this process (a
+// LocalCluster, the default) or as separate processes (kvpool-master and one
+// kvpool-node per node, started by the replay from the binaries next to it
+// and stopped by PID at the end of the arm), so that engines and store do not
+// share a process and the same replay can later be pointed at real hosts.
+// Readings come from the master's and nodes' own status and metrics: in
+// process directly, across processes over their HTTP /status and /metrics.
+#ifndef KVPOOL_REPLAY_REPLAY_CLUSTER_H_
+#define KVPOOL_REPLAY_REPLAY_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "kvpool/local_cluster.h"
+#include "replay/cluster_probe.h"
+
+namespace kvpool::replay {
+
+class ReplayCluster {
+ public:
+  virtual ~ReplayCluster() = default;
+  virtual Status Start() = 0;
+  virtual void Stop() = 0;
+  virtual std::string master_address() const = 0;
+  virtual size_t num_nodes() const = 0;
+  virtual std::string node_id(size_t i) const = 0;
+  virtual Result<std::unique_ptr<Client>> NewClient(
+      ClientConfig config = {}) const = 0;
+  virtual ClusterSnapshot Snapshot() = 0;
+  virtual MasterCounters Counters() = 0;
+  // Promotions node `i` reported, ok or failed.
+  virtual uint64_t NodePromotions(size_t i, bool ok) = 0;
+  // The store's processes other than this one, (label, pid), for CPU
+  // accounting; empty in process.
+  virtual std::vector<std::pair<std::string, int>> processes() const {
+    return {};
+  }
+};
+
+enum class ClusterKind { kInProcess, kProcesses };
+bool ParseClusterKind(const std::string& s, ClusterKind* out);
+const char* ClusterKindName(ClusterKind k);
+
+// `bin_dir` holds kvpool-master and kvpool-node (kProcesses only; empty =
+// the directory of this executable).
+std::unique_ptr<ReplayCluster> MakeReplayCluster(ClusterKind kind,
+                                                 const LocalClusterOptions& o,
+                                                 const std::string& bin_dir);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_REPLAY_CLUSTER_H_
