@@ -38,6 +38,10 @@ class ReplayCommandImpl : public ReplayCommand {
                      "batching: the off arm's GPU busy fraction the automatic "
                      "time scale aims at (estimated by simulation)")
         ->capture_default_str();
+    cmd_->add_option("--disk_busy_cap", o.disk_busy_cap,
+                     "batching: automatic time scale keeps the off arm's "
+                     "simulated disk at most this busy")
+        ->capture_default_str();
     cmd_->add_option_function<std::string>(
             "--engine",
             [&o](const std::string& v) {

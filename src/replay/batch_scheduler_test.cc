@@ -209,7 +209,7 @@ TEST(BatchSimTest, SharedDiskServesLoadsInTurn) {
   EXPECT_DOUBLE_EQ(second, 40.0);
 }
 
-TEST(BatchSimTest, BusyTargetOutOfReachWhenTheDiskSaturates) {
+TEST(BatchSimTest, DiskCapBoundsTheLoadWhenItSaturatesFirst) {
   std::vector<TraceRequest> trace;
   for (int i = 0; i < 100; ++i) {
     TraceRequest t;
@@ -220,14 +220,14 @@ TEST(BatchSimTest, BusyTargetOutOfReachWhenTheDiskSaturates) {
     trace.push_back(t);
   }
   SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
-  cfg.disk_ms_per_block = 50;  // 400 ms of disk per request, ~21 ms of GPU
-  double reached = 0;
-  TimeScaleForBusy(trace, 10, 100, 1, cfg, 0.9, &reached);
-  EXPECT_LT(reached, 0.2);
-  EXPECT_GT(reached, 0);
+  cfg.disk_ms_per_block = 50;  // 400 ms of disk per request, ~20 ms of GPU
+  LoadSizing l = SizeLoad(trace, 10, 100, 1, cfg, 0.9, 0.8);
+  EXPECT_TRUE(l.disk_bound);
+  EXPECT_NEAR(l.disk_busy, 0.8, 0.01);
+  EXPECT_LT(l.gpu_busy, 0.1);
 }
 
-TEST(BatchSimTest, BusyFractionFallsAsArrivalsSpreadAndTimeScaleHitsIt) {
+TEST(BatchSimTest, GpuTargetSetsTheLoadWhenTheDiskKeepsUp) {
   std::vector<TraceRequest> trace;
   for (int i = 0; i < 200; ++i) {
     TraceRequest t;
@@ -245,10 +245,11 @@ TEST(BatchSimTest, BusyFractionFallsAsArrivalsSpreadAndTimeScaleHitsIt) {
     return Simulate(reqs, 2, cfg).BusyFraction(0, 149 * 100.0 * scale);
   };
   EXPECT_GT(busy(0.5), busy(2.0));
-  double reached = 0;
-  const double scale = TimeScaleForBusy(trace, 50, 200, 2, cfg, 0.6, &reached);
-  EXPECT_NEAR(reached, 0.6, 0.02);
-  EXPECT_NEAR(busy(scale), reached, 1e-9);
+  LoadSizing l = SizeLoad(trace, 50, 200, 2, cfg, 0.6, 0.8);
+  EXPECT_FALSE(l.disk_bound);
+  EXPECT_NEAR(l.gpu_busy, 0.6, 0.01);
+  EXPECT_LT(l.disk_busy, 0.8);
+  EXPECT_NEAR(busy(l.time_scale), l.gpu_busy, 1e-9);
 }
 
 }  // namespace

@@ -52,6 +52,16 @@ double SimResult::BusyFraction(double w0, double w1) const {
   return busy / ((w1 - w0) * double(steps.size()));
 }
 
+double SimResult::DiskBusyFraction(double w0, double w1) const {
+  if (w1 <= w0) return 0;
+  double busy = 0;
+  for (const auto& [a, b] : disk) {
+    const double lo = std::max(a, w0), hi = std::min(b, w1);
+    if (hi > lo) busy += hi - lo;
+  }
+  return busy / (w1 - w0);
+}
+
 SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
                    const SimConfig& cfg) {
   SimResult r;
@@ -73,8 +83,9 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
     auto slot = std::min_element(e.loader_free.begin(), e.loader_free.end());
     double done = std::max(t, *slot);
     if (cfg.disk_ms_per_block > 0 && requests[i].disk_blocks > 0) {
-      disk_free = std::max(disk_free, done) +
-                  double(requests[i].disk_blocks) * cfg.disk_ms_per_block;
+      const double ds = std::max(disk_free, done);
+      disk_free = ds + double(requests[i].disk_blocks) * cfg.disk_ms_per_block;
+      r.disk.emplace_back(ds, disk_free);
       done = disk_free;
     }
     done += requests[i].load_ms;
@@ -165,59 +176,46 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
   return out;
 }
 
-double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
-                        size_t end, int engines, const SimConfig& config,
-                        double target, double* reached) {
+LoadSizing SizeLoad(const std::vector<TraceRequest>& trace, size_t begin,
+                    size_t end, int engines, const SimConfig& config,
+                    double gpu_target, double disk_cap) {
   end = std::min(end, trace.size());
   const double span_ms =
       end > begin ? trace[end - 1].timestamp_ms - trace[begin].timestamp_ms : 0;
-  auto busy_at = [&](double scale) {
+  auto at = [&](double scale) {
     auto reqs = SimRequestsOf(trace, begin, end, scale, engines);
     SimResult r = Simulate(reqs, engines, config);
-    return r.BusyFraction(0, span_ms * scale);
+    LoadSizing l;
+    l.time_scale = scale;
+    l.gpu_busy = r.BusyFraction(0, span_ms * scale);
+    l.disk_busy = r.DiskBusyFraction(0, span_ms * scale);
+    l.disk_bound = l.disk_busy / disk_cap > l.gpu_busy / gpu_target;
+    return l;
   };
-  // Busy rises as arrivals crowd together, until the loads saturate the
-  // disk (or the span gets shorter than one load): walk down from sparse
-  // arrivals by halving until the target is reached or busy stops rising,
-  // then bisect that octave.
-  double hi = 1e3, b_hi = busy_at(hi);
-  double best = hi, b_best = b_hi;
-  if (b_hi >= target) {
-    if (reached) *reached = b_hi;
-    return hi;
-  }
-  double lo = hi, b_lo = b_hi;
-  while (lo > 1e-6) {
-    lo /= 2;
-    b_lo = busy_at(lo);
-    if (b_lo > b_best) {
-      best = lo;
-      b_best = b_lo;
-    }
-    if (b_lo >= target) break;
-    if (b_lo < 0.8 * b_best) {  // past the peak: out of reach
-      if (reached) *reached = b_best;
-      return best;
-    }
+  // >= 1 once either bound is reached.
+  auto load = [&](const LoadSizing& l) {
+    return std::max(l.gpu_busy / gpu_target, l.disk_busy / disk_cap);
+  };
+  LoadSizing hi = at(1e3);
+  if (load(hi) >= 1) return hi;
+  LoadSizing lo = hi;
+  while (lo.time_scale > 1e-6) {
     hi = lo;
-    b_hi = b_lo;
+    lo = at(lo.time_scale / 2);
+    if (load(lo) >= 1) break;
   }
-  if (b_lo < target) {
-    if (reached) *reached = b_best;
-    return best;
-  }
-  double mid = lo, b = b_lo;
+  if (load(lo) < 1) return lo;  // neither bound reachable: densest tried
+  LoadSizing mid = lo;
   for (int i = 0; i < 30; ++i) {
-    mid = std::sqrt(lo * hi);
-    b = busy_at(mid);
-    if (std::fabs(b - target) < 0.002) break;
-    if (b > target) {
+    mid = at(std::sqrt(lo.time_scale * hi.time_scale));
+    const double f = load(mid);
+    if (std::fabs(f - 1) < 0.003) break;
+    if (f > 1) {
       lo = mid;
     } else {
       hi = mid;
     }
   }
-  if (reached) *reached = b;
   return mid;
 }
 

@@ -44,8 +44,12 @@ struct SimResult {
   std::vector<SimRequestResult> requests;  // in the input's order
   // Per engine, its steps as [start, end) ms.
   std::vector<std::vector<std::pair<double, double>>> steps;
+  // The shared disk's reads as [start, end) ms (with disk_ms_per_block).
+  std::vector<std::pair<double, double>> disk;
   // Busy fraction of the engines over [w0, w1] ms (mean over engines).
   double BusyFraction(double w0, double w1) const;
+  // Busy fraction of the shared disk over [w0, w1] ms.
+  double DiskBusyFraction(double w0, double w1) const;
 };
 
 // Every request must fit the GPU (BatchScheduler::TooLarge false).
@@ -60,14 +64,20 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
                                       size_t begin, size_t end,
                                       double time_scale, int engines);
 
-// The time scale at which the simulated busy fraction of the engines over
-// the arrival span is `target` (0..1): walks down from sparse arrivals by
-// halving, then bisects. The busy fraction reached is written to `reached`.
-// When the target is out of reach (the loads saturate the disk before the
-// GPUs are that busy), returns the scale of the highest busy fraction seen.
-double TimeScaleForBusy(const std::vector<TraceRequest>& trace, size_t begin,
-                        size_t end, int engines, const SimConfig& config,
-                        double target, double* reached);
+// The load of a replay: the time scale (machine s per trace s) at which
+// the simulated engines are busy `gpu_target` of the arrival span, unless
+// the shared disk would then be busier than `disk_cap`; then the time scale
+// at which the disk is `disk_cap` busy (a disk past that builds queues that
+// decide every result). Found by halving from sparse arrivals, then
+// bisection; both fractions are monotone on that side.
+struct LoadSizing {
+  double time_scale = 1;
+  double gpu_busy = 0, disk_busy = 0;  // simulated, at that scale
+  bool disk_bound = false;             // the disk cap, not the GPU target
+};
+LoadSizing SizeLoad(const std::vector<TraceRequest>& trace, size_t begin,
+                    size_t end, int engines, const SimConfig& config,
+                    double gpu_target, double disk_cap);
 
 }  // namespace kvpool::replay
 

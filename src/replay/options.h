@@ -41,6 +41,9 @@ struct ReplayOptions {
   // serial engine takes 1).
   double time_scale = 0;
   double gpu_busy = 0.7;
+  // ... unless the off arm's SSD reads would keep the shared disk busier
+  // than this; then the load is set by this cap (see batch_sim.h).
+  double disk_busy_cap = 0.8;
   uint64_t block_bytes = 1ull << 20;
 
   int engines = 4;

@@ -51,11 +51,12 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   if (o.engines < 1 || o.nodes < 1 || o.block_bytes < 4096 ||
       o.measure_requests == 0 || o.loaders < 1 ||
       o.scheduler.max_num_batched_tokens == 0 ||
-      o.scheduler.max_num_seqs == 0 || o.gpu_busy <= 0 || o.gpu_busy >= 1) {
+      o.scheduler.max_num_seqs == 0 || o.gpu_busy <= 0 || o.gpu_busy >= 1 ||
+      o.disk_busy_cap <= 0 || o.disk_busy_cap > 1) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "need engines, nodes, loaders >= 1, block_bytes >= 4 KiB, "
                   "measure >= 1, max_num_batched_tokens and max_num_seqs "
-                  ">= 1, 0 < gpu_busy < 1");
+                  ">= 1, 0 < gpu_busy < 1, 0 < disk_busy_cap <= 1");
   }
   std::vector<ArmSpec> arms;
   std::map<std::string, int> seen;
@@ -113,7 +114,8 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   // `gpu_busy` of the time. Scaling arrivals, not the GPU, keeps the
   // recompute : SSD : DRAM proportions of the modelled hardware.
   std::string time_scale_source = "given";
-  double busy_estimate = 0;
+  double busy_estimate = 0, disk_estimate = 0;
+  std::string load_bound;  // "gpu" or "disk" when sized automatically
   SimConfig sim;
   sim.scheduler = o.scheduler;
   sim.loaders = o.loaders;
@@ -123,15 +125,18 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   sim.disk_ms_per_block = model.measured.ssd_ms;
   if (o.time_scale <= 0) {
     if (o.engine == EngineKind::kBatching) {
-      o.time_scale =
-          TimeScaleForBusy(trace, plan.measure_begin, plan.measure_end,
-                           o.engines, sim, o.gpu_busy, &busy_estimate);
-      if (busy_estimate < o.gpu_busy - 0.02) {
+      LoadSizing l = SizeLoad(trace, plan.measure_begin, plan.measure_end,
+                              o.engines, sim, o.gpu_busy, o.disk_busy_cap);
+      o.time_scale = l.time_scale;
+      busy_estimate = l.gpu_busy;
+      disk_estimate = l.disk_busy;
+      load_bound = l.disk_bound ? "disk" : "gpu";
+      if (l.disk_bound) {
         std::fprintf(stderr,
                      "gpu busy target %.2f out of reach: the off arm's SSD "
-                     "reads saturate the disk first (at most %.2f, time "
-                     "scale %.4f)\n",
-                     o.gpu_busy, busy_estimate, o.time_scale);
+                     "reads would keep the disk more than %.2f busy first; "
+                     "load set by the disk (gpu busy %.2f)\n",
+                     o.gpu_busy, o.disk_busy_cap, l.gpu_busy);
       }
       time_scale_source = "auto";
     } else {
@@ -145,7 +150,9 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
     const double span = (trace[plan.measure_end - 1].timestamp_ms -
                          trace[plan.measure_begin].timestamp_ms) *
                         o.time_scale;
-    busy_estimate = Simulate(reqs, o.engines, sim).BusyFraction(0, span);
+    SimResult sr = Simulate(reqs, o.engines, sim);
+    busy_estimate = sr.BusyFraction(0, span);
+    disk_estimate = sr.DiskBusyFraction(0, span);
   }
   LoadEstimate load = EstimateLoad(trace, plan.measure_begin, plan.measure_end,
                                    o.time_scale, model);
@@ -159,20 +166,21 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
       (load.mean_service_ms +
        load.mean_output_tokens * model.decode_ms_per_token) /
       1000 / double(o.engines);
-  std::fprintf(stderr,
-               "engine model: SSD %.3f ms, DRAM %.3f ms per block measured; "
-               "prefill %.2f ms per block (%.1fx SSD, %.1fx DRAM), decode "
-               "%.3f ms/token (%s), est. utilisation %.2f; promotion ceiling "
-               "%.0f blocks/s per holder\n"
-               "engine: %s; time scale %.4f (%s), estimated GPU busy %.2f "
-               "(batching target %.2f); step %.4f ms + %.6f ms/token\n",
-               model.measured.ssd_ms, model.measured.dram_ms,
-               model.PrefillBlockMs(), model.RecomputeOverSsd(),
-               model.RecomputeOverDram(), model.decode_ms_per_token,
-               model.decode_source.c_str(), utilisation,
-               cal.promotion_ceiling_per_s, EngineKindName(o.engine),
-               o.time_scale, time_scale_source.c_str(), busy_estimate,
-               o.gpu_busy, model.step_fixed_ms, model.step_ms_per_token);
+  std::fprintf(
+      stderr,
+      "engine model: SSD %.3f ms, DRAM %.3f ms per block measured; "
+      "prefill %.2f ms per block (%.1fx SSD, %.1fx DRAM), decode "
+      "%.3f ms/token (%s), est. utilisation %.2f; promotion ceiling "
+      "%.0f blocks/s per holder\n"
+      "engine: %s; time scale %.4f (%s), estimated GPU busy %.2f "
+      "(batching target %.2f), disk busy %.2f (cap %.2f); step "
+      "%.4f ms + %.6f ms/token\n",
+      model.measured.ssd_ms, model.measured.dram_ms, model.PrefillBlockMs(),
+      model.RecomputeOverSsd(), model.RecomputeOverDram(),
+      model.decode_ms_per_token, model.decode_source.c_str(), utilisation,
+      cal.promotion_ceiling_per_s, EngineKindName(o.engine), o.time_scale,
+      time_scale_source.c_str(), busy_estimate, o.gpu_busy, disk_estimate,
+      o.disk_busy_cap, model.step_fixed_ms, model.step_ms_per_token);
 
   std::vector<ArmResult> results;
   for (size_t i = 0; i < arms.size(); ++i) {
@@ -192,6 +200,8 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   in.estimated_utilisation = utilisation;
   in.time_scale_source = time_scale_source;
   in.estimated_gpu_busy = busy_estimate;
+  in.estimated_disk_busy = disk_estimate;
+  in.load_bound = load_bound;
   in.arms = &results;
   ReplayOutput out;
   out.report = BuildReport(in);

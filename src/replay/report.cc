@@ -473,6 +473,9 @@ json BuildReport(const ReportInput& in) {
       {"step_source", m.step_source},
       {"gpu_busy_target", o.gpu_busy},
       {"estimated_gpu_busy_off", Round(in.estimated_gpu_busy)},
+      {"disk_busy_cap", o.disk_busy_cap},
+      {"estimated_disk_busy_off", Round(in.estimated_disk_busy)},
+      {"load_bound", in.load_bound},
       {"utilisation_target", o.utilisation},
       {"estimated_utilisation_off", Round(in.estimated_utilisation)},
       {"recompute_over_ssd", Round(m.RecomputeOverSsd())},
@@ -550,7 +553,8 @@ std::string RenderMarkdown(const json& r) {
   std::string md = "# kvpool replay: prefetch A/B on a request trace\n\n";
   md += fmt::format(
       "Trace `{}`: requests {}..{} measured ({} requests, {:.0f} s of trace "
-      "played in {:.0f} s: time scale {}, {:.1f} req/s), the {} before them "
+      "played in {:.0f} s: time scale {:.4g}, {:.1f} req/s), the {} before "
+      "them "
       "are the fill part ({} of their blocks are referenced by the measured "
       "requests and were put).\n\n",
       s["trace"].get<std::string>(), s["measured_from_index"].get<uint64_t>(),
@@ -623,8 +627,8 @@ std::string RenderMarkdown(const json& r) {
         "starting at {}): a forward step over T tokens takes {} ms + {:.4f} "
         "ms x T on the modelled GPU ({:.4f} ms + {:.6f} ms x T here, source "
         "{}); max_num_batched_tokens {}, max_num_seqs {}, GPU KV {} tokens, "
-        "{} loaders per engine. Time scale {} ({}; estimated off-arm GPU "
-        "busy {:.2f}, target {:.2f}).\n\n",
+        "{} loaders per engine. Time scale {:.4g} ({}{}; estimated off-arm "
+        "GPU busy {:.2f}, target {:.2f}; disk busy {:.2f}, cap {:.2f}).\n\n",
         s["load_start"].get<std::string>(), Num(hw, "step_fixed_ms"),
         Num(hw, "step_ms_per_token"), Num(em, "step_fixed_ms"),
         Num(em, "step_ms_per_token"), em["step_source"].get<std::string>(),
@@ -632,7 +636,13 @@ std::string RenderMarkdown(const json& r) {
         s["max_num_seqs"].get<uint64_t>(), s["gpu_kv_tokens"].get<uint64_t>(),
         s["loaders"].get<int>(), Num(s, "time_scale"),
         s["time_scale_source"].get<std::string>(),
-        Num(em, "estimated_gpu_busy_off"), Num(em, "gpu_busy_target"));
+        em.value("load_bound", std::string()) == "disk"
+            ? ", set by the disk cap: the GPU target is out of reach"
+        : em.value("load_bound", std::string()) == "gpu"
+            ? ", set by the GPU target"
+            : "",
+        Num(em, "estimated_gpu_busy_off"), Num(em, "gpu_busy_target"),
+        Num(em, "estimated_disk_busy_off"), Num(em, "disk_busy_cap"));
   } else if (s.contains("engine")) {
     md +=
         "Engine: serial (one request at a time per engine, decode "

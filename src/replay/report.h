@@ -23,6 +23,8 @@ struct ReportInput {
   double estimated_utilisation = 0;  // of the off arm, from EstimateLoad
   std::string time_scale_source;     // given, auto or default
   double estimated_gpu_busy = 0;     // batching: of the off arm, simulated
+  double estimated_disk_busy = 0;    // ... of the disk
+  std::string load_bound;            // auto sizing: "gpu" or "disk"
   const std::vector<ArmResult>* arms = nullptr;
 };
 
