@@ -25,6 +25,7 @@
 #include "bench/bench_keys.h"
 #include "bench/bench_main.h"
 #include "bench/bench_util.h"
+#include "bench/ssd_bench.h"
 #include "bench/svg_chart.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
@@ -49,6 +50,15 @@ struct HolderMode {
   bool pull;
   int64_t read_batch;
   int64_t max_per_pull = 32;
+  uint64_t inflight_bytes = 0;  // > 0: the pipelined promotion executor
+  int workers = 4;
+  // Reads the holder keeps at the disk at once, for fio's queue depth.
+  int Depth(uint64_t value) const {
+    if (inflight_bytes == 0) return int(read_batch);
+    return int(std::max<uint64_t>(
+        1, std::min<uint64_t>(inflight_bytes / value,
+                              uint64_t(workers) * uint64_t(read_batch))));
+  }
 };
 
 const HolderMode kShareModes[] = {
@@ -65,6 +75,11 @@ const HolderMode kRateModes[] = {
     // The RFC's cadence caps a pull worker at max_per_pull / interval
     // (320 keys/s): a larger take shows what batching itself can do.
     {"pull-b32-take128", true, 32, 128},
+    // The pipelined executor (issue #14), tasks delivered by the heartbeat
+    // (no pull cadence cap): workers x batch 8, bytes in flight bounded.
+    {"pipe-8MiB", false, 8, 32, 8ull << 20},
+    {"pipe-16MiB", false, 8, 32, 16ull << 20},
+    {"pipe-32MiB", false, 8, 32, 32ull << 20},
 };
 
 LocalClusterOptions ClusterOptions(const BenchOptions& opts,
@@ -88,6 +103,8 @@ LocalClusterOptions ClusterOptions(const BenchOptions& opts,
   o.promotion_pull = mode.pull;
   o.promotion_read_batch = mode.read_batch;
   o.promotion_max_per_pull = mode.max_per_pull;
+  o.promotion_inflight_bytes = mode.inflight_bytes;
+  o.promotion_workers = mode.workers;
   return o;
 }
 
@@ -230,6 +247,12 @@ struct RateRow {
   int queued = 0;
   int promoted = 0;
   double seconds = 0;
+  bool settled = true;  // main DRAM below the watermark before triggering
+  int depth = 1;
+  double fio_blocks_per_s = 0;  // fio at the same block size and depth
+  std::string fio_error;
+  // A cell whose triggers were throttled measured the throttle, not a rate.
+  bool Throttled() const { return queued < keys; }
   double KeysPerSec() const { return seconds > 0 ? promoted / seconds : 0; }
 };
 
@@ -251,6 +274,8 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
       MakeSsdOnly(*c, "rate-" + mode.name, n, value, opts.node_dram_bytes);
   row.keys = int(keys.size());
   bench::WaitDramFree(*c, 0.5, 10);
+  // The filler's eviction must be over, or every trigger is throttled.
+  row.settled = WaitFor(60, [&] { return MainRatio(*c) < 0.85; });
   auto& svc = cluster.master().service();
   const uint64_t base = svc.promotion_counters().completed;
   double t0 = NowSec();
@@ -271,6 +296,21 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
                "(main at %.0f%%)\n",
                mode.name.c_str(), row.queued, row.keys, row.promoted,
                row.seconds, row.KeysPerSec(), 100 * MainRatio(*c));
+  // fio on the same holder's SSD files, at the block size and the number
+  // of reads the holder keeps in flight.
+  row.depth = mode.Depth(value);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.is_regular_file() && e.file_size() >= value) {
+      files.push_back(e.path().string());
+    }
+  }
+  auto fio = FioRandReadMBps("fio", files, value, row.depth, 2.0, root);
+  if (fio.ok()) {
+    row.fio_blocks_per_s = fio.value() * 1e6 / double(value);
+  } else {
+    row.fio_error = fio.status().ToString();
+  }
   c.reset();
   cluster.Stop();
   return row;
@@ -353,11 +393,23 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
       "\n(b) promotions per second of one holder, %d x 1 MiB blocks "
       "triggered at once (RFC single-worker ceiling: 100-200 keys/s)\n",
       opts.router_rate_keys);
-  std::printf("%-17s %9s %9s %10s %12s\n", "holder", "keys", "promoted",
-              "seconds", "keys/s");
+  std::printf("%-17s %9s %9s %10s %12s %6s %12s %8s\n", "holder", "keys",
+              "promoted", "seconds", "keys/s", "depth", "fio_blk/s", "vs_fio");
   for (const auto& r : rates) {
-    std::printf("%-17s %9d %9d %10.2f %12.0f\n", r.mode.c_str(), r.keys,
-                r.promoted, r.seconds, r.KeysPerSec());
+    std::string rate =
+        r.Throttled() ? fmt::format("throttled ({}/{} queued{})", r.queued,
+                                    r.keys, r.settled ? "" : ", not settled")
+                      : fmt::format("{:.0f}", r.KeysPerSec());
+    std::string ratio =
+        !r.Throttled() && r.fio_blocks_per_s > 0
+            ? fmt::format("{:.0f}%", 100 * r.KeysPerSec() / r.fio_blocks_per_s)
+            : "-";
+    std::printf("%-17s %9d %9d %10.2f %12s %6d %12.0f %8s\n", r.mode.c_str(),
+                r.keys, r.promoted, r.seconds, rate.c_str(), r.depth,
+                r.fio_blocks_per_s, ratio.c_str());
+    if (!r.fio_error.empty()) {
+      std::printf("  fio: %s\n", r.fio_error.c_str());
+    }
   }
   if (rates[1].KeysPerSec() > 0) {
     std::printf(
@@ -393,9 +445,12 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
       const auto& r = rates[i];
       out << (i ? "," : "")
           << fmt::format(
-                 R"({{"mode":"{}","keys":{},"promoted":{},"seconds":{:.3f},)"
-                 R"("keys_per_sec":{:.1f}}})",
-                 r.mode, r.keys, r.promoted, r.seconds, r.KeysPerSec());
+                 R"({{"mode":"{}","keys":{},"queued":{},"promoted":{},)"
+                 R"("seconds":{:.3f},"keys_per_sec":{:.1f},"throttled":{},)"
+                 R"("depth":{},"fio_blocks_per_sec":{:.1f}}})",
+                 r.mode, r.keys, r.queued, r.promoted, r.seconds,
+                 r.Throttled() ? 0.0 : r.KeysPerSec(),
+                 r.Throttled() ? "true" : "false", r.depth, r.fio_blocks_per_s);
     }
     out << "]}\n";
   }

@@ -159,6 +159,23 @@ Result<Measured> RunFio(const SsdBenchOptions& opts,
   return r;
 }
 
+}  // namespace
+
+Result<double> FioRandReadMBps(const std::string& fio_path,
+                               const std::vector<std::string>& files,
+                               uint64_t block, int depth, double seconds,
+                               const std::string& scratch_dir) {
+  SsdBenchOptions o;
+  o.fio_path = fio_path;
+  o.dir = scratch_dir;
+  o.seconds_per_case = seconds;
+  auto m = RunFio(o, files, block, depth);
+  if (!m.ok()) return m.status();
+  return m->mbps;
+}
+
+namespace {
+
 std::string Key(uint64_t size, uint64_t i) {
   return fmt::format("o{}-{}", size, i);
 }

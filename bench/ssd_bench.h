@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kvpool/status.h"
+
 namespace kvpool {
 
 struct SsdBenchOptions {
@@ -37,6 +39,14 @@ struct SsdBenchOptions {
 // progress (each round's MB/s) on stderr; returns 0, or 1 if a read failed or
 // returned wrong bytes, or fio could not be run.
 int RunSsdBench(const SsdBenchOptions& opts);
+
+// fio's io_uring random-read bandwidth (MB/s) over `files` (read-only,
+// O_DIRECT) at `block` bytes and `depth`, for `seconds`: the baseline of
+// benches that read the same files another way in the same run.
+Result<double> FioRandReadMBps(const std::string& fio_path,
+                               const std::vector<std::string>& files,
+                               uint64_t block, int depth, double seconds,
+                               const std::string& scratch_dir);
 
 }  // namespace kvpool
 

@@ -73,6 +73,14 @@ int main(int argc, char** argv) {
   app.add_option("--promotion_read_batch", c.promotion_read_batch,
                  "SSD reads per promotion worker submission (1 = sequential)")
       ->capture_default_str();
+  kvpool::AddSizeFlag(app, "--promotion_inflight_bytes",
+                      &c.promotion_inflight_bytes,
+                      "pipelined promotion executor: bytes in flight at most "
+                      "(0 = the RFC's single sequential worker)");
+  app.add_option("--promotion_workers", c.promotion_workers,
+                 "pipelined promotion executor: worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
   sigset_t set;

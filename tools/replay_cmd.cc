@@ -129,6 +129,13 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--promotion_read_batch", o.promotion_read_batch,
                      "SSD reads per promotion-worker submission")
         ->capture_default_str();
+    AddSizeFlag(*cmd_, "--promotion_inflight_bytes",
+                &o.promotion_inflight_bytes,
+                "holders' pipelined promotion executor: bytes in flight (0 = "
+                "the RFC's sequential worker)");
+    cmd_->add_option("--promotion_workers", o.promotion_workers,
+                     "pipelined promotion executor: workers per holder")
+        ->capture_default_str();
     cmd_->add_option("--lease_ms", o.lease_ms, "default_kv_lease_ttl")
         ->capture_default_str();
     cmd_->add_option("--overflow", o.overflow_ratio,

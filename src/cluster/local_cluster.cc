@@ -51,6 +51,8 @@ Status LocalCluster::Start() {
       nc.promotion_pull_interval_ms = options_.promotion_pull_interval_ms;
       nc.promotion_max_per_pull = options_.promotion_max_per_pull;
       nc.promotion_read_batch = options_.promotion_read_batch;
+      nc.promotion_inflight_bytes = options_.promotion_inflight_bytes;
+      nc.promotion_workers = options_.promotion_workers;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

@@ -36,6 +36,10 @@ Status NodeConfig::Validate() const {
     return bad("promotion_max_per_pull must be in [1, 1024]");
   if (promotion_read_batch <= 0 || promotion_read_batch > 1024)
     return bad("promotion_read_batch must be in [1, 1024]");
+  if (promotion_workers <= 0 || promotion_workers > 64)
+    return bad("promotion_workers must be in [1, 64]");
+  if (promotion_inflight_bytes > 0 && !enable_ssd_offload)
+    return bad("promotion_inflight_bytes needs enable_ssd_offload");
   if ((prefetch_buffer_segment > 0 || promotion_pull) && !enable_ssd_offload)
     return bad(
         "prefetch_buffer_segment and promotion_pull need enable_ssd_offload");
@@ -113,6 +117,8 @@ Status Node::Start() {
     sc.promotion_pull_interval_ms = config_.promotion_pull_interval_ms;
     sc.promotion_max_per_pull = size_t(config_.promotion_max_per_pull);
     sc.promotion_read_batch = size_t(config_.promotion_read_batch);
+    sc.promotion_inflight_bytes = config_.promotion_inflight_bytes;
+    sc.promotion_workers = int(config_.promotion_workers);
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
                                      &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;

@@ -41,6 +41,11 @@ struct NodeConfig {
   int64_t promotion_pull_interval_ms = 100;
   int64_t promotion_max_per_pull = 32;
   int64_t promotion_read_batch = 1;  // SSD reads per worker submission
+  // 0: the RFC's single sequential promotion worker. > 0: the pipelined
+  // executor, `promotion_workers` threads with at most this many promotion
+  // bytes in flight (SsdTierConfig).
+  uint64_t promotion_inflight_bytes = 0;
+  int64_t promotion_workers = 4;
 
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.

@@ -50,9 +50,19 @@ Status SsdTier::Start() {
     SetThreadName("kvp-offload");
     OffloadLoop();
   });
-  promotion_thread_ = std::thread([this] {
-    SetThreadName("kvp-promote");
-    PromotionLoop();
+  const int promoters = config_.promotion_inflight_bytes > 0
+                            ? std::max(1, config_.promotion_workers)
+                            : 1;
+  for (int i = 0; i < promoters; ++i) {
+    promotion_threads_.emplace_back([this] {
+      SetThreadName("kvp-promote");
+      PromotionLoop();
+    });
+  }
+  metrics_.AddGauge("kvpool_node_promotion_inflight_bytes", "",
+                    [this] { return double(promotion_inflight_bytes()); });
+  metrics_.AddGauge("kvpool_node_promotion_inflight_budget_bytes", "", [this] {
+    return double(config_.promotion_inflight_bytes);
   });
   eviction_thread_ = std::thread([this] {
     SetThreadName("kvp-ssd-evict");
@@ -84,9 +94,18 @@ void SsdTier::Stop() {
   // first.
   if (pull_thread_.joinable()) pull_thread_.join();
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
-  for (auto* t : {&offload_thread_, &promotion_thread_, &eviction_thread_}) {
+  for (auto* t : {&offload_thread_, &eviction_thread_}) {
     if (t->joinable()) t->join();
   }
+  for (auto& t : promotion_threads_) {
+    if (t.joinable()) t.join();
+  }
+  promotion_threads_.clear();
+}
+
+uint64_t SsdTier::promotion_inflight_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return promo_inflight_;
 }
 
 void SsdTier::RegisterWithMaster() {
@@ -266,24 +285,49 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
 
 void SsdTier::PromotionLoop() {
   const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
+  const uint64_t budget = config_.promotion_inflight_bytes;  // 0: unbounded
+  // The next job fits the budget, or nothing else is in flight.
+  auto fits = [&] {
+    return budget == 0 || promo_inflight_ == 0 ||
+           promo_inflight_ + promotions_.front().task.size() <= budget;
+  };
   for (;;) {
     std::vector<PromotionJob> jobs;
+    uint64_t bytes = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Stop only when the pull and prefetch threads can add nothing more.
+      // Stop only when the pull and prefetch threads can add nothing more
+      // and the queue is empty.
       cv_.wait(lock, [&] {
-        return (stopping_ && prefetch_exited_) || !promotions_.empty();
+        return (!promotions_.empty() && fits()) ||
+               (promotions_.empty() && stopping_ && prefetch_exited_);
       });
       if (promotions_.empty()) return;
       while (jobs.size() < batch && !promotions_.empty()) {
+        const uint64_t size = promotions_.front().task.size();
+        if (!jobs.empty() && budget > 0 &&
+            promo_inflight_ + bytes + size > budget) {
+          break;
+        }
+        bytes += size;
         jobs.push_back(std::move(promotions_.front()));
         promotions_.pop_front();
+      }
+      promo_inflight_ += bytes;
+      uint64_t peak = promo_peak_.load();
+      while (promo_inflight_ > peak &&
+             !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
       }
     }
     std::vector<rpc::PromotionTask> tasks;
     tasks.reserve(jobs.size());
     for (const auto& j : jobs) tasks.push_back(j.task);
     std::vector<Status> got = PromoteKeysFromLocalDisk(tasks);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      promo_inflight_ -= bytes;
+    }
+    cv_.notify_all();
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (jobs[i].done) jobs[i].done(jobs[i].task.key(), got[i].code());
     }

@@ -127,6 +127,8 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.prefetch_trigger_lease_ttl_ms = o.prefetch_lease_ms;
   c.promotion_pull = o.promotion_pull;
   c.promotion_read_batch = o.promotion_read_batch;
+  c.promotion_inflight_bytes = o.promotion_inflight_bytes;
+  c.promotion_workers = o.promotion_workers;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }

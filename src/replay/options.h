@@ -62,6 +62,8 @@ struct ReplayOptions {
   int64_t prefetch_lease_ms = 10000;
   bool promotion_pull = false;       // holders' promotion pull thread
   int64_t promotion_read_batch = 1;  // SSD reads per promotion submission
+  uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
+  int64_t promotion_workers = 4;
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
 

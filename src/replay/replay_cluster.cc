@@ -238,6 +238,10 @@ class ProcessCluster : public ReplayCluster {
                                  o_.promotion_max_per_pull));
         na.push_back(
             fmt::format("--promotion_read_batch={}", o_.promotion_read_batch));
+        na.push_back(fmt::format("--promotion_inflight_bytes={}",
+                                 o_.promotion_inflight_bytes));
+        na.push_back(
+            fmt::format("--promotion_workers={}", o_.promotion_workers));
       }
       auto n = Spawn(id, bin_dir_ + "/kvpool-node", na, nlog);
       if (!n.ok()) return n.status();

@@ -425,6 +425,8 @@ json BuildReport(const ReportInput& in) {
       {"prefetch_lease_ms", o.prefetch_lease_ms},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
+      {"promotion_inflight_bytes", o.promotion_inflight_bytes},
+      {"promotion_workers", o.promotion_workers},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
       {"engine", EngineKindName(o.engine)},

@@ -98,6 +98,35 @@ void AddComparisons(json* report) {
     }
     if (base == "all-dram" && !all) all = &a;
   }
+  // Paired with the off runs next to it in the run order: on a machine
+  // whose disk drifts, the nearest off runs are the fair baseline.
+  for (size_t i = 0; i < arms.size(); ++i) {
+    json& a = arms[i];
+    if (!a.value("ok", false)) continue;
+    if (BaseName(a["name"].get<std::string>()) == "off") continue;
+    std::vector<double> near;
+    for (size_t j = i; j-- > 0;) {
+      if (arms[j].value("ok", false) &&
+          BaseName(arms[j]["name"].get<std::string>()) == "off") {
+        near.push_back(N(arms[j]["ttft_ms"], "p50"));
+        break;
+      }
+    }
+    for (size_t j = i + 1; j < arms.size(); ++j) {
+      if (arms[j].value("ok", false) &&
+          BaseName(arms[j]["name"].get<std::string>()) == "off") {
+        near.push_back(N(arms[j]["ttft_ms"], "p50"));
+        break;
+      }
+    }
+    if (near.empty()) continue;
+    double base = 0;
+    for (double v : near) base += v;
+    base /= double(near.size());
+    a["vs_adjacent_off"] = {
+        {"off_p50_ms", near},
+        {"p50_ratio", base > 0 ? R(N(a["ttft_ms"], "p50") / base, 4) : 0}};
+  }
   for (auto& a : arms) {
     json g = {{"p50", nullptr}, {"mean", nullptr}};
     if (off && all && a.value("ok", false)) {
@@ -131,8 +160,8 @@ std::string RenderPartsMarkdown(const json& r) {
       "the first token). Means add up to the mean TTFT; p50s do not.\n\n"
       "| arm | TTFT p50 / p90 / p99 | mean | waiting mean (p50) | KV load "
       "mean (p50) | prefill mean (p50) | KV-load share of TTFT | whole load "
-      "p50 | gap closed p50 / mean |\n|---|---|---|---|---|---|---|---|---|"
-      "\n";
+      "p50 | gap closed p50 / mean | p50 / adjacent off p50 |\n|---|---|---|"
+      "---|---|---|---|---|---|---|\n";
   auto gap = [](const json& g, const char* k) {
     return g.contains(k) && g[k].is_number()
                ? fmt::format("{:.0f}%", 100 * g[k].get<double>())
@@ -144,20 +173,26 @@ std::string RenderPartsMarkdown(const json& r) {
     const auto& p = a["ttft_parts_ms"];
     md += fmt::format(
         "| {} | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} "
-        "({:.1f}) | {:.1f} ({:.1f}) | {:.1f}% | {:.1f} | {} / {} |\n",
+        "({:.1f}) | {:.1f} ({:.1f}) | {:.1f}% | {:.1f} | {} / {} | {} |\n",
         a["name"].get<std::string>(), N(t, "p50"), N(t, "p90"), N(t, "p99"),
         N(t, "mean"), N(p["wait"], "mean"), N(p["wait"], "p50"),
         N(p["kv_load"], "mean"), N(p["kv_load"], "p50"),
         N(p["prefill"], "mean"), N(p["prefill"], "p50"),
         100 * N(a, "kv_load_share"), N(a["load_total_ms"], "p50"),
-        gap(a["gap_closed"], "p50"), gap(a["gap_closed"], "mean"));
+        gap(a["gap_closed"], "p50"), gap(a["gap_closed"], "mean"),
+        a.contains("vs_adjacent_off")
+            ? fmt::format("{:.2f}", N(a["vs_adjacent_off"], "p50_ratio"))
+            : std::string("-"));
   }
   md +=
       "\n\"gap closed\" = (off - arm) / (off - all-dram) of TTFT: the share of "
       "what perfect prefetch could gain that the arm gains. \"whole load\" is "
       "the load from its request to its end (loader wait, lookup, probe, "
-      "read), overlapped or not.\n";
-  if (r.contains("off_spread")) {
+      "read), overlapped or not. \"adjacent off\": the arm's TTFT p50 over "
+      "the mean p50 of the off runs just before and after it in the run "
+      "order (run the arms interleaved with off, e.g. --arms "
+      "off,router,off,exist,off, when the machine drifts).\n";
+  if (r.contains("off_spread") && r["off_spread"]["runs"].get<size_t>() > 1) {
     const auto& s = r["off_spread"];
     std::string runs;
     for (const auto& v : s["p50_ms"]) {

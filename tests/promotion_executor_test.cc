@@ -1,0 +1,106 @@
+// The holders' pipelined promotion executor (promotion_inflight_bytes > 0):
+// every key lands intact, the bytes in flight never exceed the budget, and
+// offload writes keep progressing under a promotion flood.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tests/ssd_fixture.h"
+
+namespace kvpool {
+namespace {
+
+using S = PrefetchToMemoryStatus;
+using kvpool::testing::kValue;
+using kvpool::testing::RandomBytes;
+using kvpool::testing::WaitUntil;
+
+class PromotionExecutorTest : public kvpool::testing::SsdFixture {
+ protected:
+  void SetUp() override {
+    SsdFixture::SetUp();
+    opts_.num_nodes = 1;
+    opts_.segment_size = 32ull << 20;
+    opts_.enable_prefetch_trigger = true;
+    opts_.prefetch_trigger_lease_ttl_ms = 20000;
+    opts_.prefetch_buffer_size = 24ull << 20;
+    opts_.promotion_inflight_bytes = 3 * kValue;
+    opts_.promotion_workers = 4;
+    opts_.promotion_read_batch = 2;
+  }
+  bool AllInMemory(Client& c, const std::vector<std::string>& keys) {
+    return WaitUntil(
+        [&] {
+          for (const auto& k : keys) {
+            if (Tier(c, k) != "memory") return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(30));
+  }
+};
+
+TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 16);
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(client->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+  }
+  SsdTier* tier = cluster_->node(0).ssd();
+  // Four workers would hold 8 MiB; the budget holds them to 3 MiB.
+  EXPECT_LE(tier->promotion_inflight_peak(), 3 * kValue);
+  EXPECT_GE(tier->promotion_inflight_peak(), kValue);
+  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+  auto pc = cluster_->master().service().promotion_counters();
+  EXPECT_EQ(pc.completed, 16u);
+  EXPECT_EQ(pc.failed, 0u);
+  EXPECT_EQ(pc.in_flight, 0u);
+}
+
+TEST_F(PromotionExecutorTest, ATaskLargerThanTheBudgetRunsAlone) {
+  opts_.promotion_inflight_bytes = kValue / 2;
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 4);
+  ASSERT_TRUE(client->BatchPrefetchToMemory(keys).ok());
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  EXPECT_EQ(cluster_->node(0).ssd()->promotion_inflight_peak(), kValue);
+}
+
+TEST_F(PromotionExecutorTest, OffloadsProgressUnderAPromotionFlood) {
+  opts_.promotion_inflight_bytes = 8 * kValue;
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 20);
+  ASSERT_TRUE(client->BatchPrefetchToMemory(keys).ok());
+  // New puts while the holder promotes: their offloads must complete too.
+  std::vector<std::string> fresh;
+  for (int i = 0; i < 6; ++i) {
+    fresh.push_back("fresh-" + std::to_string(i));
+    ASSERT_TRUE(client->Put(fresh.back(), RandomBytes(kValue, 500 + i)).ok());
+  }
+  EXPECT_TRUE(AllHaveDiskCopies(*client, fresh));
+  EXPECT_TRUE(AllInMemory(*client, keys));
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(client->Get(fresh[i]).value(), RandomBytes(kValue, 500 + int(i)));
+  }
+}
+
+TEST_F(PromotionExecutorTest, OffByDefaultIsTheSequentialWorker) {
+  opts_.promotion_inflight_bytes = 0;
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 6);
+  ASSERT_TRUE(client->BatchPrefetchToMemory(keys).ok());
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  // One worker, batches of promotion_read_batch (2) keys.
+  EXPECT_LE(cluster_->node(0).ssd()->promotion_inflight_peak(), 2 * kValue);
+}
+
+}  // namespace
+}  // namespace kvpool
