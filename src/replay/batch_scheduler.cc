@@ -41,17 +41,26 @@ void BatchScheduler::LoadDone(uint64_t id, uint64_t cached_tokens) {
   if (r.phase == Phase::kLoading) r.phase = Phase::kPrefill;
 }
 
-std::vector<uint64_t> BatchScheduler::Admit() {
+std::vector<uint64_t> BatchScheduler::Admit(
+    std::vector<uint64_t>* load_blocked) {
   std::vector<uint64_t> out;
+  // GPU memory as if every skipped request ahead had been admitted: whether
+  // a skipped request was held back by its load alone.
+  uint64_t would_use = kv_used_;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (admitted_.size() >= config_.max_num_seqs) break;
     Req& r = reqs_[*it];
+    const uint64_t need = r.prompt + r.output;
     if (config_.load_start == LoadStart::kArrival && !r.load_done) {
+      if (would_use + need <= config_.gpu_kv_tokens) {
+        would_use += need;
+        if (load_blocked) load_blocked->push_back(*it);
+      }
       ++it;  // prefetch in progress: skipped, the next may go
       continue;
     }
-    const uint64_t need = r.prompt + r.output;
     if (kv_used_ + need > config_.gpu_kv_tokens) break;  // FCFS: no jumping
+    would_use += need;
     kv_used_ += need;
     r.phase = r.load_done ? Phase::kPrefill : Phase::kLoading;
     admitted_.push_back(*it);

@@ -80,8 +80,11 @@ class BatchScheduler {
   // kAdmission this must follow Admit() of the request.
   void LoadDone(uint64_t id, uint64_t cached_tokens);
   // Admits what the rules allow now, in order; with kAdmission the caller
-  // starts the loads of the returned ids.
-  std::vector<uint64_t> Admit();
+  // starts the loads of the returned ids. `load_blocked` (optional) gets the
+  // kArrival requests that were skipped only because their load was still
+  // running: the GPU had room for them (what the TTFT breakdown charges to
+  // the KV load rather than to waiting).
+  std::vector<uint64_t> Admit(std::vector<uint64_t>* load_blocked = nullptr);
   // The next step (empty when nothing can run). Does not change the state.
   StepPlan PlanStep() const;
   // Applies `plan` (the last PlanStep(), unchanged since) at its end.

@@ -127,7 +127,10 @@ TEST(BatchSchedulerTest, ArrivalModeSkipsRequestsStillLoading) {
   BatchScheduler s(Config(2048, 256, 1 << 20, LoadStart::kArrival));
   s.Arrive(0, 100, 2);
   s.Arrive(1, 100, 2);
-  EXPECT_TRUE(s.Admit().empty());  // no load done yet
+  std::vector<uint64_t> blocked;
+  EXPECT_TRUE(s.Admit(&blocked).empty());  // no load done yet
+  // Both would have fit: only their loads held them.
+  EXPECT_EQ(blocked, (std::vector<uint64_t>{0, 1}));
   s.LoadDone(1, 0);
   EXPECT_EQ(s.Admit(), (std::vector<uint64_t>{1}));  // 1 passes 0
   s.LoadDone(0, 50);

@@ -165,9 +165,13 @@ void BatchingEngine::OnFirstToken(uint64_t id, Inflight& f, double at) {
   RequestRecord& rec = f.rec;
   rec.first_token_s = at;
   rec.ttft_ms = (at - rec.arrival_s) * 1e3;
+  // Waiting ends when the GPU could first take the request: at admission,
+  // or earlier if only its (arrival-started) load held it back.
   const double ready = std::max(rec.admit_s, rec.load_done_s);
-  rec.part_wait_ms = (rec.admit_s - rec.arrival_s) * 1e3;
-  rec.part_load_ms = (ready - rec.admit_s) * 1e3;
+  const double fit =
+      rec.fit_s > 0 ? std::min(rec.fit_s, rec.admit_s) : rec.admit_s;
+  rec.part_wait_ms = (fit - rec.arrival_s) * 1e3;
+  rec.part_load_ms = (ready - fit) * 1e3;
   rec.part_prefill_ms = (at - ready) * 1e3;
   rec.queue_ms = rec.part_wait_ms;
   rec.prefill_ms = rec.part_prefill_ms;
@@ -252,10 +256,15 @@ void BatchingEngine::StepLoop() {
       f.put_done = true;
       MaybeComplete(id);
     }
-    for (uint64_t id : sched_.Admit()) {
+    std::vector<uint64_t> load_blocked;
+    for (uint64_t id : sched_.Admit(&load_blocked)) {
       Inflight& f = *inflight_.at(id);
       f.rec.admit_s = now;
       if (!at_arrival) SubmitLoad(id, f, now);
+    }
+    for (uint64_t id : load_blocked) {
+      Inflight& f = *inflight_.at(id);
+      if (f.rec.fit_s == 0) f.rec.fit_s = now;
     }
 
     StepPlan plan = sched_.PlanStep();

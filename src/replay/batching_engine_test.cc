@@ -90,7 +90,12 @@ class EngineTest : public ::testing::Test {
   EngineModel model_;
 };
 
-TEST_F(EngineTest, SlowLoadDoesNotDelayAnotherRequest) {
+// Both load-start policies: request 0's load is held until request 1 has
+// finished; request 1 must not wait for it.
+class SlowLoadTest : public EngineTest,
+                     public ::testing::WithParamInterface<LoadStart> {};
+
+TEST_P(SlowLoadTest, SlowLoadDoesNotDelayAnotherRequest) {
   std::mutex mu;
   std::condition_variable cv;
   bool release_slow = false;
@@ -107,6 +112,7 @@ TEST_F(EngineTest, SlowLoadDoesNotDelayAnotherRequest) {
   };
   EngineConfig ec = Config();
   ec.loaders = 2;
+  ec.scheduler.load_start = GetParam();
   BatchingEngine e(
       ec, client_.get(), &model_,
       [&](RequestRecord rec) {
@@ -140,8 +146,10 @@ TEST_F(EngineTest, SlowLoadDoesNotDelayAnotherRequest) {
     EXPECT_EQ(r->put_blocks, 1u);
     EXPECT_EQ(r->put_failed, 0u);
   }
-  // Admitted at once (the GPU has room): the slow one's wait is its load.
+  // The GPU had room at once: the slow one's wait is its load, under
+  // either policy (at arrival it waited unadmitted, but for its load).
   EXPECT_GT(slow.part_load_ms, fast.ttft_ms);
+  EXPECT_LT(slow.part_wait_ms, slow.part_load_ms);
   EXPECT_GT(e.stats().steps, 0u);
   // The computed fifth blocks were stored with their ids.
   auto got = client_->Get(BlockKey(trace_[0].hash_ids[4]));
@@ -151,6 +159,10 @@ TEST_F(EngineTest, SlowLoadDoesNotDelayAnotherRequest) {
   EXPECT_EQ(id, trace_[0].hash_ids[4]);
 }
 
+INSTANTIATE_TEST_SUITE_P(BothPolicies, SlowLoadTest,
+                         ::testing::Values(LoadStart::kAdmission,
+                                           LoadStart::kArrival));
+
 TEST_F(EngineTest, ArrivalLoadStartsBeforeAdmissionWhenGpuIsFull) {
   EngineConfig ec = Config();
   ec.scheduler.load_start = LoadStart::kArrival;
@@ -159,11 +171,30 @@ TEST_F(EngineTest, ArrivalLoadStartsBeforeAdmissionWhenGpuIsFull) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<RequestRecord> done;
-  BatchingEngine e(ec, client_.get(), &model_, [&](RequestRecord rec) {
-    std::lock_guard<std::mutex> lock(mu);
-    done.push_back(std::move(rec));
-    cv.notify_all();
-  });
+  bool first_loaded = false;
+  // Request 1's load ends after request 0's, so 0 is admitted first.
+  auto load = [&](const EngineRequest& r, const std::vector<std::string>& keys,
+                  uint8_t* buf) {
+    if (r.index == 1) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(20), [&] { return first_loaded; });
+    }
+    PrefixLoad l = LoadPrefix(*client_, keys, *r.trace, buf, kBlock, false);
+    if (r.index == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      first_loaded = true;
+      cv.notify_all();
+    }
+    return l;
+  };
+  BatchingEngine e(
+      ec, client_.get(), &model_,
+      [&](RequestRecord rec) {
+        std::lock_guard<std::mutex> lock(mu);
+        done.push_back(std::move(rec));
+        cv.notify_all();
+      },
+      load);
   ASSERT_TRUE(e.Start().ok());
   e.Enqueue(Req(0));
   e.Enqueue(Req(1));
@@ -173,10 +204,8 @@ TEST_F(EngineTest, ArrivalLoadStartsBeforeAdmissionWhenGpuIsFull) {
                             [&] { return done.size() == 2; }));
   }
   e.Drain();
-  // Whichever load ended first was admitted first; the other waited.
-  const bool zero_first = done[0].admit_s <= done[1].admit_s;
-  const RequestRecord& first = zero_first ? done[0] : done[1];
-  const RequestRecord& second = zero_first ? done[1] : done[0];
+  const RequestRecord& first = done[0].index == 0 ? done[0] : done[1];
+  const RequestRecord& second = done[0].index == 0 ? done[1] : done[0];
   // The second waited for GPU memory; its load ran during that wait.
   EXPECT_GE(second.admit_s, first.done_s);
   EXPECT_LT(second.load_start_s, second.admit_s);

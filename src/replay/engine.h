@@ -62,6 +62,9 @@ struct RequestRecord {
   // asked for and when it finished (steady s; 0 = not applicable), and the
   // load's whole time including the wait for a free loader.
   double admit_s = 0, load_start_s = 0, load_done_s = 0, load_total_ms = 0;
+  // Arrival-started loads: the first moment the GPU had room for the
+  // request while its load was still running (0 = never).
+  double fit_s = 0;
   uint32_t blocks = 0;
   uint32_t matched = 0;     // longest prefix the lookup found
   uint32_t read_ok = 0;     // ... of which read (a failed read ends it)

@@ -60,8 +60,8 @@ struct ReplayOptions {
   // route->get window; with a buffer, it also sets how long a consumed block
   // holds buffer space (buffer >= rate x this lease x block).
   int64_t prefetch_lease_ms = 10000;
-  bool promotion_pull = false;       // holders' promotion pull thread
-  int64_t promotion_read_batch = 1;  // SSD reads per promotion submission
+  bool promotion_pull = false;            // holders' promotion pull thread
+  int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 4;
   int64_t heartbeat_ms = 1000;
