@@ -80,6 +80,8 @@ const HolderMode kRateModes[] = {
     {"pipe-8MiB", false, 8, 32, 8ull << 20},
     {"pipe-16MiB", false, 8, 32, 16ull << 20},
     {"pipe-32MiB", false, 8, 32, 32ull << 20},
+    {"pipe-32MiB-b16", false, 16, 32, 32ull << 20},
+    {"pipe-32MiB-w8", false, 8, 32, 32ull << 20, 8},
 };
 
 LocalClusterOptions ClusterOptions(const BenchOptions& opts,

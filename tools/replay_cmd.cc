@@ -81,13 +81,23 @@ class ReplayCommandImpl : public ReplayCommand {
             [&o](const std::string& v) {
               if (!replay::ParseClusterKind(v, &o.cluster)) {
                 throw CLI::ValidationError("--cluster",
-                                           "in-process or processes");
+                                           "in-process, processes or external");
               }
             },
-            "where each arm's store runs: in-process (a LocalCluster) or "
+            "where each arm's store runs: in-process (a LocalCluster), "
             "processes (kvpool-master and kvpool-node, started and stopped "
-            "by the replay)")
+            "by the replay) or external (a running cluster: --master, "
+            "--master_http; one arm per run)")
         ->default_str("in-process");
+    cmd_->add_option("--master", o.external.master_address,
+                     "--cluster=external: the master's gRPC HOST:PORT");
+    cmd_->add_option("--master_http", o.external.master_http,
+                     "--cluster=external: the master's HTTP HOST:PORT "
+                     "(its --metrics_port)");
+    cmd_->add_option("--node_http", o.external.node_http,
+                     "--cluster=external: NODE_ID=HOST:PORT of each node's "
+                     "HTTP endpoint, for its promotion counters")
+        ->delimiter(',');
     cmd_->add_option("--bin_dir", o.bin_dir,
                      "with --cluster=processes: where kvpool-master and "
                      "kvpool-node are (default: next to this binary)");

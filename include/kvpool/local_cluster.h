@@ -50,7 +50,7 @@ struct LocalClusterOptions {
   int64_t promotion_max_per_pull = 32;
   int64_t promotion_read_batch = 1;
   uint64_t promotion_inflight_bytes = 0;  // 0 = the RFC's sequential worker
-  int64_t promotion_workers = 4;
+  int64_t promotion_workers = 8;
   int64_t promotion_task_ttl_sec = 600;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;

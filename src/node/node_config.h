@@ -45,7 +45,7 @@ struct NodeConfig {
   // executor, `promotion_workers` threads with at most this many promotion
   // bytes in flight (SsdTierConfig).
   uint64_t promotion_inflight_bytes = 0;
-  int64_t promotion_workers = 4;
+  int64_t promotion_workers = 8;
 
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.

@@ -65,7 +65,7 @@ struct SsdTierConfig {
   // which promotions share the disk with offload writes: at most this many
   // promotion bytes are queued at the disk at once, whatever the backlog.
   uint64_t promotion_inflight_bytes = 0;
-  int promotion_workers = 4;
+  int promotion_workers = 8;
 };
 
 // What the pull thread did (tests and benches check the RFC's cadence).

@@ -174,7 +174,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     }
   }
   res.dram_per_node = copts.segment_size;
-  auto cluster_p = MakeReplayCluster(o.cluster, copts, o.bin_dir);
+  auto cluster_p = MakeReplayCluster(o.cluster, copts, o.bin_dir, o.external);
   ReplayCluster& cluster = *cluster_p;
   if (Status s = cluster.Start(); !s.ok()) {
     res.status = s;

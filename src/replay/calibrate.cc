@@ -41,12 +41,13 @@ double TimeBatch(Client& c, const std::vector<std::string>& keys, int s,
 
 Result<Calibration> Calibrate(LocalClusterOptions o,
                               const CalibrationOptions& opt, Progress* progress,
-                              ClusterKind kind, const std::string& bin_dir) {
+                              ClusterKind kind, const std::string& bin_dir,
+                              const ExternalCluster& external) {
   Calibration cal;
   const double t0 = NowSec();
   o.enable_prefetch_trigger = true;
   o.promotion_on_hit = false;  // reads must not move what they measure
-  auto cluster_p = MakeReplayCluster(kind, o, bin_dir);
+  auto cluster_p = MakeReplayCluster(kind, o, bin_dir, external);
   ReplayCluster& cluster = *cluster_p;
   if (Status s = cluster.Start(); !s.ok()) return s;
   auto client_r = cluster.NewClient();

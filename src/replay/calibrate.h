@@ -44,7 +44,8 @@ Result<Calibration> Calibrate(LocalClusterOptions cluster_options,
                               const CalibrationOptions& options,
                               Progress* progress,
                               ClusterKind kind = ClusterKind::kInProcess,
-                              const std::string& bin_dir = "");
+                              const std::string& bin_dir = "",
+                              const ExternalCluster& external = {});
 
 }  // namespace kvpool::replay
 

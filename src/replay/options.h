@@ -63,7 +63,7 @@ struct ReplayOptions {
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
-  int64_t promotion_workers = 4;
+  int64_t promotion_workers = 8;
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
 
@@ -78,6 +78,9 @@ struct ReplayOptions {
   // kvpool-node processes from `bin_dir` (empty: next to this binary).
   ClusterKind cluster = ClusterKind::kInProcess;
   std::string bin_dir;
+  // kExternal: a running cluster (one arm per run, started with that arm's
+  // flags; see docs/replay.md).
+  ExternalCluster external;
   // "router": every arm dispatches through kvpool::Router (with the trigger
   // only in the router arms), so the arms differ in prefetch alone;
   // "least-loaded": the non-router arms dispatch to the shortest queue.

@@ -79,6 +79,13 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   if (trace.size() < 2) {
     return Status(ErrorCode::INVALID_PARAMS, "the trace has < 2 requests");
   }
+  if (o.cluster == ClusterKind::kExternal &&
+      (arms.size() != 1 || arms[0].all_dram)) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "--cluster=external runs one arm per invocation (not "
+                  "all-dram), against a cluster started with that arm's "
+                  "flags and fresh for it");
+  }
   ReplayPlan plan = MakePlan(trace, o.measure_requests);
   if (o.engine == EngineKind::kBatching) {
     BatchScheduler probe(o.scheduler);
@@ -103,7 +110,7 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   CalibrationOptions co;
   co.block_bytes = o.block_bytes;
   auto cal_r = Calibrate(MakeClusterOptions(o, cal_root, AllArms()[0]), co,
-                         &progress, o.cluster, o.bin_dir);
+                         &progress, o.cluster, o.bin_dir, o.external);
   fs::remove_all(cal_root);
   if (!cal_r.ok()) return cal_r.status();
   const Calibration cal = cal_r.value();

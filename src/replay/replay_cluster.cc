@@ -165,13 +165,29 @@ uint64_t Metric(const std::map<std::string, double>& m, const std::string& name,
   return it == m.end() ? 0 : uint64_t(it->second);
 }
 
+// "host:port" -> (host, port); port -1 if malformed.
+std::pair<std::string, int> HostPort(const std::string& s) {
+  const size_t c = s.rfind(':');
+  if (c == std::string::npos || c == 0) return {s, -1};
+  try {
+    return {s.substr(0, c), std::stoi(s.substr(c + 1))};
+  } catch (...) {
+    return {s, -1};
+  }
+}
+
+// The store as processes: started here (kProcesses) or already running
+// (kExternal); read over HTTP either way.
 class ProcessCluster : public ReplayCluster {
  public:
   ProcessCluster(const LocalClusterOptions& o, std::string bin_dir)
       : o_(o), bin_dir_(std::move(bin_dir)) {}
+  explicit ProcessCluster(ExternalCluster e)
+      : external_(true), ext_(std::move(e)) {}
   ~ProcessCluster() override { Stop(); }
 
   Status Start() override {
+    if (external_) return Attach();
     if (bin_dir_.empty()) {
       std::error_code ec;
       bin_dir_ = fs::read_symlink("/proc/self/exe", ec).parent_path().string();
@@ -207,7 +223,8 @@ class ProcessCluster : public ReplayCluster {
     std::istringstream ls(line.value());
     std::string w1, w2, w3;
     ls >> w1 >> w2 >> w3 >> master_address_;
-    master_http_ = std::stoi(Field(line.value(), "metrics_port"));
+    master_http_ = {"127.0.0.1",
+                    std::stoi(Field(line.value(), "metrics_port"))};
     for (int i = 0; i < o_.num_nodes; ++i) {
       const std::string id = fmt::format("node{}", i);
       const std::string nlog = fmt::format("{}/{}.log", log_dir_, id);
@@ -249,7 +266,8 @@ class ProcessCluster : public ReplayCluster {
       auto nl = LineStarting(nodes_.back(), "kvpool-node ", 60, nlog);
       if (!nl.ok()) return nl.status();
       node_ids_.push_back(id);
-      node_http_.push_back(std::stoi(Field(nl.value(), "metrics_port")));
+      node_http_.push_back(
+          {"127.0.0.1", std::stoi(Field(nl.value(), "metrics_port"))});
     }
     // Ready when the master has every node's main segment mounted.
     const double deadline = NowSec() + 30;
@@ -267,6 +285,7 @@ class ProcessCluster : public ReplayCluster {
   }
 
   void Stop() override {
+    if (external_) return;  // not ours
     for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) StopChild(*it);
     nodes_.clear();
     StopChild(master_);
@@ -347,9 +366,23 @@ class ProcessCluster : public ReplayCluster {
   }
 
   uint64_t NodePromotions(size_t i, bool ok) override {
-    const auto m = ParseMetrics(Get(node_http_.at(i), "/metrics"));
+    // A node whose metrics endpoint was not given reads 0.
+    if (i >= node_http_.size() || node_http_[i].second < 0) return 0;
+    const auto m = ParseMetrics(Get(node_http_[i], "/metrics"));
     return Metric(m, "kvpool_node_promotion_total",
                   ok ? "result=\"ok\"" : "result=\"failed\"");
+  }
+
+  std::string master_http() const override {
+    return fmt::format("{}:{}", master_http_.first, master_http_.second);
+  }
+  std::vector<std::string> node_http() const override {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < node_ids_.size() && i < node_http_.size(); ++i) {
+      v.push_back(fmt::format("{}={}:{}", node_ids_[i], node_http_[i].first,
+                              node_http_[i].second));
+    }
+    return v;
   }
 
   std::vector<std::pair<std::string, int>> processes() const override {
@@ -362,8 +395,48 @@ class ProcessCluster : public ReplayCluster {
   }
 
  private:
-  static std::string Get(int port, const char* path) {
-    httplib::Client cli("127.0.0.1", port);
+  using Endpoint = std::pair<std::string, int>;
+  // An already running cluster: its master must answer, and every node
+  // with a main segment is one of ours, in segment order.
+  Status Attach() {
+    master_address_ = ext_.master_address;
+    master_http_ = HostPort(ext_.master_http);
+    if (master_address_.empty() || master_http_.second < 0) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "an external cluster needs --master HOST:PORT and "
+                    "--master_http HOST:PORT (its --metrics_port)");
+    }
+    nlohmann::json j = Status_();
+    if (!j.contains("segments")) {
+      return Status(
+          ErrorCode::RPC_FAIL,
+          "no /status from the master's HTTP endpoint " + ext_.master_http);
+    }
+    std::map<std::string, Endpoint> given;
+    for (const auto& n : ext_.node_http) {
+      const size_t eq = n.find('=');
+      if (eq == std::string::npos) {
+        return Status(ErrorCode::INVALID_PARAMS,
+                      "--node_http takes NODE_ID=HOST:PORT, got " + n);
+      }
+      given[n.substr(0, eq)] = HostPort(n.substr(eq + 1));
+    }
+    for (const auto& seg : j["segments"]) {
+      if (seg.value("kind", "") != "main") continue;
+      const std::string id = seg.value("node", "");
+      node_ids_.push_back(id);
+      auto it = given.find(id);
+      node_http_.push_back(it == given.end() ? Endpoint{"", -1} : it->second);
+    }
+    if (node_ids_.empty()) {
+      return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                    "the external cluster has no mounted node");
+    }
+    return Status::OK();
+  }
+
+  static std::string Get(const Endpoint& e, const char* path) {
+    httplib::Client cli(e.first, e.second);
     cli.set_connection_timeout(2);
     cli.set_read_timeout(5);
     auto r = cli.Get(path);
@@ -379,10 +452,12 @@ class ProcessCluster : public ReplayCluster {
   std::string bin_dir_, log_dir_;
   Child master_;
   std::vector<Child> nodes_;
+  bool external_ = false;
+  ExternalCluster ext_;
   std::string master_address_;
-  int master_http_ = -1;
+  Endpoint master_http_{"127.0.0.1", -1};
   std::vector<std::string> node_ids_;
-  std::vector<int> node_http_;
+  std::vector<Endpoint> node_http_;
 };
 
 }  // namespace
@@ -392,6 +467,8 @@ bool ParseClusterKind(const std::string& s, ClusterKind* out) {
     *out = ClusterKind::kInProcess;
   } else if (s == "processes") {
     *out = ClusterKind::kProcesses;
+  } else if (s == "external") {
+    *out = ClusterKind::kExternal;
   } else {
     return false;
   }
@@ -399,12 +476,17 @@ bool ParseClusterKind(const std::string& s, ClusterKind* out) {
 }
 
 const char* ClusterKindName(ClusterKind k) {
-  return k == ClusterKind::kProcesses ? "processes" : "in-process";
+  return k == ClusterKind::kProcesses  ? "processes"
+         : k == ClusterKind::kExternal ? "external"
+                                       : "in-process";
 }
 
-std::unique_ptr<ReplayCluster> MakeReplayCluster(ClusterKind kind,
-                                                 const LocalClusterOptions& o,
-                                                 const std::string& bin_dir) {
+std::unique_ptr<ReplayCluster> MakeReplayCluster(
+    ClusterKind kind, const LocalClusterOptions& o, const std::string& bin_dir,
+    const ExternalCluster& external) {
+  if (kind == ClusterKind::kExternal) {
+    return std::make_unique<ProcessCluster>(external);
+  }
   if (kind == ClusterKind::kProcesses) {
     return std::make_unique<ProcessCluster>(o, bin_dir);
   }

@@ -1,8 +1,8 @@
 // The store an arm runs on, behind one interface: in this process (a
-// LocalCluster, the default) or as separate processes (kvpool-master and one
+// LocalCluster, the default), as separate processes (kvpool-master and one
 // kvpool-node per node, started by the replay from the binaries next to it
 // and stopped by PID at the end of the arm), so that engines and store do not
-// share a process and the same replay can later be pointed at real hosts.
+// share a process, or a cluster already running elsewhere (real hosts).
 // Readings come from the master's and nodes' own status and metrics: in
 // process directly, across processes over their HTTP /status and /metrics.
 #ifndef KVPOOL_REPLAY_REPLAY_CLUSTER_H_
@@ -38,17 +38,33 @@ class ReplayCluster {
   virtual std::vector<std::pair<std::string, int>> processes() const {
     return {};
   }
+  // HTTP endpoints ("HOST:PORT", and "NODE_ID=HOST:PORT" per node) of a
+  // cluster of processes; empty in process.
+  virtual std::string master_http() const { return ""; }
+  virtual std::vector<std::string> node_http() const { return {}; }
 };
 
-enum class ClusterKind { kInProcess, kProcesses };
+enum class ClusterKind { kInProcess, kProcesses, kExternal };
 bool ParseClusterKind(const std::string& s, ClusterKind* out);
 const char* ClusterKindName(ClusterKind k);
 
+// A cluster that is already running (kExternal), on this host or others:
+// its master's gRPC address, its master's HTTP endpoint (--metrics_port),
+// and optionally "NODE_ID=HOST:PORT" of its nodes' HTTP endpoints (for the
+// holders' promotion counters; a node not named reads 0).
+struct ExternalCluster {
+  std::string master_address;
+  std::string master_http;
+  std::vector<std::string> node_http;
+};
+
 // `bin_dir` holds kvpool-master and kvpool-node (kProcesses only; empty =
-// the directory of this executable).
-std::unique_ptr<ReplayCluster> MakeReplayCluster(ClusterKind kind,
-                                                 const LocalClusterOptions& o,
-                                                 const std::string& bin_dir);
+// the directory of this executable). kExternal attaches to `external` and
+// never stops it; the arm's options then do not apply (the cluster's own
+// flags are the arm).
+std::unique_ptr<ReplayCluster> MakeReplayCluster(
+    ClusterKind kind, const LocalClusterOptions& o, const std::string& bin_dir,
+    const ExternalCluster& external = {});
 
 }  // namespace kvpool::replay
 

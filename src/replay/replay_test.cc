@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "replay/arm.h"
 #include "replay/test_trace.h"
 
 namespace kvpool::replay {
@@ -193,6 +194,43 @@ TEST(ReplayTest, StoreInSeparateProcessesGivesTheSameReport) {
   const auto& t = rep["arms"][1]["triggers"]["router"];
   EXPECT_GT(t["keys"].get<uint64_t>(), 0u);
   EXPECT_EQ(t["keys"], t["router_stats_triggered"]);
+  std::filesystem::remove_all(o.out_dir);
+  std::filesystem::remove(o.trace_path);
+}
+
+TEST(ReplayTest, ExternalClusterRunsOneArmAgainstProcessesStartedApart) {
+  ReplayOptions o = TinyOptions();
+  o.arms = {"router"};
+  o.time_scale = 0.5;
+  // Stands for a cluster on other hosts: started here with the router arm's
+  // flags, attached to by its endpoints only.
+  const std::string root = testing::TempPath("external");
+  std::filesystem::create_directories(root);
+  const ArmSpec* arm = FindArm("router");
+  ASSERT_NE(arm, nullptr);
+  auto store =
+      MakeReplayCluster(ClusterKind::kProcesses,
+                        MakeClusterOptions(o, root, *arm), KVPOOL_BIN_DIR);
+  ASSERT_TRUE(store->Start().ok());
+  o.cluster = ClusterKind::kExternal;
+  o.external.master_address = store->master_address();
+  o.external.master_http = store->master_http();
+  o.external.node_http = store->node_http();
+  auto r = RunReplay(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& a = r->report["arms"][0];
+  ASSERT_TRUE(a["ok"].get<bool>()) << a.value("error", "");
+  EXPECT_EQ(a["requests"], 10);
+  EXPECT_EQ(a["reads"]["corrupt"], 0);
+  EXPECT_GT(a["triggers"]["router"]["keys"].get<uint64_t>(), 0u);
+  ExpectRowsAddUp(a);
+  // More than one arm, or all-dram, is refused: the cluster's flags are the
+  // arm, and it is not fresh after one.
+  o.arms = {"off", "router"};
+  auto two = RunReplay(o);
+  EXPECT_EQ(two.status().code(), ErrorCode::INVALID_PARAMS);
+  store->Stop();
+  std::filesystem::remove_all(root);
   std::filesystem::remove_all(o.out_dir);
   std::filesystem::remove(o.trace_path);
 }
