@@ -74,7 +74,8 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
   {
     BlockWriter w(c, bb);
     if (w.Put(keys, ids, rc) > 0) {
-      return Status(ErrorCode::INTERNAL_ERROR, "calibration puts failed");
+      return Status(ErrorCode::INTERNAL_ERROR,
+                    "calibration puts failed: " + w.last_error().ToString());
     }
   }
   bench::WaitFor(60, [&] {
@@ -129,7 +130,8 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
     }
     BlockWriter w(c, bb);
     if (w.Put(dram_keys, dram_ids) > 0) {
-      return Status(ErrorCode::INTERNAL_ERROR, "calibration puts failed");
+      return Status(ErrorCode::INTERNAL_ERROR,
+                    "calibration puts failed: " + w.last_error().ToString());
     }
   }
   // DRAM and SSD batches alternate, so both see the same background load
@@ -169,11 +171,20 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
     return cluster.NodePromotions(0, true) + cluster.NodePromotions(0, false);
   };
   const uint64_t p0 = promoted();
-  const double trig = NowSec();
-  auto st = c.BatchPrefetchToMemory(ssd_only);
-  if (!st.ok()) return st.status();
+  double trig = NowSec();
   uint64_t queued = 0;
-  for (auto s : *st) queued += s == PrefetchToMemoryStatus::kQueued;
+  // A trigger is throttled while DRAM is above the watermark (eviction of
+  // the filler can lag on a loaded machine): wait it out, a few times.
+  for (int attempt = 0; attempt < 5 && queued == 0; ++attempt) {
+    bench::WaitFor(10, [&] {
+      return cluster.Snapshot().MainRatio() <
+             o.eviction_high_watermark_ratio - o.eviction_ratio;
+    });
+    trig = NowSec();
+    auto st = c.BatchPrefetchToMemory(ssd_only);
+    if (!st.ok()) return st.status();
+    for (auto s : *st) queued += s == PrefetchToMemoryStatus::kQueued;
+  }
   bench::WaitFor(120, [&] {
     if (progress) progress->Update(promoted() - p0);
     return promoted() - p0 >= queued;

@@ -102,11 +102,11 @@ CpuUsage CpuBetween(const CpuReading& a, const CpuReading& b) {
   double others = 0;
   for (const auto& [label, sec] : b.others) {
     auto it = a.others.find(label);
-    const double d = sec - (it == a.others.end() ? 0 : it->second);
-    if (d > 0) {
-      u.components[label] += d;
-      others += d;
-    }
+    // Listed even when idle (less than a clock tick of CPU).
+    const double d =
+        std::max(0.0, sec - (it == a.others.end() ? 0 : it->second));
+    u.components[label] += d;
+    others += d;
   }
   u.cores = int(std::max(1u, std::thread::hardware_concurrency()));
   u.capacity_s = u.wall_s * u.cores;

@@ -27,7 +27,10 @@ BlockWriter::~BlockWriter() {
 uint64_t BlockWriter::Put(const std::vector<std::string>& keys,
                           const std::vector<uint64_t>& ids,
                           const ReplicateConfig& rc) {
-  if (!registered_) return keys.size();
+  if (!registered_) {
+    last_error_ = Status(ErrorCode::INVALID_PARAMS, "buffer not registered");
+    return keys.size();
+  }
   uint64_t failed = 0;
   for (size_t start = 0; start < keys.size(); start += batch_) {
     const size_t n = std::min(batch_, keys.size() - start);
@@ -41,7 +44,10 @@ uint64_t BlockWriter::Put(const std::vector<std::string>& keys,
       ptrs[i] = p;
     }
     for (const auto& s : client_.BatchPutFrom(k, ptrs, sizes, rc)) {
-      failed += !s.ok();
+      if (!s.ok()) {
+        ++failed;
+        last_error_ = s;
+      }
     }
   }
   return failed;

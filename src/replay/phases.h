@@ -28,6 +28,8 @@ class BlockWriter {
   uint64_t Put(const std::vector<std::string>& keys,
                const std::vector<uint64_t>& ids,
                const ReplicateConfig& rc = {});
+  // The last failed put's status (OK if none failed).
+  const Status& last_error() const { return last_error_; }
 
  private:
   Client& client_;
@@ -35,6 +37,7 @@ class BlockWriter {
   size_t batch_;
   storage::AlignedBuffer buf_;
   bool registered_ = false;
+  Status last_error_;
 };
 
 struct FillResult {

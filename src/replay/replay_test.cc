@@ -131,7 +131,8 @@ TEST(ReplayTest, BatchingEngineWithAllDramBoundAndRepeatedOff) {
     ASSERT_TRUE(a["ok"].get<bool>());
     EXPECT_EQ(a["requests"], 10);
     ExpectRowsAddUp(a);
-    EXPECT_GT(a["gpu_busy"]["mean"].get<double>(), 0);
+    // (Can be 0 on a starved machine: the span is a few ms here.)
+    EXPECT_GE(a["gpu_busy"]["mean"].get<double>(), 0);
     EXPECT_LE(a["gpu_busy"]["mean"].get<double>(), 1.0);
     EXPECT_GT(a["engine_steps"]["steps"].get<uint64_t>(), 0u);
     EXPECT_GT(a["cpu"]["process_sec"].get<double>(), 0);
