@@ -76,6 +76,29 @@ class EngineTest : public ::testing::Test {
     return r;
   }
 
+  // Records requests under `mu` and wakes `cv`.
+  static Engine::DoneFn Collect(std::mutex& mu, std::condition_variable& cv,
+                                std::vector<RequestRecord>& done) {
+    return [&](RequestRecord rec) {
+      std::lock_guard<std::mutex> lock(mu);
+      done.push_back(std::move(rec));
+      cv.notify_all();
+    };
+  }
+  // Starts `e`, gives it requests 0 and 1, waits (bounded) for both, drains.
+  void RunBoth(Engine& e, std::mutex& mu, std::condition_variable& cv,
+               std::vector<RequestRecord>& done) {
+    ASSERT_TRUE(e.Start().ok());
+    e.Enqueue(Req(0));
+    e.Enqueue(Req(1));
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
+                              [&] { return done.size() == 2; }));
+    }
+    e.Drain();
+  }
+
   static void ExpectPartsAddUp(const RequestRecord& r) {
     EXPECT_NEAR(r.part_wait_ms + r.part_load_ms + r.part_prefill_ms, r.ttft_ms,
                 1e-6);
@@ -187,23 +210,9 @@ TEST_F(EngineTest, ArrivalLoadStartsBeforeAdmissionWhenGpuIsFull) {
     }
     return l;
   };
-  BatchingEngine e(
-      ec, client_.get(), &model_,
-      [&](RequestRecord rec) {
-        std::lock_guard<std::mutex> lock(mu);
-        done.push_back(std::move(rec));
-        cv.notify_all();
-      },
-      load);
-  ASSERT_TRUE(e.Start().ok());
-  e.Enqueue(Req(0));
-  e.Enqueue(Req(1));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                            [&] { return done.size() == 2; }));
-  }
-  e.Drain();
+  BatchingEngine e(ec, client_.get(), &model_, Collect(mu, cv, done), load);
+  RunBoth(e, mu, cv, done);
+  ASSERT_EQ(done.size(), 2u);
   const RequestRecord& first = done[0].index == 0 ? done[0] : done[1];
   const RequestRecord& second = done[0].index == 0 ? done[1] : done[0];
   // The second waited for GPU memory; its load ran during that wait.
@@ -219,20 +228,9 @@ TEST_F(EngineTest, SerialEngineKeepsItsArithmetic) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<RequestRecord> done;
-  SerialEngine e(Config(), client_.get(), &model_, [&](RequestRecord rec) {
-    std::lock_guard<std::mutex> lock(mu);
-    done.push_back(std::move(rec));
-    cv.notify_all();
-  });
-  ASSERT_TRUE(e.Start().ok());
-  e.Enqueue(Req(0));
-  e.Enqueue(Req(1));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                            [&] { return done.size() == 2; }));
-  }
-  e.Drain();
+  SerialEngine e(Config(), client_.get(), &model_, Collect(mu, cv, done));
+  RunBoth(e, mu, cv, done);
+  ASSERT_EQ(done.size(), 2u);
   for (const RequestRecord& r : done) {
     SCOPED_TRACE(r.index);
     EXPECT_EQ(r.read_ok, 4u);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kvpool/local_cluster.h"
 
 namespace kvpool::replay {
@@ -31,6 +33,10 @@ struct ClusterSnapshot {
 };
 
 ClusterSnapshot TakeSnapshot(LocalCluster& cluster);
+
+// The fields of a snapshot that the master's /status JSON carries (objects,
+// replicas, evictions, offloads, DRAM per segment kind, promotions).
+void ReadStatusJson(const nlohmann::json& status, ClusterSnapshot* s);
 
 // Promotions node `i` reported to the master (its SSD tier's counter), ok or
 // failed.

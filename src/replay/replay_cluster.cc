@@ -302,32 +302,7 @@ class ProcessCluster : public ReplayCluster {
   ClusterSnapshot Snapshot() override {
     ClusterSnapshot s;
     s.t = NowSec();
-    nlohmann::json j = Status_();
-    auto u = [&](const nlohmann::json& o, const char* k) -> uint64_t {
-      return o.contains(k) && o[k].is_number() ? o[k].get<uint64_t>() : 0;
-    };
-    s.objects = u(j, "objects");
-    s.memory_replicas = u(j, "memory_replicas");
-    s.disk_replicas = u(j, "disk_replicas");
-    s.evicted_objects = u(j, "evicted_objects");
-    s.offloads_in_flight = u(j, "offloads_in_flight");
-    if (j.contains("main")) {
-      s.main_used = u(j["main"], "used");
-      s.main_capacity = u(j["main"], "capacity");
-    }
-    if (j.contains("prefetch_buffer")) {
-      s.buffer_used = u(j["prefetch_buffer"], "used");
-      s.buffer_capacity = u(j["prefetch_buffer"], "capacity");
-    }
-    if (j.contains("promotions")) {
-      const auto& p = j["promotions"];
-      s.promo_admitted = u(p, "admitted");
-      s.promo_completed = u(p, "completed");
-      s.promo_failed = u(p, "failed");
-      s.promo_cancelled = u(p, "cancelled");
-      s.promo_expired = u(p, "expired");
-      s.promo_in_flight = u(p, "in_flight");
-    }
+    ReadStatusJson(Status_(), &s);
     for (size_t i = 0; i < node_ids_.size(); ++i) {
       s.node_promotions_ok.push_back(NodePromotions(i, true));
     }

@@ -12,21 +12,26 @@
 namespace kvpool::replay {
 namespace {
 
-TEST(ReplayTest, TinyTraceRunsEveryPhaseAndReportsConsistently) {
+ReplayOptions TinyOptions() {
   ReplayOptions o;
   o.trace_path = testing::WriteTinyTrace(testing::TempPath("tiny.jsonl"));
   o.measure_requests = 10;
-  o.time_scale = 0.5;
   o.block_bytes = 256 << 10;
   o.engines = 2;
   o.nodes = 2;
   o.dram_per_node = 16ull << 20;
   o.ssd_per_node = 256ull << 20;
   o.heartbeat_ms = 200;
-  o.arms = {"off", "router"};
   o.out_dir = testing::TempPath("out");
   o.plots = false;
   o.progress = false;
+  return o;
+}
+
+TEST(ReplayTest, TinyTraceRunsEveryPhaseAndReportsConsistently) {
+  ReplayOptions o = TinyOptions();
+  o.time_scale = 0.5;
+  o.arms = {"off", "router"};
   auto r = RunReplay(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& rep = r->report;
@@ -78,22 +83,6 @@ TEST(ReplayTest, TinyTraceRunsEveryPhaseAndReportsConsistently) {
   EXPECT_EQ(fates, p["landed"].get<uint64_t>());
   std::filesystem::remove_all(o.out_dir);
   std::filesystem::remove(o.trace_path);
-}
-
-ReplayOptions TinyOptions() {
-  ReplayOptions o;
-  o.trace_path = testing::WriteTinyTrace(testing::TempPath("tiny.jsonl"));
-  o.measure_requests = 10;
-  o.block_bytes = 256 << 10;
-  o.engines = 2;
-  o.nodes = 2;
-  o.dram_per_node = 16ull << 20;
-  o.ssd_per_node = 256ull << 20;
-  o.heartbeat_ms = 200;
-  o.out_dir = testing::TempPath("out");
-  o.plots = false;
-  o.progress = false;
-  return o;
 }
 
 // Every row's TTFT parts add up to its TTFT.

@@ -9,6 +9,7 @@
 
 #include "bench/bench_util.h"
 #include "common/size_parse.h"
+#include "replay/json_util.h"
 #include "replay/report_parts.h"
 
 namespace kvpool::replay {
@@ -16,11 +17,6 @@ namespace kvpool::replay {
 using nlohmann::json;
 
 namespace {
-
-double Round(double v, int digits = 3) {
-  const double f = std::pow(10.0, digits);
-  return std::round(v * f) / f;
-}
 
 // Events per second in 1 s buckets over [t0, t1).
 std::vector<double> PerSecond(const std::vector<double>& times, double t0,
@@ -364,10 +360,6 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
 }
 
 std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
-
-double Num(const json& j, const char* k) {
-  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "replay/json_util.h"
 #include "replay/report.h"
 
 namespace kvpool::replay {
@@ -12,15 +13,6 @@ namespace kvpool::replay {
 using nlohmann::json;
 
 namespace {
-
-double R(double v, int digits = 3) {
-  const double f = std::pow(10.0, digits);
-  return std::round(v * f) / f;
-}
-
-double N(const json& j, const char* k) {
-  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
-}
 
 // "off", "off#2", ... are runs of the same arm.
 std::string BaseName(const std::string& name) {
@@ -45,16 +37,17 @@ json ArmPartsJson(const ArmResult& a) {
                         {"kv_load", Distribution(load)},
                         {"prefill", Distribution(prefill)}};
   j["load_total_ms"] = Distribution(load_total);
-  j["kv_load_share"] = sum_ttft > 0 ? R(sum_load / sum_ttft, 4) : 0;
+  j["kv_load_share"] = sum_ttft > 0 ? Round(sum_load / sum_ttft, 4) : 0;
 
   double busy = 0;
   json per = json::array();
   for (double b : a.gpu_busy) {
     busy += b;
-    per.push_back(R(b, 4));
+    per.push_back(Round(b, 4));
   }
   j["gpu_busy"] = {
-      {"mean", a.gpu_busy.empty() ? 0 : R(busy / double(a.gpu_busy.size()), 4)},
+      {"mean",
+       a.gpu_busy.empty() ? 0 : Round(busy / double(a.gpu_busy.size()), 4)},
       {"per_engine", per}};
   EngineStats s;
   for (const auto& e : a.engine_stats) {
@@ -67,17 +60,17 @@ json ArmPartsJson(const ArmResult& a) {
   j["engine_steps"] = {
       {"steps", s.steps},
       {"tokens_per_step",
-       s.steps ? R(double(s.step_tokens) / double(s.steps), 1) : 0},
+       s.steps ? Round(double(s.step_tokens) / double(s.steps), 1) : 0},
       {"lagged_steps", s.lagged_steps},
-      {"lag_ms_total", R(s.lag_ms, 1)},
-      {"max_lag_ms", R(s.max_lag_ms, 2)}};
+      {"lag_ms_total", Round(s.lag_ms, 1)},
+      {"max_lag_ms", Round(s.max_lag_ms, 2)}};
   json comp = json::object();
-  for (const auto& [k, v] : a.cpu.components) comp[k] = R(v, 2);
-  j["cpu"] = {{"wall_sec", R(a.cpu.wall_s, 2)},
-              {"process_sec", R(a.cpu.process_s, 2)},
+  for (const auto& [k, v] : a.cpu.components) comp[k] = Round(v, 2);
+  j["cpu"] = {{"wall_sec", Round(a.cpu.wall_s, 2)},
+              {"process_sec", Round(a.cpu.process_s, 2)},
               {"cores", a.cpu.cores},
-              {"capacity_sec", R(a.cpu.capacity_s, 2)},
-              {"utilisation", R(a.cpu.utilisation, 3)},
+              {"capacity_sec", Round(a.cpu.capacity_s, 2)},
+              {"utilisation", Round(a.cpu.utilisation, 3)},
               {"contended", a.cpu.utilisation > kCpuContended},
               {"components_sec", comp}};
   j["status"] = a.status.ok() ? "ok" : a.status.ToString();
@@ -94,7 +87,7 @@ void AddComparisons(json* report) {
     const std::string base = BaseName(a["name"].get<std::string>());
     if (base == "off") {
       if (!off) off = &a;
-      off_p50.push_back(N(a["ttft_ms"], "p50"));
+      off_p50.push_back(Num(a["ttft_ms"], "p50"));
     }
     if (base == "all-dram" && !all) all = &a;
   }
@@ -108,14 +101,14 @@ void AddComparisons(json* report) {
     for (size_t j = i; j-- > 0;) {
       if (arms[j].value("ok", false) &&
           BaseName(arms[j]["name"].get<std::string>()) == "off") {
-        near.push_back(N(arms[j]["ttft_ms"], "p50"));
+        near.push_back(Num(arms[j]["ttft_ms"], "p50"));
         break;
       }
     }
     for (size_t j = i + 1; j < arms.size(); ++j) {
       if (arms[j].value("ok", false) &&
           BaseName(arms[j]["name"].get<std::string>()) == "off") {
-        near.push_back(N(arms[j]["ttft_ms"], "p50"));
+        near.push_back(Num(arms[j]["ttft_ms"], "p50"));
         break;
       }
     }
@@ -125,16 +118,18 @@ void AddComparisons(json* report) {
     base /= double(near.size());
     a["vs_adjacent_off"] = {
         {"off_p50_ms", near},
-        {"p50_ratio", base > 0 ? R(N(a["ttft_ms"], "p50") / base, 4) : 0}};
+        {"p50_ratio",
+         base > 0 ? Round(Num(a["ttft_ms"], "p50") / base, 4) : 0}};
   }
   for (auto& a : arms) {
     json g = {{"p50", nullptr}, {"mean", nullptr}};
     if (off && all && a.value("ok", false)) {
       for (const char* k : {"p50", "mean"}) {
-        const double o = N((*off)["ttft_ms"], k), d = N((*all)["ttft_ms"], k);
-        const double v = N(a["ttft_ms"], k);
+        const double o = Num((*off)["ttft_ms"], k),
+                     d = Num((*all)["ttft_ms"], k);
+        const double v = Num(a["ttft_ms"], k);
         // Closed share of the gap; undefined when there is no gap to close.
-        if (o - d > 1e-9) g[k] = R((o - v) / (o - d), 3);
+        if (o - d > 1e-9) g[k] = Round((o - v) / (o - d), 3);
       }
     }
     a["gap_closed"] = g;
@@ -145,9 +140,9 @@ void AddComparisons(json* report) {
     (*report)["off_spread"] = {
         {"runs", off_p50.size()},
         {"p50_ms", off_p50},
-        {"min", R(*lo)},
-        {"max", R(*hi)},
-        {"range_over_first", first > 0 ? R((*hi - *lo) / first, 4) : 0}};
+        {"min", Round(*lo)},
+        {"max", Round(*hi)},
+        {"range_over_first", first > 0 ? Round((*hi - *lo) / first, 4) : 0}};
   }
 }
 
@@ -174,14 +169,15 @@ std::string RenderPartsMarkdown(const json& r) {
     md += fmt::format(
         "| {} | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} "
         "({:.1f}) | {:.1f} ({:.1f}) | {:.1f}% | {:.1f} | {} / {} | {} |\n",
-        a["name"].get<std::string>(), N(t, "p50"), N(t, "p90"), N(t, "p99"),
-        N(t, "mean"), N(p["wait"], "mean"), N(p["wait"], "p50"),
-        N(p["kv_load"], "mean"), N(p["kv_load"], "p50"),
-        N(p["prefill"], "mean"), N(p["prefill"], "p50"),
-        100 * N(a, "kv_load_share"), N(a["load_total_ms"], "p50"),
-        gap(a["gap_closed"], "p50"), gap(a["gap_closed"], "mean"),
+        a["name"].get<std::string>(), Num(t, "p50"), Num(t, "p90"),
+        Num(t, "p99"), Num(t, "mean"), Num(p["wait"], "mean"),
+        Num(p["wait"], "p50"), Num(p["kv_load"], "mean"),
+        Num(p["kv_load"], "p50"), Num(p["prefill"], "mean"),
+        Num(p["prefill"], "p50"), 100 * Num(a, "kv_load_share"),
+        Num(a["load_total_ms"], "p50"), gap(a["gap_closed"], "p50"),
+        gap(a["gap_closed"], "mean"),
         a.contains("vs_adjacent_off")
-            ? fmt::format("{:.2f}", N(a["vs_adjacent_off"], "p50_ratio"))
+            ? fmt::format("{:.2f}", Num(a["vs_adjacent_off"], "p50_ratio"))
             : std::string("-"));
   }
   md +=
@@ -203,7 +199,7 @@ std::string RenderPartsMarkdown(const json& r) {
         "\nRun-to-run spread of the off arm's TTFT p50 over {} runs: {} ms "
         "(range {:.1f}% of the first). A difference between arms smaller "
         "than this is not a result.\n",
-        s["runs"].get<size_t>(), runs, 100 * N(s, "range_over_first"));
+        s["runs"].get<size_t>(), runs, 100 * Num(s, "range_over_first"));
   }
   md +=
       "\n## GPU busy and CPU per arm\n\nGPU busy = the share of the arrival "
@@ -233,10 +229,11 @@ std::string RenderPartsMarkdown(const json& r) {
     md += fmt::format(
         "| {} | {:.1f}% | {} | {:.1f} | {} ({:.0f}) | {:.1f} / {:.1f} | "
         "{:.0f}% | {} | {} |\n",
-        a["name"].get<std::string>(), 100 * N(a["gpu_busy"], "mean"),
-        st["steps"].get<uint64_t>(), N(st, "tokens_per_step"),
-        st["lagged_steps"].get<uint64_t>(), N(st, "lag_ms_total"),
-        N(c, "process_sec"), N(c, "capacity_sec"), 100 * N(c, "utilisation"),
+        a["name"].get<std::string>(), 100 * Num(a["gpu_busy"], "mean"),
+        st["steps"].get<uint64_t>(), Num(st, "tokens_per_step"),
+        st["lagged_steps"].get<uint64_t>(), Num(st, "lag_ms_total"),
+        Num(c, "process_sec"), Num(c, "capacity_sec"),
+        100 * Num(c, "utilisation"),
         c["contended"].get<bool>() ? "**yes**" : "no", top);
   }
   return md;
