@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -255,6 +256,11 @@ struct RateRow {
   std::string fio_error;
   // A cell whose triggers were throttled measured the throttle, not a rate.
   bool Throttled() const { return queued < keys; }
+  // 1 MiB puts (with their offloads) issued while the promotions ran, and
+  // as many afterwards on the same cluster without promotions.
+  int puts = 0;
+  double put_p50_ms = 0, put_p99_ms = 0;
+  double quiet_put_p50_ms = 0, quiet_put_p99_ms = 0;
   double KeysPerSec() const { return seconds > 0 ? promoted / seconds : 0; }
 };
 
@@ -280,6 +286,16 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   row.settled = WaitFor(60, [&] { return MainRatio(*c) < 0.85; });
   auto& svc = cluster.master().service();
   const uint64_t base = svc.promotion_counters().completed;
+  auto putter = cluster.NewClient().value();
+  std::vector<double> under, quiet;
+  std::atomic<bool> promoting{true};
+  std::thread puts([&] {
+    for (int i = 0; promoting.load() && i < 1000; ++i) {
+      const double t = NowSec();
+      putter->Put(fmt::format("put-under-{}", i), Value(uint64_t(i), value));
+      under.push_back((NowSec() - t) * 1e3);
+    }
+  });
   double t0 = NowSec();
   for (size_t start = 0; start < keys.size(); start += 64) {
     std::vector<std::string> chunk(
@@ -293,6 +309,21 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;
   row.promoted = int(svc.promotion_counters().completed - base);
+  promoting = false;
+  puts.join();
+  for (size_t i = 0; i < under.size(); ++i) {
+    const double t = NowSec();
+    putter->Put(fmt::format("put-quiet-{}", i), Value(uint64_t(i), value));
+    quiet.push_back((NowSec() - t) * 1e3);
+  }
+  row.puts = int(under.size());
+  if (!under.empty()) {
+    row.put_p50_ms = Percentile(under, 50);
+    row.put_p99_ms = Percentile(under, 99);
+    row.quiet_put_p50_ms = Percentile(quiet, 50);
+    row.quiet_put_p99_ms = Percentile(quiet, 99);
+  }
+  putter.reset();
   std::fprintf(stderr,
                "  %-12s %d/%d keys queued, %d promoted in %.2f s: %.0f keys/s "
                "(main at %.0f%%)\n",
@@ -395,8 +426,9 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
       "\n(b) promotions per second of one holder, %d x 1 MiB blocks "
       "triggered at once (RFC single-worker ceiling: 100-200 keys/s)\n",
       opts.router_rate_keys);
-  std::printf("%-17s %9s %9s %10s %12s %6s %12s %8s\n", "holder", "keys",
-              "promoted", "seconds", "keys/s", "depth", "fio_blk/s", "vs_fio");
+  std::printf("%-17s %9s %9s %10s %12s %6s %12s %8s %22s %18s\n", "holder",
+              "keys", "promoted", "seconds", "keys/s", "depth", "fio_blk/s",
+              "vs_fio", "put p50/p99 promoting", "put p50/p99 quiet");
   for (const auto& r : rates) {
     std::string rate =
         r.Throttled() ? fmt::format("throttled ({}/{} queued{})", r.queued,
@@ -406,9 +438,15 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
         !r.Throttled() && r.fio_blocks_per_s > 0
             ? fmt::format("{:.0f}%", 100 * r.KeysPerSec() / r.fio_blocks_per_s)
             : "-";
-    std::printf("%-17s %9d %9d %10.2f %12s %6d %12.0f %8s\n", r.mode.c_str(),
-                r.keys, r.promoted, r.seconds, rate.c_str(), r.depth,
-                r.fio_blocks_per_s, ratio.c_str());
+    std::printf(
+        "%-17s %9d %9d %10.2f %12s %6d %12.0f %8s %22s %18s\n", r.mode.c_str(),
+        r.keys, r.promoted, r.seconds, rate.c_str(), r.depth,
+        r.fio_blocks_per_s, ratio.c_str(),
+        fmt::format("{:.1f}/{:.1f} ms (n={})", r.put_p50_ms, r.put_p99_ms,
+                    r.puts)
+            .c_str(),
+        fmt::format("{:.1f}/{:.1f} ms", r.quiet_put_p50_ms, r.quiet_put_p99_ms)
+            .c_str());
     if (!r.fio_error.empty()) {
       std::printf("  fio: %s\n", r.fio_error.c_str());
     }
@@ -449,10 +487,14 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
           << fmt::format(
                  R"({{"mode":"{}","keys":{},"queued":{},"promoted":{},)"
                  R"("seconds":{:.3f},"keys_per_sec":{:.1f},"throttled":{},)"
-                 R"("depth":{},"fio_blocks_per_sec":{:.1f}}})",
+                 R"("depth":{},"fio_blocks_per_sec":{:.1f},"puts":{},)"
+                 R"("put_p50_ms":{:.3f},"put_p99_ms":{:.3f},)"
+                 R"("quiet_put_p50_ms":{:.3f},"quiet_put_p99_ms":{:.3f}}})",
                  r.mode, r.keys, r.queued, r.promoted, r.seconds,
                  r.Throttled() ? 0.0 : r.KeysPerSec(),
-                 r.Throttled() ? "true" : "false", r.depth, r.fio_blocks_per_s);
+                 r.Throttled() ? "true" : "false", r.depth, r.fio_blocks_per_s,
+                 r.puts, r.put_p50_ms, r.put_p99_ms, r.quiet_put_p50_ms,
+                 r.quiet_put_p99_ms);
     }
     out << "]}\n";
   }
