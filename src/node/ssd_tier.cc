@@ -223,8 +223,14 @@ void SsdTier::OffloadLoop() {
         batch.push_back(std::move(offloads_.front()));
         offloads_.pop_front();
       }
+      offload_active_ = true;
     }
     RunOffloadBatch(std::move(batch));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      offload_active_ = false;
+    }
+    cv_.notify_all();  // promotions held back for the offload may go
   }
 }
 
@@ -286,10 +292,14 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
 void SsdTier::PromotionLoop() {
   const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
   const uint64_t budget = config_.promotion_inflight_bytes;  // 0: unbounded
-  // The next job fits the budget, or nothing else is in flight.
+  // The next job fits the budget, or nothing else is in flight. Offload
+  // writes go first: while one is queued or running, promotions run one
+  // batch at a time (the sequential worker's share of the disk), since puts
+  // under pressure wait for offloads to make DRAM evictable.
   auto fits = [&] {
-    return budget == 0 || promo_inflight_ == 0 ||
-           promo_inflight_ + promotions_.front().task.size() <= budget;
+    if (budget == 0 || promo_inflight_ == 0) return true;
+    if (!offloads_.empty() || offload_active_) return false;
+    return promo_inflight_ + promotions_.front().task.size() <= budget;
   };
   for (;;) {
     std::vector<PromotionJob> jobs;
@@ -567,8 +577,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       buffers[j] = std::make_unique<storage::AlignedBuffer>(tasks[i].size());
       dst = buffers[j]->data();
     }
-    reads.push_back(ReadItem{tasks[i].tenant(), tasks[i].key(), dst,
-                             tasks[i].size()});
+    reads.push_back(
+        ReadItem{tasks[i].tenant(), tasks[i].key(), dst, tasks[i].size()});
   }
   auto got = storage_->BatchRead(reads);
   // 3. Write each into its staged replica: a local segment directly, a
@@ -586,8 +596,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     }
     if (!buffers[j]) {
       metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
-    } else if (uint8_t* dst = segments_->Resolve(loc.segment_id(),
-                                                 loc.offset(), loc.length())) {
+    } else if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
+                                                 loc.length())) {
       std::memcpy(dst, buffers[j]->data(), tasks[i].size());
     } else {
       std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),

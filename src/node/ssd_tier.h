@@ -61,9 +61,9 @@ struct SsdTierConfig {
   // at once, each on a batch of up to promotion_read_batch keys, so one
   // batch's RPCs and copies overlap the others' SSD reads; the bytes of all
   // batches being staged, read or copied never exceed this budget (a single
-  // task larger than the budget runs alone). The budget is also the rule by
-  // which promotions share the disk with offload writes: at most this many
-  // promotion bytes are queued at the disk at once, whatever the backlog.
+  // task larger than the budget runs alone). Sharing the disk with offload
+  // writes: while an offload batch is queued or being written, the executor
+  // starts no second batch (it runs as the sequential worker would).
   uint64_t promotion_inflight_bytes = 0;
   int promotion_workers = 8;
 };
@@ -166,6 +166,7 @@ class SsdTier {
   std::deque<PromotionJob> promotions_;
   std::deque<PrefetchRequest> prefetches_;
   uint64_t promo_inflight_ = 0;  // guarded by mu_
+  bool offload_active_ = false;  // guarded by mu_: a batch is being written
   std::atomic<uint64_t> promo_peak_{0};
   std::thread offload_thread_, eviction_thread_, prefetch_thread_, pull_thread_;
   std::vector<std::thread> promotion_threads_;
