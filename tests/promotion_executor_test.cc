@@ -57,9 +57,9 @@ TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
   EXPECT_GE(tier->promotion_inflight_peak(), kValue);
   EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
   // 1 MiB replicas in this holder's own buffer segment are read in place.
-  EXPECT_GT(tier->metrics().CounterValue("kvpool_node_promotion_in_place_total",
-                                         ""),
-            0u);
+  EXPECT_GT(
+      tier->metrics().CounterValue("kvpool_node_promotion_in_place_total", ""),
+      0u);
   auto pc = cluster_->master().service().promotion_counters();
   EXPECT_EQ(pc.completed, 16u);
   EXPECT_EQ(pc.failed, 0u);

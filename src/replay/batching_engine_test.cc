@@ -145,15 +145,8 @@ TEST_P(SlowLoadTest, SlowLoadDoesNotDelayAnotherRequest) {
         cv.notify_all();
       },
       load);
-  ASSERT_TRUE(e.Start().ok());
-  e.Enqueue(Req(0));
-  e.Enqueue(Req(1));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                            [&] { return done.size() == 2; }));
-  }
-  e.Drain();
+  RunBoth(e, mu, cv, done);
+  ASSERT_EQ(done.size(), 2u);
   ASSERT_EQ(done[0].index, 1u);  // the fast request ended first
   const RequestRecord& fast = done[0];
   const RequestRecord& slow = done[1];

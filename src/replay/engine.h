@@ -104,10 +104,6 @@ class BusyLog {
   }
   // Busy seconds within [w0, w1].
   double BusySec(double w0, double w1) const;
-  size_t spans() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return spans_.size();
-  }
 
  private:
   mutable std::mutex mu_;

@@ -168,6 +168,9 @@ TEST(ReplayTest, StoreInSeparateProcessesGivesTheSameReport) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& rep = r->report;
   EXPECT_EQ(rep["setup"]["cluster"], "processes");
+  // Read from the holder's /metrics, which must carry its SSD tier's
+  // promotion counters.
+  EXPECT_GT(rep["calibration"]["promotion_ceiling_per_s"].get<double>(), 0);
   for (const auto& a : rep["arms"]) {
     SCOPED_TRACE(a["name"].get<std::string>());
     ASSERT_TRUE(a["ok"].get<bool>()) << a.value("error", "");
