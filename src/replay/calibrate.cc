@@ -108,7 +108,8 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
       w.Put(k, id);
     }
   }
-  for (const auto& f : filler) c.Remove(f, /*force=*/true);
+  uint64_t filler_kept = 0;  // removes refused: these still take DRAM
+  for (const auto& f : filler) filler_kept += !c.Remove(f, /*force=*/true).ok();
   std::vector<std::string> ssd_only;
   auto tiers = bench::Tiers(c, keys);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -119,7 +120,7 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
                   fmt::format("only {} calibration blocks became SSD-only",
                               ssd_only.size()));
   }
-  Settle(cluster, o.eviction_high_watermark_ratio, 30);
+  SettleResult settle = Settle(cluster, o.eviction_high_watermark_ratio, 30);
 
   std::vector<std::string> dram_keys;
   {
@@ -129,9 +130,34 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
       dram_ids.push_back((1ull << 61) | uint64_t(i));
     }
     BlockWriter w(c, bb);
-    if (w.Put(dram_keys, dram_ids) > 0) {
-      return Status(ErrorCode::INTERNAL_ERROR,
-                    "calibration puts failed: " + w.last_error().ToString());
+    // A starved machine can leave the offloads of the filler (and so the
+    // DRAM it frees) behind the first settle: wait once more before giving
+    // up.
+    uint64_t failed = w.Put(dram_keys, dram_ids);
+    if (failed > 0) {
+      settle = Settle(cluster, o.eviction_high_watermark_ratio, 30);
+      std::vector<std::string> again;
+      std::vector<uint64_t> again_ids;
+      auto exist = c.BatchIsExist(dram_keys);
+      for (size_t i = 0; i < dram_keys.size(); ++i) {
+        if (exist[i].ok() && exist[i].value()) continue;
+        again.push_back(dram_keys[i]);
+        again_ids.push_back(dram_ids[i]);
+      }
+      failed = w.Put(again, again_ids);
+    }
+    if (failed > 0) {
+      const ClusterSnapshot& l = settle.last;
+      return Status(
+          ErrorCode::INTERNAL_ERROR,
+          fmt::format("calibration DRAM puts failed: {} (settled {} after "
+                      "{:.1f} s: DRAM {} of {} used, {} objects, {} memory "
+                      "and {} disk replicas, {} offloads in flight; {} "
+                      "filler blocks, {} not removed; {} SSD-only)",
+                      w.last_error().ToString(), settle.settled, settle.sec,
+                      l.main_used, l.main_capacity, l.objects,
+                      l.memory_replicas, l.disk_replicas, l.offloads_in_flight,
+                      filler.size(), filler_kept, ssd_only.size()));
     }
   }
   // DRAM and SSD batches alternate, so both see the same background load
