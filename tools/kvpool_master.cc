@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
                  c.prefetch_trigger_lease_ttl_ms,
                  "lease granted at enqueue by BatchPrefetchToMemory")
       ->capture_default_str();
+  app.add_option("--prefetch_consumed_lease_ms", c.prefetch_consumed_lease_ms,
+                 "0 = off; > 0: a get of a replica that lives only in a "
+                 "prefetch buffer grants this lease, and the get that "
+                 "consumes a key's last trigger drops the trigger's lease")
+      ->capture_default_str();
   app.add_option("--prefetch_strict_buffer", c.prefetch_strict_buffer,
                  "router promotions land only in the holder's prefetch "
                  "buffer (when it has one)")

@@ -133,6 +133,10 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--prefetch_lease_ms", o.prefetch_lease_ms,
                      "prefetch_trigger_lease_ttl_ms (lease at enqueue)")
         ->capture_default_str();
+    cmd_->add_option("--prefetch_consumed_lease_ms",
+                     o.prefetch_consumed_lease_ms,
+                     "prefetch_consumed_lease_ms (0 = off): buffer recycling")
+        ->capture_default_str();
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

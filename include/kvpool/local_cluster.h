@@ -43,6 +43,7 @@ struct LocalClusterOptions {
   int64_t promotion_queue_limit = 50000;
   bool enable_prefetch_trigger = false;
   int64_t prefetch_trigger_lease_ttl_ms = 10000;
+  int64_t prefetch_consumed_lease_ms = 0;
   bool prefetch_strict_buffer = true;
   uint64_t prefetch_buffer_size = 0;  // per node; 0 = no PREFETCH_BUFFER
   bool promotion_pull = false;

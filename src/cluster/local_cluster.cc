@@ -25,6 +25,7 @@ Status LocalCluster::Start() {
   mc.promotion_queue_limit = options_.promotion_queue_limit;
   mc.enable_prefetch_trigger = options_.enable_prefetch_trigger;
   mc.prefetch_trigger_lease_ttl_ms = options_.prefetch_trigger_lease_ttl_ms;
+  mc.prefetch_consumed_lease_ms = options_.prefetch_consumed_lease_ms;
   mc.prefetch_strict_buffer = options_.prefetch_strict_buffer;
   mc.promotion_task_ttl_sec = options_.promotion_task_ttl_sec;
   mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;

@@ -39,6 +39,8 @@ Status MasterConfig::Validate() const {
   if (put_offload_wait_ms < 0) return bad("put_offload_wait_ms must be >= 0");
   if (prefetch_trigger_lease_ttl_ms <= 0)
     return bad("prefetch_trigger_lease_ttl_ms must be > 0");
+  if (prefetch_consumed_lease_ms < 0)
+    return bad("prefetch_consumed_lease_ms must be >= 0");
   if (promotion_admission_threshold < 0)
     return bad("promotion_admission_threshold must be >= 0");
   if (promotion_queue_limit < 0)

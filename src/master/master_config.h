@@ -54,6 +54,13 @@ struct MasterConfig {
   // (when it has one), never in the main cache; off: the buffer first, then
   // the main cache.
   bool prefetch_strict_buffer = true;
+  // Recycling of the prefetch buffer (0 = off: a get of a buffered replica
+  // renews the full default_kv_lease_ttl, as the RFC has it). When > 0, a get
+  // of a replica that lives only in a prefetch buffer grants this shorter
+  // lease (ms), and the get that consumes the last pending trigger of the
+  // key drops the trigger's lease, so a consumed block leaves the buffer as
+  // soon as its readers are done instead of holding it for a whole lease.
+  int64_t prefetch_consumed_lease_ms = 0;
   // Test-only: answer the additive prefetch RPCs as an older master would
   // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
   bool emulate_pre_prefetch_master = false;

@@ -564,12 +564,10 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
       if (p != shard.promotions.end() && p->second.from_prefetch)
         p->second.get_before_landing = true;  // this get reads the SSD
     }
-    m.lease_deadline_ms =
-        std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    out.lease_ttl_ms = GrantReadLease(m, now);
     if (m.SoftPinned(now)) m.soft_pin_deadline_ms = now + m.soft_pin_ttl_ms;
     m.last_access_ms = now;
     out.size = m.size;
-    out.lease_ttl_ms = config_.default_kv_lease_ttl;
     for (const auto& r : m.replicas) {
       if (r.status == ReplicaStatus::kComplete)
         out.replicas.push_back(Describe(r, m.size));
@@ -599,8 +597,10 @@ ErrorCode MasterService::ExistKey(const std::string& tenant,
       code = ErrorCode::OK;
       if (grant_lease) {
         const int64_t now = clock_->NowMs();
-        it->second.lease_deadline_ms = std::max(
-            it->second.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+        const int64_t d = now + config_.default_kv_lease_ttl;
+        ObjectMeta& m = it->second;
+        m.lease_deadline_ms = std::max(m.lease_deadline_ms, d);
+        m.reader_lease_deadline_ms = std::max(m.reader_lease_deadline_ms, d);
       }
     }
   }
@@ -804,6 +804,15 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
     }
     return n;
   };
+  // LRU, except that the prefetch buffer gives up what no announced request
+  // still waits for (read prefetches, overflowed puts) before unread
+  // prefetches: it is a transit area, not a cache.
+  auto rank = [&](const ObjectMeta& m) {
+    constexpr int64_t kConsumedFirst = int64_t{1} << 52;
+    return kind == SegmentKind::kPrefetchBuffer && !m.prefetched_unread
+               ? m.last_access_ms - kConsumedFirst
+               : m.last_access_ms;
+  };
   // Candidates come in rounds: unpinned before soft-pinned, and within each,
   // objects that keep an SSD copy (they become SSD-only) before objects that
   // would be lost.
@@ -834,7 +843,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
       std::lock_guard<std::mutex> lock(shard.mu);
       for (const auto& [k, m] : shard.objects) {
         if (eligible(shard, k, m, round))
-          cands.emplace_back(m.last_access_ms, memory_bytes(m));
+          cands.emplace_back(rank(m), memory_bytes(m));
       }
     }
     if (cands.empty()) continue;
@@ -855,8 +864,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
       for (auto it = shard.objects.begin();
            it != shard.objects.end() && freed < bytes;) {
         ObjectMeta& m = it->second;
-        if (m.last_access_ms > cutoff ||
-            !eligible(shard, it->first, m, round)) {
+        if (rank(m) > cutoff || !eligible(shard, it->first, m, round)) {
           ++it;
           continue;
         }

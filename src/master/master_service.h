@@ -237,6 +237,13 @@ class MasterService {
       const std::string& tenant, const std::vector<std::string>& keys);
   // Counts the fate of a prefetched replica (shard lock held).
   void CountPrefetchFate(ObjectMeta& m, const char* fate);
+  // A get's lease on `m` (shard lock held); returns its TTL in ms. Consumes
+  // one pending router trigger, and recycles buffered replicas when
+  // prefetch_consumed_lease_ms is set.
+  int64_t GrantReadLease(ObjectMeta& m, int64_t now);
+  // Whether every COMPLETE memory replica of `m` (at least one) lives in a
+  // prefetch buffer segment.
+  bool OnlyInPrefetchBuffer(const ObjectMeta& m) const;
   // Test hook: runs between the read-only and the read-write phase of
   // BatchPrefetchToMemory (the TOCTOU window). Not for production use.
   void SetPrefetchPhaseHookForTest(std::function<void()> hook) {

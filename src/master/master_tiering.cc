@@ -11,6 +11,15 @@
 
 namespace kvpool {
 
+namespace {
+
+// A router trigger announced a get of `m`.
+void CountPendingRead(ObjectMeta& m) {
+  if (m.pending_prefetch_reads < UINT8_MAX) ++m.pending_prefetch_reads;
+}
+
+}  // namespace
+
 MasterService::ObjectMap::iterator MasterService::EraseObject(
     Shard& shard, ObjectMap::iterator it, int64_t not_before_ms) {
   const int64_t now = clock_->NowMs();
@@ -468,6 +477,43 @@ void MasterService::CountPrefetchFate(ObjectMeta& m, const char* fate) {
       .Inc();
 }
 
+bool MasterService::OnlyInPrefetchBuffer(const ObjectMeta& m) const {
+  bool any = false;
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
+      continue;
+    auto info = segments_.Info(r.segment);
+    if (!info || info->kind != SegmentKind::kPrefetchBuffer) return false;
+    any = true;
+  }
+  return any;
+}
+
+int64_t MasterService::GrantReadLease(ObjectMeta& m, int64_t now) {
+  const bool consumed_trigger = m.pending_prefetch_reads > 0;
+  if (consumed_trigger) --m.pending_prefetch_reads;
+  int64_t ttl = config_.default_kv_lease_ttl;
+  const bool recycle =
+      config_.prefetch_consumed_lease_ms > 0 && OnlyInPrefetchBuffer(m);
+  if (recycle) ttl = std::min(ttl, config_.prefetch_consumed_lease_ms);
+  m.reader_lease_deadline_ms = std::max(m.reader_lease_deadline_ms, now + ttl);
+  if (recycle && consumed_trigger && m.pending_prefetch_reads == 0) {
+    // The last request the router announced has read it: the trigger's and
+    // the landing's leases have done their job. Readers keep theirs.
+    if (m.lease_deadline_ms > m.reader_lease_deadline_ms) {
+      m.lease_deadline_ms = m.reader_lease_deadline_ms;
+      metrics_
+          .GetCounter("kvpool_master_prefetch_buffer_recycled_total", "",
+                      "buffered blocks whose trigger lease was dropped by "
+                      "their consuming get")
+          .Inc();
+    }
+  } else {
+    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + ttl);
+  }
+  return ttl;
+}
+
 std::vector<MasterService::PrefetchRegistration>
 MasterService::RegisterPrefetchTask(const std::string& node_id,
                                     const std::string& tenant,
@@ -590,9 +636,11 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     auto it = shard.objects.find(views[i]);
     if (out[i] == PrefetchStatus::kInMemory) {
       // In DRAM at phase 1: IN_MEMORY, its lease refreshed.
-      if (it != shard.objects.end())
+      if (it != shard.objects.end()) {
         it->second.lease_deadline_ms =
             std::max(it->second.lease_deadline_ms, lease);
+        CountPendingRead(it->second);
+      }
       continue;
     }
     if (it == shard.objects.end()) {
@@ -608,6 +656,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     // GrantLeaseForGroup: the lease covers the trigger -> get window, so a
     // promoted replica survives until the request's get.
     m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);
+    CountPendingRead(m);
     if (m.HasCompleteMemory()) {
       // TOCTOU: a MEMORY replica appeared between the phases (a promotion
       // landed or a put completed); the lease is already granted.

@@ -52,6 +52,13 @@ struct ObjectMeta {
   // Its DRAM replica came from a prefetch and no get has read it yet: the
   // fate of the prefetch is counted when it is read, evicted or removed.
   bool prefetched_unread = false;
+  // Router triggers (QUEUED or IN_MEMORY) not yet followed by a get; the
+  // get that brings it to 0 may drop the trigger's lease
+  // (prefetch_consumed_lease_ms). Saturates.
+  uint8_t pending_prefetch_reads = 0;
+  // The part of lease_deadline_ms granted to readers (get, exist): no one
+  // may shorten it, since a reader copies bytes until then.
+  int64_t reader_lease_deadline_ms = 0;
   // Inline room for a MEMORY and a LOCAL_DISK replica: a lookup reads the
   // replicas from the node itself instead of following a pointer to the heap
   // (one cache miss fewer per key on a large table).

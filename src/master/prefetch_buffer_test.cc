@@ -311,5 +311,113 @@ TEST_F(PrefetchBufferTest, GetBeforeLandingCountsLandedAfterGet) {
             1u);
 }
 
+// ---- buffer recycling (prefetch_consumed_lease_ms) ----
+
+class BufferRecycleTest : public PrefetchBufferTest {
+ protected:
+  void SetUp() override {
+    config_.default_kv_lease_ttl = 1000;
+    config_.enable_prefetch_trigger = true;
+    config_.prefetch_trigger_lease_ttl_ms = 5000;
+    config_.prefetch_consumed_lease_ms = 200;
+    Make(/*buffer=*/8 * kBlock);
+  }
+  // Triggers and lands each key once, in the buffer.
+  void Prefetch(const std::vector<std::string>& keys) {
+    Disk(keys);
+    auto st = svc_->BatchPrefetchToMemory("", keys);
+    ASSERT_TRUE(st.ok());
+    for (PS s : st.value()) ASSERT_EQ(s, PS::kQueued);
+    for (const auto& t : Promotions()) ASSERT_EQ(Land(t), buffer_id_);
+  }
+  bool InDram(const std::string& key) {
+    for (const auto& d : svc_->QueryReadOnly("", key).replicas)
+      if (d.kind == ReplicaKind::kMemory) return true;
+    return false;
+  }
+  uint64_t BufferUsed() {
+    return svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used;
+  }
+};
+
+TEST_F(BufferRecycleTest, ConsumedBlockLeavesTheBufferAfterTheShortLease) {
+  Prefetch({"a", "b"});
+  auto g = svc_->GetReplicaList("", "a");  // a's get: the trigger is consumed
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->lease_ttl_ms, 200);  // the reply promises only the short lease
+  EXPECT_EQ(Counter("kvpool_master_prefetch_buffer_recycled_total"), 1u);
+  clock_.Advance(300);  // past a's reader lease; b's trigger lease runs on
+  EXPECT_EQ(svc_->EvictBytes(2 * kBlock, SegmentKind::kPrefetchBuffer), kBlock);
+  EXPECT_EQ(BufferUsed(), kBlock);
+  // a is SSD-only again; b, still awaited, stayed.
+  EXPECT_FALSE(InDram("a"));
+  EXPECT_TRUE(InDram("b"));
+  EXPECT_GT(svc_->QueryReadOnly("", "b").lease_remaining_ms, 4000);
+  ExpectInvariant();
+}
+
+TEST_F(BufferRecycleTest, OffKeepsTheTriggerLeaseAsTheRfcHasIt) {
+  config_.prefetch_consumed_lease_ms = 0;
+  Make(8 * kBlock);
+  Prefetch({"a"});
+  auto g = svc_->GetReplicaList("", "a");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->lease_ttl_ms, 1000);
+  clock_.Advance(300);
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), 0u);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_buffer_recycled_total"), 0u);
+}
+
+TEST_F(BufferRecycleTest, ConsumedBlockIsReclaimedBeforeUnconsumedOnes) {
+  // With the knob off too: the order alone. Both leases end, then a is
+  // read (so LRU alone would pick b, the older access).
+  config_.prefetch_consumed_lease_ms = 0;
+  Make(8 * kBlock);
+  Prefetch({"b"});
+  clock_.Advance(10);
+  Prefetch({"a"});
+  clock_.Advance(6000);  // trigger leases over: b and a are unread
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // a consumed
+  clock_.Advance(1100);                             // a's reader lease over
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), kBlock);
+  EXPECT_FALSE(InDram("a"));
+  EXPECT_EQ(BufferUsed(), kBlock);  // b, unread, is the one left
+  EXPECT_EQ(
+      Counter("kvpool_master_prefetch_fate_total", "fate=\"evicted_unread\""),
+      0u);
+}
+
+TEST_F(BufferRecycleTest, SharedBlockStaysUntilItsLastAnnouncedGet) {
+  Disk({"a"});
+  ASSERT_EQ(One("a"), PS::kQueued);  // request 1
+  ASSERT_EQ(One("a"), PS::kQueued);  // request 2, same prefix (idempotent)
+  for (const auto& t : Promotions()) ASSERT_EQ(Land(t), buffer_id_);
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // request 1's get
+  clock_.Advance(300);
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), 0u);
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // request 2's get
+  clock_.Advance(300);
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), kBlock);
+}
+
+TEST_F(BufferRecycleTest, ReaderLeasesAreNeverShortened) {
+  Prefetch({"a"});
+  // A reader (exist with lease) was promised the default lease before the
+  // consuming get; dropping the trigger's lease must not cut it.
+  ASSERT_EQ(svc_->ExistKey("", "a", /*grant_lease=*/true), ErrorCode::OK);
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());
+  clock_.Advance(300);
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), 0u);
+  clock_.Advance(800);  // past the exist's lease
+  EXPECT_EQ(svc_->EvictBytes(kBlock, SegmentKind::kPrefetchBuffer), kBlock);
+}
+
+TEST_F(BufferRecycleTest, MainCacheReplicasKeepTheDefaultLease) {
+  ASSERT_TRUE(Put("m", kBlock).ok());
+  auto g = svc_->GetReplicaList("", "m");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->lease_ttl_ms, 1000);
+}
+
 }  // namespace
 }  // namespace kvpool

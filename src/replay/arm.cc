@@ -125,6 +125,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.enable_prefetch_trigger = arm.router_prefetch;
   c.prefetch_buffer_size = o.prefetch_buffer_per_node;
   c.prefetch_trigger_lease_ttl_ms = o.prefetch_lease_ms;
+  c.prefetch_consumed_lease_ms = o.prefetch_consumed_lease_ms;
   c.promotion_pull = o.promotion_pull;
   c.promotion_read_batch = o.promotion_read_batch;
   c.promotion_inflight_bytes = o.promotion_inflight_bytes;

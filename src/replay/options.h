@@ -60,6 +60,9 @@ struct ReplayOptions {
   // route->get window; with a buffer, it also sets how long a consumed block
   // holds buffer space (buffer >= rate x this lease x block).
   int64_t prefetch_lease_ms = 10000;
+  // > 0: buffer recycling (prefetch_consumed_lease_ms): a consumed block
+  // holds the buffer for this lease instead of the rest of the trigger's.
+  int64_t prefetch_consumed_lease_ms = 0;
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor

@@ -206,6 +206,8 @@ class ProcessCluster : public ReplayCluster {
         fmt::format("--promotion_queue_limit={}", o_.promotion_queue_limit),
         fmt::format("--prefetch_trigger_lease_ttl_ms={}",
                     o_.prefetch_trigger_lease_ttl_ms),
+        fmt::format("--prefetch_consumed_lease_ms={}",
+                    o_.prefetch_consumed_lease_ms),
         fmt::format("--prefetch_strict_buffer={}",
                     o_.prefetch_strict_buffer ? "true" : "false"),
         fmt::format("--promotion_task_ttl_sec={}", o_.promotion_task_ttl_sec)};

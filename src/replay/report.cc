@@ -415,6 +415,7 @@ json BuildReport(const ReportInput& in) {
       {"eviction_ratio", o.eviction_ratio},
       {"lease_ms", o.lease_ms},
       {"prefetch_lease_ms", o.prefetch_lease_ms},
+      {"prefetch_consumed_lease_ms", o.prefetch_consumed_lease_ms},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
