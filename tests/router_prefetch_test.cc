@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <thread>
 
 #include "tests/ssd_fixture.h"
 
@@ -199,6 +200,75 @@ TEST_F(RouterPrefetchTest, HolderThatStopsPullingIsReaped) {
   ASSERT_TRUE(r.ok());
   for (S s : r.value()) EXPECT_EQ(s, S::kQueued);
   EXPECT_TRUE(AllInMemory(keys));
+}
+
+uint64_t DeadlineExpired(LocalCluster& c, const char* where) {
+  return c.master().service().metrics().CounterValue(
+      "kvpool_master_promotion_deadline_expired_total",
+      std::string("where=\"") + where + "\"");
+}
+
+TEST_F(RouterPrefetchTest, TaskPastItsDeadlineAtTheMasterIsDropped) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_buffer_size = 4ull << 20;
+  opts_.promotion_pull = true;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 2);
+  EXPECT_EQ(client_->BatchPrefetchToMemory(keys, -1).code(),
+            ErrorCode::INVALID_PARAMS);
+  cluster_->node(0).ssd()->PausePullForTest(true);
+  auto r = client_->BatchPrefetchToMemory(keys, /*deadline_in_ms=*/100);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  // The deadline is a time, not an event: let it pass while nobody pulls.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  cluster_->node(0).ssd()->PausePullForTest(false);
+  auto& svc = cluster_->master().service();
+  ASSERT_TRUE(WaitUntil([&] { return svc.promotion_counters().expired == 2; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(DeadlineExpired(*cluster_, "master"), 2u);
+  EXPECT_EQ(svc.promotion_counters().in_flight, 0u);
+  EXPECT_EQ(Tier(*client_, keys[0]), "local_disk");  // nothing was read
+  // Everything was released: asked again in time, they land intact.
+  r = client_->BatchPrefetchToMemory(keys, /*deadline_in_ms=*/20000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(AllInMemory(keys));
+  for (const auto& k : keys) {
+    auto v = client_->Get(k);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->size(), kValue);
+  }
+}
+
+TEST_F(RouterPrefetchTest, TaskPastItsDeadlineAtTheHolderIsNotRead) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_buffer_size = 4ull << 20;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 1);
+  SsdTier& tier = *cluster_->node(0).ssd();
+  tier.PausePromotionsForTest(true);
+  auto r = client_->BatchPrefetchToMemory(keys, /*deadline_in_ms=*/100);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.value()[0], S::kQueued);
+  ASSERT_TRUE(WaitUntil([&] { return tier.queued_promotions() == 1; },
+                        std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  tier.PausePromotionsForTest(false);
+  auto& svc = cluster_->master().service();
+  ASSERT_TRUE(WaitUntil([&] { return svc.promotion_counters().expired == 1; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(DeadlineExpired(*cluster_, "holder"), 1u);
+  EXPECT_EQ(svc.promotion_counters().failed, 0u);
+  // Reported as expired, never staged or read.
+  EXPECT_EQ(tier.metrics().CounterValue("kvpool_node_promotion_total",
+                                        "result=\"expired\""),
+            1u);
+  EXPECT_EQ(tier.metrics().CounterValue("kvpool_node_promotion_total",
+                                        "result=\"ok\""),
+            0u);
+  EXPECT_EQ(Tier(*client_, keys[0]), "local_disk");
 }
 
 TEST_F(RouterPrefetchTest, BatchedChainFallsBackKeyByKeyUnderAnOlderMaster) {

@@ -27,13 +27,24 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HTTP host:port (port 0 = any free)")
       ->capture_default_str();
   app.add_option("--engine", engine_specs,
-                 "an engine: id=ID,nodes=NODE1;NODE2,endpoint=URL "
-                 "(repeatable; nodes = kvpool node ids on its host)");
+                 "an engine: id=ID,nodes=NODE1;NODE2,endpoint=URL"
+                 "[,max_running=N] (repeatable; nodes = kvpool node ids on "
+                 "its host; max_running = its max_num_seqs, for "
+                 "--prefetch_deadline)");
   app.add_flag("--enable_prefetch,!--disable_prefetch", c.enable_prefetch,
                "trigger SSD->DRAM prefetch for SSD-only prefix blocks (on by "
                "default; --enable_prefetch=false or --disable_prefetch)");
   app.add_option("--rpc_timeout_ms", c.rpc_timeout_ms,
                  "deadline of each master RPC")
+      ->capture_default_str();
+  app.add_flag("--prefetch_deadline", c.prefetch_deadline,
+               "triggers carry the estimated time of the engine's read "
+               "(earliest deadline first; too late = dropped as expired)");
+  app.add_option("--prefetch_deadline_floor_ms", c.prefetch_deadline_floor_ms,
+                 "the deadline when nothing is queued ahead")
+      ->capture_default_str();
+  app.add_option("--prefetch_deadline_slack", c.prefetch_deadline_slack,
+                 "multiplier on the queue-wait estimate")
       ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,

@@ -137,6 +137,9 @@ class ReplayCommandImpl : public ReplayCommand {
                      o.prefetch_consumed_lease_ms,
                      "prefetch_consumed_lease_ms (0 = off): buffer recycling")
         ->capture_default_str();
+    cmd_->add_flag("--prefetch_deadline", o.prefetch_deadline,
+                   "the router's triggers carry its estimate of the "
+                   "engine's read (EDF; too late = expired)");
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

@@ -109,9 +109,12 @@ class Client {
   // The router trigger, for deployments without a router: asks the master to
   // move SSD-only keys to DRAM before their get (statuses per key).
   // UNAVAILABLE_IN_CURRENT_STATUS when the master has enable_prefetch_trigger
-  // off or predates the RPC.
+  // off or predates the RPC. `deadline_in_ms` > 0: when (ms from now) the
+  // engine will read the keys; the master serves earlier deadlines first and
+  // drops a promotion that could not start before its deadline (an older
+  // master ignores it). INVALID_PARAMS if negative.
   Result<std::vector<PrefetchToMemoryStatus>> BatchPrefetchToMemory(
-      const std::vector<std::string>& keys);
+      const std::vector<std::string>& keys, int64_t deadline_in_ms = 0);
 
   ClientCounters counters() const;
   PrefetchStats prefetch_stats() const;

@@ -27,6 +27,10 @@ struct EngineInfo {
   // held there are read without a network hop.
   std::vector<std::string> local_node_ids;
   std::string endpoint;  // opaque to the router (e.g. "http://10.0.0.5:8000")
+  // Requests the engine runs at once (vLLM's max_num_seqs); the ones routed
+  // beyond it wait in its queue. 0 = unknown: the deadline estimate assumes
+  // no request waits.
+  int max_running = 0;
 };
 
 struct RouterConfig {
@@ -36,6 +40,14 @@ struct RouterConfig {
   // Off: the router only looks up and dispatches.
   bool enable_prefetch = true;
   int rpc_timeout_ms = 5000;
+  // Deadline-aware prefetch (off by default: triggers carry no deadline).
+  // Each trigger carries the router's estimate of when the chosen engine
+  // reads the blocks: floor + slack x (requests queued ahead of this one x
+  // the engine's mean time between completions while it had a queue). With
+  // a queue but no measured completion yet, no deadline is sent.
+  bool prefetch_deadline = false;
+  int64_t prefetch_deadline_floor_ms = 100;  // route -> get, nothing ahead
+  double prefetch_deadline_slack = 2.0;      // an early drop wastes a hit
 };
 
 struct RouteRequest {
@@ -61,6 +73,8 @@ struct RouteDecision {
   // Per SSD-only block of the prefix, in order, when a trigger was sent.
   std::vector<std::string> triggered_keys;
   std::vector<PrefetchToMemoryStatus> prefetch_statuses;
+  // The deadline the trigger carried, ms from the trigger (0 = none).
+  int64_t prefetch_deadline_ms = 0;
   // The master has the trigger switched off (or predates it): no prefetch,
   // the lookup and dispatch still happened.
   bool prefetch_disabled = false;
@@ -84,6 +98,7 @@ struct RouterStats {
   uint64_t affinity_hits = 0;
   uint64_t lookup_errors = 0;
   uint64_t prefetch_errors = 0;     // trigger RPCs that failed (not "disabled")
+  uint64_t deadlines_sent = 0;      // triggers that carried a deadline
   std::vector<uint64_t> in_flight;  // per engine, in config order
 };
 
@@ -99,7 +114,8 @@ class Router {
   // on that engine until Complete(engine_id). INVALID_PARAMS for an empty or
   // over-long key list; RPC_FAIL when the master is unreachable.
   Result<RouteDecision> Route(const RouteRequest& request);
-  // The engine finished a request routed to it (load accounting).
+  // The engine finished a request routed to it (load accounting, and the
+  // service rate of the deadline estimate).
   void Complete(const std::string& engine_id);
 
   RouterStats stats() const;

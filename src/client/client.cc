@@ -869,9 +869,14 @@ std::vector<Result<TierInfo>> Client::BatchGetReplicaDesc(
 }
 
 Result<std::vector<PrefetchToMemoryStatus>> Client::BatchPrefetchToMemory(
-    const std::vector<std::string>& keys) {
+    const std::vector<std::string>& keys, int64_t deadline_in_ms) {
+  if (deadline_in_ms < 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "BatchPrefetchToMemory: negative deadline");
+  }
   rpc::BatchPrefetchToMemoryRequest req;
   req.set_tenant(state_->config.tenant);
+  req.set_deadline_in_ms(deadline_in_ms);
   for (const auto& k : keys) req.add_keys(k);
   rpc::BatchPrefetchToMemoryResponse resp;
   if (Status s = state_->master.Call(&Stub::BatchPrefetchToMemory, req, &resp);

@@ -78,6 +78,7 @@ void ToProto(const PromotionTaskMsg& t, rpc::PromotionTask* p) {
   p->set_task_id(t.task_id);
   p->set_trigger_source(static_cast<rpc::TriggerSource>(t.source));
   p->set_from_prefetch(t.from_prefetch);
+  p->set_deadline_in_ms(t.deadline_in_ms);
 }
 }  // namespace
 
@@ -215,7 +216,12 @@ grpc::Status MasterGrpcService::BatchPrefetchToMemory(
   }
   if (req->keys_size() > kMaxBatch) return TooLarge();
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-  auto r = svc_->BatchPrefetchToMemory(req->tenant(), keys);
+  if (req->deadline_in_ms() < 0) {
+    resp->set_error_code(ToInt(ErrorCode::INVALID_PARAMS));
+    return grpc::Status::OK;
+  }
+  auto r =
+      svc_->BatchPrefetchToMemory(req->tenant(), keys, req->deadline_in_ms());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
     for (auto st : r.value()) {
@@ -248,10 +254,10 @@ grpc::Status MasterGrpcService::RegisterPrefetchTask(
 grpc::Status MasterGrpcService::NotifyPromotion(
     grpc::ServerContext*, const rpc::PromotionNotifyRequest* req,
     rpc::KeyStatus* resp) {
-  resp->set_error_code(
-      ToInt(svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(),
-                                  req->task_id(), req->success())
-                .code()));
+  resp->set_error_code(ToInt(
+      svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(),
+                            req->task_id(), req->success(), req->expired())
+          .code()));
   return grpc::Status::OK;
 }
 

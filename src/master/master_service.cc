@@ -188,18 +188,43 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
                   "unknown node " + node_id + ": remount");
   }
   if (tasks != nullptr) {
-    nodes_.TakeTasks(node_id, wait_ms, max_offload,
-                     static_cast<size_t>(config_.promotion_max_per_heartbeat),
-                     tasks);
+    const size_t max_promotion =
+        static_cast<size_t>(config_.promotion_max_per_heartbeat);
+    nodes_.TakeTasks(node_id, wait_ms, max_offload, max_promotion, tasks);
+    // Tasks past their deadline make room for the next ones (bounded, so a
+    // flood of expired tasks cannot hold the heartbeat).
+    for (int round = 0;
+         round < 8 && DropExpiredPromotions(&tasks->promotions) > 0 &&
+         tasks->promotions.size() < max_promotion;
+         ++round) {
+      NodeTasks more;
+      nodes_.TakeTasks(node_id, 0, 0, max_promotion - tasks->promotions.size(),
+                       &more);
+      if (more.promotions.empty()) break;
+      for (auto& t : more.promotions) tasks->promotions.push_back(std::move(t));
+    }
   }
   return Status::OK();
 }
 
 Status MasterService::PullPromotionTasks(const std::string& node_id, size_t max,
                                          std::vector<PromotionTaskMsg>* out) {
+  const size_t before = out->size();
   if (!nodes_.TakePromotions(node_id, max, out)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND,
                   "unknown node " + node_id + ": remount");
+  }
+  for (int round = 0; round < 8; ++round) {
+    std::vector<PromotionTaskMsg> taken(
+        std::make_move_iterator(out->begin() + long(before)),
+        std::make_move_iterator(out->end()));
+    out->resize(before);
+    const size_t dropped = DropExpiredPromotions(&taken);
+    for (auto& t : taken) out->push_back(std::move(t));
+    if (dropped == 0 || out->size() - before >= max) break;
+    const size_t had = out->size();
+    nodes_.TakePromotions(node_id, max - (out->size() - before), out);
+    if (out->size() == had) break;
   }
   return Status::OK();
 }

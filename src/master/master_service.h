@@ -201,9 +201,11 @@ class MasterService {
                                           const std::string& tenant,
                                           const std::string& key, uint64_t size,
                                           uint64_t task_id);
+  // `expired`: the holder dropped the task unread because its deadline had
+  // passed (counted as expired, not failed).
   Status NotifyPromotion(const std::string& node_id, const std::string& tenant,
-                         const std::string& key, uint64_t task_id,
-                         bool success);
+                         const std::string& key, uint64_t task_id, bool success,
+                         bool expired = false);
   PromotionCounters promotion_counters() const;
 
   // Prefetch-on-exist: registers a promotion of `keys` held on the caller's
@@ -233,8 +235,17 @@ class MasterService {
     kNoLocalDisk,
     kNotFound,
   };
+  // `deadline_in_ms` > 0: the caller's estimate of when the engine reads the
+  // blocks, in ms from now; the holders are handed such tasks earliest
+  // deadline first (before tasks without one), and a task whose deadline
+  // passes before its SSD read starts is dropped as fate "expired".
   Result<std::vector<PrefetchStatus>> BatchPrefetchToMemory(
-      const std::string& tenant, const std::vector<std::string>& keys);
+      const std::string& tenant, const std::vector<std::string>& keys,
+      int64_t deadline_in_ms = 0);
+  // Hand-out of queued promotions (heartbeat or pull): drops those whose
+  // deadline has passed, releasing their entry, and fills in the time left
+  // of the others. Returns how many were dropped.
+  size_t DropExpiredPromotions(std::vector<PromotionTaskMsg>* tasks);
   // Counts the fate of a prefetched replica (shard lock held).
   void CountPrefetchFate(ObjectMeta& m, const char* fate);
   // A get's lease on `m` (shard lock held); returns its TTL in ms. Consumes
@@ -301,6 +312,11 @@ class MasterService {
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
+  // Releases a promotion entry whose deadline passed (shard lock held):
+  // buffer reservation, staged range, the trigger's lease; counts fate
+  // "expired" (`where`: "master" or "holder").
+  void ExpirePromotion(Shard& shard, const ObjectKeyView& key,
+                       const char* where);
   // Queues an offload of the object's memory replica to an SSD-capable
   // holder; false when none or the queue is full.
   bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m);

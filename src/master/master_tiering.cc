@@ -357,7 +357,7 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
 Status MasterService::NotifyPromotion(const std::string& node_id,
                                       const std::string& tenant,
                                       const std::string& key, uint64_t task_id,
-                                      bool success) {
+                                      bool success, bool expired) {
   auto idx = nodes_.IndexOf(node_id);
   if (!idx)
     return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
@@ -373,6 +373,10 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   if (st->second.holder != *idx) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "only the holder of the source may report it");
+  }
+  if (!success && expired && st->second.deadline_ms > 0) {
+    ExpirePromotion(shard, kv, "holder");
+    return Status::OK();
   }
   PromotionState state = st->second;
   ReleaseBufferReservation(state);
@@ -587,7 +591,8 @@ namespace kvpool {
 
 Result<std::vector<MasterService::PrefetchStatus>>
 MasterService::BatchPrefetchToMemory(const std::string& tenant,
-                                     const std::vector<std::string>& keys) {
+                                     const std::vector<std::string>& keys,
+                                     int64_t deadline_in_ms) {
   if (!config_.enable_prefetch_trigger) {
     return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                   "enable_prefetch_trigger is off");
@@ -667,8 +672,16 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
           .Inc();
       continue;
     }
-    if (shard.promotions.count(views[i])) {
+    if (auto p = shard.promotions.find(views[i]); p != shard.promotions.end()) {
       out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
+      // The task is worth running until the last asker's deadline; one who
+      // gave none keeps it whatever the time.
+      int64_t& d = p->second.deadline_ms;
+      if (deadline_in_ms <= 0) {
+        d = 0;
+      } else if (d > 0) {
+        d = std::max(d, now + deadline_in_ms);
+      }
       continue;
     }
     if (over_watermark) {
@@ -707,12 +720,14 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     st.created_ms = now;
     st.source = TriggerSource::kRouter;
     st.from_prefetch = true;
+    st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
     shard.promotions[it->first] = st;
     ++promotion_in_flight_;
     ++promo_admitted_;
     nodes_.PushPromotion(
-        st.holder, PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i],
-                                    m.size, st.task_id, st.source, true});
+        st.holder,
+        PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i], m.size,
+                         st.task_id, st.source, true, st.deadline_ms});
     out[i] = PrefetchStatus::kQueued;
   }
   static constexpr const char* kNames[] = {

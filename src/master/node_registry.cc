@@ -93,7 +93,8 @@ void NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end()) return;
-    it->second.promotions.push_back(std::move(task));
+    const int64_t deadline = task.deadline_ms;
+    it->second.promotions.Push(std::move(task), deadline);
   }
   cv_.notify_all();
 }
@@ -123,10 +124,8 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     e->offloads.pop_front();
     --offload_queued_;
   }
-  while (max_promotion-- > 0 && !e->promotions.empty()) {
-    out->promotions.push_back(std::move(e->promotions.front()));
-    e->promotions.pop_front();
-  }
+  while (max_promotion-- > 0 && !e->promotions.empty())
+    out->promotions.push_back(e->promotions.Pop());
 }
 
 bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
@@ -136,10 +135,7 @@ bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
   if (id == by_id_.end()) return false;
   Entry& e = nodes_[id->second];
   e.last_seen_ms = clock_->NowMs();
-  while (max-- > 0 && !e.promotions.empty()) {
-    out->push_back(std::move(e.promotions.front()));
-    e.promotions.pop_front();
-  }
+  while (max-- > 0 && !e.promotions.empty()) out->push_back(e.promotions.Pop());
   return true;
 }
 

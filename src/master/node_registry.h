@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "master/object_store.h"
+#include "master/promotion_queue.h"
 
 namespace kvpool {
 
@@ -51,6 +52,13 @@ struct PromotionTaskMsg {
   uint64_t task_id = 0;
   TriggerSource source = TriggerSource::kOnHit;
   bool from_prefetch = false;
+  // The first trigger's deadline on the master's clock (ms; 0 = none): the
+  // mailbox order. Whether it has expired is judged from the promotion's
+  // entry, which later triggers may extend.
+  int64_t deadline_ms = 0;
+  // Filled when handed to the holder: ms left until the entry's deadline
+  // (0 = none), so the holder needs no clock agreement with the master.
+  int64_t deadline_in_ms = 0;
 };
 
 struct NodeTasks {
@@ -76,6 +84,7 @@ class NodeRegistry {
   std::vector<std::shared_ptr<const NodeInfo>> ExpireSilent(int64_t ttl_ms);
 
   void PushOffload(uint32_t index, OffloadTaskMsg task);
+  // Earliest deadline first among tasks with one, then FIFO.
   void PushPromotion(uint32_t index, PromotionTaskMsg task);
   // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
   // `max_offload` offload and `max_promotion` promotion tasks (none for a
@@ -95,7 +104,7 @@ class NodeRegistry {
     std::shared_ptr<const NodeInfo> info;
     int64_t last_seen_ms = 0;
     std::deque<OffloadTaskMsg> offloads;
-    std::deque<PromotionTaskMsg> promotions;
+    PromotionQueue<PromotionTaskMsg> promotions;
   };
   const Clock* clock_;
   mutable std::mutex mu_;

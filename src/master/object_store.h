@@ -131,6 +131,10 @@ struct PromotionState {
   uint32_t staged_segment = 0;
   uint32_t staged_handle = 0;
   uint64_t staged_offset = 0;
+  // Master-clock ms after which the promotion is no longer worth starting
+  // (0 = never): the latest deadline of the router triggers that asked for
+  // it; a trigger without one clears it.
+  int64_t deadline_ms = 0;
 };
 
 // An offload handed to a holder and not yet answered; pins the memory

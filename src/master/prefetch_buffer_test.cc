@@ -419,5 +419,129 @@ TEST_F(BufferRecycleTest, MainCacheReplicasKeepTheDefaultLease) {
   EXPECT_EQ(g->lease_ttl_ms, 1000);
 }
 
+// ---- deadline-aware prefetch ----
+
+class PrefetchDeadlineTest : public PrefetchBufferTest {
+ protected:
+  void SetUp() override {
+    PrefetchBufferTest::SetUp();
+    Make(/*buffer=*/8 * kBlock, /*pulls=*/true);
+  }
+  std::vector<PS> Trigger(const std::vector<std::string>& keys,
+                          int64_t deadline_in_ms) {
+    auto r = svc_->BatchPrefetchToMemory("", keys, deadline_in_ms);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r.value() : std::vector<PS>();
+  }
+  std::vector<PromotionTaskMsg> Pull(size_t max = 32) {
+    std::vector<PromotionTaskMsg> got;
+    EXPECT_TRUE(svc_->PullPromotionTasks("holder", max, &got).ok());
+    return got;
+  }
+  uint64_t Expired(const char* where) {
+    return Counter("kvpool_master_promotion_deadline_expired_total",
+                   std::string("where=\"") + where + "\"");
+  }
+};
+
+TEST_F(PrefetchDeadlineTest, HoldersGetEarliestDeadlineFirst) {
+  Disk({"none", "late", "early", "mid"});
+  Trigger({"none"}, 0);  // no deadline: after every task that has one
+  Trigger({"late"}, 5000);
+  Trigger({"early"}, 1000);
+  Trigger({"mid"}, 3000);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].key, "early");
+  EXPECT_EQ(got[1].key, "mid");
+  EXPECT_EQ(got[2].key, "late");
+  EXPECT_EQ(got[3].key, "none");
+  // The holder is told the time left, on no shared clock.
+  EXPECT_EQ(got[0].deadline_in_ms, 1000);
+  EXPECT_EQ(got[3].deadline_in_ms, 0);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, TaskPastItsDeadlineIsDroppedAndReleased) {
+  // 7 blocks fit the buffer: 7 tasks with a short deadline fill it.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 7; ++i) keys.push_back("k" + std::to_string(i));
+  Disk(keys);
+  Disk({"late", "after"});
+  for (PS s : Trigger(keys, 100)) ASSERT_EQ(s, PS::kQueued);
+  EXPECT_EQ(Trigger({"late"}, 0)[0], PS::kThrottledWatermark);  // full
+  clock_.Advance(150);
+  EXPECT_TRUE(Pull().empty());  // every task expired before its read
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(c.expired, 7u);
+  EXPECT_EQ(c.in_flight, 0u);
+  EXPECT_EQ(c.failed, 0u);
+  EXPECT_EQ(Expired("master"), 7u);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_fate_total", "fate=\"expired\""),
+            7u);
+  // The trigger's lease is gone (only readers' leases would remain).
+  EXPECT_LE(svc_->QueryReadOnly("", "k0").lease_remaining_ms, 0);
+  // The buffer reservations are back: a new trigger queues and is handed
+  // out, and an expired key can be asked for again.
+  EXPECT_EQ(Trigger({"late"}, 0)[0], PS::kQueued);
+  EXPECT_EQ(Trigger({"k0"}, 1000)[0], PS::kQueued);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].key, "k0");
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, ExpiredTasksMakeRoomInTheSamePull) {
+  Disk({"old", "fresh"});
+  Trigger({"old"}, 50);
+  Trigger({"fresh"}, 10000);
+  clock_.Advance(100);
+  auto got = Pull(/*max=*/1);
+  ASSERT_EQ(got.size(), 1u);  // "old" dropped, "fresh" handed out instead
+  EXPECT_EQ(got[0].key, "fresh");
+  EXPECT_EQ(got[0].deadline_in_ms, 9900);
+}
+
+TEST_F(PrefetchDeadlineTest, ReTriggerExtendsOrClearsTheDeadline) {
+  Disk({"a", "b"});
+  Trigger({"a"}, 100);
+  EXPECT_EQ(Trigger({"a"}, 1000)[0], PS::kQueued);  // a later request
+  Trigger({"b"}, 100);
+  EXPECT_EQ(Trigger({"b"}, 0)[0], PS::kQueued);  // one with no deadline
+  clock_.Advance(200);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& t : got) {
+    if (t.key == "a") EXPECT_EQ(t.deadline_in_ms, 800);
+    if (t.key == "b") EXPECT_EQ(t.deadline_in_ms, 0);
+  }
+  EXPECT_EQ(svc_->promotion_counters().expired, 0u);
+}
+
+TEST_F(PrefetchDeadlineTest, HolderReportsExpiryAsExpiredNotFailed) {
+  Disk({"a"});
+  Trigger({"a"}, 1000);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(svc_->NotifyPromotion("holder", "", "a", got[0].task_id,
+                                    /*success=*/false, /*expired=*/true)
+                  .ok());
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(c.expired, 1u);
+  EXPECT_EQ(c.failed, 0u);
+  EXPECT_EQ(Expired("holder"), 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, HeartbeatDeliveryDropsExpiredToo) {
+  Make(8 * kBlock, /*pulls=*/false);
+  Disk({"a"});
+  Trigger({"a"}, 10);
+  clock_.Advance(20);
+  EXPECT_TRUE(Promotions().empty());
+  EXPECT_EQ(Expired("master"), 1u);
+  ExpectInvariant();
+}
+
 }  // namespace
 }  // namespace kvpool

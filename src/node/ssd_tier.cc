@@ -88,6 +88,7 @@ void SsdTier::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && !offload_thread_.joinable()) return;
     stopping_ = true;
+    promotions_paused_ = false;  // queued tasks must drain
   }
   cv_.notify_all();
   // The pull and prefetch threads feed the promotion worker: join them
@@ -157,9 +158,28 @@ void SsdTier::EnqueuePromotions(
   if (tasks.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& t : tasks) promotions_.push_back(PromotionJob{t, nullptr});
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& t : tasks) {
+      PromotionJob job{t, nullptr};
+      if (t.deadline_in_ms() > 0)
+        job.deadline = now + std::chrono::milliseconds(t.deadline_in_ms());
+      promotions_.push_back(std::move(job));
+    }
   }
   cv_.notify_all();
+}
+
+void SsdTier::PausePromotionsForTest(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    promotions_paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+size_t SsdTier::queued_promotions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return promotions_.size();
 }
 
 void SsdTier::PullLoop() {
@@ -309,7 +329,7 @@ void SsdTier::PromotionLoop() {
       // Stop only when the pull and prefetch threads can add nothing more
       // and the queue is empty.
       cv_.wait(lock, [&] {
-        return (!promotions_.empty() && fits()) ||
+        return (!promotions_.empty() && fits() && !promotions_paused_) ||
                (promotions_.empty() && stopping_ && prefetch_exited_);
       });
       if (promotions_.empty()) return;
@@ -329,17 +349,32 @@ void SsdTier::PromotionLoop() {
              !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
       }
     }
-    std::vector<rpc::PromotionTask> tasks;
+    // A task whose deadline passed while it waited here is dropped before
+    // its SSD read: its get has come (or will before the read could land),
+    // and the disk is better spent on the tasks that can still make it.
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<rpc::PromotionTask> tasks, expired;
+    std::vector<size_t> run;  // indices into jobs
     tasks.reserve(jobs.size());
-    for (const auto& j : jobs) tasks.push_back(j.task);
-    std::vector<Status> got = PromoteKeysFromLocalDisk(tasks);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].deadline && now >= *jobs[i].deadline) {
+        expired.push_back(jobs[i].task);
+      } else {
+        tasks.push_back(jobs[i].task);
+        run.push_back(i);
+      }
+    }
+    ReportExpired(expired);
+    std::vector<Status> got;
+    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks);
     {
       std::lock_guard<std::mutex> lock(mu_);
       promo_inflight_ -= bytes;
     }
     cv_.notify_all();
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      if (jobs[i].done) jobs[i].done(jobs[i].task.key(), got[i].code());
+    for (size_t k = 0; k < run.size(); ++k) {
+      const PromotionJob& j = jobs[run[k]];
+      if (j.done) j.done(j.task.key(), got[k].code());
     }
   }
 }
@@ -442,12 +477,13 @@ class PromotionReporter {
   PromotionReporter(MasterClient* master, MetricsRegistry* metrics,
                     const std::string& node_id,
                     std::span<const rpc::PromotionTask> tasks,
-                    std::atomic<bool>* batch_rpcs)
+                    std::atomic<bool>* batch_rpcs, bool expired = false)
       : master_(master),
         metrics_(metrics),
         node_id_(node_id),
         tasks_(tasks),
         batch_rpcs_(batch_rpcs),
+        expired_(expired),
         success_(tasks.size(), false) {}
   PromotionReporter(const PromotionReporter&) = delete;
   PromotionReporter& operator=(const PromotionReporter&) = delete;
@@ -459,10 +495,12 @@ class PromotionReporter {
       reqs[i].set_key(tasks_[i].key());
       reqs[i].set_task_id(tasks_[i].task_id());
       reqs[i].set_success(success_[i]);
+      reqs[i].set_expired(expired_ && !success_[i]);
+      const char* result =
+          success_[i] ? "ok" : (expired_ ? "expired" : "failed");
       metrics_
-          ->GetCounter(
-              "kvpool_node_promotion_total",
-              fmt::format("result=\"{}\"", success_[i] ? "ok" : "failed"))
+          ->GetCounter("kvpool_node_promotion_total",
+                       fmt::format("result=\"{}\"", result))
           .Inc();
     }
     if (reqs.size() > 1 && batch_rpcs_->load()) {
@@ -488,9 +526,16 @@ class PromotionReporter {
   const std::string& node_id_;
   std::span<const rpc::PromotionTask> tasks_;
   std::atomic<bool>* batch_rpcs_;
+  const bool expired_;  // every task was dropped unread past its deadline
   std::vector<bool> success_;
 };
 }  // namespace
+
+void SsdTier::ReportExpired(std::span<const rpc::PromotionTask> tasks) {
+  if (tasks.empty()) return;
+  PromotionReporter report(master_, &metrics_, node_id_, tasks, &batch_rpcs_,
+                           /*expired=*/true);
+}
 
 Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
   return PromoteKeysFromLocalDisk(std::span<const rpc::PromotionTask>(&task, 1))

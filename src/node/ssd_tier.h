@@ -17,11 +17,13 @@
 #define KVPOOL_NODE_SSD_TIER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -124,6 +126,11 @@ class SsdTier {
   bool batch_rpcs() const { return batch_rpcs_.load(); }
   // Test hook: a holder that stops pulling (its tasks wait for the reaper).
   void PausePullForTest(bool paused) { pull_paused_ = paused; }
+  // Test hook: promotion workers take no task while paused (tasks wait in
+  // this holder's queue, so their deadlines can pass here).
+  void PausePromotionsForTest(bool paused);
+  // Promotion tasks received and not yet started.
+  size_t queued_promotions() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
   // One SSD watermark check (the eviction loop's body; public for tests).
@@ -147,7 +154,11 @@ class SsdTier {
   struct PromotionJob {
     rpc::PromotionTask task;
     PrefetchDone done;
+    // From the task's deadline_in_ms at receipt (none: never expires here).
+    std::optional<std::chrono::steady_clock::time_point> deadline;
   };
+  // Tells the master these tasks were dropped unread past their deadline.
+  void ReportExpired(std::span<const rpc::PromotionTask> tasks);
   void RegisterPrefetches(PrefetchRequest req);
 
   const SsdTierConfig config_;
@@ -165,8 +176,9 @@ class SsdTier {
   std::deque<rpc::OffloadTask> offloads_;
   std::deque<PromotionJob> promotions_;
   std::deque<PrefetchRequest> prefetches_;
-  uint64_t promo_inflight_ = 0;  // guarded by mu_
-  bool offload_active_ = false;  // guarded by mu_: a batch is being written
+  uint64_t promo_inflight_ = 0;     // guarded by mu_
+  bool offload_active_ = false;     // guarded by mu_: a batch is being written
+  bool promotions_paused_ = false;  // guarded by mu_ (test hook)
   std::atomic<uint64_t> promo_peak_{0};
   std::thread offload_thread_, eviction_thread_, prefetch_thread_, pull_thread_;
   std::vector<std::thread> promotion_threads_;

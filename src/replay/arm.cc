@@ -236,9 +236,12 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     RouterConfig rc;
     rc.master_server_address = cluster.master_address();
     rc.enable_prefetch = arm.router_prefetch;
+    rc.prefetch_deadline = o.prefetch_deadline;
     for (int i = 0; i < o.engines; ++i) {
       EngineInfo e;
       e.id = fmt::format("engine-{}", i);
+      e.max_running =
+          o.engine == EngineKind::kSerial ? 1 : o.scheduler.max_num_seqs;
       e.local_node_ids = {res.node_ids[size_t(i) % res.node_ids.size()]};
       rc.engines.push_back(e);
       engine_index[e.id] = i;

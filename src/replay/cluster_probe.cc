@@ -79,6 +79,13 @@ MasterCounters ReadCounters(LocalCluster& cluster) {
     c.fate[f] = m.CounterValue("kvpool_master_prefetch_fate_total",
                                fmt::format("fate=\"{}\"", f));
   }
+  for (const char* w : {"master", "holder"}) {
+    c.deadline_expired[w] =
+        m.CounterValue("kvpool_master_promotion_deadline_expired_total",
+                       fmt::format("where=\"{}\"", w));
+  }
+  c.buffer_recycled =
+      m.CounterValue("kvpool_master_prefetch_buffer_recycled_total");
   for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
     c.promotion_rejected[r] =
         m.CounterValue("kvpool_master_promotion_rejected_total",

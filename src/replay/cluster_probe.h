@@ -48,6 +48,10 @@ struct MasterCounters {
   std::map<std::string, uint64_t> fate;                // prefetched replicas
   std::map<std::string, uint64_t> promotion_rejected;  // promote-on-hit
   std::map<std::string, uint64_t> outcome;  // "source/result" of promotions
+  // Router promotions dropped unread past their deadline, by where
+  // ("master", "holder"): the fate "expired" of tasks that never landed.
+  std::map<std::string, uint64_t> deadline_expired;
+  uint64_t buffer_recycled = 0;  // kvpool_master_prefetch_buffer_recycled
   std::vector<uint64_t> node_promotions_ok, node_promotions_failed;
 };
 

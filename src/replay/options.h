@@ -63,6 +63,10 @@ struct ReplayOptions {
   // > 0: buffer recycling (prefetch_consumed_lease_ms): a consumed block
   // holds the buffer for this lease instead of the rest of the trigger's.
   int64_t prefetch_consumed_lease_ms = 0;
+  // The router sends each trigger with its estimate of the engine's read
+  // (RouterConfig::prefetch_deadline); engines declare max_num_seqs (1 for
+  // the serial engine) as their max_running.
+  bool prefetch_deadline = false;
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor

@@ -323,6 +323,13 @@ class ProcessCluster : public ReplayCluster {
       c.fate[f] = Metric(m, "kvpool_master_prefetch_fate_total",
                          fmt::format("fate=\"{}\"", f));
     }
+    for (const char* w : {"master", "holder"}) {
+      c.deadline_expired[w] =
+          Metric(m, "kvpool_master_promotion_deadline_expired_total",
+                 fmt::format("where=\"{}\"", w));
+    }
+    c.buffer_recycled =
+        Metric(m, "kvpool_master_prefetch_buffer_recycled_total", "");
     for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
       c.promotion_rejected[r] =
           Metric(m, "kvpool_master_promotion_rejected_total",

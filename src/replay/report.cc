@@ -282,6 +282,16 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   pr["prefetch_landed"] = prefetch_landed;
   // A prefetched replica no get touched before the arm ended.
   fates["never_read"] = prefetch_landed >= fated ? prefetch_landed - fated : 0;
+  // Never landed, so outside the landed fates: dropped past their deadline.
+  uint64_t expired_unread = 0;
+  json by_where;
+  for (const auto& [w, v] : c.deadline_expired) {
+    by_where[w] = v;
+    expired_unread += v;
+  }
+  fates["expired"] = expired_unread;
+  pr["expired_by"] = by_where;
+  pr["buffer_recycled"] = c.buffer_recycled;
   pr["fates"] = fates;
   pr["fates_over_landed"] = fated;  // > landed means a double count
   json by_source;
@@ -416,6 +426,7 @@ json BuildReport(const ReportInput& in) {
       {"lease_ms", o.lease_ms},
       {"prefetch_lease_ms", o.prefetch_lease_ms},
       {"prefetch_consumed_lease_ms", o.prefetch_consumed_lease_ms},
+      {"prefetch_deadline", o.prefetch_deadline},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
@@ -748,7 +759,8 @@ std::string RenderMarkdown(const json& r) {
   }
   md +=
       "\n| arm | promotions started | landed | failed | cancelled / "
-      "expired | in flight at end | read from DRAM by its get | read "
+      "expired (past deadline) | in flight at end | read from DRAM by its get "
+      "| read "
       "after lease end | landed after its get | evicted unread | removed "
       "unread | never read |\n|---|---|---|---|---|---|---|---|---|---|---|"
       "---|\n";
@@ -756,11 +768,12 @@ std::string RenderMarkdown(const json& r) {
     const auto& p = a["promotions"];
     const auto& f = p["fates"];
     md += fmt::format(
-        "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {} | {} | {} / {} ({}) | {} | {} | {} | {} | {} | {} | "
+        "{} |\n",
         a["name"].get<std::string>(), p["started"].get<uint64_t>(),
         p["landed"].get<uint64_t>(), p["failed"].get<uint64_t>(),
         p["cancelled"].get<uint64_t>(), p["expired"].get<uint64_t>(),
-        p["in_flight_at_end"].get<uint64_t>(),
+        f.value("expired", uint64_t{0}), p["in_flight_at_end"].get<uint64_t>(),
         f["read_from_dram"].get<uint64_t>(),
         f["read_after_lease_end"].get<uint64_t>(),
         f["landed_after_get"].get<uint64_t>(),

@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <unordered_set>
 
 #include "kvpool/client.h"
 #include "router/dispatch.h"
+#include "router/read_deadline.h"
 
 namespace kvpool {
 
@@ -45,12 +47,13 @@ struct Router::State {
   // Pick and increment under one lock: two concurrent routes must not both
   // see the same engine as the least loaded.
   mutable std::mutex load_mu;
-  std::vector<uint64_t> in_flight;  // indexed like config.engines
+  std::vector<uint64_t> in_flight;       // indexed like config.engines
+  std::vector<ServiceInterval> service;  // likewise, for the deadline
 
   std::atomic<uint64_t> requests{0}, blocks_looked_up{0}, ssd_only_blocks{0},
       triggered{0}, queued{0}, in_memory{0}, throttled_watermark{0},
       throttled_cap{0}, no_local_disk{0}, not_found{0}, affinity_hits{0},
-      lookup_errors{0}, prefetch_errors{0};
+      lookup_errors{0}, prefetch_errors{0}, deadlines_sent{0};
 
   Result<Client*> ClientFor(const std::string& tenant) {
     std::lock_guard<std::mutex> lock(clients_mu);
@@ -105,6 +108,12 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "router: rpc_timeout_ms must be > 0");
   }
+  if (config.prefetch_deadline_floor_ms <= 0 ||
+      !(config.prefetch_deadline_slack > 0)) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "router: prefetch_deadline_floor_ms and "
+                  "prefetch_deadline_slack must be > 0");
+  }
   std::unordered_set<std::string> ids;
   for (const auto& e : config.engines) {
     if (e.id.empty()) {
@@ -118,6 +127,7 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
   auto state = std::make_unique<State>();
   state->config = config;
   state->in_flight.assign(config.engines.size(), 0);
+  state->service.assign(config.engines.size(), ServiceInterval());
   return std::unique_ptr<Router>(new Router(std::move(state)));
 }
 
@@ -182,10 +192,32 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
   d.ssd_only_blocks = ssd_keys.size();
   s.ssd_only_blocks += ssd_keys.size();
 
+  // The engine first: the trigger's deadline depends on its queue.
+  int64_t deadline_ms = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.load_mu);
+    DispatchChoice c = PickEngine(s.config.engines, s.in_flight, holders);
+    if (c.engine >= 0) {
+      const size_t e = static_cast<size_t>(c.engine);
+      d.engine_id = s.config.engines[e].id;
+      d.affinity_hit = c.affinity;
+      if (s.config.prefetch_deadline) {
+        deadline_ms = EstimateReadDeadlineMs(
+            s.in_flight[e], s.config.engines[e].max_running,
+            s.service[e].mean_ms(), s.config.prefetch_deadline_floor_ms,
+            s.config.prefetch_deadline_slack);
+      }
+      ++s.in_flight[e];
+    }
+  }
+  if (d.affinity_hit) ++s.affinity_hits;
+
   if (s.config.enable_prefetch && !ssd_keys.empty()) {
-    auto r = client.value()->BatchPrefetchToMemory(ssd_keys);
+    auto r = client.value()->BatchPrefetchToMemory(ssd_keys, deadline_ms);
     if (r.ok()) {
       s.triggered += ssd_keys.size();
+      if (deadline_ms > 0) ++s.deadlines_sent;
+      d.prefetch_deadline_ms = deadline_ms;
       for (auto st : r.value()) s.CountStatus(st);
       d.triggered_keys = std::move(ssd_keys);
       d.prefetch_statuses = std::move(r.value());
@@ -201,16 +233,6 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
     }
   }
 
-  {
-    std::lock_guard<std::mutex> lock(s.load_mu);
-    DispatchChoice c = PickEngine(s.config.engines, s.in_flight, holders);
-    if (c.engine >= 0) {
-      d.engine_id = s.config.engines[static_cast<size_t>(c.engine)].id;
-      d.affinity_hit = c.affinity;
-      ++s.in_flight[static_cast<size_t>(c.engine)];
-    }
-  }
-  if (d.affinity_hit) ++s.affinity_hits;
   return d;
 }
 
@@ -220,7 +242,16 @@ void Router::Complete(const std::string& engine_id) {
   for (size_t i = 0; i < s.config.engines.size(); ++i) {
     if (s.config.engines[i].id != engine_id) continue;
     // A duplicate completion must not wrap the counter.
-    if (s.in_flight[i] > 0) --s.in_flight[i];
+    if (s.in_flight[i] == 0) return;
+    const int max_running = s.config.engines[i].max_running;
+    const bool had_queue =
+        max_running > 0 && s.in_flight[i] > uint64_t(max_running);
+    s.service[i].OnComplete(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count(),
+        had_queue);
+    --s.in_flight[i];
     return;
   }
 }
@@ -241,6 +272,7 @@ RouterStats Router::stats() const {
   r.affinity_hits = s.affinity_hits.load();
   r.lookup_errors = s.lookup_errors.load();
   r.prefetch_errors = s.prefetch_errors.load();
+  r.deadlines_sent = s.deadlines_sent.load();
   {
     std::lock_guard<std::mutex> lock(s.load_mu);
     r.in_flight = s.in_flight;

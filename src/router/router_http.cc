@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 namespace kvpool {
@@ -97,6 +100,7 @@ json DecisionJson(const RouteDecision& d, const Router& router) {
   }
   j["prefetch"] = std::move(prefetch);
   j["prefetch_disabled"] = d.prefetch_disabled;
+  j["prefetch_deadline_ms"] = d.prefetch_deadline_ms;  // 0 = none
   if (!d.prefetch_error.empty()) j["prefetch_error"] = d.prefetch_error;
   return j;
 }
@@ -148,10 +152,20 @@ Result<EngineInfo> ParseEngineSpec(const std::string& spec) {
         if (q > p) e.local_node_ids.push_back(v.substr(p, q - p));
         p = q + 1;
       }
+    } else if (k == "max_running") {
+      char* endp = nullptr;
+      errno = 0;
+      const long n = std::strtol(v.c_str(), &endp, 10);
+      if (v.empty() || *endp != '\0' || errno != 0 || n < 0 || n > 1000000) {
+        return Status(ErrorCode::INVALID_PARAMS,
+                      "engine spec '" + spec + "': max_running '" + v +
+                          "' is not a count in [0, 1000000]");
+      }
+      e.max_running = int(n);
     } else {
-      return Status(ErrorCode::INVALID_PARAMS, "engine spec '" + spec +
-                                                   "': unknown key '" + k +
-                                                   "' (id, nodes, endpoint)");
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "engine spec '" + spec + "': unknown key '" + k +
+                        "' (id, nodes, endpoint, max_running)");
     }
   }
   if (e.id.empty()) {
@@ -238,6 +252,7 @@ RouterHttpServer::Reply RouterHttpServer::HandleStats() const {
             {"affinity_hits", s.affinity_hits},
             {"lookup_errors", s.lookup_errors},
             {"prefetch_errors", s.prefetch_errors},
+            {"deadlines_sent", s.deadlines_sent},
             {"enable_prefetch", router_->config().enable_prefetch},
             {"master_server_address", router_->config().master_server_address},
             {"engines", std::move(engines)}};

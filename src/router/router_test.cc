@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "router/dispatch.h"
+#include "router/read_deadline.h"
 #include "router/router_http.h"
 #include "tests/ssd_fixture.h"
 #include "tests/test_util.h"
@@ -120,6 +121,41 @@ TEST(EngineSpecTest, ParsesIdNodesEndpointAndRejectsGarbage) {
 }
 
 // --------------------------------------------------- config, input, master
+
+TEST(ReadDeadlineTest, FloorWhenNothingWaitsThenQueueTimesInterval) {
+  // Nothing queued ahead (or the engine's batch size unknown): the floor.
+  EXPECT_EQ(EstimateReadDeadlineMs(3, 8, 50, 100, 2.0), 100);
+  EXPECT_EQ(EstimateReadDeadlineMs(99, 0, 50, 100, 2.0), 100);
+  // At capacity: admitted after the 2 queued ahead and one more completion.
+  EXPECT_EQ(EstimateReadDeadlineMs(10, 8, 50, 100, 2.0), 100 + 2 * 3 * 50);
+  EXPECT_EQ(EstimateReadDeadlineMs(8, 8, 50, 100, 1.0), 150);
+  // A queue but no measured rate yet: no deadline rather than a guess.
+  EXPECT_EQ(EstimateReadDeadlineMs(10, 8, 0, 100, 2.0), 0);
+}
+
+TEST(ReadDeadlineTest, IntervalCountsOnlyCompletionsWithAQueue) {
+  ServiceInterval s;
+  s.OnComplete(1000, true);  // the first completion only starts the clock
+  EXPECT_EQ(s.mean_ms(), 0);
+  s.OnComplete(1100, true);
+  EXPECT_DOUBLE_EQ(s.mean_ms(), 100);
+  s.OnComplete(5000, false);  // idle gap: not a service time
+  EXPECT_DOUBLE_EQ(s.mean_ms(), 100);
+  s.OnComplete(5200, true);
+  EXPECT_DOUBLE_EQ(s.mean_ms(), 0.9 * 100 + 0.1 * 200);
+}
+
+TEST(EngineSpecTest, MaxRunningIsACount) {
+  auto e = ParseEngineSpec("id=e0,max_running=256");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->max_running, 256);
+  EXPECT_EQ(ParseEngineSpec("id=e0,max_running=-1").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseEngineSpec("id=e0,max_running=12x").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseEngineSpec("id=e0,max_running=").code(),
+            ErrorCode::INVALID_PARAMS);
+}
 
 TEST(RouterTest, CreateRejectsInvalidConfigs) {
   RouterConfig c;
@@ -445,6 +481,46 @@ TEST_F(RouterSsdTest, SsdOnlyPrefixBlocksAreQueuedThenPromoted) {
   EXPECT_TRUE(again->triggered_keys.empty());
   EXPECT_EQ(c->Get(cold[1]).value(), RandomBytes(kValue, 1));
   EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 2u);
+}
+
+TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
+  opts_.enable_prefetch_trigger = true;
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 3);
+  EngineInfo e0;
+  e0.id = "e0";
+  e0.max_running = 1;
+  // Off by default: no deadline is sent.
+  auto plain = MakeRouter(cluster_->master_address(), {e0});
+  auto d = plain->Route(Req({cold[0]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 0);
+  EXPECT_EQ(plain->stats().deadlines_sent, 0u);
+
+  RouterConfig rc;
+  rc.master_server_address = cluster_->master_address();
+  rc.engines = {e0};
+  rc.prefetch_deadline = true;
+  rc.prefetch_deadline_floor_ms = 250;
+  auto router = Router::Create(rc).value();
+  d = router->Route(Req({cold[1]}));  // nothing ahead: the floor
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 250);
+  // e0 runs one request and has one: the next waits, and no completion has
+  // been measured yet, so no deadline is guessed.
+  d = router->Route(Req({cold[2]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 0);
+  EXPECT_EQ(router->stats().deadlines_sent, 1u);
+  // Either way the promotions run.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& k : cold)
+          if (Tier(*c, k) != "memory") return false;
+        return true;
+      },
+      std::chrono::seconds(20)));
 }
 
 TEST_F(RouterSsdTest, TwoRoutersTriggeringTheSameKeysPromoteEachOnce) {

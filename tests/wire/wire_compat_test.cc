@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kvpool.pb.h"
+#include "kvpool_pre_deadline.pb.h"
 #include "kvpool_pre_trigger_source.pb.h"
 #include "master/object_store.h"  // TriggerSource (header-only enum)
 
@@ -30,6 +31,7 @@ namespace {
 
 namespace cur = ::kvpool::rpc;
 namespace old = ::kvpool::rpc::pre_trigger_source;
+namespace pre_dl = ::kvpool::rpc::pre_deadline;
 using google::protobuf::Descriptor;
 using google::protobuf::DescriptorPool;
 using google::protobuf::FieldDescriptor;
@@ -608,6 +610,73 @@ TEST(WireCompatTest, UnknownTriggerSourceValueIsKept) {
   // task_id. A task with value 7 is therefore promoted exactly like an
   // on-hit one. Holder code that starts to read the field must map values
   // for which TriggerSource_IsValid() is false to ON_HIT (docs/wire.md).
+}
+
+// ---- the deadline fields (issue #14) -------------------------------------
+// PromotionTask.deadline_in_ms (7) rides master -> holder; expired (6) rides
+// holder -> master; BatchPrefetchToMemoryRequest.deadline_in_ms (3) rides
+// router -> master. Each side of a mixed cluster must read the other.
+
+constexpr int kTaskDeadlineField = 7;
+constexpr int kRequestDeadlineField = 3;
+
+TEST(WireCompatTest, DeadlineFrozenFieldsKeepNumberAndType) {
+  const FileDescriptor* f = pre_dl::PromotionTask::descriptor()->file();
+  ASSERT_EQ(FrozenMessages(f).size(), 3u);
+  ExpectFrozenFieldsKept(f);
+  ExpectRoundTripsBothWays(f);
+}
+
+TEST(WireCompatTest, OldHolderKeepsAndRelaysTheTaskDeadline) {
+  cur::PromotionTask n;
+  n.set_tenant("t");
+  n.set_key("k");
+  n.set_size(1 << 20);
+  n.set_task_id(7);
+  n.set_trigger_source(cur::ROUTER);
+  n.set_from_prefetch(true);
+  n.set_deadline_in_ms(250);
+  const auto o = Reparse<pre_dl::PromotionTask>(n);
+  EXPECT_EQ(o.key(), "k");
+  EXPECT_EQ(o.task_id(), 7u);
+  EXPECT_EQ(o.trigger_source(), pre_dl::ROUTER);
+  // An old holder ignores the deadline (it promotes as before), keeps it.
+  EXPECT_EQ(UnknownVarint(Unknown(o), kTaskDeadlineField),
+            std::optional<uint64_t>(250));
+  EXPECT_EQ(Reparse<cur::PromotionTask>(o).deadline_in_ms(), 250);
+}
+
+TEST(WireCompatTest, OldMasterTasksAndNotifiesMeanNoDeadline) {
+  pre_dl::PromotionTask o;
+  o.set_key("k");
+  o.set_task_id(1);
+  const auto t = Reparse<cur::PromotionTask>(o);
+  EXPECT_EQ(t.deadline_in_ms(), 0);  // never expires at the holder
+  pre_dl::PromotionNotifyRequest on;
+  on.set_key("k");
+  on.set_success(false);
+  EXPECT_FALSE(Reparse<cur::PromotionNotifyRequest>(on).expired());
+}
+
+TEST(WireCompatTest, TriggerWithoutDeadlineIsByteIdenticalToOldRouter) {
+  cur::BatchPrefetchToMemoryRequest n;
+  pre_dl::BatchPrefetchToMemoryRequest o;
+  for (auto* k : {"a", "b"}) {
+    n.add_keys(k);
+    o.add_keys(k);
+  }
+  n.set_tenant("t");
+  o.set_tenant("t");
+  std::string nb, ob;
+  ASSERT_TRUE(n.SerializeToString(&nb));
+  ASSERT_TRUE(o.SerializeToString(&ob));
+  EXPECT_EQ(nb, ob);
+  // With a deadline, an old master reads the same keys and ignores it.
+  n.set_deadline_in_ms(120);
+  const auto got = Reparse<pre_dl::BatchPrefetchToMemoryRequest>(n);
+  EXPECT_EQ(got.keys_size(), 2);
+  EXPECT_EQ(UnknownVarint(Unknown(got), kRequestDeadlineField),
+            std::optional<uint64_t>(120));
 }
 
 }  // namespace

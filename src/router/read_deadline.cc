@@ -1,0 +1,24 @@
+#include "router/read_deadline.h"
+
+#include <cmath>
+
+namespace kvpool {
+
+void ServiceInterval::OnComplete(int64_t now_ms, bool had_queue) {
+  if (had_queue && last_ms_ >= 0 && now_ms >= last_ms_) {
+    const double dt = double(now_ms - last_ms_);
+    mean_ms_ = mean_ms_ == 0 ? dt : (1 - kWeight) * mean_ms_ + kWeight * dt;
+  }
+  last_ms_ = now_ms;
+}
+
+int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,
+                               double mean_interval_ms, int64_t floor_ms,
+                               double slack) {
+  if (max_running <= 0 || in_flight < uint64_t(max_running)) return floor_ms;
+  if (mean_interval_ms <= 0) return 0;
+  const double ahead = double(in_flight - uint64_t(max_running)) + 1;
+  return floor_ms + int64_t(std::ceil(slack * ahead * mean_interval_ms));
+}
+
+}  // namespace kvpool
