@@ -2,6 +2,7 @@
 // killed with SIGKILL; its keys must become clean misses while the rest of
 // the pool keeps working. Every process is started and stopped (by PID) by
 // this test.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvpool/client.h"
@@ -22,9 +24,18 @@ using kvpool::testing::RandomBytes;
 using kvpool::testing::WaitUntil;
 namespace fs = std::filesystem;
 
-pid_t Spawn(const std::vector<std::string>& args) {
+// `log`: the child's stdout and stderr go there (else inherited).
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "") {
   pid_t pid = fork();
   if (pid == 0) {
+    if (!log.empty()) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -66,46 +77,182 @@ class MultiProcessTest : public ::testing::Test {
     }
     fs::remove_all(dir_);
   }
+  // A master with `config` (TOML) on a free port; returns its address.
+  std::string StartMaster(const std::string& config_text, pid_t* pid,
+                          const std::string& log = "") {
+    fs::path port_file = dir_ / "master.port";
+    fs::remove(port_file);
+    fs::path config = dir_ / "master.toml";
+    std::ofstream(config) << config_text;
+    *pid = Spawn(
+        {std::string(KVPOOL_BIN_DIR) + "/kvpool-master",
+         "--config=" + config.string(), "--port_file=" + port_file.string()},
+        log);
+    pids_.push_back(*pid);
+    EXPECT_TRUE(WaitUntil([&] { return fs::exists(port_file); },
+                          std::chrono::seconds(20)));
+    int port = 0;
+    std::ifstream(port_file) >> port;
+    EXPECT_GT(port, 0);
+    return "127.0.0.1:" + std::to_string(port);
+  }
+  pid_t StartNode(const std::string& id, const std::string& master) {
+    pid_t p = Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-node",
+                     "--master_server_address=" + master,
+                     "--global_segment_size=32MiB",
+                     "--heartbeat_interval_ms=100", "--node_id=" + id});
+    pids_.push_back(p);
+    return p;
+  }
+  std::unique_ptr<Client> TcpClientSeeing(const std::string& master,
+                                          size_t segments) {
+    ClientConfig cc;
+    cc.master_server_address = master;
+    cc.transport = TransportMode::kTcp;
+    auto client = Client::Create(cc).value();
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto s = client->Stat();
+          return s.ok() && s->segments.size() == segments;
+        },
+        std::chrono::seconds(20)));
+    return client;
+  }
+
   fs::path dir_;
   std::vector<pid_t> pids_;
   std::vector<pid_t> killed_;
 };
 
-TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
-  const std::string bin = KVPOOL_BIN_DIR;
-  fs::path port_file = dir_ / "master.port";
-  // Knobs from a config file (same names as the flags), one from a flag.
-  fs::path config = dir_ / "master.toml";
-  std::ofstream(config) << "rpc_port = 0\nmetrics_port = -1\nclient_ttl = 1\n";
-  pid_t master = Spawn({bin + "/kvpool-master", "--config=" + config.string(),
-                        "--port_file=" + port_file.string()});
-  pids_.push_back(master);
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); },
-                        std::chrono::seconds(20)));
-  int port = 0;
-  std::ifstream(port_file) >> port;
-  ASSERT_GT(port, 0);
-  std::string address = "127.0.0.1:" + std::to_string(port);
-
-  std::vector<pid_t> nodes;
-  for (const char* id : {"node-a", "node-b"}) {
-    pid_t p =
-        Spawn({bin + "/kvpool-node", "--master_server_address=" + address,
-               "--global_segment_size=32MiB", "--heartbeat_interval_ms=100",
-               std::string("--node_id=") + id});
-    pids_.push_back(p);
-    nodes.push_back(p);
+TEST_F(MultiProcessTest, PausedMasterDropsNoNodeWhenItResumes) {
+  // client_ttl 1 s, master stopped for 3 s: without the liveness clock the
+  // first check after SIGCONT declared both nodes dead and dropped every key.
+  pid_t master = 0;
+  const std::string log = (dir_ / "master.log").string();
+  const std::string address = StartMaster(
+      "rpc_port = 0\nmetrics_port = -1\nclient_ttl = 1\n", &master, log);
+  StartNode("node-a", address);
+  StartNode("node-b", address);
+  auto client = TcpClientSeeing(address, 2);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(
+        client->Put("k" + std::to_string(i), RandomBytes(4096, i)).ok());
   }
+  kill(master, SIGSTOP);
+  // The pause itself is what is tested: its length is the point, not a
+  // synchronisation.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill(master, SIGCONT);
+  auto logged = [&] {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    return text.find("had not run for over a second") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitUntil(logged, std::chrono::seconds(20)));
+  EXPECT_EQ(client->Stat()->segments.size(), 2u);
+  for (int i = 0; i < 20; ++i) {
+    auto r = client->Get("k" + std::to_string(i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r.value(), RandomBytes(4096, i));
+  }
+}
+
+TEST_F(MultiProcessTest, CachedLeaseNeverReadsAnotherValueAfterMasterRestart) {
+  // The lease cache keeps a get of "A" off the master for the lease. A
+  // restarted master knows nothing of that lease: it must not place a new
+  // value where A's bytes are until such a lease has run out.
+  pid_t master = 0;
+  const std::string cfg =
+      "metrics_port = -1\nclient_ttl = 2\ndefault_kv_lease_ttl = 3000\n";
+  const std::string address = StartMaster("rpc_port = 0\n" + cfg, &master);
+  StartNode("node-a", address);
+  auto writer = TcpClientSeeing(address, 1);
   ClientConfig cc;
   cc.master_server_address = address;
   cc.transport = TransportMode::kTcp;
-  auto client = Client::Create(cc).value();
+  cc.lease_cache = true;
+  auto reader = Client::Create(cc).value();
+  const std::string a = RandomBytes(1 << 20, 1), b = RandomBytes(1 << 20, 2);
+  ASSERT_TRUE(writer->Put("A", a).ok());
+  ASSERT_EQ(reader->Get("A").value(), a);  // lease cached from here
+
+  kill(master, SIGKILL);
+  waitpid(master, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), master));
+  const std::string port = address.substr(address.rfind(':') + 1);
+  StartMaster("rpc_port = " + port + "\n" + cfg, &master);
+  // The node remounts; its segment is held for the lease period, so B's
+  // put cannot take A's range (it fails cleanly, or lands after the hold).
   ASSERT_TRUE(WaitUntil(
       [&] {
-        auto s = client->Stat();
-        return s.ok() && s->segments.size() == 2;
+        auto st = writer->Stat();
+        return st.ok() && st->segments.size() == 1;
       },
-      std::chrono::seconds(20)));
+      std::chrono::seconds(30)));
+  bool b_written = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto g = reader->Get("A");  // cached until its lease ends
+        EXPECT_TRUE(!g.ok() || g.value() == a) << "A read B's bytes";
+        if (!b_written) {
+          Status s = writer->Put("B", b);
+          EXPECT_TRUE(s.ok() || s.code() == ErrorCode::NO_AVAILABLE_HANDLE ||
+                      s.code() == ErrorCode::RPC_FAIL)
+              << s.ToString();
+          b_written = s.ok();
+        }
+        return b_written && !g.ok();
+      },
+      std::chrono::seconds(30)));
+  // The new master lost A (it was only in DRAM) and says so: a clean miss.
+  EXPECT_EQ(reader->Get("A").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(reader->counters().lease_cache_resets, 1u);
+  EXPECT_EQ(writer->Get("B").value(), b);
+}
+
+TEST_F(MultiProcessTest, GetOfAHungNodeFailsWithinTheDataTimeout) {
+  pid_t master = 0;
+  const std::string address = StartMaster(
+      "rpc_port = 0\nmetrics_port = -1\nclient_ttl = 60\n", &master);
+  pid_t node = StartNode("node-a", address);
+  TcpClientSeeing(address, 1);
+  ClientConfig cc;
+  cc.master_server_address = address;
+  cc.transport = TransportMode::kTcp;
+  cc.data_io_timeout_ms = 1000;
+  cc.data_connect_timeout_ms = 1000;
+  auto client = Client::Create(cc).value();
+  ASSERT_TRUE(client->Put("k", RandomBytes(4096, 7)).ok());
+  ASSERT_EQ(client->Get("k").value(), RandomBytes(4096, 7));  // pooled conn
+  kill(node, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = client->Get("k");
+  const double sec =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  kill(node, SIGCONT);
+  EXPECT_FALSE(r.ok());
+  // The limit is 1 s of no progress (30 s by default); generous slack for a
+  // loaded machine, far below the default.
+  EXPECT_LT(sec, 10.0);
+  // The node is back: the next get works again.
+  ASSERT_TRUE(WaitUntil([&] { return client->Get("k").ok(); },
+                        std::chrono::seconds(20)));
+  ClientConfig bad;
+  bad.master_server_address = address;
+  bad.data_io_timeout_ms = 0;
+  EXPECT_EQ(Client::Create(bad).code(), ErrorCode::INVALID_PARAMS);
+}
+
+TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
+  // Knobs from a config file (same names as the flags).
+  pid_t master = 0;
+  const std::string address =
+      StartMaster("rpc_port = 0\nmetrics_port = -1\nclient_ttl = 1\n", &master);
+  std::vector<pid_t> nodes = {StartNode("node-a", address),
+                              StartNode("node-b", address)};
+  auto client = TcpClientSeeing(address, 2);
 
   std::vector<std::string> on_a, on_b;
   for (int i = 0; i < 10; ++i) {

@@ -102,6 +102,28 @@ TEST_F(SsdClusterTest, RemoteHolderServesSsdReadOverTcp) {
   EXPECT_GE(c->counters().ssd_bytes_read, kValue);
 }
 
+TEST_F(SsdClusterTest, EmptyTenantReadsAndPrefetchesItsSsdCopies) {
+  // "" is the master's "default" tenant; the holder must agree, or SSD reads
+  // and prefetches of such a client miss.
+  Start();
+  ClientConfig cc;
+  cc.tenant = "";
+  cc.transport = TransportMode::kTcp;
+  cc.enable_ssd_prefetch = true;
+  auto c = cluster_->NewClient(cc).value();
+  auto keys = MakeSsdOnly(*c, 2);
+  auto r = c->Get(keys[0]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), RandomBytes(kValue, 0));
+  EXPECT_GE(c->counters().ssd_bytes_read, kValue);
+  // Prefetch-on-exist of the other key brings it to DRAM.
+  ExistOptions eo;
+  eo.prefetch_to_memory = true;
+  ASSERT_TRUE(c->IsExist(keys[1], eo).value());
+  EXPECT_TRUE(WaitUntil([&] { return Tier(*c, keys[1]) == "memory"; },
+                        std::chrono::seconds(20)));
+}
+
 TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
   opts_.client_ttl = 1;
   Start();

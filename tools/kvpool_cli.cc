@@ -56,6 +56,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--transport", transport, "auto, shm or tcp")
       ->capture_default_str();
+  app.add_option("--rpc_timeout_ms", cc.rpc_timeout_ms,
+                 "deadline of each master RPC")
+      ->capture_default_str();
+  app.add_option("--data_connect_timeout_ms", cc.data_connect_timeout_ms,
+                 "TCP data plane: connect limit")
+      ->capture_default_str();
+  app.add_option("--data_io_timeout_ms", cc.data_io_timeout_ms,
+                 "TCP data plane: a transfer with no progress for this long "
+                 "fails (a hung node)")
+      ->capture_default_str();
 
   std::string key, file;
   std::vector<std::string> keys;

@@ -30,6 +30,8 @@ struct ClientCounters {
   uint64_t local_ssd_bytes_read =
       0;                          // ... of which from a holder in this process
   uint64_t lease_cache_hits = 0;  // gets answered without a master RPC
+  // Lease caches dropped because a different master (a restart) answered.
+  uint64_t lease_cache_resets = 0;
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is

@@ -20,6 +20,12 @@ struct ClientConfig {
   std::string tenant = "default";
   TransportMode transport = TransportMode::kAuto;
   int rpc_timeout_ms = 5000;
+  // Data plane (TCP): a connect to a node fails after data_connect_timeout_ms;
+  // a transfer fails once no byte has moved for data_io_timeout_ms, so a hung
+  // node cannot hold a get longer than that (and a get with another replica
+  // tries it next).
+  int data_connect_timeout_ms = 5000;
+  int data_io_timeout_ms = 30000;
   // Reuse a replica list while this client still holds its read lease, so a
   // repeated get of a hot key costs no master round trip (the master keeps
   // leased memory from reuse, even across remove and upsert; a cached get

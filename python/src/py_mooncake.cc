@@ -213,7 +213,8 @@ void BindMooncake(py::module_& m) {
           },
           py::arg("config"),
           "setup from a dict (Mooncake's keys, plus kvpool's: tenant, "
-          "transport, rpc_timeout_ms, lease_cache, enable_ssd_prefetch, "
+          "transport, rpc_timeout_ms, data_connect_timeout_ms, "
+          "data_io_timeout_ms, lease_cache, enable_ssd_prefetch, "
           "heartbeat_interval_ms, enable_ssd_offload, ssd_offload_path, "
           "ssd_capacity_bytes).")
       .def(

@@ -115,12 +115,15 @@ void BindStore(py::module_& m) {
       "blocking call releases the GIL. Errors raise StoreError.")
       .def(py::init([](const std::string& master, const std::string& tenant,
                        const std::string& transport, int rpc_timeout_ms,
-                       bool lease_cache, bool enable_ssd_prefetch) {
+                       bool lease_cache, bool enable_ssd_prefetch,
+                       int data_connect_timeout_ms, int data_io_timeout_ms) {
              ClientConfig c;
              c.master_server_address = master;
              c.tenant = tenant;
              c.transport = ParseTransport(transport);
              c.rpc_timeout_ms = rpc_timeout_ms;
+             c.data_connect_timeout_ms = data_connect_timeout_ms;
+             c.data_io_timeout_ms = data_io_timeout_ms;
              c.lease_cache = lease_cache;
              c.enable_ssd_prefetch = enable_ssd_prefetch;
              return std::make_unique<NativeStore>(c);
@@ -129,6 +132,8 @@ void BindStore(py::module_& m) {
            py::arg("tenant") = "default", py::arg("transport") = "auto",
            py::arg("rpc_timeout_ms") = 5000, py::arg("lease_cache") = false,
            py::arg("enable_ssd_prefetch") = false,
+           py::arg("data_connect_timeout_ms") = 5000,
+           py::arg("data_io_timeout_ms") = 30000,
            "Connects lazily: only an invalid configuration fails here.")
       .def("close", &NativeStore::Close, Release(),
            "Drops the connection; later calls raise StoreError.")

@@ -45,6 +45,11 @@ Status SetupConfig::Validate() const {
   if (local_hostname.empty()) return bad("local_hostname is required");
   if (master_server_addr.empty()) return bad("master_server_addr is required");
   if (rpc_timeout_ms <= 0) return bad("rpc_timeout_ms must be > 0");
+  if (data_connect_timeout_ms <= 0 || data_connect_timeout_ms > 3600000 ||
+      data_io_timeout_ms <= 0 || data_io_timeout_ms > 3600000)
+    return bad(
+        "data_connect_timeout_ms and data_io_timeout_ms must be in "
+        "(0, 3600000]");
   if (heartbeat_interval_ms <= 0)
     return bad("heartbeat_interval_ms must be > 0");
   if (enable_ssd_offload && ssd_offload_path.empty())
@@ -133,6 +138,14 @@ Result<SetupConfig> SetupConfigFromDict(
     } else if (key == "rpc_timeout_ms") {
       s = ParseInt(key, v, &n);
       c.rpc_timeout_ms = static_cast<int>(n);
+    } else if (key == "data_connect_timeout_ms") {
+      s = ParseInt(key, v, &n);
+      c.data_connect_timeout_ms =
+          static_cast<int>(std::clamp<int64_t>(n, -1, INT32_MAX));
+    } else if (key == "data_io_timeout_ms") {
+      s = ParseInt(key, v, &n);
+      c.data_io_timeout_ms =
+          static_cast<int>(std::clamp<int64_t>(n, -1, INT32_MAX));
     } else if (key == "heartbeat_interval_ms") {
       s = ParseInt(key, v, &c.heartbeat_interval_ms);
     } else if (key == "lease_cache") {

@@ -58,6 +58,8 @@ struct SetupConfig {
   std::string tenant = "default";
   TransportMode transport = TransportMode::kAuto;
   int rpc_timeout_ms = 5000;
+  int data_connect_timeout_ms = 5000;  // ClientConfig's data-plane limits
+  int data_io_timeout_ms = 30000;
   bool lease_cache = false;
   bool enable_ssd_prefetch = false;
   int64_t heartbeat_interval_ms = 1000;

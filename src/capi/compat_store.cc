@@ -112,6 +112,8 @@ int MooncakeStore::Setup(const SetupConfig& config) {
   cc.tenant = config.tenant;
   cc.transport = config.transport;
   cc.rpc_timeout_ms = config.rpc_timeout_ms;
+  cc.data_connect_timeout_ms = config.data_connect_timeout_ms;
+  cc.data_io_timeout_ms = config.data_io_timeout_ms;
   cc.lease_cache = config.lease_cache;
   cc.enable_ssd_prefetch = config.enable_ssd_prefetch;
   auto client = Client::Create(cc);

@@ -74,11 +74,22 @@ std::string TierInfo::BestTier() const {
   return disk ? "local_disk" : "processing";
 }
 
+namespace {
+TcpDataClientOptions TcpOptions(const ClientConfig& c) {
+  TcpDataClientOptions o;
+  o.connect_timeout = std::chrono::milliseconds(c.data_connect_timeout_ms);
+  o.io_timeout = std::chrono::milliseconds(c.data_io_timeout_ms);
+  // The HELLO is part of connecting: never longer than the connect limit.
+  o.handshake_timeout = std::min(o.handshake_timeout, o.connect_timeout);
+  return o;
+}
+}  // namespace
+
 struct Client::State {
   explicit State(const ClientConfig& c)
       : config(c),
         master(c.master_server_address, c.rpc_timeout_ms),
-        data(c.transport) {
+        data(c.transport, TcpOptions(c)) {
     if (c.enable_ssd_prefetch) {
       SsdPrefetcherConfig pc;
       pc.throttle.dedup_ttl_ms = c.ssd_prefetch_dedup_ttl_sec * 1000;
@@ -117,6 +128,8 @@ struct Client::State {
   // lease_cache only; looked up by string_view (no key copy per get).
   std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache;
   std::atomic<uint64_t> lease_cache_hits{0};
+  uint64_t master_incarnation = 0;  // guarded by cache_mu; 0 = none seen
+  std::atomic<uint64_t> lease_cache_resets{0};
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
 
@@ -163,6 +176,10 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientConfig& config) {
   }
   if (config.rpc_timeout_ms <= 0)
     return Status(ErrorCode::INVALID_PARAMS, "rpc_timeout_ms must be > 0");
+  if (config.data_connect_timeout_ms <= 0 || config.data_io_timeout_ms <= 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "data_connect_timeout_ms and data_io_timeout_ms must be > 0");
+  }
   return std::unique_ptr<Client>(new Client(std::make_unique<State>(config)));
 }
 
@@ -183,10 +200,10 @@ bool Client::WaitPrefetchIdle(int64_t timeout_ms) {
 ClientCounters Client::counters() const {
   auto& d = state_->data;
   return ClientCounters{
-      d.shm_bytes_read.load(),        d.shm_bytes_written.load(),
-      d.tcp_bytes_read.load(),        d.tcp_bytes_written.load(),
-      d.ssd_bytes_read.load(),        d.local_ssd_bytes_read.load(),
-      state_->lease_cache_hits.load()};
+      d.shm_bytes_read.load(),         d.shm_bytes_written.load(),
+      d.tcp_bytes_read.load(),         d.tcp_bytes_written.load(),
+      d.ssd_bytes_read.load(),         d.local_ssd_bytes_read.load(),
+      state_->lease_cache_hits.load(), state_->lease_cache_resets.load()};
 }
 
 // -------------------------------------------------------------------- put
@@ -512,6 +529,19 @@ Client::Replies Client::FetchReplies(
   if (resp.items_size() != static_cast<int>(asked.size())) {
     out.status = Status(ErrorCode::RPC_FAIL, "short BatchGetReplicaList reply");
     return out;
+  }
+  if (state_->config.lease_cache) {
+    // Leases cached from another master (a restart, a failover) are only as
+    // good as that master's memory of them: drop them all.
+    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    const uint64_t inc = resp.master_incarnation();
+    if (inc != 0 && inc != state_->master_incarnation) {
+      if (state_->master_incarnation != 0) {
+        state_->cache.clear();
+        ++state_->lease_cache_resets;
+      }
+      state_->master_incarnation = inc;
+    }
   }
   for (size_t j = 0; j < asked.size(); ++j) {
     size_t i = asked[j];

@@ -13,7 +13,9 @@
 
 namespace kvpool {
 
-DataPlane::DataPlane(TransportMode mode) : mode_(mode) {}
+DataPlane::DataPlane(TransportMode mode,
+                     const TcpDataClientOptions& tcp_options)
+    : mode_(mode), tcp_(tcp_options) {}
 
 uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
   std::lock_guard<std::mutex> lock(shm_mu_);

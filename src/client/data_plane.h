@@ -30,7 +30,8 @@ struct TransferItem {
 
 class DataPlane {
  public:
-  explicit DataPlane(TransportMode mode);
+  explicit DataPlane(TransportMode mode,
+                     const TcpDataClientOptions& tcp_options = {});
   void Read(std::vector<TransferItem>& items);
   void Write(std::vector<TransferItem>& items);
   // SSD_READ of each op at the holder named by peers[i] = (endpoint, node

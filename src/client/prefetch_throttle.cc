@@ -58,7 +58,9 @@ std::vector<std::string> PrefetchThrottle::Reserve(
 }
 
 void PrefetchThrottle::Mark(const std::string& key, PrefetchState state) {
-  if (config_.dedup_ttl_ms <= 0 && state != PrefetchState::kFailed) return;
+  // With dedup off Reserve never reads an entry, failed ones included: keep
+  // none, or every failed key would stay in the table for good.
+  if (config_.dedup_ttl_ms <= 0) return;
   Shard& sh = ShardOf(key);
   std::lock_guard<std::mutex> lock(sh.mu);
   sh.entries[key] = Entry{state, clock_->NowMs()};

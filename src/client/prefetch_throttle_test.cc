@@ -67,6 +67,18 @@ TEST(PrefetchThrottle, ZeroDisablesEachRule) {
   EXPECT_EQ(t.Reserve({"k"}, false).size(), 1u);
 }
 
+TEST(PrefetchThrottle, DedupOffKeepsNoEntriesEvenForFailures) {
+  FakeClock clock;
+  PrefetchThrottle t({.dedup_ttl_ms = 0, .cooldown_ms = 5000}, &clock);
+  for (int i = 0; i < 1000; ++i) {
+    const std::string k = "k" + std::to_string(i);
+    ASSERT_EQ(t.Reserve({k}, false).size(), 1u);
+    t.Mark(k, PrefetchState::kFailed);
+  }
+  EXPECT_EQ(t.size(), 0u);  // was 1000, forever
+  EXPECT_EQ(t.Reserve({"k0"}, false).size(), 1u);
+}
+
 TEST(PrefetchThrottle, ExpiredEntriesAreSweptLazily) {
   FakeClock clock;
   PrefetchThrottle t({.dedup_ttl_ms = 10, .cooldown_ms = 10}, &clock);

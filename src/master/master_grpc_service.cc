@@ -50,7 +50,8 @@ grpc::Status MasterGrpcService::MountSegment(
   // heartbeat); the emulation does the same.
   auto r = svc_->MountSegment(
       std::move(info), req->ssd_enabled(),
-      req->pulls_promotions() && !svc_->config().emulate_pre_prefetch_master);
+      req->pulls_promotions() && !svc_->config().emulate_pre_prefetch_master,
+      req->remount());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
   return grpc::Status::OK;
@@ -334,6 +335,7 @@ void MasterGrpcService::DoGet(const std::string& tenant, const std::string& key,
                               rpc::GetReplicaListResponse* resp) {
   auto r = svc_->GetReplicaList(tenant, key);
   resp->set_error_code(ToInt(r.code()));
+  resp->set_master_incarnation(svc_->incarnation());
   if (!r.ok()) return;
   resp->set_size(r->size);
   resp->set_lease_ttl_ms(r->lease_ttl_ms);
@@ -351,6 +353,7 @@ grpc::Status MasterGrpcService::BatchGetReplicaList(
     grpc::ServerContext*, const rpc::BatchKeyRequest* req,
     rpc::BatchGetReplicaListResponse* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
+  resp->set_master_incarnation(svc_->incarnation());
   for (const auto& k : req->keys()) DoGet(req->tenant(), k, resp->add_items());
   return grpc::Status::OK;
 }

@@ -55,8 +55,14 @@ size_t MasterService::DropExpiredPromotions(
       auto st = shard.promotions.find(kv);
       if (st != shard.promotions.end() && st->second.task_id == t.task_id) {
         const int64_t d = st->second.deadline_ms;
-        if (d > 0 && now >= d) {
-          ExpirePromotion(shard, kv, "master");
+        // Past its deadline, or already read from the SSD by every get the
+        // router announced for it: too late either way.
+        auto obj = shard.objects.find(kv);
+        const bool all_read = st->second.get_before_landing &&
+                              obj != shard.objects.end() &&
+                              obj->second.pending_prefetch_reads == 0;
+        if (d > 0 && (now >= d || all_read)) {
+          ExpirePromotion(shard, kv, now >= d ? "master" : "master_after_get");
           expired = true;
         } else {
           t.deadline_in_ms = d > 0 ? d - now : 0;

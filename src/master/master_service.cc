@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <random>
 #include <regex>
 
 namespace kvpool {
@@ -24,7 +25,15 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
     : config_(std::move(config)),
       clock_(clock),
       segments_(ParseStrategy(config_.allocation_strategy)),
-      nodes_(clock) {
+      // A tick may count for two housekeeping periods, never for more
+      // than a quarter of client_ttl: after a pause every node keeps
+      // most of its grace period.
+      nodes_(clock,
+             std::max<int64_t>(
+                 10, std::min<int64_t>(2 * config_.housekeeping_interval_ms,
+                                       config_.client_ttl * 1000 / 4))),
+      incarnation_(std::random_device{}() |
+                   (uint64_t(std::random_device{}()) << 32) | 1) {
   metrics_.AddGauge(
       "kvpool_master_objects", "", [this] { return double(objects_.Size()); },
       "objects known to the master");
@@ -155,7 +164,8 @@ void MasterService::ReleaseReplicas(std::span<const Replica> replicas,
 // ---------------------------------------------------------------- segments
 
 Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
-                                             bool pulls_promotions) {
+                                             bool pulls_promotions,
+                                             bool remount) {
   if (info.node_id.empty())
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   if (info.capacity == 0)
@@ -164,7 +174,26 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
                   pulls_promotions);
   auto r = segments_.Mount(std::move(info));
-  if (r.ok()) spdlog::info("mounted segment {} of node {}", r.value(), node);
+  if (!r.ok()) return r;
+  spdlog::info("mounted segment {} of node {}", r.value(), node);
+  if (remount) {
+    // One range over the whole segment, freed by the graveyard once every
+    // lease an earlier master (or our earlier view of this node) granted
+    // has ended: until then no put can land on bytes a reader still copies.
+    const auto held = segments_.AllocateAllOf(r.value());
+    if (!held.empty()) {
+      const int64_t until = clock_->NowMs() + config_.default_kv_lease_ttl;
+      for (const auto& p : held) segments_.FreeAt(p, until);
+      metrics_
+          .GetCounter("kvpool_master_remount_holds_total", "",
+                      "re-mounted segments held for a lease period")
+          .Inc();
+      spdlog::warn(
+          "segment {} of node {} was mounted before: nothing is placed in it "
+          "for {} ms (leases granted under the earlier mount)",
+          r.value(), node, config_.default_kv_lease_ttl);
+    }
+  }
   return r;
 }
 
@@ -943,8 +972,19 @@ void MasterService::Housekeep() {
   const int64_t now = clock_->NowMs();
   segments_.ReleaseDue(now);
 
+  const uint64_t pauses = nodes_.pauses_survived();
   for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000))
     DropNode(*node);
+  if (nodes_.pauses_survived() != pauses) {
+    spdlog::warn(
+        "master: housekeeping had not run for over a second (paused or "
+        "stalled); that time is not counted against the nodes' heartbeats");
+    metrics_
+        .GetCounter("kvpool_master_pauses_survived_total", "",
+                    "gaps in the master's own running that were not counted "
+                    "as node silence")
+        .Inc();
+  }
 
   // Abandoned puts and expired tasks: full scans, so at most once a second.
   if (now - last_slow_housekeep_ms_ < 1000) return;
@@ -1007,6 +1047,7 @@ MasterStats MasterService::Stats() const {
   }
   s.evicted_objects = evicted_objects_.load();
   s.evicted_bytes = evicted_bytes_.load();
+  s.pauses_survived = nodes_.pauses_survived();
   s.segments = segments_.Snapshot();
   return s;
 }

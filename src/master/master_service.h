@@ -93,6 +93,9 @@ struct MasterStats {
   uint64_t disk_replicas = 0;
   uint64_t evicted_objects = 0;
   uint64_t evicted_bytes = 0;
+  // Housekeeping found the master had not run for over a second (SIGSTOP,
+  // a VM stall) and did not count that time against the nodes.
+  uint64_t pauses_survived = 0;
   std::vector<SegmentSnapshot> segments;
 };
 
@@ -132,8 +135,16 @@ class MasterService {
   void Stop();
 
   // ---- segments and liveness ----
+  // `remount`: the node served this memory under an earlier mount, so
+  // readers may hold leases this master never granted; the whole segment
+  // is held (placed in, by nothing) for default_kv_lease_ttl, after which
+  // every such lease has run out.
   Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false,
-                                bool pulls_promotions = false);
+                                bool pulls_promotions = false,
+                                bool remount = false);
+  // Random, new at each start; on every get reply, so clients drop leases
+  // they cached from an earlier master.
+  uint64_t incarnation() const { return incarnation_; }
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
@@ -238,7 +249,8 @@ class MasterService {
   // `deadline_in_ms` > 0: the caller's estimate of when the engine reads the
   // blocks, in ms from now; the holders are handed such tasks earliest
   // deadline first (before tasks without one), and a task whose deadline
-  // passes before its SSD read starts is dropped as fate "expired".
+  // passes before its SSD read starts is dropped as fate "expired" (so is
+  // one whose announced gets have all read the SSD already).
   Result<std::vector<PrefetchStatus>> BatchPrefetchToMemory(
       const std::string& tenant, const std::vector<std::string>& keys,
       int64_t deadline_in_ms = 0);
@@ -312,6 +324,8 @@ class MasterService {
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
+  // Takes one of promotion_queue_limit's slots, atomically; false if none.
+  bool TryReservePromotionSlot();
   // Releases a promotion entry whose deadline passed (shard lock held):
   // buffer reservation, staged range, the trigger's lease; counts fate
   // "expired" (`where`: "master" or "holder").
@@ -342,6 +356,7 @@ class MasterService {
   SegmentManager segments_;
   TenantTable tenants_;
   NodeRegistry nodes_;
+  const uint64_t incarnation_;
   ObjectStore objects_;
   FrequencySketch sketch_;
 

@@ -40,6 +40,17 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   return next;
 }
 
+bool MasterService::TryReservePromotionSlot() {
+  // Reserve-then-check under concurrency: two triggers on different shards
+  // must not both pass a check of the same last slot.
+  const uint64_t limit = static_cast<uint64_t>(config_.promotion_queue_limit);
+  uint64_t cur = promotion_in_flight_.load();
+  while (cur < limit) {
+    if (promotion_in_flight_.compare_exchange_weak(cur, cur + 1)) return true;
+  }
+  return false;
+}
+
 bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
                                   uint64_t size) {
   SegmentUsage u = segments_.UsageOf(SegmentKind::kPrefetchBuffer, node_id);
@@ -142,22 +153,21 @@ void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
       shard.upserts.count(key)) {
     return reject("dedup");
   }
-  if (promotion_in_flight_.load() >=
-      static_cast<uint64_t>(config_.promotion_queue_limit)) {
-    return reject("cap");
-  }
+  if (!TryReservePromotionSlot()) return reject("cap");
   const Replica* src = m.FirstCompleteDisk();
   PromotionState st;
   st.task_id = next_task_id_++;
   st.holder = src->segment;
   st.created_ms = clock_->NowMs();
   st.source = TriggerSource::kOnHit;
+  if (!nodes_.PushPromotion(
+          st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key,
+                                      m.size, st.task_id, st.source, false})) {
+    --promotion_in_flight_;  // the holder was dropped meanwhile
+    return;
+  }
   shard.promotions[key] = st;
-  ++promotion_in_flight_;
   ++promo_admitted_;
-  nodes_.PushPromotion(
-      st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key, m.size,
-                                  st.task_id, st.source, false});
 }
 
 std::vector<ErrorCode> MasterService::NotifyOffload(
@@ -565,8 +575,7 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       r.code = ErrorCode::INVALID_PARAMS;  // only the holder may register
       continue;
     }
-    if (promotion_in_flight_.load() >=
-        static_cast<uint64_t>(config_.promotion_queue_limit)) {
+    if (!TryReservePromotionSlot()) {
       r.code = ErrorCode::KEYS_ULTRA_LIMIT;
       continue;
     }
@@ -577,7 +586,6 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
     st.source = TriggerSource::kExist;
     st.from_prefetch = true;
     shard.promotions[it->first] = st;
-    ++promotion_in_flight_;
     ++promo_admitted_;
     r.task_id = st.task_id;
     r.size = m.size;
@@ -688,16 +696,15 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
       out[i] = PrefetchStatus::kThrottledWatermark;
       continue;
     }
-    if (promotion_in_flight_.load() >=
-        static_cast<uint64_t>(config_.promotion_queue_limit)) {
-      out[i] = PrefetchStatus::kThrottledCap;
-      continue;
-    }
     PromotionState st;
     st.holder = src->segment;
     auto holder = nodes_.Info(st.holder);
     if (!holder) {
       out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just died
+      continue;
+    }
+    if (!TryReservePromotionSlot()) {
+      out[i] = PrefetchStatus::kThrottledCap;
       continue;
     }
     // A holder with a prefetch buffer: the buffer's own watermark, with
@@ -706,6 +713,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
                 .capacity > 0 &&
         config_.prefetch_strict_buffer) {
       if (!ReserveBuffer(st.holder, holder->node_id, m.size)) {
+        --promotion_in_flight_;
         out[i] = PrefetchStatus::kThrottledWatermark;
         metrics_
             .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
@@ -721,13 +729,20 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     st.source = TriggerSource::kRouter;
     st.from_prefetch = true;
     st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
+    if (!nodes_.PushPromotion(
+            st.holder,
+            PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i], m.size,
+                             st.task_id, st.source, true, st.deadline_ms})) {
+      // The holder was dropped after the check above (its sweep may have
+      // passed this shard already): nothing may wait for a mailbox that is
+      // gone.
+      ReleaseBufferReservation(st);
+      --promotion_in_flight_;
+      out[i] = PrefetchStatus::kNoLocalDisk;
+      continue;
+    }
     shard.promotions[it->first] = st;
-    ++promotion_in_flight_;
     ++promo_admitted_;
-    nodes_.PushPromotion(
-        st.holder,
-        PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i], m.size,
-                         st.task_id, st.source, true, st.deadline_ms});
     out[i] = PrefetchStatus::kQueued;
   }
   static constexpr const char* kNames[] = {

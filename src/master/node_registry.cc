@@ -23,14 +23,14 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
     // sticks once declared.
     info->ssd_enabled = ssd_enabled || e.info->ssd_enabled;
     e.info = info;
-    e.last_seen_ms = clock_->NowMs();
+    e.last_seen_ms = liveness_.Now();
     return it->second;
   }
   info->index = next_index_++;
   by_id_[node_id] = info->index;
   Entry& e = nodes_[info->index];
   e.info = info;
-  e.last_seen_ms = clock_->NowMs();
+  e.last_seen_ms = liveness_.Now();
   return info->index;
 }
 
@@ -38,7 +38,7 @@ bool NodeRegistry::Touch(const std::string& node_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return false;
-  nodes_[it->second].last_seen_ms = clock_->NowMs();
+  nodes_[it->second].last_seen_ms = liveness_.Now();
   return true;
 }
 
@@ -61,7 +61,7 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
   std::vector<std::shared_ptr<const NodeInfo>> dead;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    int64_t now = clock_->NowMs();
+    const int64_t now = liveness_.Tick();
     for (auto it = nodes_.begin(); it != nodes_.end();) {
       if (now - it->second.last_seen_ms > ttl_ms) {
         dead.push_back(it->second.info);
@@ -88,15 +88,16 @@ void NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
   cv_.notify_all();
 }
 
-void NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
+bool NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = nodes_.find(index);
-    if (it == nodes_.end()) return;
+    if (it == nodes_.end()) return false;
     const int64_t deadline = task.deadline_ms;
     it->second.promotions.Push(std::move(task), deadline);
   }
   cv_.notify_all();
+  return true;
 }
 
 void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
@@ -134,7 +135,7 @@ bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
   auto id = by_id_.find(node_id);
   if (id == by_id_.end()) return false;
   Entry& e = nodes_[id->second];
-  e.last_seen_ms = clock_->NowMs();
+  e.last_seen_ms = liveness_.Now();
   while (max-- > 0 && !e.promotions.empty()) out->push_back(e.promotions.Pop());
   return true;
 }

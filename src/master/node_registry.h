@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "master/liveness_clock.h"
 #include "master/object_store.h"
 #include "master/promotion_queue.h"
 
@@ -68,7 +69,11 @@ struct NodeTasks {
 
 class NodeRegistry {
  public:
-  explicit NodeRegistry(const Clock* clock) : clock_(clock) {}
+  // Silence is measured on a LivenessClock that advances at most
+  // `max_step_ms` per housekeeping tick, so a master that was paused gives
+  // every node a fresh grace period instead of declaring them all dead.
+  explicit NodeRegistry(const Clock* clock, int64_t max_step_ms = 1000)
+      : liveness_(clock, max_step_ms) {}
 
   // Registers a node (or refreshes its details) and marks it alive.
   uint32_t Register(const std::string& node_id,
@@ -79,13 +84,15 @@ class NodeRegistry {
   bool Touch(const std::string& node_id);
   std::optional<uint32_t> IndexOf(const std::string& node_id) const;
   std::shared_ptr<const NodeInfo> Info(uint32_t index) const;
-  // Removes nodes silent for longer than `ttl_ms`; returns them. Their
-  // queued tasks are discarded (the caller releases the pins).
+  // Ticks the liveness clock, then removes nodes silent for longer than
+  // `ttl_ms` of it; returns them. Their queued tasks are discarded (the
+  // caller releases the pins).
   std::vector<std::shared_ptr<const NodeInfo>> ExpireSilent(int64_t ttl_ms);
 
   void PushOffload(uint32_t index, OffloadTaskMsg task);
-  // Earliest deadline first among tasks with one, then FIFO.
-  void PushPromotion(uint32_t index, PromotionTaskMsg task);
+  // Earliest deadline first among tasks with one, then FIFO. False (the
+  // task dropped) when the node is gone.
+  bool PushPromotion(uint32_t index, PromotionTaskMsg task);
   // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
   // `max_offload` offload and `max_promotion` promotion tasks (none for a
   // node that pulls its promotions).
@@ -96,17 +103,20 @@ class NodeRegistry {
   bool TakePromotions(const std::string& node_id, size_t max,
                       std::vector<PromotionTaskMsg>* out);
   size_t offload_queued() const;
+  // Housekeeping ticks that found the master had not run for longer than
+  // the liveness step (a pause it survived without dropping nodes).
+  uint64_t pauses_survived() const { return liveness_.pauses(); }
   // Wakes every waiting poll (shutdown).
   void WakeAll();
 
  private:
   struct Entry {
     std::shared_ptr<const NodeInfo> info;
-    int64_t last_seen_ms = 0;
+    int64_t last_seen_ms = 0;  // on liveness_
     std::deque<OffloadTaskMsg> offloads;
     PromotionQueue<PromotionTaskMsg> promotions;
   };
-  const Clock* clock_;
+  LivenessClock liveness_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<std::string, uint32_t> by_id_;

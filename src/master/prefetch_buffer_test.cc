@@ -6,6 +6,9 @@
 // landed after its get. Driven with a FakeClock.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "master/master_service.h"
 
 namespace kvpool {
@@ -311,6 +314,36 @@ TEST_F(PrefetchBufferTest, GetBeforeLandingCountsLandedAfterGet) {
             1u);
 }
 
+TEST_F(PrefetchBufferTest, SharedInFlightCapHoldsUnderConcurrentTriggers) {
+  // Check-then-increment across shards let several triggers take the last
+  // slot at once; the slot is now reserved atomically.
+  config_.promotion_queue_limit = 16;
+  Make(/*buffer=*/0);
+  std::vector<std::vector<std::string>> per_thread(8);
+  for (int t = 0; t < 8; ++t) {
+    for (int i = 0; i < 64; ++i)
+      per_thread[t].push_back("t" + std::to_string(t) + "-" +
+                              std::to_string(i));
+    Disk(per_thread[t]);
+  }
+  std::atomic<uint64_t> queued{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (const auto& k : per_thread[t]) {
+        auto r = svc_->BatchPrefetchToMemory("", {k});
+        if (r.ok() && r.value()[0] == PS::kQueued) ++queued;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(queued.load(), 16u);
+  EXPECT_EQ(c.in_flight, 16u);
+  EXPECT_EQ(c.admitted, 16u);
+  ExpectInvariant();
+}
+
 // ---- buffer recycling (prefetch_consumed_lease_ms) ----
 
 class BufferRecycleTest : public PrefetchBufferTest {
@@ -530,6 +563,28 @@ TEST_F(PrefetchDeadlineTest, HolderReportsExpiryAsExpiredNotFailed) {
   EXPECT_EQ(c.expired, 1u);
   EXPECT_EQ(c.failed, 0u);
   EXPECT_EQ(Expired("holder"), 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, TaskWhoseGetAlreadyReadTheSsdIsDropped) {
+  Disk({"a", "shared"});
+  Trigger({"a"}, 10000);
+  ASSERT_TRUE(svc_->GetReplicaList("", "a").ok());  // its get came first
+  // Two requests announced "shared"; only one has read it yet.
+  Trigger({"shared"}, 10000);
+  Trigger({"shared"}, 10000);
+  ASSERT_TRUE(svc_->GetReplicaList("", "shared").ok());
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].key, "shared");  // still awaited by the second request
+  EXPECT_EQ(Expired("master_after_get"), 1u);
+  // Without a deadline (the RFC's mode) such a task still runs.
+  Disk({"b"});
+  Trigger({"b"}, 0);
+  ASSERT_TRUE(svc_->GetReplicaList("", "b").ok());
+  got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].key, "b");
   ExpectInvariant();
 }
 

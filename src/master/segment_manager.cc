@@ -176,6 +176,22 @@ std::vector<uint32_t> SegmentManager::IdsOfKind(SegmentKind kind) const {
   return out;
 }
 
+std::vector<Placement> SegmentManager::AllocateAllOf(uint32_t id) {
+  std::vector<Placement> out;
+  auto seg = Find(id);
+  if (!seg) return out;
+  std::lock_guard<std::mutex> lock(seg->mu);
+  // The largest free range each time: a fresh segment is one range, and the
+  // loop ends when nothing allocatable is left.
+  for (uint64_t size; (size = seg->alloc.LargestFree()) > 0;) {
+    auto a = seg->alloc.Allocate(size);
+    if (!a) break;
+    out.push_back(Placement{id, a->handle, a->offset});
+  }
+  seg->used.store(seg->alloc.used());
+  return out;
+}
+
 std::optional<Placement> SegmentManager::AllocateOn(
     uint64_t size, SegmentKind kind, const std::string& node_id) {
   std::vector<std::shared_ptr<Segment>> candidates;

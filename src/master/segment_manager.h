@@ -95,6 +95,9 @@ class SegmentManager {
   // Allocates one replica only in segments of `kind` on `node_id`.
   std::optional<Placement> AllocateOn(uint64_t size, SegmentKind kind,
                                       const std::string& node_id);
+  // Allocates every free byte of segment `id` (a few ranges at most): a
+  // hold that the caller frees, e.g. through FreeAt. Empty if unknown.
+  std::vector<Placement> AllocateAllOf(uint32_t id);
   // Largest capacity among mounted segments of `kind` (0 if none).
   uint64_t LargestCapacity(SegmentKind kind) const;
   std::vector<SegmentSnapshot> Snapshot() const;

@@ -198,6 +198,7 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   req.set_data_endpoint(data_endpoint());
   req.set_ssd_enabled(ssd_ != nullptr);
   req.set_pulls_promotions(ssd_ != nullptr && config_.promotion_pull);
+  req.set_remount(id->load() != 0);
   rpc::MountSegmentResponse resp;
   if (Status s =
           master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);

@@ -383,11 +383,13 @@ std::vector<ErrorCode> SsdTier::PrefetchKeys(
     const std::string& tenant, const std::vector<std::string>& keys,
     PrefetchDone on_done) {
   std::vector<ErrorCode> codes(keys.size(), ErrorCode::OK);
-  PrefetchRequest req{tenant, {}, std::move(on_done)};
+  // The master's name for the empty tenant, so the task and its reads find
+  // what offload stored.
+  PrefetchRequest req{
+      tenant.empty() ? "default" : tenant, {}, std::move(on_done)};
   for (size_t i = 0; i < keys.size(); ++i) {
     // The local index is authoritative for what this holder can promote.
-    if (!storage_->LookupSize(tenant.empty() ? "default" : tenant, keys[i])
-             .ok()) {
+    if (!storage_->LookupSize(req.tenant, keys[i]).ok()) {
       codes[i] = ErrorCode::OBJECT_NOT_FOUND;
       if (req.done) req.done(keys[i], ErrorCode::OBJECT_NOT_FOUND);
       continue;
@@ -665,8 +667,11 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
 void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
   std::vector<ReadItem> items;
   items.reserve(ops.size());
-  for (auto& op : ops)
-    items.push_back(ReadItem{op.tenant, op.key, op.dest, op.length});
+  for (auto& op : ops) {
+    // A client whose tenant is "" means the master's "default".
+    items.push_back(ReadItem{op.tenant.empty() ? "default" : op.tenant, op.key,
+                             op.dest, op.length});
+  }
   auto got = storage_->BatchRead(items);
   uint64_t bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
