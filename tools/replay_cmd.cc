@@ -140,6 +140,10 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_flag("--prefetch_deadline", o.prefetch_deadline,
                    "the router's triggers carry its estimate of the "
                    "engine's read (EDF; too late = expired)");
+    cmd_->add_option("--prefetch_deadline_floor_ms",
+                     o.prefetch_deadline_floor_ms,
+                     "the router's deadline when nothing is queued ahead")
+        ->capture_default_str();
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

@@ -237,6 +237,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     rc.master_server_address = cluster.master_address();
     rc.enable_prefetch = arm.router_prefetch;
     rc.prefetch_deadline = o.prefetch_deadline;
+    rc.prefetch_deadline_floor_ms = o.prefetch_deadline_floor_ms;
     for (int i = 0; i < o.engines; ++i) {
       EngineInfo e;
       e.id = fmt::format("engine-{}", i);

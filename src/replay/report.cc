@@ -427,6 +427,7 @@ json BuildReport(const ReportInput& in) {
       {"prefetch_lease_ms", o.prefetch_lease_ms},
       {"prefetch_consumed_lease_ms", o.prefetch_consumed_lease_ms},
       {"prefetch_deadline", o.prefetch_deadline},
+      {"prefetch_deadline_floor_ms", o.prefetch_deadline_floor_ms},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
