@@ -32,6 +32,8 @@ struct ClientCounters {
   uint64_t lease_cache_hits = 0;  // gets answered without a master RPC
   // Lease caches dropped because a different master (a restart) answered.
   uint64_t lease_cache_resets = 0;
+  // Keys whose write could not reach a node and were put again elsewhere.
+  uint64_t put_retries = 0;
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is
@@ -135,10 +137,19 @@ class Client {
   std::vector<Result<uint64_t>> ReadInto(
       const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
       const std::vector<uint64_t>& sizes, bool require_registered);
+  // One attempt, then one retry of the keys whose write could not reach a
+  // node, placed away from it.
   std::vector<Status> PutMany(const std::vector<std::string>& keys,
                               const std::vector<const uint8_t*>& bufs,
                               const std::vector<uint64_t>& sizes,
                               const ReplicateConfig& rc, bool upsert);
+  // One attempt; `unreachable` gets the nodes a write failed to reach.
+  std::vector<Status> PutManyOnce(const std::vector<std::string>& keys,
+                                  const std::vector<const uint8_t*>& bufs,
+                                  const std::vector<uint64_t>& sizes,
+                                  const ReplicateConfig& rc, bool upsert,
+                                  const std::vector<std::string>& excluded,
+                                  std::vector<std::string>* unreachable);
   std::unique_ptr<State> state_;
 };
 

@@ -130,6 +130,7 @@ struct Client::State {
   std::atomic<uint64_t> lease_cache_hits{0};
   uint64_t master_incarnation = 0;  // guarded by cache_mu; 0 = none seen
   std::atomic<uint64_t> lease_cache_resets{0};
+  std::atomic<uint64_t> put_retries{0};  // keys re-put away from a dead node
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
 
@@ -203,7 +204,8 @@ ClientCounters Client::counters() const {
       d.shm_bytes_read.load(),         d.shm_bytes_written.load(),
       d.tcp_bytes_read.load(),         d.tcp_bytes_written.load(),
       d.ssd_bytes_read.load(),         d.local_ssd_bytes_read.load(),
-      state_->lease_cache_hits.load(), state_->lease_cache_resets.load()};
+      state_->lease_cache_hits.load(), state_->lease_cache_resets.load(),
+      state_->put_retries.load()};
 }
 
 // -------------------------------------------------------------------- put
@@ -212,6 +214,41 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
                                     const std::vector<const uint8_t*>& bufs,
                                     const std::vector<uint64_t>& sizes,
                                     const ReplicateConfig& rc, bool upsert) {
+  std::vector<std::string> unreachable;
+  std::vector<Status> out =
+      PutManyOnce(keys, bufs, sizes, rc, upsert, {}, &unreachable);
+  if (unreachable.empty()) return out;
+  // A node that refuses or drops the data connection (crashed, not yet
+  // declared dead) must not fail the put when the pool has other room:
+  // retry those keys once, placed elsewhere. The master avoids the node for
+  // every put until it heartbeats again.
+  std::vector<size_t> again;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].code() == ErrorCode::TRANSFER_FAIL) again.push_back(i);
+  }
+  if (again.empty()) return out;
+  std::vector<std::string> k;
+  std::vector<const uint8_t*> b;
+  std::vector<uint64_t> s;
+  for (size_t i : again) {
+    k.push_back(keys[i]);
+    b.push_back(bufs[i]);
+    s.push_back(sizes[i]);
+  }
+  std::vector<std::string> still;
+  std::vector<Status> retried =
+      PutManyOnce(k, b, s, rc, upsert, unreachable, &still);
+  for (size_t j = 0; j < again.size(); ++j) out[again[j]] = retried[j];
+  state_->put_retries.fetch_add(again.size(), std::memory_order_relaxed);
+  return out;
+}
+
+std::vector<Status> Client::PutManyOnce(
+    const std::vector<std::string>& keys,
+    const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
+    const ReplicateConfig& rc, bool upsert,
+    const std::vector<std::string>& excluded,
+    std::vector<std::string>* unreachable) {
   const size_t n = keys.size();
   if (upsert) ForgetCached(keys);
   std::vector<Status> out(n);
@@ -231,6 +268,7 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
     item->set_size(sizes[i]);
     *item->mutable_config() = prc;
     item->set_upsert(upsert);
+    for (const auto& e : excluded) item->add_excluded_nodes(e);
   }
   rpc::BatchPutStartResponse started;
   if (Status s = state_->master.Call(&Stub::BatchPutStart, start, &started);
@@ -269,6 +307,12 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
     ok[i] = started.items(static_cast<int>(i)).error_code() == 0;
   }
   for (size_t j = 0; j < items.size(); ++j) {
+    if (items[j].result == ErrorCode::TRANSFER_FAIL) {
+      const std::string& node = items[j].loc->node_id();
+      if (std::find(unreachable->begin(), unreachable->end(), node) ==
+          unreachable->end())
+        unreachable->push_back(node);
+    }
     if (items[j].result != ErrorCode::OK && ok[owner[j]]) {
       ok[owner[j]] = false;
       out[owner[j]] = Status(items[j].result, "writing the value failed");

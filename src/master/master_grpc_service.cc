@@ -274,6 +274,9 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
                               req.config().preferred_segments().end());
   opts.hard_pin = req.config().with_hard_pin();
   opts.upsert = req.upsert();
+  // Bounded: a client names the few nodes its write just failed on.
+  for (int i = 0; i < req.excluded_nodes_size() && i < 64; ++i)
+    opts.excluded_nodes.push_back(req.excluded_nodes(i));
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {

@@ -408,8 +408,10 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   if (!opts.preferred_node.empty()) preferred.push_back(opts.preferred_node);
   preferred.insert(preferred.end(), opts.preferred_nodes.begin(),
                    opts.preferred_nodes.end());
-  auto placements =
-      segments_.Allocate(size, opts.replica_num, SegmentKind::kMain, preferred);
+  for (const auto& n : opts.excluded_nodes) nodes_.ReportUnreachable(n);
+  const std::vector<std::string> excluded = nodes_.Unreachable();
+  auto placements = segments_.Allocate(size, opts.replica_num,
+                                       SegmentKind::kMain, preferred, excluded);
   if (placements.empty()) {
     // Make room synchronously rather than failing a put the pool could hold.
     // With offload on, DRAM may be full of keys whose SSD copy is still
@@ -427,7 +429,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
       EvictBytes(std::max<uint64_t>(
           size, uint64_t(config_.eviction_ratio * double(cap))));
       placements = segments_.Allocate(size, opts.replica_num,
-                                      SegmentKind::kMain, preferred);
+                                      SegmentKind::kMain, preferred, excluded);
       if (!placements.empty() || !config_.enable_offload ||
           offloads_in_flight_.load() <= 0 ||
           std::chrono::steady_clock::now() >= deadline) {
@@ -445,8 +447,9 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   if (placements.empty()) {
     // Soft partition: an ordinary put may overflow into prefetch buffers
     // (the RFC's v1); prefetch then throttles until the buffer drains.
-    placements = segments_.Allocate(size, opts.replica_num,
-                                    SegmentKind::kPrefetchBuffer, preferred);
+    placements =
+        segments_.Allocate(size, opts.replica_num, SegmentKind::kPrefetchBuffer,
+                           preferred, excluded);
     if (!placements.empty()) {
       metrics_
           .GetCounter("kvpool_master_put_buffer_overflow_total", "",

@@ -48,6 +48,10 @@ struct PutOptions {
   int64_t soft_pin_ttl_ms = 0;  // 0: default_kv_soft_pin_ttl
   bool hard_pin = false;
   bool upsert = false;  // replace an existing value when this put completes
+  // Nodes the client could not reach on the data plane (a retried put):
+  // nothing is placed there, and they stay avoided by every put until they
+  // heartbeat again.
+  std::vector<std::string> excluded_nodes;
 };
 
 // What a client needs to reach one replica.

@@ -450,6 +450,32 @@ TEST_F(MasterServiceTest, PausedMasterGivesNodesAFreshGracePeriod) {
   EXPECT_EQ(svc_->GetReplicaList("", "ka").code(), ErrorCode::OBJECT_NOT_FOUND);
 }
 
+TEST_F(MasterServiceTest, UnreachableNodeIsAvoidedUntilItHeartbeats) {
+  Mount("a", 1 << 20);
+  Mount("b", 1 << 20);
+  PutOptions opts;
+  opts.excluded_nodes = {"b"};  // a client's write to b just failed
+  for (int i = 0; i < 4; ++i) {
+    auto r = svc_->PutStart("", "x" + std::to_string(i), 4096, opts);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r.value()[0].segment->node_id, "a");
+  }
+  // Every other put avoids b too, until b shows it is alive.
+  for (int i = 0; i < 4; ++i) {
+    auto r = svc_->PutStart("", "y" + std::to_string(i), 4096, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r.value()[0].segment->node_id, "a");
+  }
+  ASSERT_TRUE(svc_->Heartbeat("b").ok());
+  auto r = svc_->PutStart("", "z", 4096, {});  // b is the emptiest again
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value()[0].segment->node_id, "b");
+  // Excluding every node leaves no room: a clean refusal.
+  opts.excluded_nodes = {"a", "b"};
+  EXPECT_EQ(svc_->PutStart("", "none", 4096, opts).code(),
+            ErrorCode::NO_AVAILABLE_HANDLE);
+}
+
 TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
   Mount("a", 1 << 20);
   for (int i = 0; i < 5; ++i)

@@ -24,6 +24,10 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
     info->ssd_enabled = ssd_enabled || e.info->ssd_enabled;
     e.info = info;
     e.last_seen_ms = liveness_.Now();
+    if (e.unreachable) {
+      e.unreachable = false;
+      --unreachable_;
+    }
     return it->second;
   }
   info->index = next_index_++;
@@ -38,8 +42,34 @@ bool NodeRegistry::Touch(const std::string& node_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return false;
-  nodes_[it->second].last_seen_ms = liveness_.Now();
+  Entry& e = nodes_[it->second];
+  e.last_seen_ms = liveness_.Now();
+  if (e.unreachable) {
+    e.unreachable = false;
+    --unreachable_;
+  }
   return true;
+}
+
+void NodeRegistry::ReportUnreachable(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(node_id);
+  if (it == by_id_.end()) return;
+  Entry& e = nodes_[it->second];
+  if (!e.unreachable) {
+    e.unreachable = true;
+    ++unreachable_;
+  }
+}
+
+std::vector<std::string> NodeRegistry::Unreachable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  if (unreachable_ == 0) return out;  // the common case: no scan
+  for (const auto& [idx, e] : nodes_) {
+    if (e.unreachable) out.push_back(e.info->node_id);
+  }
+  return out;
 }
 
 std::optional<uint32_t> NodeRegistry::IndexOf(
@@ -66,6 +96,7 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
       if (now - it->second.last_seen_ms > ttl_ms) {
         dead.push_back(it->second.info);
         offload_queued_ -= it->second.offloads.size();
+        if (it->second.unreachable) --unreachable_;
         by_id_.erase(it->second.info->node_id);
         it = nodes_.erase(it);
       } else {

@@ -80,8 +80,14 @@ class NodeRegistry {
                     const std::string& data_endpoint,
                     const std::string& host_id, bool ssd_enabled,
                     bool pulls_promotions = false);
-  // Marks the node alive; false if unknown.
+  // Marks the node alive (and reachable again); false if unknown.
   bool Touch(const std::string& node_id);
+  // A client could not reach the node's data plane: placement avoids it
+  // until its next heartbeat (a crashed node never sends one, so it stays
+  // avoided until it is declared dead). Unknown nodes are ignored.
+  void ReportUnreachable(const std::string& node_id);
+  // Node ids reported unreachable since their last heartbeat.
+  std::vector<std::string> Unreachable() const;
   std::optional<uint32_t> IndexOf(const std::string& node_id) const;
   std::shared_ptr<const NodeInfo> Info(uint32_t index) const;
   // Ticks the liveness clock, then removes nodes silent for longer than
@@ -113,6 +119,7 @@ class NodeRegistry {
   struct Entry {
     std::shared_ptr<const NodeInfo> info;
     int64_t last_seen_ms = 0;  // on liveness_
+    bool unreachable = false;  // reported by a client since the last beat
     std::deque<OffloadTaskMsg> offloads;
     PromotionQueue<PromotionTaskMsg> promotions;
   };
@@ -123,6 +130,7 @@ class NodeRegistry {
   std::unordered_map<uint32_t, Entry> nodes_;
   uint32_t next_index_ = 1;
   size_t offload_queued_ = 0;
+  size_t unreachable_ = 0;  // entries with `unreachable` set
   bool waking_ = false;
 };
 

@@ -68,13 +68,17 @@ std::vector<Placement> SegmentManager::Allocate(
 
 std::vector<Placement> SegmentManager::Allocate(
     uint64_t size, int count, SegmentKind kind,
-    const std::vector<std::string>& preferred_nodes) {
+    const std::vector<std::string>& preferred_nodes,
+    const std::vector<std::string>& excluded_nodes) {
   std::vector<std::shared_ptr<Segment>> candidates;
   {
     std::shared_lock lock(mu_);
     for (const auto& [id, seg] : segments_) {
-      if (seg->info.kind == kind && seg->info.capacity >= size)
-        candidates.push_back(seg);
+      if (seg->info.kind != kind || seg->info.capacity < size) continue;
+      if (std::find(excluded_nodes.begin(), excluded_nodes.end(),
+                    seg->info.node_id) != excluded_nodes.end())
+        continue;
+      candidates.push_back(seg);
     }
   }
   if (strategy_ == Strategy::kRandom) {

@@ -73,10 +73,12 @@ class SegmentManager {
   // none) when space is short; the caller decides what is enough.
   std::vector<Placement> Allocate(uint64_t size, int count, SegmentKind kind,
                                   const std::string& preferred_node);
-  // As above, segments of earlier nodes in `preferred_nodes` first.
+  // As above, segments of earlier nodes in `preferred_nodes` first, and
+  // none on a node in `excluded_nodes`.
   std::vector<Placement> Allocate(
       uint64_t size, int count, SegmentKind kind,
-      const std::vector<std::string>& preferred_nodes);
+      const std::vector<std::string>& preferred_nodes,
+      const std::vector<std::string>& excluded_nodes = {});
   // Frees now. A Placement of an unmounted segment is ignored.
   void Free(const Placement& p);
   // Frees when the clock passes `deadline_ms` (see ReleaseDue).

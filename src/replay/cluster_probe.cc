@@ -79,7 +79,7 @@ MasterCounters ReadCounters(LocalCluster& cluster) {
     c.fate[f] = m.CounterValue("kvpool_master_prefetch_fate_total",
                                fmt::format("fate=\"{}\"", f));
   }
-  for (const char* w : {"master", "holder"}) {
+  for (const char* w : {"master", "master_after_get", "holder"}) {
     c.deadline_expired[w] =
         m.CounterValue("kvpool_master_promotion_deadline_expired_total",
                        fmt::format("where=\"{}\"", w));

@@ -323,7 +323,7 @@ class ProcessCluster : public ReplayCluster {
       c.fate[f] = Metric(m, "kvpool_master_prefetch_fate_total",
                          fmt::format("fate=\"{}\"", f));
     }
-    for (const char* w : {"master", "holder"}) {
+    for (const char* w : {"master", "master_after_get", "holder"}) {
       c.deadline_expired[w] =
           Metric(m, "kvpool_master_promotion_deadline_expired_total",
                  fmt::format("where=\"{}\"", w));
