@@ -124,6 +124,57 @@ TEST_F(SsdClusterTest, EmptyTenantReadsAndPrefetchesItsSsdCopies) {
                         std::chrono::seconds(20)));
 }
 
+TEST_F(SsdClusterTest, RemovedKeyStaysGoneAfterANodeRestart) {
+  // The master tells the holder to delete the SSD record of a removed key;
+  // before, the restarted node re-registered it and served the old value.
+  opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient();
+  ASSERT_TRUE(c->Put("k1", RandomBytes(kValue, 1)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "k1"); },
+                        std::chrono::seconds(20)));
+  ASSERT_TRUE(c->Remove("k1").ok());
+  FileStorage* st = cluster_->node(0).ssd()->storage();
+  ASSERT_TRUE(WaitUntil([&] { return !st->LookupSize("default", "k1").ok(); },
+                        std::chrono::seconds(20)));
+  ASSERT_TRUE(cluster_->RestartNode(0).ok());
+  c = NewClient();
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 1; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(c->Get("k1").code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(SsdClusterTest, UpsertNeverLetsARestartServeTheOldValue) {
+  // Offload at eviction only: the new value stays in DRAM, and the old
+  // value's SSD record is all the disk has of the key. Before, a restart
+  // re-registered that record and served the old bytes as current.
+  opts_.num_nodes = 1;
+  opts_.offload_on_evict = true;
+  Start();
+  auto c = NewClient();
+  const std::string key = "k";
+  ASSERT_TRUE(c->Put(key, RandomBytes(kValue, 0)).ok());
+  // Newer keys push it out of DRAM; eviction copies it to the SSD first.
+  for (int i = 0; i < 40 && Tier(*c, key) != "local_disk"; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, 100 + i)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Tier(*c, key) == "local_disk"; },
+                        std::chrono::seconds(20)));
+  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true);
+  const std::string v2 = RandomBytes(kValue / 2, 2);
+  ASSERT_TRUE(c->Upsert(key, v2).ok());
+  FileStorage* st = cluster_->node(0).ssd()->storage();
+  ASSERT_TRUE(WaitUntil([&] { return !st->LookupSize("default", key).ok(); },
+                        std::chrono::seconds(20)));
+  ASSERT_TRUE(cluster_->RestartNode(0).ok());  // v2 was only in its DRAM
+  c = NewClient();
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.size() == 1; },
+                        std::chrono::seconds(20)));
+  auto r = c->Get(key);
+  EXPECT_EQ(r.code(), ErrorCode::OBJECT_NOT_FOUND)
+      << (r.ok() && r.value() == RandomBytes(kValue, 0) ? "the old value"
+                                                        : "other bytes");
+}
+
 TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
   opts_.client_ttl = 1;
   Start();

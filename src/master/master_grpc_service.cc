@@ -92,6 +92,11 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
   Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(),
                              &tasks);
   resp->set_error_code(ToInt(s.code()));
+  for (const auto& d : tasks.disk_drops) {
+    auto* o = resp->add_disk_drops();
+    o->set_tenant(d.tenant);
+    o->set_key(d.key);
+  }
   for (const auto& t : tasks.offloads) {
     auto* o = resp->add_offload_tasks();
     o->set_tenant(t.tenant);

@@ -229,6 +229,7 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
       NodeTasks more;
       nodes_.TakeTasks(node_id, 0, 0, max_promotion - tasks->promotions.size(),
                        &more);
+      for (auto& d : more.disk_drops) tasks->disk_drops.push_back(std::move(d));
       if (more.promotions.empty()) break;
       for (auto& t : more.promotions) tasks->promotions.push_back(std::move(t));
     }
@@ -527,6 +528,7 @@ Status MasterService::PutEnd(const std::string& tenant,
       // Readers of the old value hold its lease: keep its bytes until then.
       // Its SSD copies, promotion and offload describe the old bytes: gone.
       not_before = it->second.lease_deadline_ms;
+      DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before);
     }
     auto [ins, ok] = shard.objects.emplace(
@@ -762,6 +764,7 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
         std::max(not_before, m.last_access_ms +
                                  config_.put_start_release_timeout_sec * 1000);
   }
+  DropDiskCopies(it->first, m);
   EraseObject(shard, it, not_before);
   return Status::OK();
 }
@@ -808,6 +811,7 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
             not_before,
             m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
       }
+      DropDiskCopies(it->first, m);
       it = EraseObject(shard, it, not_before);
       ++removed;
     }

@@ -328,6 +328,9 @@ class MasterService {
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
+  // Tells each holder of an SSD copy of `m` to delete it (a user remove or
+  // an upsert's old value), so no restart re-registers it (shard lock held).
+  void DropDiskCopies(const ObjectKey& key, const ObjectMeta& m);
   // Takes one of promotion_queue_limit's slots, atomically; false if none.
   bool TryReservePromotionSlot();
   // Releases a promotion entry whose deadline passed (shard lock held):

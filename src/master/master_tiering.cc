@@ -40,6 +40,19 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   return next;
 }
 
+void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kLocalDisk) continue;
+    nodes_.PushDiskDrop(r.segment,
+                        DiskDropMsg{tenants_.Name(key.tenant), key.key});
+    metrics_
+        .GetCounter("kvpool_master_disk_drops_total", "",
+                    "SSD copies of removed or replaced values the holders "
+                    "were told to delete")
+        .Inc();
+  }
+}
+
 bool MasterService::TryReservePromotionSlot() {
   // Reserve-then-check under concurrency: two triggers on different shards
   // must not both pass a check of the same last slot.

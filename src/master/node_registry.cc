@@ -119,6 +119,16 @@ void NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
   cv_.notify_all();
 }
 
+void NodeRegistry::PushDiskDrop(uint32_t index, DiskDropMsg drop) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end()) return;  // gone: its SSD re-registers on return
+    it->second.drops.push_back(std::move(drop));
+  }
+  cv_.notify_all();
+}
+
 bool NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -141,7 +151,8 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     Entry& e = nodes_[id->second];
     if (e.info->pulls_promotions) max_promotion = 0;
     bool work = (max_offload > 0 && !e.offloads.empty()) ||
-                (max_promotion > 0 && !e.promotions.empty());
+                (max_promotion > 0 && !e.promotions.empty()) ||
+                !e.drops.empty();
     return work ? &e : nullptr;
   };
   if (wait_ms > 0) {
@@ -151,6 +162,10 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
   }
   Entry* e = has_work();
   if (!e) return;
+  while (!e->drops.empty()) {
+    out->disk_drops.push_back(std::move(e->drops.front()));
+    e->drops.pop_front();
+  }
   while (max_offload-- > 0 && !e->offloads.empty()) {
     out->offloads.push_back(std::move(e->offloads.front()));
     e->offloads.pop_front();

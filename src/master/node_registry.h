@@ -62,9 +62,18 @@ struct PromotionTaskMsg {
   int64_t deadline_in_ms = 0;
 };
 
+struct DiskDropMsg {
+  std::string tenant;
+  std::string key;
+};
+
 struct NodeTasks {
   std::vector<OffloadTaskMsg> offloads;
   std::vector<PromotionTaskMsg> promotions;
+  // Every queued drop goes with each hand-over, ahead of its offloads: a
+  // drop of an old value must reach the node before a later copy of the
+  // key's new value could.
+  std::vector<DiskDropMsg> disk_drops;
 };
 
 class NodeRegistry {
@@ -96,6 +105,7 @@ class NodeRegistry {
   std::vector<std::shared_ptr<const NodeInfo>> ExpireSilent(int64_t ttl_ms);
 
   void PushOffload(uint32_t index, OffloadTaskMsg task);
+  void PushDiskDrop(uint32_t index, DiskDropMsg drop);
   // Earliest deadline first among tasks with one, then FIFO. False (the
   // task dropped) when the node is gone.
   bool PushPromotion(uint32_t index, PromotionTaskMsg task);
@@ -121,6 +131,7 @@ class NodeRegistry {
     int64_t last_seen_ms = 0;  // on liveness_
     bool unreachable = false;  // reported by a client since the last beat
     std::deque<OffloadTaskMsg> offloads;
+    std::deque<DiskDropMsg> drops;
     PromotionQueue<PromotionTaskMsg> promotions;
   };
   LivenessClock liveness_;

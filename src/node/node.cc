@@ -269,14 +269,17 @@ void Node::HeartbeatLoop() {
     } else if (!s.ok()) {
       metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
     } else if (ssd_) {
+      // Drops first: they are older than any offload of the same response.
+      ssd_->DropRecords(resp.disk_drops());
       ssd_->EnqueueOffloads(resp.offload_tasks());
       ssd_->EnqueuePromotions(resp.promotion_tasks());
     }
     lock.lock();
     // Pace only calls that returned early without work (errors, an old
     // master that does not hold the poll), never a hand-over.
-    bool had_work =
-        resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0;
+    bool had_work = resp.offload_tasks_size() > 0 ||
+                    resp.promotion_tasks_size() > 0 ||
+                    resp.disk_drops_size() > 0;
     auto elapsed = std::chrono::steady_clock::now() - started;
     auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
     if (!had_work && elapsed < period && !stopping_)

@@ -169,6 +169,17 @@ void SsdTier::EnqueuePromotions(
   cv_.notify_all();
 }
 
+void SsdTier::DropRecords(
+    const google::protobuf::RepeatedPtrField<rpc::DiskDropTask>& drops) {
+  uint64_t n = 0;
+  for (const auto& d : drops) {
+    n += storage_->Remove(d.tenant().empty() ? "default" : d.tenant(), d.key())
+             .ok();
+  }
+  if (drops.size() > 0)
+    metrics_.GetCounter("kvpool_node_disk_drops_total").Inc(n);
+}
+
 void SsdTier::PausePromotionsForTest(bool paused) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -95,6 +95,10 @@ class SsdTier {
       const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks);
   void EnqueuePromotions(
       const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks);
+  // Deletes the records of keys the master removed or replaced (durably: a
+  // DEAD header), before any later offload can write the key again.
+  void DropRecords(
+      const google::protobuf::RepeatedPtrField<rpc::DiskDropTask>& drops);
   // Serves SSD_READ of the data plane: fills each op's dest and result.
   void ServeReads(std::span<KeyReadOp> ops);
 
