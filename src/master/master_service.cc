@@ -892,7 +892,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
     return !shard.offloads.count(k);
   };
 
-  uint64_t freed = 0, queued = 0, forced = 0, kept = 0;
+  uint64_t freed = 0, queued = 0, forced = 0, kept = 0, dropped_ssd_full = 0;
   for (Round round : {Round{false, true}, Round{false, false},
                       Round{true, true}, Round{true, false}}) {
     if (freed >= bytes) break;
@@ -931,18 +931,21 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
         }
         if (!round.with_copy && config_.enable_offload) {
           // Never lose an acknowledged value silently: copy it first, or
-          // drop it only by an explicit, counted force-evict.
-          if (QueueOffload(shard, it->first, m)) {
+          // drop it only by an explicit, counted force-evict -- or, when its
+          // holder's SSD is full, as a store without an SSD tier would (a
+          // cache that refused every put instead would be an outage).
+          bool ssd_full = false;
+          if (QueueOffload(shard, it->first, m, &ssd_full)) {
             ++queued;
             ++it;
             continue;
           }
-          if (!config_.offload_force_evict) {
+          if (!config_.offload_force_evict && !ssd_full) {
             ++kept;
             ++it;
             continue;
           }
-          ++forced;
+          ++(ssd_full ? dropped_ssd_full : forced);
         }
         auto& reps = m.replicas;
         std::vector<Replica> mem = m.TakeReplicas(of_kind);
@@ -961,6 +964,13 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
   }
   if (queued)
     metrics_.GetCounter("kvpool_master_evict_offload_queued_total").Inc(queued);
+  if (dropped_ssd_full) {
+    metrics_
+        .GetCounter("kvpool_master_evicted_without_copy_ssd_full_total", "",
+                    "keys dropped from DRAM with no SSD copy because their "
+                    "holder's SSD refused writes (full)")
+        .Inc(dropped_ssd_full);
+  }
   if (forced) {
     metrics_
         .GetCounter(

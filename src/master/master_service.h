@@ -339,8 +339,10 @@ class MasterService {
   void ExpirePromotion(Shard& shard, const ObjectKeyView& key,
                        const char* where);
   // Queues an offload of the object's memory replica to an SSD-capable
-  // holder; false when none or the queue is full.
-  bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m);
+  // holder; false when none or the queue is full. `holder_paused` is set
+  // when a holder was skipped because its SSD refuses writes (full).
+  bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
+                    bool* holder_paused = nullptr);
   // Promotion gates and admission (shard lock held).
   void MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m);
   void DropNode(const NodeInfo& node);

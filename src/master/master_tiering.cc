@@ -119,7 +119,7 @@ void MasterService::CancelPromotion(Shard& shard, const ObjectKeyView& key) {
 }
 
 bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
-                                 const ObjectMeta& m) {
+                                 const ObjectMeta& m, bool* holder_paused) {
   if (shard.offloads.count(key)) return true;
   if (m.FirstCompleteDisk() != nullptr) return false;
   if (offloads_in_flight_.load() >= config_.offloading_queue_limit) {
@@ -135,6 +135,12 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     if (!idx) continue;
     auto node = nodes_.Info(*idx);
     if (!node || !node->ssd_enabled) continue;
+    if (nodes_.OffloadPaused(*idx, clock_->NowMs())) {
+      // Its SSD refuses writes (full): no task to fail again at once.
+      if (holder_paused) *holder_paused = true;
+      metrics_.GetCounter("kvpool_master_offload_paused_total").Inc();
+      continue;
+    }
     shard.offloads[key] = OffloadState{*idx, m.version, clock_->NowMs()};
     ++offloads_in_flight_;
     nodes_.PushOffload(
@@ -191,7 +197,7 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     std::fill(out.begin(), out.end(), ErrorCode::CLIENT_NOT_FOUND);
     return out;
   }
-  uint64_t acks = 0, nacks = 0, stale = 0;
+  uint64_t acks = 0, nacks = 0, stale = 0, write_failures = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     ObjectKeyView kv;
@@ -212,6 +218,9 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     }
     if (r.code != ErrorCode::OK) {
       ++nacks;
+      // The holder's SSD is out of room (its filesystem, or the tier's
+      // capacity): back off. A plain write error is retried as before.
+      write_failures += r.code == ErrorCode::NO_AVAILABLE_HANDLE;
       continue;  // the node holds no copy; nothing for it to drop
     }
     auto it = shard.objects.find(kv);
@@ -225,6 +234,11 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
                                             ReplicaStatus::kComplete});
     }
     ++acks;
+  }
+  if (acks > 0) {
+    nodes_.OffloadSucceeded(*idx);
+  } else if (write_failures > 0) {
+    nodes_.OffloadFailed(*idx, clock_->NowMs());
   }
   offload_cv_.notify_all();  // puts waiting for room may retry now
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"")

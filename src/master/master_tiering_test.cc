@@ -102,6 +102,30 @@ TEST_F(MasterTieringTest, DuplicateInBatchNeverFailsTheRest) {
   EXPECT_TRUE(HasDisk("b"));
 }
 
+TEST_F(MasterTieringTest, FullSsdBacksOffAndEvictsAsWithoutATier) {
+  ASSERT_TRUE(Put("k", 4096).ok());
+  NodeTasks t = Poll();
+  ASSERT_EQ(t.offloads.size(), 1u);
+  clock_.Advance(2000);
+  AckAll(t, ErrorCode::NO_AVAILABLE_HANDLE);  // the holder's disk is full
+  // No new task to fail at once: the key is dropped from DRAM as a store
+  // without an SSD tier would, and counted.
+  EXPECT_EQ(svc_->EvictBytes(4096), 4096u);
+  EXPECT_TRUE(Poll().offloads.empty());
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_evicted_without_copy_ssd_full_total", ""),
+            1u);
+  // During the backoff a put's proactive offload is not even queued; after
+  // it, eviction queues the copy again instead of dropping the key.
+  ASSERT_TRUE(Put("k2", 4096).ok());
+  EXPECT_TRUE(Poll().offloads.empty());
+  clock_.Advance(1500);
+  EXPECT_EQ(svc_->EvictBytes(4096), 0u);  // queued, not dropped
+  t = Poll();
+  ASSERT_EQ(t.offloads.size(), 1u);
+  EXPECT_EQ(t.offloads[0].key, "k2");
+}
+
 TEST_F(MasterTieringTest, NackReleasesPinAtOnce) {
   ASSERT_TRUE(Put("k", 4096).ok());
   NodeTasks t = Poll();

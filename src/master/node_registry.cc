@@ -1,5 +1,6 @@
 #include "master/node_registry.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace kvpool {
@@ -60,6 +61,33 @@ void NodeRegistry::ReportUnreachable(const std::string& node_id) {
     e.unreachable = true;
     ++unreachable_;
   }
+}
+
+void NodeRegistry::OffloadFailed(uint32_t index, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(index);
+  if (it == nodes_.end()) return;
+  Entry& e = it->second;
+  if (now_ms < e.offload_retry_at_ms) return;  // one step per backoff
+  e.offload_backoff_ms =
+      e.offload_backoff_ms == 0
+          ? 1000
+          : std::min<int64_t>(2 * e.offload_backoff_ms, 30000);
+  e.offload_retry_at_ms = now_ms + e.offload_backoff_ms;
+}
+
+void NodeRegistry::OffloadSucceeded(uint32_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(index);
+  if (it == nodes_.end()) return;
+  it->second.offload_backoff_ms = 0;
+  it->second.offload_retry_at_ms = 0;
+}
+
+bool NodeRegistry::OffloadPaused(uint32_t index, int64_t now_ms) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(index);
+  return it != nodes_.end() && now_ms < it->second.offload_retry_at_ms;
 }
 
 std::vector<std::string> NodeRegistry::Unreachable() const {

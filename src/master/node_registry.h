@@ -97,6 +97,12 @@ class NodeRegistry {
   void ReportUnreachable(const std::string& node_id);
   // Node ids reported unreachable since their last heartbeat.
   std::vector<std::string> Unreachable() const;
+  // The node's SSD had no room for an offload: no new offload goes to it
+  // for a backoff that doubles from 1 s to 30 s while that goes on; a
+  // success ends it.
+  void OffloadFailed(uint32_t index, int64_t now_ms);
+  void OffloadSucceeded(uint32_t index);
+  bool OffloadPaused(uint32_t index, int64_t now_ms) const;
   std::optional<uint32_t> IndexOf(const std::string& node_id) const;
   std::shared_ptr<const NodeInfo> Info(uint32_t index) const;
   // Ticks the liveness clock, then removes nodes silent for longer than
@@ -128,8 +134,10 @@ class NodeRegistry {
  private:
   struct Entry {
     std::shared_ptr<const NodeInfo> info;
-    int64_t last_seen_ms = 0;  // on liveness_
-    bool unreachable = false;  // reported by a client since the last beat
+    int64_t last_seen_ms = 0;        // on liveness_
+    bool unreachable = false;        // reported by a client since the last beat
+    int64_t offload_backoff_ms = 0;  // 0: offloads flow
+    int64_t offload_retry_at_ms = 0;
     std::deque<OffloadTaskMsg> offloads;
     std::deque<DiskDropMsg> drops;
     PromotionQueue<PromotionTaskMsg> promotions;

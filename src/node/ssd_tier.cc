@@ -64,6 +64,10 @@ Status SsdTier::Start() {
   metrics_.AddGauge("kvpool_node_promotion_inflight_budget_bytes", "", [this] {
     return double(config_.promotion_inflight_bytes);
   });
+  metrics_.AddGauge(
+      "kvpool_node_ssd_disk_full", "",
+      [this] { return storage_->GetStats().disk_full ? 1.0 : 0.0; },
+      "1 while the SSD's filesystem is full (writes fail fast)");
   eviction_thread_ = std::thread([this] {
     SetThreadName("kvp-ssd-evict");
     EvictionLoop();

@@ -1,10 +1,12 @@
 #include "storage/file_storage.h"
+
 #include "common/thread_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -160,7 +162,13 @@ Result<std::unique_ptr<FileStorage>> FileStorage::Open(
   }
   std::unique_ptr<FileStorage> fs(new FileStorage(config));
   fs->lock_fd_ = lock_fd;  // released by the destructor, also on failure
-  if (Status st = storage::ProbeDirectIo(config.ssd_dir); !st.ok()) return st;
+  bool full_at_open = false;
+  if (Status st = storage::ProbeDirectIo(config.ssd_dir); !st.ok()) {
+    // A full disk still serves what it holds: start, and write nothing
+    // until it has room.
+    if (st.code() != ErrorCode::NO_AVAILABLE_HANDLE) return st;
+    full_at_open = true;
+  }
 
   if (config.io_backend_override) {
     fs->io_ = config.io_backend_override.get();
@@ -181,6 +189,7 @@ Result<std::unique_ptr<FileStorage>> FileStorage::Open(
     fs->io_ = fs->owned_io_.get();
   }
   if (Status st = fs->Recover(); !st.ok()) return st;
+  if (full_at_open) fs->MarkDiskFull();
   if (config.ssd_gc_interval_ms > 0) {
     fs->gc_thread_ = std::thread([p = fs.get()] {
       SetThreadName("kvp-ssd-gc");
@@ -303,6 +312,30 @@ void FileStorage::Reserve(std::span<PendingRecord> recs,
   for (PendingRecord& r : recs) {
     if (!r.status.ok()) continue;
     const uint64_t span = RecordSpan(r.len);
+    if (disk_full_) {
+      // The configured capacity is more than the disk holds: ask the
+      // filesystem (one statvfs per record while full; cheap next to a
+      // write that would fail).
+      struct statvfs vfs {};
+      const uint64_t free_bytes =
+          ::statvfs(config_.ssd_dir.c_str(), &vfs) == 0
+              ? uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize)
+              : 0;
+      // Room for the record and a new segment file's metadata.
+      if (free_bytes < span + (1ull << 20)) {
+        r.status =
+            Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                   "SSD disk full: " + std::to_string(free_bytes) +
+                       " bytes free on the filesystem, the record needs " +
+                       std::to_string(span) + " (the tier holds " +
+                       std::to_string(bytes_used_) + " of " +
+                       std::to_string(config_.ssd_capacity_bytes) +
+                       " configured bytes)");
+        continue;
+      }
+      disk_full_ = false;
+      spdlog::info("SSD tier at {}: the disk has room again", config_.ssd_dir);
+    }
     if (!over_capacity_ok && bytes_used_ + span > config_.ssd_capacity_bytes) {
       r.status =
           Status(ErrorCode::NO_AVAILABLE_HANDLE,
@@ -374,6 +407,7 @@ void FileStorage::WriteRecords(std::span<PendingRecord> recs) {
     if (reqs[i].result != int64_t(want)) {
       write_errors_.fetch_add(1);
       r.status = WriteFailure(reqs[i].result, want, *r.file);
+      if (reqs[i].result == -ENOSPC) MarkDiskFull();
     }
     r.header = AlignedBuffer();
     r.tail = AlignedBuffer();
@@ -939,6 +973,18 @@ void FileStorage::GcLoop() {
   }
 }
 
+void FileStorage::MarkDiskFull() {
+  std::lock_guard<std::mutex> lock(files_mu_);
+  if (!disk_full_) {
+    spdlog::warn(
+        "SSD tier at {}: the disk is full at {} bytes of records (configured "
+        "capacity {}); writes fail fast until it has room",
+        config_.ssd_dir, bytes_used_, config_.ssd_capacity_bytes);
+  }
+  disk_full_ = true;
+  disk_full_events_.fetch_add(1);
+}
+
 FileStorageStats FileStorage::GetStats() const {
   FileStorageStats s;
   s.capacity_bytes = config_.ssd_capacity_bytes;
@@ -946,7 +992,9 @@ FileStorageStats FileStorage::GetStats() const {
     std::lock_guard<std::mutex> lock(files_mu_);
     s.bytes_used = bytes_used_;
     s.files = files_.size();
+    s.disk_full = disk_full_;
   }
+  s.disk_full_events = disk_full_events_.load();
   s.bytes_live = bytes_live_.load();
   s.records = index_.size();
   s.corrupt_skipped = corrupt_skipped_.load();

@@ -99,6 +99,10 @@ struct FileStorageStats {
   uint64_t gc_records_moved = 0;
   uint64_t gc_bytes_reclaimed = 0;
   bool io_uring_enabled = false;
+  // The filesystem refused a write for lack of space (or was full at
+  // Open): writes fail fast with NO_AVAILABLE_HANDLE until it has room.
+  bool disk_full = false;
+  uint64_t disk_full_events = 0;
 };
 
 class FileStorage {
@@ -115,9 +119,11 @@ class FileStorage {
 
   // Writes all items in one submission; one Status per item. Rewriting a key
   // supersedes its record; rewriting it with the same bytes does nothing.
-  // NO_AVAILABLE_HANDLE: over ssd_capacity_bytes. FILE_WRITE_FAIL: the disk
-  // refused the write (full, I/O error, short write); the key then keeps its
-  // previous value, if any.
+  // NO_AVAILABLE_HANDLE: over ssd_capacity_bytes, or the filesystem is full
+  // (after a write met ENOSPC, each later write first asks the filesystem
+  // for room, so a full disk costs no doomed I/O). FILE_WRITE_FAIL: the
+  // disk refused the write (full, I/O error, short write); the key then
+  // keeps its previous value, if any.
   std::vector<Status> BatchWrite(const std::vector<WriteItem>& items);
 
   // Reads all items in one submission; each result is the value's size.
@@ -157,6 +163,8 @@ class FileStorage {
 
   explicit FileStorage(const FileStorageConfig& config);
   Status Recover();
+  // The filesystem ran out of space (ENOSPC, or full at Open).
+  void MarkDiskFull();
   Result<std::shared_ptr<storage::SegmentFile>> ActiveFileFor(uint64_t span);
   void Reserve(std::span<PendingRecord> recs, bool over_capacity_ok);
   void ReleaseReservation(storage::SegmentFile* file);
@@ -185,6 +193,8 @@ class FileStorage {
   std::shared_ptr<storage::SegmentFile> active_;
   uint32_t next_file_id_ = 1;
   uint64_t bytes_used_ = 0;
+  bool disk_full_ = false;  // guarded by files_mu_
+  std::atomic<uint64_t> disk_full_events_{0};
 
   std::atomic<uint64_t> bytes_live_{0};
   std::atomic<uint64_t> corrupt_skipped_{0};

@@ -47,9 +47,11 @@ Status ProbeDirectIo(const std::string& dir) {
   Status st;
   if (::pwrite(*fd, buf.data(), kBlockSize, 0) != ssize_t(kBlockSize)) {
     const int err = errno;
-    st = Status(
-        err == EINVAL ? ErrorCode::INVALID_PARAMS : ErrorCode::FILE_WRITE_FAIL,
-        Errno("O_DIRECT write probe in " + dir, err));
+    // ENOSPC: O_DIRECT itself worked (the open did), the disk is full.
+    st = Status(err == EINVAL   ? ErrorCode::INVALID_PARAMS
+                : err == ENOSPC ? ErrorCode::NO_AVAILABLE_HANDLE
+                                : ErrorCode::FILE_WRITE_FAIL,
+                Errno("O_DIRECT write probe in " + dir, err));
   } else if (::pread(*fd, buf.data(), kBlockSize, 0) != ssize_t(kBlockSize)) {
     st = Status(ErrorCode::FILE_READ_FAIL,
                 Errno("O_DIRECT read probe in " + dir, errno));
