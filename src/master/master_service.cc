@@ -563,9 +563,13 @@ Status MasterService::PutRevoke(const std::string& tenant,
     return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
+  // The client gave up on its write, but over TCP a write it sent may still
+  // land (a node that was paused processes what its socket holds): the
+  // range is reused only after the grace, never under a late write.
+  const int64_t not_before = clock_->NowMs() + kTaskGraceMs;
   auto up = shard.upserts.find(okey);
   if (up != shard.upserts.end()) {
-    ReleaseReplicas(up->second.replicas, 0);
+    ReleaseReplicas(up->second.replicas, not_before);
     shard.upserts.erase(up);
     ForgetPendingPut(shard, okey);
     return Status::OK();
@@ -579,7 +583,7 @@ Status MasterService::PutRevoke(const std::string& tenant,
   ReleaseReplicas(it->second.TakeReplicas([](const Replica& r) {
     return r.status == ReplicaStatus::kProcessing;
   }),
-                  0);
+                  not_before);
   if (reps.empty()) shard.objects.erase(it);
   ForgetPendingPut(shard, okey);
   return Status::OK();

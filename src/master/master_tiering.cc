@@ -432,8 +432,18 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                               usable ? "landed" : "failed"))
       .Inc();
   if (!usable) {
-    // The holder is done with the range (it reports after its last write).
-    if (state.staged) segments_.Free(staged);
+    // The holder reports after its last write. Into its own segment that
+    // write is done; into another node's, over TCP, a write it gave up on
+    // may still land, so that range waits out the grace first.
+    if (state.staged) {
+      auto seg = segments_.Info(state.staged_segment);
+      auto holder = nodes_.Info(state.holder);
+      if (seg && holder && seg->node_id != holder->node_id) {
+        segments_.FreeAt(staged, clock_->NowMs() + kTaskGraceMs);
+      } else {
+        segments_.Free(staged);
+      }
+    }
     ++promo_failed_;
     return success ? Status(ErrorCode::INVALID_PARAMS,
                             "promotion was not started or lost its DRAM")

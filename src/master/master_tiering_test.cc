@@ -366,6 +366,45 @@ TEST_F(PromotionTest, FailureReleasesStagedMemoryAtOnce) {
   ExpectInvariant();
 }
 
+TEST_F(PromotionTest, FailedRemoteStagingIsHeldForTheWriteGrace) {
+  // The holder's own DRAM is full: the staged replica lands on another
+  // node, which the holder writes over TCP.
+  SegmentInfo info;
+  info.node_id = "dram-node";
+  info.capacity = 100 * 1024;
+  info.data_endpoint = "127.0.0.1:2";
+  ASSERT_TRUE(svc_->MountSegment(info).ok());
+  PutOptions on_holder;
+  on_holder.preferred_node = "ssd-node";
+  on_holder.hard_pin = true;
+  ASSERT_TRUE(svc_->PutStart("", "fill", 100 * 1024, on_holder).ok());
+  ASSERT_TRUE(svc_->PutEnd("", "fill").ok());
+  auto tasks = Hit("cold", 2);
+  ASSERT_EQ(tasks.size(), 1u);
+  auto staged =
+      svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id);
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+  ASSERT_EQ(staged->segment->node_id, "dram-node");
+  ASSERT_TRUE(
+      svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, false)
+          .ok());
+  // The entry is released at once (the seed's rule); the remote range only
+  // after the grace, since a late TCP write may still land in it.
+  EXPECT_EQ(svc_->promotion_counters().in_flight, 0u);
+  auto used = [&] {
+    for (const auto& s : svc_->segments().Snapshot())
+      if (s.info.node_id == "dram-node") return s.used;
+    return uint64_t{0};
+  };
+  EXPECT_EQ(used(), 4096u);
+  clock_.Advance(kTaskGraceMs + 1);
+  ASSERT_TRUE(svc_->Heartbeat("ssd-node").ok());
+  ASSERT_TRUE(svc_->Heartbeat("dram-node").ok());
+  svc_->Housekeep();
+  EXPECT_EQ(used(), 0u);
+  ExpectInvariant();
+}
+
 TEST_F(PromotionTest, NoDramAtAllocStartIsPressureSignal) {
   auto tasks = Hit("cold", 2);
   ASSERT_TRUE(Put("filler", 97 * 1024).ok());
