@@ -271,6 +271,26 @@ TEST_F(RouterPrefetchTest, TaskPastItsDeadlineAtTheHolderIsNotRead) {
   EXPECT_EQ(Tier(*client_, keys[0]), "local_disk");
 }
 
+TEST_F(RouterPrefetchTest, HolderQueueIsEarliestDeadlineFirstToo) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_buffer_size = 4ull << 20;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 3);
+  SsdTier& tier = *cluster_->node(0).ssd();
+  tier.PausePromotionsForTest(true);
+  // One trigger per key, each its own request: late, none, early.
+  ASSERT_TRUE(client_->BatchPrefetchToMemory({keys[0]}, 20000).ok());
+  ASSERT_TRUE(client_->BatchPrefetchToMemory({keys[1]}).ok());
+  ASSERT_TRUE(client_->BatchPrefetchToMemory({keys[2]}, 10000).ok());
+  ASSERT_TRUE(WaitUntil([&] { return tier.queued_promotions() == 3; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(tier.queued_promotion_keys(),
+            (std::vector<std::string>{keys[2], keys[0], keys[1]}));
+  tier.PausePromotionsForTest(false);
+  EXPECT_TRUE(AllInMemory(keys));
+}
+
 TEST_F(RouterPrefetchTest, BatchedChainFallsBackKeyByKeyUnderAnOlderMaster) {
   opts_.num_nodes = 1;
   opts_.enable_prefetch_trigger = false;

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/deadline_queue.h"
 #include "master/liveness_clock.h"
 #include "master/object_store.h"
-#include "master/promotion_queue.h"
 
 namespace kvpool {
 
@@ -140,7 +140,7 @@ class NodeRegistry {
     int64_t offload_retry_at_ms = 0;
     std::deque<OffloadTaskMsg> offloads;
     std::deque<DiskDropMsg> drops;
-    PromotionQueue<PromotionTaskMsg> promotions;
+    DeadlineQueue<PromotionTaskMsg> promotions;
   };
   LivenessClock liveness_;
   mutable std::mutex mu_;

@@ -165,9 +165,14 @@ void SsdTier::EnqueuePromotions(
     const auto now = std::chrono::steady_clock::now();
     for (const auto& t : tasks) {
       PromotionJob job{t, nullptr};
-      if (t.deadline_in_ms() > 0)
+      int64_t order = 0;  // none: after every task with a deadline
+      if (t.deadline_in_ms() > 0) {
         job.deadline = now + std::chrono::milliseconds(t.deadline_in_ms());
-      promotions_.push_back(std::move(job));
+        order = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    job.deadline->time_since_epoch())
+                    .count();
+      }
+      promotions_.Push(std::move(job), order);
     }
   }
   cv_.notify_all();
@@ -195,6 +200,17 @@ void SsdTier::PausePromotionsForTest(bool paused) {
 size_t SsdTier::queued_promotions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return promotions_.size();
+}
+
+std::vector<std::string> SsdTier::queued_promotion_keys() const {
+  DeadlineQueue<PromotionJob> copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    copy = promotions_;
+  }
+  std::vector<std::string> keys;
+  while (!copy.empty()) keys.push_back(copy.Pop().task.key());
+  return keys;
 }
 
 void SsdTier::PullLoop() {
@@ -334,7 +350,7 @@ void SsdTier::PromotionLoop() {
   auto fits = [&] {
     if (budget == 0 || promo_inflight_ == 0) return true;
     if (!offloads_.empty() || offload_active_) return false;
-    return promo_inflight_ + promotions_.front().task.size() <= budget;
+    return promo_inflight_ + promotions_.Front().task.size() <= budget;
   };
   for (;;) {
     std::vector<PromotionJob> jobs;
@@ -349,14 +365,13 @@ void SsdTier::PromotionLoop() {
       });
       if (promotions_.empty()) return;
       while (jobs.size() < batch && !promotions_.empty()) {
-        const uint64_t size = promotions_.front().task.size();
+        const uint64_t size = promotions_.Front().task.size();
         if (!jobs.empty() && budget > 0 &&
             promo_inflight_ + bytes + size > budget) {
           break;
         }
         bytes += size;
-        jobs.push_back(std::move(promotions_.front()));
-        promotions_.pop_front();
+        jobs.push_back(promotions_.Pop());
       }
       promo_inflight_ += bytes;
       uint64_t peak = promo_peak_.load();
@@ -478,7 +493,7 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
   if (jobs.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& j : jobs) promotions_.push_back(std::move(j));
+    for (auto& j : jobs) promotions_.Push(std::move(j), 0);
   }
   cv_.notify_all();
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "client/master_client.h"
+#include "common/deadline_queue.h"
 #include "common/metrics.h"
 #include "kvpool.pb.h"
 #include "storage/file_storage.h"
@@ -133,8 +134,10 @@ class SsdTier {
   // Test hook: promotion workers take no task while paused (tasks wait in
   // this holder's queue, so their deadlines can pass here).
   void PausePromotionsForTest(bool paused);
-  // Promotion tasks received and not yet started.
+  // Promotion tasks received and not yet started, and their keys in the
+  // order the workers will take them.
   size_t queued_promotions() const;
+  std::vector<std::string> queued_promotion_keys() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
   // One SSD watermark check (the eviction loop's body; public for tests).
@@ -178,7 +181,8 @@ class SsdTier {
   bool stopping_ = false;
   bool prefetch_exited_ = false;
   std::deque<rpc::OffloadTask> offloads_;
-  std::deque<PromotionJob> promotions_;
+  // Earliest deadline first, then FIFO (prefetch-on-exist, on-hit).
+  DeadlineQueue<PromotionJob> promotions_;
   std::deque<PrefetchRequest> prefetches_;
   uint64_t promo_inflight_ = 0;     // guarded by mu_
   bool offload_active_ = false;     // guarded by mu_: a batch is being written

@@ -1,8 +1,9 @@
-// A holder's mailbox of promotion tasks: tasks with a deadline (router
-// triggers that carry one) earliest deadline first, then tasks without one
-// in arrival order. Not thread-safe (NodeRegistry locks it).
-#ifndef KVPOOL_MASTER_PROMOTION_QUEUE_H_
-#define KVPOOL_MASTER_PROMOTION_QUEUE_H_
+// A queue of tasks with optional deadlines: those with one earliest
+// deadline first, then those without one in arrival order. The master's
+// per-holder promotion mailbox and the holder's own promotion queue. Not
+// thread-safe (the owner locks it).
+#ifndef KVPOOL_COMMON_DEADLINE_QUEUE_H_
+#define KVPOOL_COMMON_DEADLINE_QUEUE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,7 @@
 namespace kvpool {
 
 template <typename Task>
-class PromotionQueue {
+class DeadlineQueue {
  public:
   // `deadline_ms` <= 0: no deadline (FIFO among those, after every task
   // that has one). Equal deadlines keep their arrival order.
@@ -26,6 +27,10 @@ class PromotionQueue {
   }
   bool empty() const { return by_deadline_.empty() && fifo_.empty(); }
   size_t size() const { return by_deadline_.size() + fifo_.size(); }
+  // The task Pop would return. Requires !empty().
+  Task& Front() {
+    return by_deadline_.empty() ? fifo_.front() : by_deadline_.begin()->second;
+  }
   // Requires !empty().
   Task Pop() {
     if (!by_deadline_.empty()) {
@@ -46,4 +51,4 @@ class PromotionQueue {
 
 }  // namespace kvpool
 
-#endif  // KVPOOL_MASTER_PROMOTION_QUEUE_H_
+#endif  // KVPOOL_COMMON_DEADLINE_QUEUE_H_
