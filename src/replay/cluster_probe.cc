@@ -86,6 +86,7 @@ MasterCounters ReadCounters(LocalCluster& cluster) {
   }
   c.buffer_recycled =
       m.CounterValue("kvpool_master_prefetch_buffer_recycled_total");
+  c.buffer_full = m.CounterValue("kvpool_master_prefetch_buffer_full_total");
   for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
     c.promotion_rejected[r] =
         m.CounterValue("kvpool_master_promotion_rejected_total",

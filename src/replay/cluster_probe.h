@@ -52,6 +52,9 @@ struct MasterCounters {
   // ("master", "holder"): the fate "expired" of tasks that never landed.
   std::map<std::string, uint64_t> deadline_expired;
   uint64_t buffer_recycled = 0;  // kvpool_master_prefetch_buffer_recycled
+  // THROTTLED_WATERMARK answers that were the holder's full buffer (the
+  // rest were the main cache's watermark).
+  uint64_t buffer_full = 0;
   std::vector<uint64_t> node_promotions_ok, node_promotions_failed;
 };
 

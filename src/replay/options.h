@@ -68,7 +68,7 @@ struct ReplayOptions {
   // the serial engine) as their max_running.
   bool prefetch_deadline = false;
   int64_t prefetch_deadline_floor_ms = 100;  // RouterConfig's
-  bool promotion_pull = false;            // holders' promotion pull thread
+  bool promotion_pull = false;               // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;

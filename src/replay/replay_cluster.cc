@@ -330,6 +330,7 @@ class ProcessCluster : public ReplayCluster {
     }
     c.buffer_recycled =
         Metric(m, "kvpool_master_prefetch_buffer_recycled_total", "");
+    c.buffer_full = Metric(m, "kvpool_master_prefetch_buffer_full_total", "");
     for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
       c.promotion_rejected[r] =
           Metric(m, "kvpool_master_promotion_rejected_total",
