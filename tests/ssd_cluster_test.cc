@@ -175,6 +175,30 @@ TEST_F(SsdClusterTest, UpsertNeverLetsARestartServeTheOldValue) {
                                                         : "other bytes");
 }
 
+TEST_F(SsdClusterTest, OffloadBatchWithTwoVersionsKeepsTheNewOnesCopy) {
+  // Both versions' offload tasks reach the holder in one heartbeat: the
+  // refused old one used to be rolled back by key, deleting the new one's
+  // record while the master recorded a copy of it.
+  opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient();
+  cluster_->node(0).PauseHeartbeats(true);
+  ASSERT_TRUE(
+      WaitUntil([&] { return !cluster_->node(0).heartbeat_in_flight(); },
+                std::chrono::seconds(20)));
+  const std::string v1 = RandomBytes(kValue, 1),
+                    v2 = RandomBytes(kValue / 2, 2);
+  ASSERT_TRUE(c->Put("k", v1).ok());
+  ASSERT_TRUE(c->Upsert("k", v2).ok());  // v1's task is stale from here
+  cluster_->node(0).PauseHeartbeats(false);
+  ASSERT_TRUE(WaitUntil([&] { return HasDiskCopy(*c, "k"); },
+                        std::chrono::seconds(20)));
+  FileStorage* st = cluster_->node(0).ssd()->storage();
+  auto n = st->LookupSize("default", "k");
+  ASSERT_TRUE(n.ok()) << "the master records a copy the holder deleted";
+  EXPECT_EQ(n.value(), v2.size());
+}
+
 TEST_F(SsdClusterTest, RestartedNodeReRegistersItsSsdObjects) {
   opts_.client_ttl = 1;
   Start();

@@ -287,6 +287,11 @@ void Node::HeartbeatLoop() {
   }
 }
 
+bool Node::heartbeat_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hb_ctx_ != nullptr;
+}
+
 void Node::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -37,6 +37,9 @@ class Node {
   void Stop();
   // For tests: stop heartbeating without unmounting, as a hung node would.
   void PauseHeartbeats(bool paused) { hb_paused_ = paused; }
+  // For tests: a heartbeat call (a long poll) is in flight; after
+  // PauseHeartbeats(true), false once the last one has returned.
+  bool heartbeat_in_flight() const;
 
   const std::string& node_id() const { return config_.node_id; }
   std::string data_endpoint() const;
@@ -69,7 +72,7 @@ class Node {
   std::atomic<uint64_t> buffer_id_{0};
   std::atomic<bool> hb_paused_{false};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   grpc::ClientContext* hb_ctx_ = nullptr;  // the poll in flight, under mu_

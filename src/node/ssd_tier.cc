@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <unordered_map>
 
 #include "storage/aligned_buffer.h"
 
@@ -289,8 +290,22 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
   std::vector<WriteItem> items;
   std::vector<size_t> item_of(batch.size(), SIZE_MAX);
   std::vector<ErrorCode> codes(batch.size(), ErrorCode::OK);
+  // One write per key, its newest version: a rollback of a refused older
+  // version (by key) would otherwise delete the record of the newer one
+  // that the master accepted. The older ones are answered as stale.
+  std::unordered_map<std::string, size_t> newest;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::string k = batch[i].tenant() + '\0' + batch[i].key();
+    auto [it, fresh] = newest.emplace(std::move(k), i);
+    if (!fresh && batch[i].version() > batch[it->second].version())
+      it->second = i;
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     const auto& t = batch[i];
+    if (newest[t.tenant() + '\0' + t.key()] != i) {
+      codes[i] = ErrorCode::OBJECT_NOT_FOUND;  // superseded in this batch
+      continue;
+    }
     uint8_t* src = segments_->Resolve(t.segment_id(), t.offset(), t.size());
     if (src == nullptr) {
       codes[i] = ErrorCode::INVALID_PARAMS;  // not our segment (any more)
@@ -315,7 +330,20 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
     r->set_error_code(ToInt(codes[i]));
   }
   rpc::NotifyOffloadResponse resp;
+  // Retried before rolling back: the master may have recorded the copies
+  // and only the reply was lost, and a rollback then loses the value (the
+  // ACK is idempotent, so a repeat is harmless).
   Status s = master_->Call(&Stub::NotifyOffload, req, &resp);
+  for (int attempt = 1; !s.ok() && attempt < 3; ++attempt) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(100 << attempt),
+                       [&] { return stopping_; }))
+        break;
+    }
+    resp.Clear();
+    s = master_->Call(&Stub::NotifyOffload, req, &resp);
+  }
   uint64_t ok = 0, failed = 0, rolled_back = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (codes[i] != ErrorCode::OK) {
