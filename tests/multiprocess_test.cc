@@ -45,6 +45,30 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "") {
   return pid;
 }
 
+// SIGSTOP takes effect when the kernel next delivers it, not when kill()
+// returns: wait until every thread of `pid` is stopped (state T).
+bool StopAndWait(pid_t pid) {
+  kill(pid, SIGSTOP);
+  return WaitUntil(
+      [&] {
+        std::error_code ec;
+        const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
+        bool all = true, any = false;
+        for (const auto& t : fs::directory_iterator(tasks, ec)) {
+          std::ifstream stat(t.path() / "stat");
+          std::string line;
+          std::getline(stat, line);
+          // "pid (comm) S ...": the state follows the last ')'.
+          const size_t p = line.rfind(')');
+          if (p == std::string::npos || p + 2 >= line.size()) return false;
+          any = true;
+          all = all && line[p + 2] == 'T';
+        }
+        return any && all;
+      },
+      std::chrono::seconds(10));
+}
+
 void StopProcess(pid_t pid) {
   if (pid <= 0) return;
   kill(pid, SIGTERM);
@@ -138,7 +162,7 @@ TEST_F(MultiProcessTest, PausedMasterDropsNoNodeWhenItResumes) {
     ASSERT_TRUE(
         client->Put("k" + std::to_string(i), RandomBytes(4096, i)).ok());
   }
-  kill(master, SIGSTOP);
+  ASSERT_TRUE(StopAndWait(master));
   // The pause itself is what is tested: its length is the point, not a
   // synchronisation.
   std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -225,7 +249,7 @@ TEST_F(MultiProcessTest, GetOfAHungNodeFailsWithinTheDataTimeout) {
   auto client = Client::Create(cc).value();
   ASSERT_TRUE(client->Put("k", RandomBytes(4096, 7)).ok());
   ASSERT_EQ(client->Get("k").value(), RandomBytes(4096, 7));  // pooled conn
-  kill(node, SIGSTOP);
+  ASSERT_TRUE(StopAndWait(node));
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client->Get("k");
   const double sec =

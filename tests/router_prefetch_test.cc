@@ -365,5 +365,47 @@ TEST_F(RouterPrefetchTest, PullingHolderUnderAnOlderMasterUsesTheHeartbeat) {
   EXPECT_TRUE(AllInMemory(keys));
 }
 
+TEST_F(RouterPrefetchTest, PullResumesAfterTheMasterRollsForward) {
+  // Roll-back then roll-forward: the pull thread used to exit for good on
+  // the old master's UNIMPLEMENTED, while the node's later mounts still
+  // declared pulls_promotions, so promotions waited for the 600 s reaper.
+  opts_.num_nodes = 1;
+  opts_.enable_prefetch_trigger = false;
+  opts_.emulate_pre_prefetch_master = true;
+  opts_.promotion_on_hit = true;
+  opts_.promotion_pull = true;
+  opts_.client_ttl = 1;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 1);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_TRUE(WaitUntil([&] { return tier->pull_stats().master_lacks_pull; },
+                        std::chrono::seconds(10)));
+  cluster_->master().service().SetEmulatePrePrefetchForTest(false);
+  // The node mounts again (declared dead while silent, then back), now
+  // with its pull flag honoured.
+  cluster_->node(0).PauseHeartbeats(true);
+  tier->PausePullForTest(true);  // a pull counts as a sign of life too
+  ASSERT_TRUE(WaitUntil([&] { return client_->Stat()->segments.empty(); },
+                        std::chrono::seconds(20)));
+  tier->PausePullForTest(false);
+  cluster_->node(0).PauseHeartbeats(false);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return client_->Stat()->segments.size() == 1 &&
+               !tier->pull_stats().master_lacks_pull;
+      },
+      std::chrono::seconds(20)));
+  // Promote-on-hit: its task now travels by pull only. (Gets repeat: the
+  // re-mounted segment is held for a lease period, and promotions wait for
+  // room below the watermark.)
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        EXPECT_TRUE(client_->Get(keys[0]).ok());
+        return Tier(*client_, keys[0]) == "memory";
+      },
+      std::chrono::seconds(30)));
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -50,7 +50,7 @@ grpc::Status MasterGrpcService::MountSegment(
   // heartbeat); the emulation does the same.
   auto r = svc_->MountSegment(
       std::move(info), req->ssd_enabled(),
-      req->pulls_promotions() && !svc_->config().emulate_pre_prefetch_master,
+      req->pulls_promotions() && !svc_->emulating_pre_prefetch(),
       req->remount());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
@@ -114,7 +114,7 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
 grpc::Status MasterGrpcService::PullPromotionTasks(
     grpc::ServerContext*, const rpc::PullPromotionTasksRequest* req,
     rpc::PullPromotionTasksResponse* resp) {
-  if (svc_->config().emulate_pre_prefetch_master) {
+  if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "PullPromotionTasks");
   }
   std::vector<PromotionTaskMsg> tasks;
@@ -187,7 +187,7 @@ grpc::Status MasterGrpcService::PromotionAllocStart(
 grpc::Status MasterGrpcService::BatchPromotionAllocStart(
     grpc::ServerContext* ctx, const rpc::BatchPromotionAllocStartRequest* req,
     rpc::BatchPromotionAllocStartResponse* resp) {
-  if (svc_->config().emulate_pre_prefetch_master) {
+  if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPromotionAllocStart");
   }
@@ -200,7 +200,7 @@ grpc::Status MasterGrpcService::BatchPromotionAllocStart(
 grpc::Status MasterGrpcService::BatchPromotionNotify(
     grpc::ServerContext* ctx, const rpc::BatchPromotionNotifyRequest* req,
     rpc::BatchPromotionNotifyResponse* resp) {
-  if (svc_->config().emulate_pre_prefetch_master) {
+  if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPromotionNotify");
   }
@@ -216,7 +216,7 @@ grpc::Status MasterGrpcService::BatchPromotionNotify(
 grpc::Status MasterGrpcService::BatchPrefetchToMemory(
     grpc::ServerContext*, const rpc::BatchPrefetchToMemoryRequest* req,
     rpc::BatchPrefetchToMemoryResponse* resp) {
-  if (svc_->config().emulate_pre_prefetch_master) {
+  if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPrefetchToMemory");
   }
@@ -241,7 +241,7 @@ grpc::Status MasterGrpcService::BatchPrefetchToMemory(
 grpc::Status MasterGrpcService::RegisterPrefetchTask(
     grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest* req,
     rpc::RegisterPrefetchTaskResponse* resp) {
-  if (svc_->config().emulate_pre_prefetch_master) {
+  if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "RegisterPrefetchTask");
   }

@@ -33,7 +33,8 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                  10, std::min<int64_t>(2 * config_.housekeeping_interval_ms,
                                        config_.client_ttl * 1000 / 4))),
       incarnation_(std::random_device{}() |
-                   (uint64_t(std::random_device{}()) << 32) | 1) {
+                   (uint64_t(std::random_device{}()) << 32) | 1),
+      emulate_pre_prefetch_(config_.emulate_pre_prefetch_master) {
   metrics_.AddGauge(
       "kvpool_master_objects", "", [this] { return double(objects_.Size()); },
       "objects known to the master");

@@ -149,6 +149,10 @@ class MasterService {
   // Random, new at each start; on every get reply, so clients drop leases
   // they cached from an earlier master.
   uint64_t incarnation() const { return incarnation_; }
+  // MasterConfig::emulate_pre_prefetch_master, changeable by rolling-upgrade
+  // tests (a master "rolled back" and "forward" without a restart).
+  bool emulating_pre_prefetch() const { return emulate_pre_prefetch_.load(); }
+  void SetEmulatePrePrefetchForTest(bool on) { emulate_pre_prefetch_ = on; }
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
@@ -366,6 +370,7 @@ class MasterService {
   TenantTable tenants_;
   NodeRegistry nodes_;
   const uint64_t incarnation_;
+  std::atomic<bool> emulate_pre_prefetch_;
   ObjectStore objects_;
   FrequencySketch sketch_;
 

@@ -233,14 +233,27 @@ void SsdTier::PullLoop() {
     Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
     if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
       // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
-      // handing promotions over with the heartbeat. Nothing to pull, ever.
-      spdlog::warn(
-          "node {}: master has no PullPromotionTasks; promotions "
-          "stay on the heartbeat",
-          node_id_);
+      // handing promotions over with the heartbeat. Ask again now and then,
+      // not never: after a roll-forward the new master honours the flag of
+      // our next mount, and then only the pull brings promotions.
       std::lock_guard<std::mutex> lock(pull_mu_);
+      if (!pull_stats_.master_lacks_pull) {
+        spdlog::warn(
+            "node {}: master has no PullPromotionTasks; promotions "
+            "stay on the heartbeat (asking again every {} ms)",
+            node_id_, 10 * config_.promotion_pull_interval_ms);
+      }
       pull_stats_.master_lacks_pull = true;
-      return;
+      next += 9 * interval;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      if (pull_stats_.master_lacks_pull && s.ok()) {
+        spdlog::info("node {}: master serves PullPromotionTasks again",
+                     node_id_);
+        pull_stats_.master_lacks_pull = false;
+      }
     }
     if (!s.ok() || resp.error_code() != 0) continue;  // remount is the hb's
     const uint64_t n = static_cast<uint64_t>(resp.tasks_size());
