@@ -99,9 +99,11 @@ class Client {
 
   Status Remove(std::string_view key, bool force = false);
   Result<uint64_t> RemoveAll(bool force = false);
-  // Removes the keys of this tenant that `key_regex` (ECMAScript) matches
-  // as a whole; the same lease rules as RemoveAll. INVALID_PARAMS for a
-  // malformed expression.
+  // Removes the keys of this tenant that `key_regex` matches as a whole;
+  // the same lease rules as RemoveAll. RE2 syntax (linear-time matching on
+  // the master: no backreferences or lookaround); INVALID_PARAMS for a
+  // malformed expression, one RE2 cannot match in linear time, or one over
+  // 4096 bytes.
   Result<uint64_t> RemoveByRegex(const std::string& key_regex,
                                  bool force = false);
 

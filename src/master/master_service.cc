@@ -2,11 +2,11 @@
 #include "common/thread_name.h"
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <random>
-#include <regex>
 
 namespace kvpool {
 
@@ -781,18 +781,29 @@ uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
 Result<uint64_t> MasterService::RemoveByRegex(const std::string& tenant,
                                               const std::string& key_regex,
                                               bool force) {
-  std::regex re;
-  try {
-    re = std::regex(key_regex, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
+  // RE2: matching is linear in the key (a pattern such as (a|a)*b took a
+  // backtracking engine seconds per key, under a shard lock); memory is
+  // bounded, and what RE2 cannot do in that bound (backreferences,
+  // lookaround) is refused as a bad pattern.
+  constexpr size_t kMaxPattern = 4096;
+  if (key_regex.size() > kMaxPattern) {
     return Status(ErrorCode::INVALID_PARAMS,
-                  fmt::format("bad key regex '{}': {}", key_regex, e.what()));
+                  fmt::format("key regex of {} bytes, limit {}",
+                              key_regex.size(), kMaxPattern));
+  }
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  opts.set_max_mem(8 << 20);
+  RE2 re(key_regex, opts);
+  if (!re.ok()) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  fmt::format("bad key regex '{}': {}", key_regex, re.error()));
   }
   return RemoveMatching(tenant, force, &re);
 }
 
 uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
-                                       const std::regex* key_regex) {
+                                       const re2::RE2* key_regex) {
   int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
   if (tid < 0) return 0;
   uint64_t removed = 0;
@@ -805,7 +816,7 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
       bool removable =
           it->first.tenant == static_cast<uint32_t>(tid) &&
           (force || (!m.LeaseLive(now) && !m.HasProcessing())) &&
-          (!key_regex || std::regex_match(it->first.key, *key_regex));
+          (!key_regex || RE2::FullMatch(it->first.key, *key_regex));
       if (!removable) {
         ++it;
         continue;

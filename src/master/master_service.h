@@ -16,7 +16,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <span>
 #include <string>
 #include <thread>
@@ -31,6 +30,10 @@
 #include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
 
 namespace kvpool {
 
@@ -354,7 +357,7 @@ class MasterService {
   void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
   uint64_t RemoveMatching(const std::string& tenant, bool force,
-                          const std::regex* key_regex);
+                          const re2::RE2* key_regex);
   // Router promotions that will land in a holder's prefetch buffer reserve
   // their bytes from enqueue until PromotionAllocStart (or the end of the
   // task), so a burst of triggers cannot overbook the buffer.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace kvpool {
 namespace {
 
@@ -320,6 +322,27 @@ TEST_F(MasterServiceTest, PreferredSegmentsAreTriedInOrder) {
   // "c" has no room for a second one: the next preference, not "a".
   ASSERT_TRUE(Put("k2", 40 * 1024, opts).ok());
   EXPECT_EQ(svc_->GetReplicaList("", "k2")->replicas[0].segment->node_id, "b");
+}
+
+TEST_F(MasterServiceTest, RemoveByRegexIsLinearAndRefusesWhatItCannotBound) {
+  // (a|a)*b against 26 a's: a backtracking engine took 5-7 s of master CPU
+  // under a shard lock (doubling per character); RE2 is linear.
+  Mount("a", 1 << 20);
+  ASSERT_TRUE(Put(std::string(26, 'a'), 100).ok());
+  ASSERT_TRUE(Put("ab", 100).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = svc_->RemoveByRegex("", "(a|a)*b", false);
+  const double sec =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), 1u);  // "ab" only
+  EXPECT_LT(sec, 1.0);       // a bound on a DoS, not a speed target
+  // Backreferences cannot be matched in linear time: a clear refusal.
+  EXPECT_EQ(svc_->RemoveByRegex("", "(a)\\1", false).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(svc_->RemoveByRegex("", std::string(5000, 'a'), false).code(),
+            ErrorCode::INVALID_PARAMS);
 }
 
 TEST_F(MasterServiceTest, RemoveByRegexRemovesOnlyMatches) {
