@@ -100,7 +100,18 @@ class SsdFixture : public ::testing::Test {
         },
         std::chrono::seconds(20)));
     for (int i = 0; i < 40; ++i) c.Remove("filler-" + std::to_string(i), true);
+    EXPECT_TRUE(DirectoriesSettled());
     return keys;
+  }
+  // The nodes have applied every DRAM directory event, so every range
+  // freed so far is free at the master again.
+  bool DirectoriesSettled() {
+    return WaitUntil(
+        [&] {
+          return cluster_->master().service().nodes().dram_events_queued() ==
+                 0;
+        },
+        std::chrono::seconds(10));
   }
 
   std::filesystem::path root_;

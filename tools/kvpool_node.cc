@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
                  "HTTP /metrics and /status; 0 = any, -1 = off")
       ->capture_default_str();
   app.add_option("--node_id", c.node_id, "unique name; generated when empty");
+  app.add_option("--dram_directory", c.dram_directory,
+                 "keep a directory of this node's DRAM replicas and "
+                 "re-register it after a master restart (true/false)")
+      ->capture_default_str();
   app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms,
                  "heartbeat period")
       ->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,18 +29,42 @@ class MasterClient {
                   grpc::ClientContext*, const Req&, Resp*),
               const Req& req, Resp* resp) const {
     grpc::ClientContext ctx;
-    return CallWith(&ctx, method, req, resp);
+    grpc::Status s = Invoke(&ctx, method, req, resp);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      // The channel still held a connection to a master that has gone (a
+      // restart): the first call on it fails at once. Once more, waiting
+      // for the new connection, so a restart costs callers no failed call;
+      // at most a second, so a master that is down still fails fast.
+      grpc::ClientContext again;
+      again.set_wait_for_ready(true);
+      s = Invoke(&again, method, req, resp, std::min(timeout_ms_, 1000));
+    }
+    return ToStatus(s);
   }
   // The same with a caller-owned context (so another thread may TryCancel
-  // it, e.g. to end a long-poll heartbeat at shutdown).
+  // it, e.g. to end a long-poll heartbeat at shutdown); no second try.
   template <typename Req, typename Resp>
   Status CallWith(grpc::ClientContext* ctx,
                   grpc::Status (rpc::MasterService::Stub::*method)(
                       grpc::ClientContext*, const Req&, Resp*),
                   const Req& req, Resp* resp) const {
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(timeout_ms_));
-    grpc::Status s = (stub_.get()->*method)(ctx, req, resp);
+    return ToStatus(Invoke(ctx, method, req, resp));
+  }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  template <typename Req, typename Resp>
+  grpc::Status Invoke(grpc::ClientContext* ctx,
+                      grpc::Status (rpc::MasterService::Stub::*method)(
+                          grpc::ClientContext*, const Req&, Resp*),
+                      const Req& req, Resp* resp, int timeout_ms = -1) const {
+    ctx->set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(timeout_ms < 0 ? timeout_ms_ : timeout_ms));
+    return (stub_.get()->*method)(ctx, req, resp);
+  }
+  Status ToStatus(const grpc::Status& s) const {
     if (s.ok()) return Status::OK();
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
@@ -48,10 +73,6 @@ class MasterClient {
     return Status(ErrorCode::RPC_FAIL,
                   "master " + address_ + ": " + s.error_message());
   }
-
-  const std::string& address() const { return address_; }
-
- private:
   std::string address_;
   int timeout_ms_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -51,7 +51,8 @@ grpc::Status MasterGrpcService::MountSegment(
   auto r = svc_->MountSegment(
       std::move(info), req->ssd_enabled(),
       req->pulls_promotions() && !svc_->emulating_pre_prefetch(),
-      req->remount());
+      req->remount(),
+      req->keeps_dram_directory() && !svc_->emulating_pre_prefetch());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_segment_id(r.value());
   return grpc::Status::OK;
@@ -90,8 +91,21 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
   // Bounded so a shutdown or a lost client never pins a server thread long.
   int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
   Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(),
-                             &tasks);
+                             &tasks, req->dram_acked_seq());
   resp->set_error_code(ToInt(s.code()));
+  for (const auto& e : tasks.dram_events) {
+    auto* o = resp->add_dram_events();
+    o->set_seq(e.seq);
+    o->set_placed(e.placed);
+    o->set_segment_id(e.segment);
+    o->set_offset(e.offset);
+    if (e.placed) {
+      o->set_size(e.size);
+      o->set_tenant(e.tenant);
+      o->set_key(e.key);
+      o->set_version(e.version);
+    }
+  }
   for (const auto& d : tasks.disk_drops) {
     auto* o = resp->add_disk_drops();
     o->set_tenant(d.tenant);
@@ -147,10 +161,34 @@ std::vector<DiskObjectIn> FromProto(
   std::vector<DiskObjectIn> in;
   in.reserve(objects.size());
   for (const auto& o : objects)
-    in.push_back(DiskObjectIn{o.tenant(), o.key(), o.size()});
+    in.push_back(DiskObjectIn{o.tenant(), o.key(), o.size(), o.version()});
   return in;
 }
 }  // namespace
+
+grpc::Status MasterGrpcService::RegisterMemoryObjects(
+    grpc::ServerContext*, const rpc::RegisterMemoryObjectsRequest* req,
+    rpc::RegisterMemoryObjectsResponse* resp) {
+  if (req->objects_size() > kMaxBatch) return TooLarge();
+  if (req->segment_id() > UINT32_MAX) {
+    resp->set_error_code(ToInt(ErrorCode::SEGMENT_NOT_FOUND));
+    return grpc::Status::OK;
+  }
+  std::vector<MemoryObjectIn> in;
+  in.reserve(req->objects_size());
+  for (const auto& o : req->objects()) {
+    in.push_back(MemoryObjectIn{o.tenant(), o.key(), o.offset(), o.size(),
+                                o.version()});
+  }
+  auto r = svc_->RegisterMemoryObjects(
+      req->node_id(), static_cast<uint32_t>(req->segment_id()), in,
+      req->done());
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) {
+    for (ErrorCode c : r.value()) resp->add_error_codes(ToInt(c));
+  }
+  return grpc::Status::OK;
+}
 
 grpc::Status MasterGrpcService::RegisterDiskObjects(
     grpc::ServerContext*, const rpc::RegisterDiskObjectsRequest* req,

@@ -154,6 +154,16 @@ void MasterService::ReleaseReplicas(std::span<const Replica> replicas,
   for (const auto& r : replicas) {
     if (r.kind != ReplicaKind::kMemory) continue;
     Placement p{r.segment, r.handle, r.offset};
+    if (r.status == ReplicaStatus::kComplete) {
+      // A node's directory names this range: reuse it only once the node
+      // has applied the free (AckDram hands it back).
+      auto info = segments_.Info(r.segment);
+      auto idx = info ? nodes_.IndexOf(info->node_id) : std::nullopt;
+      if (idx && nodes_.PushDramFreed(*idx, p, not_before_ms)) {
+        segments_.Hold(p);
+        continue;
+      }
+    }
     if (not_before_ms > now) {
       segments_.FreeAt(p, not_before_ms);
     } else {
@@ -163,40 +173,6 @@ void MasterService::ReleaseReplicas(std::span<const Replica> replicas,
 }
 
 // ---------------------------------------------------------------- segments
-
-Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
-                                             bool pulls_promotions,
-                                             bool remount) {
-  if (info.node_id.empty())
-    return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
-  if (info.capacity == 0)
-    return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
-  std::string node = info.node_id;
-  nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
-                  pulls_promotions);
-  auto r = segments_.Mount(std::move(info));
-  if (!r.ok()) return r;
-  spdlog::info("mounted segment {} of node {}", r.value(), node);
-  if (remount) {
-    // One range over the whole segment, freed by the graveyard once every
-    // lease an earlier master (or our earlier view of this node) granted
-    // has ended: until then no put can land on bytes a reader still copies.
-    const auto held = segments_.AllocateAllOf(r.value());
-    if (!held.empty()) {
-      const int64_t until = clock_->NowMs() + config_.default_kv_lease_ttl;
-      for (const auto& p : held) segments_.FreeAt(p, until);
-      metrics_
-          .GetCounter("kvpool_master_remount_holds_total", "",
-                      "re-mounted segments held for a lease period")
-          .Inc();
-      spdlog::warn(
-          "segment {} of node {} was mounted before: nothing is placed in it "
-          "for {} ms (leases granted under the earlier mount)",
-          r.value(), node, config_.default_kv_lease_ttl);
-    }
-  }
-  return r;
-}
 
 Status MasterService::UnmountSegment(const std::string& node_id,
                                      uint32_t segment_id) {
@@ -212,11 +188,23 @@ Status MasterService::UnmountSegment(const std::string& node_id,
 }
 
 Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
-                                size_t max_offload, NodeTasks* tasks) {
+                                size_t max_offload, NodeTasks* tasks,
+                                uint64_t dram_acked_seq) {
   if (!nodes_.Touch(node_id)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND,
                   "unknown node " + node_id + ": remount");
   }
+  const int64_t now = clock_->NowMs();
+  const auto due = nodes_.AckDram(node_id, dram_acked_seq);
+  for (const DueFree& f : due) {
+    segments_.Unhold(f.placement);
+    if (f.not_before_ms > now) {
+      segments_.FreeAt(f.placement, f.not_before_ms);
+    } else {
+      segments_.Free(f.placement);
+    }
+  }
+  if (!due.empty()) offload_cv_.notify_all();  // puts waiting for room
   if (tasks != nullptr) {
     const size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);
@@ -283,7 +271,7 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
       if (reps.empty()) {
-        it = EraseObject(shard, it, 0);
+        it = EraseObject(shard, it, 0, /*lost=*/true);
         ++dropped_objects;
       } else {
         ++it;
@@ -332,7 +320,7 @@ void MasterService::DropNode(const NodeInfo& node) {
                                 }),
                  reps.end());
       if (reps.empty()) {
-        it = EraseObject(shard, it, 0);
+        it = EraseObject(shard, it, 0, /*lost=*/true);
         ++lost;
       } else {
         ++it;
@@ -427,13 +415,19 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
                     std::chrono::milliseconds(config_.put_offload_wait_ms);
     bool waited = false;
     for (;;) {
-      uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
-      EvictBytes(std::max<uint64_t>(
-          size, uint64_t(config_.eviction_ratio * double(cap))));
+      // Evicted ranges become free once their nodes have applied the frees
+      // (a heartbeat round trip): evict again only if those will not do.
+      if (segments_.HeldBytes(SegmentKind::kMain) < size) {
+        uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
+        EvictBytes(std::max<uint64_t>(
+            size, uint64_t(config_.eviction_ratio * double(cap))));
+      }
       placements = segments_.Allocate(size, opts.replica_num,
                                       SegmentKind::kMain, preferred, excluded);
-      if (!placements.empty() || !config_.enable_offload ||
-          offloads_in_flight_.load() <= 0 ||
+      const bool room_coming =
+          (config_.enable_offload && offloads_in_flight_.load() > 0) ||
+          segments_.HeldBytes(SegmentKind::kMain) > 0;
+      if (!placements.empty() || !room_coming ||
           std::chrono::steady_clock::now() >= deadline) {
         break;
       }
@@ -467,7 +461,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
 
   ObjectMeta meta;
   meta.size = size;
-  meta.version = next_version_++;
+  meta.version = versions_.Next();
   meta.last_access_ms = now;
   meta.hard_pin = opts.hard_pin;
   if (opts.soft_pin) {
@@ -534,6 +528,7 @@ Status MasterService::PutEnd(const std::string& tenant,
     }
     auto [ins, ok] = shard.objects.emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+    NotePlaced(ins->first, ins->second);
     if (config_.enable_offload && !config_.offload_on_evict) {
       QueueOffload(shard, ins->first, ins->second);
     }
@@ -547,6 +542,7 @@ Status MasterService::PutEnd(const std::string& tenant,
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
+  NotePlaced(it->first, it->second);
   if (config_.enable_offload && !config_.offload_on_evict) {
     // Proactive offload: handed to the holder now (its heartbeat is a long
     // poll), so the SSD copy usually exists before eviction needs it.
@@ -746,7 +742,12 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
   auto& shard = objects_.ShardFor(okey);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.objects.find(okey);
-  if (it == shard.objects.end()) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  if (it == shard.objects.end()) {
+    // A node may still re-register a copy this master has not heard of yet
+    // (it just restarted): that copy is older than this remove.
+    floor_.Raise(ObjectKeyHash()(okey), versions_.Next());
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
+  }
   ObjectMeta& m = it->second;
   const int64_t now = clock_->NowMs();
   if (!force && m.LeaseLive(now)) {
@@ -806,6 +807,11 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
                                        const re2::RE2* key_regex) {
   int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
   if (tid < 0) return 0;
+  if (key_regex == nullptr && force) {
+    // Copies a node has yet to re-register are gone too.
+    std::lock_guard<std::mutex> lock(tenant_floor_mu_);
+    tenant_floor_[static_cast<uint32_t>(tid)] = versions_.Next();
+  }
   uint64_t removed = 0;
   const int64_t now = clock_->NowMs();
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
@@ -868,8 +874,14 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
   // Replicas count for `kind` by their segment; buffer segments are few.
   const std::vector<uint32_t> buffers =
       segments_.IdsOfKind(SegmentKind::kPrefetchBuffer);
+  // A closed segment (re-mounted, in its lease hold) takes no put however
+  // much of it is freed: its replicas are not evicted for room.
+  const std::vector<uint32_t> closed = segments_.ClosedIds();
   auto of_kind = [&](const Replica& r) {
     if (r.kind != ReplicaKind::kMemory) return false;
+    if (!closed.empty() &&
+        std::find(closed.begin(), closed.end(), r.segment) != closed.end())
+      return false;
     bool in_buffer =
         std::find(buffers.begin(), buffers.end(), r.segment) != buffers.end();
     return in_buffer == (kind == SegmentKind::kPrefetchBuffer);
@@ -1004,6 +1016,7 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
 void MasterService::Housekeep() {
   const int64_t now = clock_->NowMs();
   segments_.ReleaseDue(now);
+  ReopenSegments(now);
 
   const uint64_t pauses = nodes_.pauses_survived();
   for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000))

@@ -30,6 +30,8 @@
 #include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
+#include "master/version_clock.h"
+#include "master/version_floor.h"
 
 namespace re2 {
 class RE2;
@@ -117,6 +119,15 @@ struct DiskObjectIn {
   std::string tenant;
   std::string key;
   uint64_t size = 0;
+  uint64_t version = 0;  // 0: written before versions (or by an older node)
+};
+// A COMPLETE replica in a remounted node's DRAM directory.
+struct MemoryObjectIn {
+  std::string tenant;
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t version = 0;
 };
 
 // Counters of the promotion entry, all paths together. Invariant (tested):
@@ -143,12 +154,26 @@ class MasterService {
 
   // ---- segments and liveness ----
   // `remount`: the node served this memory under an earlier mount, so
-  // readers may hold leases this master never granted; the whole segment
-  // is held (placed in, by nothing) for default_kv_lease_ttl, after which
-  // every such lease has run out.
+  // readers may hold leases this master never granted; nothing new is
+  // placed in the segment (it is closed) for default_kv_lease_ttl, after
+  // which every such lease has run out. `keeps_dram_directory`: the node
+  // tracks its COMPLETE replicas from DramEvents (see NodeRegistry) and,
+  // after a remount, re-registers them (RegisterMemoryObjects); the segment
+  // stays closed until its last batch is in.
   Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false,
                                 bool pulls_promotions = false,
-                                bool remount = false);
+                                bool remount = false,
+                                bool keeps_dram_directory = false);
+  // A remounted node's directory of segment `segment_id`, in batches sorted
+  // by offset. Per object: OK = it is the key's value again, readable at
+  // once; OBJECT_ALREADY_EXISTS = the pool has a newer value;
+  // OBJECT_NOT_FOUND = the key was removed or replaced since (or a slot it
+  // shares with such a key was: a clean miss, never a stale value);
+  // INVALID_PARAMS = the range is not free or out of bounds. `done` ends
+  // the directory. SEGMENT_NOT_FOUND / CLIENT_NOT_FOUND for the whole call.
+  Result<std::vector<ErrorCode>> RegisterMemoryObjects(
+      const std::string& node_id, uint32_t segment_id,
+      const std::vector<MemoryObjectIn>& objects, bool done);
   // Random, new at each start; on every get reply, so clients drop leases
   // they cached from an earlier master.
   uint64_t incarnation() const { return incarnation_; }
@@ -160,8 +185,11 @@ class MasterService {
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
   // the node's queued tasks, waiting up to `wait_ms` for some.
+  // `dram_acked_seq`: the node applied every DramEvent up to it, so the
+  // ranges their frees held can be reused.
   Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0,
-                   size_t max_offload = 0, NodeTasks* tasks = nullptr);
+                   size_t max_offload = 0, NodeTasks* tasks = nullptr,
+                   uint64_t dram_acked_seq = 0);
 
   // ---- put ----
   Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant,
@@ -210,8 +238,8 @@ class MasterService {
   // pin at once.
   std::vector<ErrorCode> NotifyOffload(
       const std::string& node_id, const std::vector<OffloadResultIn>& results);
-  // A restarted node's SSD contents. OK = recorded; else drop the copy (the
-  // master already has a value for that key, which may differ).
+  // A restarted node's SSD contents, with the versions of the values. OK =
+  // recorded; else drop the copy (codes as for RegisterMemoryObjects).
   std::vector<ErrorCode> RegisterDiskObjects(
       const std::string& node_id, const std::vector<DiskObjectIn>& objects);
   // Two-phase SSD eviction: OK = the replica is gone from the master (or was
@@ -332,8 +360,24 @@ class MasterService {
   // Drops `okey` from shard.pending_puts once no put of it is in progress.
   // Caller holds shard.mu.
   void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey);
+  // `lost`: the object went with its last replica's node, not by a
+  // decision (remove, eviction, replacement), so a copy of the same version
+  // that comes back may be registered again.
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
-                                  int64_t not_before_ms);
+                                  int64_t not_before_ms, bool lost = false);
+  // Tells the directories of the nodes holding `m`'s COMPLETE memory
+  // replicas (or only `only`) that they now hold this value (shard lock
+  // held).
+  void NotePlaced(const ObjectKey& key, const ObjectMeta& m,
+                  const Replica* only = nullptr);
+  // Whether a re-registered copy of `version` may become `key`'s value
+  // (shard lock held); on OK, `*attach_to` is the existing object with that
+  // very version (the copy is another replica of it), or end().
+  ErrorCode AdmitCopy(Shard& shard, const ObjectKey& key, uint64_t version,
+                      uint64_t size, ObjectMap::iterator* attach_to);
+  // Opens the segments closed at remount whose lease hold has ended and
+  // whose directory is in.
+  void ReopenSegments(int64_t now);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).
@@ -377,7 +421,18 @@ class MasterService {
   ObjectStore objects_;
   FrequencySketch sketch_;
 
-  std::atomic<uint64_t> next_version_{1};
+  VersionClock versions_;
+  VersionFloor floor_;
+  // Per tenant id: versions below this were removed by remove_all, whether
+  // or not the master knew the key then (a restart's re-registration).
+  std::mutex tenant_floor_mu_;
+  std::unordered_map<uint32_t, uint64_t> tenant_floor_;
+  struct ClosedSegment {
+    int64_t reopen_at_ms = 0;
+    bool awaiting_directory = false;
+  };
+  std::mutex closed_mu_;
+  std::unordered_map<uint32_t, ClosedSegment> closed_;
   std::atomic<uint64_t> next_task_id_{1};
   std::atomic<uint64_t> evicted_objects_{0};
   std::atomic<uint64_t> evicted_bytes_{0};

@@ -21,9 +21,13 @@ void CountPendingRead(ObjectMeta& m) {
 }  // namespace
 
 MasterService::ObjectMap::iterator MasterService::EraseObject(
-    Shard& shard, ObjectMap::iterator it, int64_t not_before_ms) {
+    Shard& shard, ObjectMap::iterator it, int64_t not_before_ms, bool lost) {
   const int64_t now = clock_->NowMs();
   ObjectKeyView kv{it->first.tenant, it->first.key};
+  // No copy older than what ends here may come back; a lost value itself
+  // may (its node was only declared dead, and may hold it still).
+  floor_.Raise(ObjectKeyHash()(kv),
+               lost ? it->second.version : versions_.Next());
   auto off = shard.offloads.find(kv);
   if (off != shard.offloads.end()) {
     // The holder may be copying this memory to its SSD right now.
@@ -259,6 +263,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     return out;
   }
   const int64_t now = clock_->NowMs();
+  uint64_t taken = 0;
   for (size_t i = 0; i < objects.size(); ++i) {
     const auto& o = objects[i];
     if (!ValidateKey(o.key).ok() || o.size == 0) {
@@ -269,20 +274,29 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     auto& shard = objects_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(key);
-    if (it == shard.objects.end()) {
+    if (it != shard.objects.end() && it->second.HasDiskOn(*idx) &&
+        it->second.size == o.size &&
+        (o.version == 0 || it->second.version == o.version)) {
+      continue;  // registered before (a repeated registration)
+    }
+    ObjectMap::iterator attach;
+    out[i] = AdmitCopy(shard, key, o.version, o.size, &attach);
+    if (out[i] != ErrorCode::OK) continue;
+    Replica rep{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete};
+    if (attach != shard.objects.end()) {
+      attach->second.replicas.push_back(rep);
+    } else {
       ObjectMeta m;
       m.size = o.size;
-      m.version = next_version_++;
+      m.version = o.version != 0 ? o.version : versions_.Next();
       m.last_access_ms = now;
-      m.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk,
-                                   ReplicaStatus::kComplete});
+      m.replicas.push_back(rep);
       shard.objects.emplace(std::move(key), std::move(m));
-    } else if (!(it->second.HasDiskOn(*idx) && it->second.size == o.size)) {
-      // The pool already has a value for this key, which may not be the
-      // bytes on this SSD: never attach a copy that might differ.
-      out[i] = ErrorCode::OBJECT_ALREADY_EXISTS;
     }
+    ++taken;
   }
+  metrics_.GetCounter("kvpool_master_reregistered_total", "tier=\"disk\"")
+      .Inc(taken);
   return out;
 }
 
@@ -453,6 +467,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   m.replicas.insert(m.replicas.begin(),
                     Replica{staged.offset, staged.segment, staged.handle,
                             ReplicaKind::kMemory, ReplicaStatus::kComplete});
+  NotePlaced(it->first, m, &m.replicas.front());
   const int64_t now = clock_->NowMs();
   m.last_access_ms = now;
   if (state.from_prefetch && state.get_before_landing) {

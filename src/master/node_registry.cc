@@ -8,7 +8,8 @@ namespace kvpool {
 uint32_t NodeRegistry::Register(const std::string& node_id,
                                 const std::string& data_endpoint,
                                 const std::string& host_id, bool ssd_enabled,
-                                bool pulls_promotions) {
+                                bool pulls_promotions,
+                                bool keeps_dram_directory) {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = std::make_shared<NodeInfo>();
   info->node_id = node_id;
@@ -16,6 +17,7 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
   info->host_id = host_id;
   info->ssd_enabled = ssd_enabled;
   info->pulls_promotions = pulls_promotions;
+  info->keeps_dram_directory = keeps_dram_directory;
   auto it = by_id_.find(node_id);
   if (it != by_id_.end()) {
     Entry& e = nodes_[it->second];
@@ -124,6 +126,8 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
       if (now - it->second.last_seen_ms > ttl_ms) {
         dead.push_back(it->second.info);
         offload_queued_ -= it->second.offloads.size();
+        // Its segments are unmounted: the held ranges go with them.
+        dram_events_queued_ -= it->second.dram_events.size();
         if (it->second.unreachable) --unreachable_;
         by_id_.erase(it->second.info->node_id);
         it = nodes_.erase(it);
@@ -134,6 +138,70 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
   }
   cv_.notify_all();  // a poll of a dead node returns (and finds it unknown)
   return dead;
+}
+
+void NodeRegistry::PushDramPlaced(uint32_t index, DramEventMsg ev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end() || !it->second.info->keeps_dram_directory) return;
+    Entry& e = it->second;
+    ev.seq = e.dram_next_seq++;
+    ev.placed = true;
+    e.dram_events.push_back(std::move(ev));
+    ++dram_events_queued_;
+  }
+  cv_.notify_all();
+}
+
+bool NodeRegistry::PushDramFreed(uint32_t index, const Placement& p,
+                                 int64_t not_before_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end() || !it->second.info->keeps_dram_directory)
+      return false;
+    Entry& e = it->second;
+    DramEventMsg ev;
+    ev.seq = e.dram_next_seq++;
+    ev.placed = false;
+    ev.segment = p.segment;
+    ev.offset = p.offset;
+    e.dram_frees.push_back({ev.seq, DueFree{p, not_before_ms}});
+    e.dram_events.push_back(std::move(ev));
+    ++dram_events_queued_;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
+                                           uint64_t acked_seq) {
+  std::vector<DueFree> due;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_id_.find(node_id);
+  if (id == by_id_.end()) return due;
+  Entry& e = nodes_[id->second];
+  if (!e.info->keeps_dram_directory) return due;
+  // An ack beyond what was issued is from an earlier registration: ignore.
+  if (acked_seq >= e.dram_next_seq) return due;
+  if (acked_seq > e.dram_acked) e.dram_acked = acked_seq;
+  while (!e.dram_events.empty() && e.dram_events.front().seq <= e.dram_acked) {
+    e.dram_events.pop_front();
+    --dram_events_queued_;
+  }
+  while (!e.dram_frees.empty() && e.dram_frees.front().seq <= e.dram_acked) {
+    due.push_back(e.dram_frees.front().free);
+    e.dram_frees.pop_front();
+  }
+  // A hand-over the node never applied (the reply was lost): send again.
+  if (acked_seq < e.dram_sent) e.dram_sent = e.dram_acked;
+  return due;
+}
+
+size_t NodeRegistry::dram_events_queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dram_events_queued_;
 }
 
 void NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
@@ -178,9 +246,10 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     if (id == by_id_.end()) return nullptr;
     Entry& e = nodes_[id->second];
     if (e.info->pulls_promotions) max_promotion = 0;
-    bool work = (max_offload > 0 && !e.offloads.empty()) ||
-                (max_promotion > 0 && !e.promotions.empty()) ||
-                !e.drops.empty();
+    bool work =
+        (max_offload > 0 && !e.offloads.empty()) ||
+        (max_promotion > 0 && !e.promotions.empty()) || !e.drops.empty() ||
+        (!e.dram_events.empty() && e.dram_events.back().seq > e.dram_sent);
     return work ? &e : nullptr;
   };
   if (wait_ms > 0) {
@@ -193,6 +262,12 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
   while (!e->drops.empty()) {
     out->disk_drops.push_back(std::move(e->drops.front()));
     e->drops.pop_front();
+  }
+  for (const auto& ev : e->dram_events) {
+    if (ev.seq <= e->dram_sent) continue;
+    if (out->dram_events.size() >= kMaxDramEventsPerTake) break;
+    out->dram_events.push_back(ev);
+    e->dram_sent = ev.seq;
   }
   while (max_offload-- > 0 && !e->offloads.empty()) {
     out->offloads.push_back(std::move(e->offloads.front()));

@@ -23,6 +23,7 @@
 #include "common/deadline_queue.h"
 #include "master/liveness_clock.h"
 #include "master/object_store.h"
+#include "master/segment_manager.h"
 
 namespace kvpool {
 
@@ -35,6 +36,9 @@ struct NodeInfo {
   // Runs a promotion pull thread: promotions wait for PullPromotionTasks
   // instead of riding the heartbeat.
   bool pulls_promotions = false;
+  // Keeps a directory of its COMPLETE DRAM replicas (fed by DramEvents) and
+  // re-registers it after a remount.
+  bool keeps_dram_directory = false;
 };
 
 struct OffloadTaskMsg {
@@ -67,6 +71,24 @@ struct DiskDropMsg {
   std::string key;
 };
 
+// A change to a node's DRAM directory (see rpc::DramEvent).
+struct DramEventMsg {
+  uint64_t seq = 0;  // set by the registry
+  bool placed = false;
+  uint32_t segment = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string tenant;
+  std::string key;
+  uint64_t version = 0;
+};
+
+// A range whose release waits for the node to apply the event freeing it.
+struct DueFree {
+  Placement placement;
+  int64_t not_before_ms = 0;
+};
+
 struct NodeTasks {
   std::vector<OffloadTaskMsg> offloads;
   std::vector<PromotionTaskMsg> promotions;
@@ -74,6 +96,9 @@ struct NodeTasks {
   // drop of an old value must reach the node before a later copy of the
   // key's new value could.
   std::vector<DiskDropMsg> disk_drops;
+  // Every directory event the node has not acknowledged, in order (those
+  // sent before are sent again if the node's ack says they were lost).
+  std::vector<DramEventMsg> dram_events;
 };
 
 class NodeRegistry {
@@ -88,7 +113,8 @@ class NodeRegistry {
   uint32_t Register(const std::string& node_id,
                     const std::string& data_endpoint,
                     const std::string& host_id, bool ssd_enabled,
-                    bool pulls_promotions = false);
+                    bool pulls_promotions = false,
+                    bool keeps_dram_directory = false);
   // Marks the node alive (and reachable again); false if unknown.
   bool Touch(const std::string& node_id);
   // A client could not reach the node's data plane: placement avoids it
@@ -110,6 +136,18 @@ class NodeRegistry {
   // caller releases the pins).
   std::vector<std::shared_ptr<const NodeInfo>> ExpireSilent(int64_t ttl_ms);
 
+  // Directory events of a node that keeps_dram_directory (ignored for
+  // others and unknown nodes). A freed range is handed back by AckDram only
+  // once the node has applied the event, so a range the node's directory
+  // names is never reused while the directory still names it. False (the
+  // caller frees the range itself) when the node keeps no directory.
+  void PushDramPlaced(uint32_t index, DramEventMsg ev);
+  bool PushDramFreed(uint32_t index, const Placement& p, int64_t not_before_ms);
+  // The node applied every event up to `acked_seq`: the ranges their frees
+  // held, to release now (or at their not_before).
+  std::vector<DueFree> AckDram(const std::string& node_id, uint64_t acked_seq);
+  // Events queued and not yet acknowledged, over all nodes.
+  size_t dram_events_queued() const;
   void PushOffload(uint32_t index, OffloadTaskMsg task);
   void PushDiskDrop(uint32_t index, DiskDropMsg drop);
   // Earliest deadline first among tasks with one, then FIFO. False (the
@@ -141,7 +179,19 @@ class NodeRegistry {
     std::deque<OffloadTaskMsg> offloads;
     std::deque<DiskDropMsg> drops;
     DeadlineQueue<PromotionTaskMsg> promotions;
+    // Directory events with seq > dram_acked, oldest first; those up to
+    // dram_sent have been handed over.
+    std::deque<DramEventMsg> dram_events;
+    uint64_t dram_next_seq = 1;
+    uint64_t dram_acked = 0;
+    uint64_t dram_sent = 0;
+    struct HeldFree {
+      uint64_t seq;
+      DueFree free;
+    };
+    std::deque<HeldFree> dram_frees;
   };
+  static constexpr size_t kMaxDramEventsPerTake = 4096;
   LivenessClock liveness_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -149,6 +199,7 @@ class NodeRegistry {
   std::unordered_map<uint32_t, Entry> nodes_;
   uint32_t next_index_ = 1;
   size_t offload_queued_ = 0;
+  size_t dram_events_queued_ = 0;
   size_t unreachable_ = 0;  // entries with `unreachable` set
   bool waking_ = false;
 };

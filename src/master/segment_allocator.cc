@@ -210,6 +210,87 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::Allocate(
   };
 }
 
+std::optional<SegmentAllocator::Allocation> SegmentAllocator::AllocateAt(
+    uint64_t offset, uint64_t size) {
+  if (size == 0 || size > capacity_ || (offset & (alignment_ - 1)) != 0 ||
+      offset > capacity_ - ((size + alignment_ - 1) & ~(alignment_ - 1))) {
+    return std::nullopt;
+  }
+  const uint64_t bytes = (size + alignment_ - 1) & ~(alignment_ - 1);
+  auto contains = [&](uint32_t i) {
+    return i != kNil && i < nodes_.size() &&
+           nodes_[i].state != State::kUnused && nodes_[i].offset <= offset &&
+           offset < nodes_[i].offset + BlockSize(i);
+  };
+  uint32_t index = contains(at_hint_) ? at_hint_ : kNil;
+  if (index == kNil) {
+    // Slot 1 is the block at offset 0 for the allocator's whole life: a
+    // merge always keeps the lower block and a split the lower part.
+    for (uint32_t i = capacity_ > 0 ? 1 : kNil; i != kNil;
+         i = nodes_[i].next_phys) {
+      if (contains(i)) {
+        index = i;
+        break;
+      }
+    }
+  }
+  if (index == kNil || nodes_[index].state != State::kFree) return std::nullopt;
+  const uint64_t start = nodes_[index].offset;
+  const uint64_t end = start + BlockSize(index);
+  if (offset + bytes > end) return std::nullopt;
+
+  // Both node slots first, so running out of them changes nothing.
+  uint32_t mid = kNil;
+  uint32_t tail = kNil;
+  if (offset > start && (mid = NewNode()) == kNil) return std::nullopt;
+  if (offset + bytes < end && (tail = NewNode()) == kNil) {
+    if (mid != kNil) ReleaseNode(mid);
+    return std::nullopt;
+  }
+  RemoveFree(index);
+  uint32_t taken = index;
+  if (mid != kNil) {
+    // [start, offset) stays free in `index`; `mid` is the allocation.
+    Node& m = nodes_[mid];
+    m.offset = offset;
+    m.prev_phys = index;
+    m.next_phys = nodes_[index].next_phys;
+    if (m.next_phys != kNil) nodes_[m.next_phys].prev_phys = mid;
+    nodes_[index].next_phys = mid;
+    taken = mid;
+  }
+  if (tail != kNil) {
+    Node& t = nodes_[tail];
+    t.offset = offset + bytes;
+    t.prev_phys = taken;
+    t.next_phys = nodes_[taken].next_phys;
+    if (t.next_phys != kNil) nodes_[t.next_phys].prev_phys = tail;
+    nodes_[taken].next_phys = tail;
+  }
+  // Bins are chosen by size, so the free parts go in once their sizes hold.
+  if (mid != kNil) InsertFree(index);
+  if (tail != kNil) InsertFree(tail);
+  at_hint_ = tail;
+  Node& n = nodes_[taken];
+  n.state = State::kAllocated;
+  used_ += bytes;
+  ++live_;
+  return Allocation{
+      .offset = n.offset,
+      .size = bytes,
+      .handle = (uint32_t{n.generation} << kIndexBits) | taken,
+  };
+}
+
+uint64_t SegmentAllocator::SizeOf(uint32_t handle) const {
+  const uint32_t index = handle & kIndexMask;
+  if (index == kNil || index >= nodes_.size()) return 0;
+  const Node& n = nodes_[index];
+  if (n.state != State::kAllocated || n.generation != (handle >> kIndexBits))
+    return 0;
+  return BlockSize(index);
+}
+
 bool SegmentAllocator::Free(uint32_t handle) {
   const uint32_t index = handle & kIndexMask;
   if (index == kNil || index >= nodes_.size()) return false;

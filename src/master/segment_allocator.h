@@ -30,10 +30,18 @@ class SegmentAllocator {
 
   // nullopt when no free range of `size` exists (or size == 0 or > capacity).
   std::optional<Allocation> Allocate(uint64_t size);
+  // Allocates exactly [offset, offset + size rounded up): nullopt unless the
+  // offset is aligned and the whole range is free. For rebuilding a segment's
+  // allocations from a directory; O(1) when called in increasing offset
+  // order on a segment that is free past the last call, else a walk over the
+  // segment's blocks.
+  std::optional<Allocation> AllocateAt(uint64_t offset, uint64_t size);
   // Releases an allocation. Freeing an unknown or already-free handle is a
   // no-op that returns false (never corrupts the free lists).
   bool Free(uint32_t handle);
 
+  // Bytes reserved by a live allocation; 0 for an unknown or freed handle.
+  uint64_t SizeOf(uint32_t handle) const;
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const { return used_; }
   uint64_t free_bytes() const { return capacity_ - used_; }
@@ -98,6 +106,7 @@ class SegmentAllocator {
 
   std::vector<Node> nodes_;      // [0] is the kNil sentinel
   uint32_t unused_head_ = kNil;  // recycled slots, linked by next_free
+  uint32_t at_hint_ = kNil;      // the free tail AllocateAt left last
   uint64_t fl_bitmap_ = 0;       // bit f: some bin of class f is non-empty
   uint32_t sl_bitmap_[kFlCount] = {};       // bit s: bin (f, s) is non-empty
   uint32_t bins_[kFlCount][kSlCount] = {};  // head of each bin, or kNil

@@ -376,6 +376,79 @@ TEST(SegmentAllocatorTest, RandomizedStressAgainstModel) {
   }
 }
 
+TEST(SegmentAllocatorTest, AllocateAtRebuildsAKnownLayout) {
+  SegmentAllocator alloc(1 * kMiB);
+  // A directory replayed in offset order, with gaps between the ranges.
+  std::vector<SegmentAllocator::Allocation> got;
+  for (uint64_t off : {uint64_t{0}, 4 * kKiB, 64 * kKiB, 512 * kKiB}) {
+    auto a = alloc.AllocateAt(off, 3000);
+    ASSERT_TRUE(a.has_value()) << off;
+    EXPECT_EQ(a->offset, off);
+    EXPECT_EQ(a->size, RoundUp(3000, 64));
+    got.push_back(*a);
+  }
+  EXPECT_EQ(alloc.used(), 4 * RoundUp(3000, 64));
+  // Taken, overlapping, unaligned, or past the end: refused, nothing changes.
+  EXPECT_FALSE(alloc.AllocateAt(0, 64).has_value());
+  EXPECT_FALSE(alloc.AllocateAt(4 * kKiB - 64, 128).has_value());
+  EXPECT_FALSE(alloc.AllocateAt(100 * kKiB + 1, 64).has_value());
+  EXPECT_FALSE(alloc.AllocateAt(1 * kMiB - 64, 128).has_value());
+  EXPECT_FALSE(alloc.AllocateAt(0, 0).has_value());
+  EXPECT_EQ(alloc.allocation_count(), 4u);
+  // Out of order (a walk) into a gap, then the gaps serve Allocate.
+  auto back = alloc.AllocateAt(8 * kKiB, 64);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->offset, 8 * kKiB);
+  auto any = alloc.Allocate(256 * kKiB);
+  ASSERT_TRUE(any.has_value());
+  EXPECT_TRUE(any->offset >= 512 * kKiB + RoundUp(3000, 64) ||
+              any->offset + any->size <= 512 * kKiB);
+  for (const auto& a : got) EXPECT_TRUE(alloc.Free(a.handle));
+  EXPECT_TRUE(alloc.Free(back->handle));
+  EXPECT_TRUE(alloc.Free(any->handle));
+  // Everything coalesces back into one block.
+  EXPECT_EQ(alloc.used(), 0u);
+  EXPECT_EQ(alloc.LargestFree(), 1 * kMiB);
+}
+
+TEST(SegmentAllocatorTest, AllocateAtAgreesWithAModelUnderRandomUse) {
+  constexpr uint64_t kCap = 4 * kMiB;
+  SegmentAllocator alloc(kCap, 4 * kKiB);
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> live;  // off -> size, h
+  std::mt19937_64 rng(11);
+  auto overlaps = [&](uint64_t off, uint64_t size) {
+    auto it = live.upper_bound(off);
+    if (it != live.end() && it->first < off + size) return true;
+    if (it != live.begin()) {
+      --it;
+      if (it->first + it->second.first > off) return true;
+    }
+    return false;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t size = (rng() % 16 + 1) * 4 * kKiB;
+    const int op = static_cast<int>(rng() % 3);
+    if (op == 0 && !live.empty()) {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      ASSERT_TRUE(alloc.Free(it->second.second));
+      live.erase(it);
+    } else if (op == 1) {
+      const uint64_t off = (rng() % (kCap / (4 * kKiB))) * 4 * kKiB;
+      const bool fits = off + size <= kCap && !overlaps(off, size);
+      auto a = alloc.AllocateAt(off, size);
+      ASSERT_EQ(a.has_value(), fits) << off << " " << size;
+      if (a) live[off] = {size, a->handle};
+    } else if (auto a = alloc.Allocate(size)) {
+      ASSERT_FALSE(overlaps(a->offset, a->size));
+      live[a->offset] = {a->size, a->handle};
+    }
+  }
+  uint64_t used = 0;
+  for (const auto& [off, v] : live) used += v.first;
+  EXPECT_EQ(alloc.used(), used);
+}
+
 TEST(SegmentAllocatorTest, FreedHolesAreReusable) {
   SegmentAllocator alloc(32 * kMiB);
   std::mt19937 rng(5);

@@ -74,7 +74,9 @@ std::vector<Placement> SegmentManager::Allocate(
   {
     std::shared_lock lock(mu_);
     for (const auto& [id, seg] : segments_) {
-      if (seg->info.kind != kind || seg->info.capacity < size) continue;
+      if (seg->info.kind != kind || seg->info.capacity < size ||
+          seg->closed.load())
+        continue;
       if (std::find(excluded_nodes.begin(), excluded_nodes.end(),
                     seg->info.node_id) != excluded_nodes.end())
         continue;
@@ -152,8 +154,8 @@ SegmentUsage SegmentManager::Usage(SegmentKind kind) const {
   std::shared_lock lock(mu_);
   SegmentUsage u;
   for (const auto& [id, seg] : segments_) {
-    if (seg->info.kind != kind) continue;
-    u.used += seg->used.load();
+    if (seg->info.kind != kind || seg->closed.load()) continue;
+    u.used += seg->counted_used();
     u.capacity += seg->info.capacity;
   }
   return u;
@@ -164,8 +166,10 @@ SegmentUsage SegmentManager::UsageOf(SegmentKind kind,
   std::shared_lock lock(mu_);
   SegmentUsage u;
   for (const auto& [id, seg] : segments_) {
-    if (seg->info.kind != kind || seg->info.node_id != node_id) continue;
-    u.used += seg->used.load();
+    if (seg->info.kind != kind || seg->info.node_id != node_id ||
+        seg->closed.load())
+      continue;
+    u.used += seg->counted_used();
     u.capacity += seg->info.capacity;
   }
   return u;
@@ -196,6 +200,60 @@ std::vector<Placement> SegmentManager::AllocateAllOf(uint32_t id) {
   return out;
 }
 
+std::optional<Placement> SegmentManager::AllocateAt(uint32_t id,
+                                                    uint64_t offset,
+                                                    uint64_t size) {
+  auto seg = Find(id);
+  if (!seg) return std::nullopt;
+  std::lock_guard<std::mutex> lock(seg->mu);
+  auto a = seg->alloc.AllocateAt(offset, size);
+  if (!a) return std::nullopt;
+  seg->used.store(seg->alloc.used());
+  return Placement{id, a->handle, a->offset};
+}
+
+void SegmentManager::SetClosed(uint32_t id, bool closed) {
+  if (auto seg = Find(id)) seg->closed.store(closed);
+}
+
+void SegmentManager::Hold(const Placement& p) {
+  auto seg = Find(p.segment);
+  if (!seg) return;
+  std::lock_guard<std::mutex> lock(seg->mu);
+  seg->held += seg->alloc.SizeOf(p.handle);
+}
+
+void SegmentManager::Unhold(const Placement& p) {
+  auto seg = Find(p.segment);
+  if (!seg) return;
+  std::lock_guard<std::mutex> lock(seg->mu);
+  const uint64_t n = seg->alloc.SizeOf(p.handle);
+  seg->held -= std::min<uint64_t>(n, seg->held.load());
+}
+
+uint64_t SegmentManager::HeldBytes(SegmentKind kind) const {
+  std::shared_lock lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind == kind) n += seg->held.load();
+  }
+  return n;
+}
+
+std::vector<uint32_t> SegmentManager::ClosedIds() const {
+  std::shared_lock lock(mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->closed.load()) out.push_back(id);
+  }
+  return out;
+}
+
+bool SegmentManager::IsClosed(uint32_t id) const {
+  auto seg = Find(id);
+  return seg && seg->closed.load();
+}
+
 std::optional<Placement> SegmentManager::AllocateOn(
     uint64_t size, SegmentKind kind, const std::string& node_id) {
   std::vector<std::shared_ptr<Segment>> candidates;
@@ -203,7 +261,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
     std::shared_lock lock(mu_);
     for (const auto& [id, seg] : segments_) {
       if (seg->info.kind == kind && seg->info.node_id == node_id &&
-          seg->info.capacity >= size)
+          seg->info.capacity >= size && !seg->closed.load())
         candidates.push_back(seg);
     }
   }

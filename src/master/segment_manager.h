@@ -97,6 +97,23 @@ class SegmentManager {
   // Allocates one replica only in segments of `kind` on `node_id`.
   std::optional<Placement> AllocateOn(uint64_t size, SegmentKind kind,
                                       const std::string& node_id);
+  // Allocates exactly [offset, offset + size) of segment `id` (a replica
+  // re-registered from the node's directory); nullopt if the segment is
+  // unknown or the range is not free.
+  std::optional<Placement> AllocateAt(uint32_t id, uint64_t offset,
+                                      uint64_t size);
+  // A closed segment takes no new allocation (Allocate, AllocateOn) and is
+  // left out of Usage, so eviction neither counts on its room nor evicts
+  // for it; AllocateAt and Free still work. Segments mount open.
+  void SetClosed(uint32_t id, bool closed);
+  bool IsClosed(uint32_t id) const;
+  std::vector<uint32_t> ClosedIds() const;
+  // A range the master has let go of but may not reuse yet (its node has
+  // still to apply the free): allocated, yet left out of Usage's `used`,
+  // since it becomes free without any more eviction. Unhold before freeing.
+  void Hold(const Placement& p);
+  void Unhold(const Placement& p);
+  uint64_t HeldBytes(SegmentKind kind) const;
   // Allocates every free byte of segment `id` (a few ranges at most): a
   // hold that the caller frees, e.g. through FreeAt. Empty if unknown.
   std::vector<Placement> AllocateAllOf(uint32_t id);
@@ -113,6 +130,12 @@ class SegmentManager {
     std::mutex mu;
     SegmentAllocator alloc;
     std::atomic<uint64_t> used{0};
+    std::atomic<bool> closed{false};
+    std::atomic<uint64_t> held{0};  // bytes of Hold()
+    uint64_t counted_used() const {
+      const uint64_t u = used.load(), h = held.load();
+      return u > h ? u - h : 0;
+    }
   };
   std::shared_ptr<Segment> Find(uint32_t id) const;
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 
 #include "common/host_id.h"
@@ -199,6 +200,7 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   req.set_ssd_enabled(ssd_ != nullptr);
   req.set_pulls_promotions(ssd_ != nullptr && config_.promotion_pull);
   req.set_remount(id->load() != 0);
+  req.set_keeps_dram_directory(config_.dram_directory);
   rpc::MountSegmentResponse resp;
   if (Status s =
           master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);
@@ -217,6 +219,9 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
 }
 
 Status Node::Mount() {
+  // A new registration at the master numbers its events from 1 again.
+  directory_.ResetSequence();
+  const bool remount = segment_id_.load() != 0;
   if (Status s = MountOne(*segment_, rpc::MAIN, &segment_id_); !s.ok())
     return s;
   if (buffer_) {
@@ -224,9 +229,85 @@ Status Node::Mount() {
         !s.ok())
       return s;
   }
+  if (remount && config_.dram_directory) {
+    // What DRAM still holds comes back before the SSD's copies, so a value
+    // in both places is one object with two replicas.
+    directory_pending_[0] = !RegisterDirectory(0, *segment_, segment_id_);
+    if (buffer_)
+      directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
+  }
   // What the SSD holds survives a master restart or our own: tell the pool.
   if (ssd_) ssd_->RegisterWithMaster();
   return Status::OK();
+}
+
+std::optional<DramDirectory::SlotView> Node::ResolveSlot(
+    uint64_t segment_id) const {
+  if (segment_id != 0 && segment_id == segment_id_.load()) {
+    return DramDirectory::SlotView{
+        0, {static_cast<const uint8_t*>(segment_->data()), segment_->size()}};
+  }
+  if (buffer_ && segment_id != 0 && segment_id == buffer_id_.load()) {
+    return DramDirectory::SlotView{
+        1, {static_cast<const uint8_t*>(buffer_->data()), buffer_->size()}};
+  }
+  return std::nullopt;
+}
+
+bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<DramDirectory::Entry> entries = directory_.Verified(
+      slot, {static_cast<const uint8_t*>(seg.data()), seg.size()});
+  constexpr size_t kBatch = 4096;
+  size_t refused = 0;
+  size_t start = 0;
+  do {
+    const size_t end = std::min(entries.size(), start + kBatch);
+    rpc::RegisterMemoryObjectsRequest req;
+    req.set_node_id(config_.node_id);
+    req.set_segment_id(id);
+    for (size_t i = start; i < end; ++i) {
+      auto* o = req.add_objects();
+      o->set_tenant(entries[i].tenant);
+      o->set_key(entries[i].key);
+      o->set_offset(entries[i].offset);
+      o->set_size(entries[i].size);
+      o->set_version(entries[i].version);
+    }
+    req.set_done(end == entries.size());
+    rpc::RegisterMemoryObjectsResponse resp;
+    Status s = master_->Call(&rpc::MasterService::Stub::RegisterMemoryObjects,
+                             req, &resp);
+    if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      return true;  // an older master (UNIMPLEMENTED): it sent no events
+    }
+    if (!s.ok() || resp.error_code() != 0) {
+      spdlog::warn("node {}: re-registering DRAM objects failed: {}",
+                   config_.node_id,
+                   s.ok() ? ErrorCodeName(ErrorCodeFromInt(resp.error_code()))
+                          : s.ToString());
+      return false;
+    }
+    for (size_t i = start; i < end; ++i) {
+      const int j = static_cast<int>(i - start);
+      if (j >= resp.error_codes_size() || resp.error_codes(j) != 0) {
+        directory_.Forget(slot, entries[i].offset);
+        ++refused;
+      }
+    }
+    start = end;
+  } while (start < entries.size());
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  metrics_.GetCounter("kvpool_node_dram_reregistered_total")
+      .Inc(entries.size() - refused);
+  spdlog::info(
+      "node {}: re-registered {} DRAM objects of segment {} in {:.1f} ms ({} "
+      "refused, {} checksum mismatches so far)",
+      config_.node_id, entries.size() - refused, id, ms, refused,
+      directory_.checksum_mismatches());
+  return true;
 }
 
 void Node::HeartbeatLoop() {
@@ -245,6 +326,7 @@ void Node::HeartbeatLoop() {
     req.set_node_id(config_.node_id);
     req.set_wait_ms(static_cast<uint32_t>(config_.heartbeat_interval_ms));
     req.set_max_offload_tasks(ssd_ ? 256 : 0);
+    req.set_dram_acked_seq(directory_.applied_seq());
     rpc::HeartbeatResponse resp;
     auto started = std::chrono::steady_clock::now();
     grpc::ClientContext ctx;
@@ -260,15 +342,25 @@ void Node::HeartbeatLoop() {
       hb_ctx_ = nullptr;
     }
     if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
-      // The master forgot us (restart or declared dead). What was in the
-      // segment is no longer indexed anywhere, so it is safe to reuse.
+      // The master forgot us (restart or declared dead): mount again and
+      // hand it the directory of what our DRAM still holds.
       spdlog::warn("node {}: master does not know us; mounting again",
                    config_.node_id);
       if (Status m = Mount(); !m.ok())
         spdlog::warn("remount failed: {}", m.ToString());
     } else if (!s.ok()) {
       metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
-    } else if (ssd_) {
+    } else {
+      if (resp.dram_events_size() > 0) {
+        directory_.Apply(resp.dram_events(),
+                         [this](uint64_t id) { return ResolveSlot(id); });
+      }
+      if (directory_pending_[0])
+        directory_pending_[0] = !RegisterDirectory(0, *segment_, segment_id_);
+      if (directory_pending_[1] && buffer_)
+        directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
+    }
+    if (s.ok() && resp.error_code() == 0 && ssd_) {
       // Drops first: they are older than any offload of the same response.
       ssd_->DropRecords(resp.disk_drops());
       ssd_->EnqueueOffloads(resp.offload_tasks());
@@ -279,7 +371,7 @@ void Node::HeartbeatLoop() {
     // master that does not hold the poll), never a hand-over.
     bool had_work = resp.offload_tasks_size() > 0 ||
                     resp.promotion_tasks_size() > 0 ||
-                    resp.disk_drops_size() > 0;
+                    resp.disk_drops_size() > 0 || resp.dram_events_size() > 0;
     auto elapsed = std::chrono::steady_clock::now() - started;
     auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
     if (!had_work && elapsed < period && !stopping_)

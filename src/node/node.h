@@ -17,6 +17,7 @@
 #include "client/master_client.h"
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
+#include "node/dram_directory.h"
 #include "node/node_config.h"
 #include "node/ssd_tier.h"
 #include "transport/segment_table.h"
@@ -50,12 +51,17 @@ class Node {
   MetricsRegistry& metrics() { return metrics_; }
   // The SSD tier, or nullptr when enable_ssd_offload is off.
   SsdTier* ssd() { return ssd_.get(); }
+  const DramDirectory& directory() const { return directory_; }
   std::string StatusJson() const;
 
  private:
   Status Mount();
   Status MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
                   std::atomic<uint64_t>* id);
+  // After a remount: hands the directory of one segment to the master;
+  // false if the master could not be told (tried again next beat).
+  bool RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id);
+  std::optional<DramDirectory::SlotView> ResolveSlot(uint64_t segment_id) const;
   void HeartbeatLoop();
 
   NodeConfig config_;
@@ -71,6 +77,9 @@ class Node {
   std::atomic<uint64_t> segment_id_{0};
   std::atomic<uint64_t> buffer_id_{0};
   std::atomic<bool> hb_paused_{false};
+  DramDirectory directory_;
+  // Slots whose directory the master still has to hear (heartbeat thread).
+  bool directory_pending_[DramDirectory::kSlots] = {false, false};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -20,6 +20,10 @@ struct NodeConfig {
   int64_t heartbeat_interval_ms = 1000;
   int data_threads = 2;
   int rpc_timeout_ms = 5000;
+  // Keep a directory of this node's COMPLETE DRAM replicas (fed by the
+  // master) and re-register it when the master restarts or after this node
+  // was declared dead, so those values survive (docs/failure_model.md).
+  bool dram_directory = true;
 
   // ---- SSD tier (off by default) ----
   bool enable_ssd_offload = false;

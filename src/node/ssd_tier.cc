@@ -126,6 +126,7 @@ void SsdTier::RegisterWithMaster() {
       o->set_tenant(all[i].tenant);
       o->set_key(all[i].key);
       o->set_size(all[i].size);
+      o->set_version(all[i].object_version);
     }
     rpc::RegisterDiskObjectsResponse resp;
     if (Status s = master_->Call(&Stub::RegisterDiskObjects, req, &resp);
@@ -137,7 +138,8 @@ void SsdTier::RegisterWithMaster() {
     for (size_t i = start; i < end && int(i - start) < resp.error_codes_size();
          ++i) {
       if (resp.error_codes(int(i - start)) != 0) {
-        storage_->Remove(all[i].tenant, all[i].key);
+        storage_->RemoveIfVersion(all[i].tenant, all[i].key,
+                                  all[i].object_version);
         ++dropped;
       }
     }
@@ -325,7 +327,7 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
       continue;
     }
     item_of[i] = items.size();
-    items.push_back(WriteItem{t.tenant(), t.key(), src, t.size()});
+    items.push_back(WriteItem{t.tenant(), t.key(), src, t.size(), t.version()});
   }
   std::vector<Status> written = storage_->BatchWrite(items);
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -369,8 +371,10 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
       ++ok;
     } else {
       // Refused (stale value) or the master could not be told: roll back,
-      // so no copy exists that the master does not know of.
-      storage_->Remove(batch[i].tenant(), batch[i].key());
+      // so no copy exists that the master does not know of. Only the record
+      // this batch wrote: a newer one of the key stays.
+      storage_->RemoveIfVersion(batch[i].tenant(), batch[i].key(),
+                                batch[i].version());
       ++rolled_back;
     }
   }
@@ -794,7 +798,8 @@ void SsdTier::EvictIfNeeded() {
   for (size_t i = 0; i < cands.size() && int(i) < resp.error_codes_size();
        ++i) {
     if (resp.error_codes(int(i)) == 0) {
-      storage_->Remove(cands[i].tenant, cands[i].key);
+      storage_->RemoveIfVersion(cands[i].tenant, cands[i].key,
+                                cands[i].object_version);
       ++freed;
     } else {
       ++kept;

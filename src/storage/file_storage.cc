@@ -58,6 +58,12 @@ Status WriteFailure(int64_t result, uint64_t expected, const SegmentFile& f) {
                 what + " on " + f.path() + ": " + IoError(result, expected));
 }
 
+StoredObject ObjectOf(std::string_view tenant, std::string_view key,
+                      const IndexEntry& e) {
+  return StoredObject{std::string(tenant), std::string(key), e.value_len, e.seq,
+                      e.object_version};
+}
+
 std::unique_ptr<IoBackend> FallBackToPread(const Status& why) {
   static std::once_flag logged;
   std::call_once(logged, [&] {
@@ -109,6 +115,7 @@ struct FileStorage::PendingRecord {
   uint64_t len = 0;
   uint64_t checksum = 0;
   uint64_t seq = 0;  // 0: a new write, numbered at reservation
+  uint64_t object_version = 0;
 
   Status status;
   std::shared_ptr<SegmentFile> file;  // set once space is reserved
@@ -117,7 +124,7 @@ struct FileStorage::PendingRecord {
   AlignedBuffer tail;
 
   IndexEntry Entry() const {
-    return IndexEntry{file, offset, len, seq, checksum};
+    return IndexEntry{file, offset, len, seq, checksum, object_version};
   }
 };
 
@@ -235,13 +242,12 @@ Status FileStorage::Recover() {
     Status st = storage::ScanSegment(
         io_, *f, size, config_.ssd_verify_on_open,
         [&](const storage::ScannedRecord& r) {
-          IndexEntry e{f, r.offset, r.value_len, r.seq, r.data_checksum};
+          IndexEntry e{f,     r.offset,        r.value_len,
+                       r.seq, r.data_checksum, r.object_version};
           auto out = index_.Upsert(r.tenant, r.key, e);
           if (out.superseded) {
             losers.push_back(
-                {StoredObject{std::string(r.tenant), std::string(r.key),
-                              out.superseded->value_len, out.superseded->seq},
-                 *out.superseded});
+                {ObjectOf(r.tenant, r.key, *out.superseded), *out.superseded});
           }
         },
         &counts);
@@ -379,7 +385,8 @@ void FileStorage::WriteRecords(std::span<PendingRecord> recs) {
     h.value_len = r.len;
     h.data_checksum = r.checksum;
     r.header = AlignedBuffer(kBlockSize);
-    storage::EncodeHeaderBlock(h, r.tenant, r.key, r.header.data());
+    storage::EncodeHeaderBlock(h, r.tenant, r.key, r.object_version,
+                               r.header.data());
     IoRequest q;
     q.op = IoOp::kWrite;
     q.fd = r.file->fd();
@@ -430,7 +437,8 @@ size_t FileStorage::Invalidate(
     h.value_len = e.value_len;  // keeps the span, so a scan steps over it
     h.data_checksum = e.data_checksum;
     blocks.emplace_back(kBlockSize);
-    storage::EncodeHeaderBlock(h, obj.tenant, obj.key, blocks.back().data());
+    storage::EncodeHeaderBlock(h, obj.tenant, obj.key, e.object_version,
+                               blocks.back().data());
     IoRequest q;
     q.op = IoOp::kWrite;
     q.fd = e.file->fd();
@@ -465,12 +473,18 @@ std::vector<Status> FileStorage::BatchWrite(
   recs.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const WriteItem& it = items[i];
-    if (it.key.empty() ||
-        it.tenant.size() + it.key.size() > storage::kMaxTenantPlusKey) {
-      out[i] =
-          Status(ErrorCode::INVALID_PARAMS,
-                 "key must be non-empty and tenant + key at most " +
-                     std::to_string(storage::kMaxTenantPlusKey) + " bytes");
+    if (it.key.empty()) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS, "empty key");
+      continue;
+    }
+    if (it.tenant.size() + it.key.size() > storage::kMaxTenantPlusKey) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS,
+                      "tenant + key is " +
+                          std::to_string(it.tenant.size() + it.key.size()) +
+                          " bytes; at most " +
+                          std::to_string(storage::kMaxTenantPlusKey) +
+                          " fit in a record header (format v" +
+                          std::to_string(storage::kFormatVersion) + ")");
       continue;
     }
     if (it.data == nullptr && it.size > 0) {
@@ -483,9 +497,14 @@ std::vector<Status> FileStorage::BatchWrite(
     r.data = static_cast<const uint8_t*>(it.data);
     r.len = it.size;
     r.checksum = storage::DataChecksum(it.data, it.size);
-    // The same bytes again (a repeated offload) cost no I/O.
+    r.object_version = it.object_version;
+    // The same bytes again (a repeated offload) cost no I/O. Under a new
+    // object version they are written again rather than the header patched
+    // in place: a torn header write would lose the record, while a new
+    // record either lands (and wins by its seq) or leaves the old one.
     if (auto cur = index_.Get(it.tenant, it.key);
-        cur && cur->value_len == r.len && cur->data_checksum == r.checksum) {
+        cur && cur->value_len == r.len && cur->data_checksum == r.checksum &&
+        cur->object_version == r.object_version) {
       continue;
     }
     recs.push_back(std::move(r));
@@ -510,9 +529,7 @@ std::vector<Status> FileStorage::BatchWrite(
       if (up.superseded) DropLive(*up.superseded);
       if (up.superseded) {
         dead.push_back(
-            {StoredObject{std::string(r.tenant), std::string(r.key),
-                          up.superseded->value_len, up.superseded->seq},
-             *up.superseded});
+            {ObjectOf(r.tenant, r.key, *up.superseded), *up.superseded});
       }
     }
     ReleaseReservation(r.file.get());
@@ -675,7 +692,8 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
       } else if (parsed->tenant != it.tenant || parsed->key != it.key ||
                  parsed->header.value_len != e.value_len ||
                  parsed->header.seq != e.seq ||
-                 parsed->header.data_checksum != e.data_checksum) {
+                 parsed->header.data_checksum != e.data_checksum ||
+                 parsed->object_version != e.object_version) {
         damage = "header does not match the index";
       } else if (p.hashed != p.pieces ||
                  p.hasher->Digest() != e.data_checksum) {
@@ -728,12 +746,36 @@ Result<uint64_t> FileStorage::LookupSize(std::string_view tenant,
   return e->value_len;
 }
 
+Result<uint64_t> FileStorage::LookupVersion(std::string_view tenant,
+                                            std::string_view key) const {
+  auto e = index_.Get(tenant, key);
+  if (!e) return Status(ErrorCode::OBJECT_NOT_FOUND);
+  return e->object_version;
+}
+
 Status FileStorage::Remove(std::string_view tenant, std::string_view key) {
   auto e = index_.Remove(tenant, key);
   if (!e) return Status(ErrorCode::OBJECT_NOT_FOUND);
-  DropLive(*e);
-  StoredObject obj{std::string(tenant), std::string(key), e->value_len, e->seq};
-  if (Invalidate({{std::move(obj), *e}}) > 0) {
+  return MarkRemoved(tenant, key, *e);
+}
+
+Status FileStorage::RemoveIfVersion(std::string_view tenant,
+                                    std::string_view key,
+                                    uint64_t object_version) {
+  auto e = index_.RemoveIfVersion(tenant, key, object_version);
+  if (!e) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  std::string(tenant) + "/" + std::string(key) +
+                      " is not on SSD at object version " +
+                      std::to_string(object_version));
+  }
+  return MarkRemoved(tenant, key, *e);
+}
+
+Status FileStorage::MarkRemoved(std::string_view tenant, std::string_view key,
+                                const IndexEntry& e) {
+  DropLive(e);
+  if (Invalidate({{ObjectOf(tenant, key, e), e}}) > 0) {
     return Status(ErrorCode::FILE_WRITE_FAIL,
                   "removed, but the record could not be marked dead on disk; "
                   "it may come back after a restart");
@@ -745,8 +787,7 @@ std::vector<StoredObject> FileStorage::List() const {
   std::vector<StoredObject> out;
   index_.ForEach(
       [&](std::string_view tenant, std::string_view key, const IndexEntry& e) {
-        out.push_back(StoredObject{std::string(tenant), std::string(key),
-                                   e.value_len, e.seq});
+        out.push_back(ObjectOf(tenant, key, e));
       });
   return out;
 }
@@ -828,10 +869,7 @@ Status FileStorage::CollectGarbage() {
       [&](std::string_view tenant, std::string_view key, const IndexEntry& e) {
         auto it = pos.find(e.file.get());
         if (it == pos.end()) return;
-        live[it->second].push_back(
-            {StoredObject{std::string(tenant), std::string(key), e.value_len,
-                          e.seq},
-             e});
+        live[it->second].push_back({ObjectOf(tenant, key, e), e});
       });
   Status first_error;
   for (size_t i = 0; i < chosen.size(); ++i) {
@@ -886,6 +924,7 @@ Status FileStorage::CollectFile(
       auto parsed = storage::ParseHeaderBlock(b, file->id(), e.offset);
       if (parsed.ok() && parsed->kind() == RecordKind::kDead) continue;
       if (!parsed.ok() || parsed->header.seq != e.seq ||
+          parsed->object_version != e.object_version ||
           storage::DataChecksum(b + kBlockSize, e.value_len) !=
               e.data_checksum) {
         // Never copy damage forward: the key becomes a miss instead. (If
@@ -903,6 +942,7 @@ Status FileStorage::CollectFile(
       r.len = e.value_len;
       r.checksum = e.data_checksum;
       r.seq = e.seq;  // the age survives the move
+      r.object_version = e.object_version;
       recs.push_back(std::move(r));
       from.push_back(k);
     }

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct WriteItem {
   std::string key;
   const void* data = nullptr;
   uint64_t size = 0;
+  // Chosen by the master for this value and stored with it, so that after a
+  // restart the master can tell a stale copy from the current one.
+  uint64_t object_version = 0;
 };
 
 struct ReadItem {
@@ -82,6 +86,7 @@ struct StoredObject {
   std::string key;
   uint64_t size = 0;
   uint64_t seq = 0;  // write order; smaller is older
+  uint64_t object_version = 0;  // as written; 0 for records of format v1
 };
 
 struct FileStorageStats {
@@ -118,7 +123,11 @@ class FileStorage {
   FileStorage& operator=(const FileStorage&) = delete;
 
   // Writes all items in one submission; one Status per item. Rewriting a key
-  // supersedes its record; rewriting it with the same bytes does nothing.
+  // supersedes its record; rewriting it with the same bytes and the same
+  // object version does nothing (same bytes under a new object version are
+  // written as a new record, so a crash leaves the old or the new version).
+  // INVALID_PARAMS: empty key, tenant + key over storage::kMaxTenantPlusKey
+  // bytes, null data.
   // NO_AVAILABLE_HANDLE: over ssd_capacity_bytes, or the filesystem is full
   // (after a write met ENOSPC, each later write first asks the filesystem
   // for room, so a full disk costs no doomed I/O). FILE_WRITE_FAIL: the
@@ -135,10 +144,18 @@ class FileStorage {
 
   Result<uint64_t> LookupSize(std::string_view tenant,
                               std::string_view key) const;
+  // The object version the key was written with (OBJECT_NOT_FOUND if absent).
+  Result<uint64_t> LookupVersion(std::string_view tenant,
+                                 std::string_view key) const;
 
   // Drops the key and marks its record dead on disk (so a restart does not
   // bring it back). Its space returns through garbage collection.
   Status Remove(std::string_view tenant, std::string_view key);
+  // Remove, but only if the key holds `object_version`: the master can drop
+  // a stale replica without racing a newer write of the key. Otherwise
+  // OBJECT_NOT_FOUND, and the record is left alone.
+  Status RemoveIfVersion(std::string_view tenant, std::string_view key,
+                         uint64_t object_version);
 
   // Every stored object, for re-registering with the master after a restart.
   std::vector<StoredObject> List() const;
@@ -174,6 +191,9 @@ class FileStorage {
   size_t Invalidate(
       const std::vector<std::pair<StoredObject, storage::IndexEntry>>& records);
   void DropLive(const storage::IndexEntry& e);
+  // The rest of a remove once `e` left the index: live bytes, dead header.
+  Status MarkRemoved(std::string_view tenant, std::string_view key,
+                     const storage::IndexEntry& e);
   Status CollectFile(
       const std::shared_ptr<storage::SegmentFile>& file,
       std::vector<std::pair<StoredObject, storage::IndexEntry>> live);

@@ -131,6 +131,131 @@ TEST_P(FileStorageTest, OverwriteSupersedesAndSameBytesAreFree) {
   EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
 }
 
+TEST_P(FileStorageTest, ObjectVersionIsStoredListedAndKeptAcrossRestart) {
+  auto fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  const std::map<std::string, uint64_t> versions = {
+      {"a", 11}, {"b", 0}, {"c", UINT64_MAX}};
+  for (const auto& [k, ver] : versions) {
+    ASSERT_TRUE(PutVersion(*fs, k, Pattern(3000, ver), ver).ok());
+  }
+  ASSERT_TRUE(Put(*fs, "d", Pattern(10, 4)).ok());  // the default: 0
+  EXPECT_EQ(fs->LookupVersion("t", "nope").code(), ErrorCode::OBJECT_NOT_FOUND);
+  auto check = [&](FileStorage& s) {
+    for (const auto& [k, ver] : versions) {
+      auto got = s.LookupVersion("t", k);
+      ASSERT_TRUE(got.ok()) << k;
+      EXPECT_EQ(*got, ver) << k;
+      EXPECT_TRUE(*Get(s, k) == Pattern(3000, ver)) << k;
+    }
+    EXPECT_EQ(*s.LookupVersion("t", "d"), 0u);
+    auto list = s.List();
+    ASSERT_EQ(list.size(), 4u);
+    for (const StoredObject& o : list) {
+      EXPECT_EQ(o.object_version, o.key == "d" ? 0u : versions.at(o.key))
+          << o.key;
+    }
+  };
+  check(*fs);
+  fs.reset();
+  fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  check(*fs);
+  EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+}
+
+TEST_P(FileStorageTest, SameBytesUnderANewObjectVersionUpdateTheVersion) {
+  auto fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  const auto v = Pattern(10000, 1);
+  ASSERT_TRUE(PutVersion(*fs, "k", v, 5).ok());
+  const uint64_t used_once = fs->GetStats().bytes_used;
+  ASSERT_TRUE(PutVersion(*fs, "k", v, 5).ok());
+  EXPECT_EQ(fs->GetStats().bytes_used, used_once) << "same bytes and version";
+
+  ASSERT_TRUE(PutVersion(*fs, "k", v, 6).ok());
+  EXPECT_EQ(*fs->LookupVersion("t", "k"), 6u);
+  FileStorageStats s = fs->GetStats();
+  EXPECT_EQ(s.records, 1u);
+  EXPECT_EQ(s.bytes_used, 2 * used_once) << "written as a new record";
+  EXPECT_EQ(s.bytes_live, RecordSpan(v.size()));
+  EXPECT_TRUE(*Get(*fs, "k") == v);
+  // Going back to an older version number is the master's call, not ours.
+  ASSERT_TRUE(PutVersion(*fs, "k", v, 5).ok());
+  EXPECT_EQ(*fs->LookupVersion("t", "k"), 5u);
+  ASSERT_TRUE(PutVersion(*fs, "k", v, 7).ok());
+
+  fs.reset();
+  fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(*fs->LookupVersion("t", "k"), 7u);
+  EXPECT_EQ(fs->GetStats().records, 1u);
+  EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+  EXPECT_TRUE(*Get(*fs, "k") == v);
+}
+
+TEST_P(FileStorageTest, RemoveIfVersionRemovesOnlyTheStoredVersion) {
+  auto fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  ASSERT_TRUE(PutVersion(*fs, "k", Pattern(9000, 1), 3).ok());
+  ASSERT_TRUE(PutVersion(*fs, "other", Pattern(9000, 2), 3).ok());
+  const uint64_t live = fs->GetStats().bytes_live;
+
+  Status st = fs->RemoveIfVersion("t", "k", 2);
+  EXPECT_EQ(st.code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_NE(st.message().find("object version 2"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(fs->RemoveIfVersion("t", "absent", 3).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->GetStats().bytes_live, live);
+  EXPECT_TRUE(*Get(*fs, "k") == Pattern(9000, 1));
+  EXPECT_EQ(*fs->LookupVersion("t", "k"), 3u);
+
+  // A restart with the record untouched by the refused remove.
+  fs.reset();
+  fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  EXPECT_TRUE(*Get(*fs, "k") == Pattern(9000, 1));
+
+  ASSERT_TRUE(fs->RemoveIfVersion("t", "k", 3).ok());
+  EXPECT_EQ(Get(*fs, "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->LookupVersion("t", "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->RemoveIfVersion("t", "k", 3).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->GetStats().bytes_live, RecordSpan(9000));
+
+  fs.reset();
+  fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(fs->LookupSize("t", "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->GetStats().records, 1u);
+  EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+  EXPECT_TRUE(*Get(*fs, "other") == Pattern(9000, 2));
+}
+
+TEST_P(FileStorageTest, KeyLengthLimitOfFormatV2IsEnforced) {
+  auto fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  const auto v = Pattern(10, 1);
+  ASSERT_EQ(kMaxTenantPlusKey, 4024u);
+  const std::string tenant(24, 'T');
+  Status st = PutVersion(*fs, std::string(4001, 'k'), v, 1, tenant);
+  EXPECT_EQ(st.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(st.message().find("tenant + key is 4025 bytes; at most 4024"),
+            std::string::npos)
+      << st.message();
+  // The v1 limit (4032) is no longer accepted for new writes.
+  EXPECT_EQ(Put(*fs, std::string(4031, 'k'), v).code(),
+            ErrorCode::INVALID_PARAMS);
+  const std::string longest(4000, 'k');
+  ASSERT_TRUE(PutVersion(*fs, longest, v, 77, tenant).ok());
+  fs.reset();
+  fs = MustOpen(Config());
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(*fs->LookupVersion(tenant, longest), 77u);
+  EXPECT_TRUE(*Get(*fs, longest, false, tenant) == v);
+}
+
 TEST_P(FileStorageTest, TenantsAreSeparate) {
   auto fs = MustOpen(Config());
   ASSERT_NE(fs, nullptr);
@@ -248,7 +373,7 @@ TEST_P(FileStorageTest, EvictionAgeSurvivesGcAndRestart) {
   auto fs = MustOpen(c);
   ASSERT_NE(fs, nullptr);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(Put(*fs, Key(i), Pattern(8000, i)).ok());
+    ASSERT_TRUE(PutVersion(*fs, Key(i), Pattern(8000, i), 500 + i).ok());
   }
   // Kill most of the two oldest files, so GC moves k1, k5, k9 forward.
   for (int i = 0; i < 12; ++i) {
@@ -258,6 +383,10 @@ TEST_P(FileStorageTest, EvictionAgeSurvivesGcAndRestart) {
   }
   ASSERT_TRUE(fs->CollectGarbage().ok());
   EXPECT_GT(fs->GetStats().gc_records_moved, 0u);
+  // The moved records keep their object version.
+  for (int i : {1, 5, 9}) {
+    EXPECT_EQ(*fs->LookupVersion("t", Key(i)), uint64_t(500 + i)) << i;
+  }
   // Fill up with newer records, so eviction has work to do.
   for (int i = 20; i < 100; ++i) {
     if (!Put(*fs, Key(i), Pattern(8000, i)).ok()) break;
@@ -269,6 +398,14 @@ TEST_P(FileStorageTest, EvictionAgeSurvivesGcAndRestart) {
   EXPECT_EQ(victims[0].key, "k1");
   EXPECT_EQ(victims[1].key, "k5");
   EXPECT_EQ(victims[2].key, "k9");
+  EXPECT_EQ(victims[0].object_version, 501u);
+  EXPECT_EQ(victims[1].object_version, 505u);
+  EXPECT_EQ(victims[2].object_version, 509u);
+  for (const StoredObject& o : fs->List()) {
+    if (o.key == "k1") {
+      EXPECT_EQ(o.object_version, 501u);
+    }
+  }
 }
 
 TEST_P(FileStorageTest, GarbageCollectionReclaimsDeadSpace) {

@@ -59,17 +59,23 @@ uint64_t HeaderChecksum(const uint8_t* block) {
 }  // namespace
 
 void EncodeHeaderBlock(RecordHeader h, std::string_view tenant,
-                       std::string_view key, void* block) {
+                       std::string_view key, uint64_t object_version,
+                       void* block) {
   auto* b = static_cast<uint8_t*>(block);
+  const size_t names = tenant.size() + key.size();
   std::memset(b, 0, kBlockSize);
   h.magic = kRecordMagic;
-  h.version = kFormatVersion;
+  h.version = names <= kMaxTenantPlusKey ? kFormatVersion : kFormatVersionV1;
   h.tenant_len = static_cast<uint16_t>(tenant.size());
   h.key_len = static_cast<uint16_t>(key.size());
   h.header_checksum = 0;
   std::memcpy(b, &h, sizeof(h));
   std::memcpy(b + kFixedHeaderSize, tenant.data(), tenant.size());
   std::memcpy(b + kFixedHeaderSize + tenant.size(), key.data(), key.size());
+  if (h.version == kFormatVersion) {
+    std::memcpy(b + kFixedHeaderSize + names, &object_version,
+                sizeof(object_version));
+  }
   const uint64_t sum = HeaderChecksum(b);
   std::memcpy(b + offsetof(RecordHeader, header_checksum), &sum, sizeof(sum));
 }
@@ -84,25 +90,29 @@ Result<ParsedHeader> ParseHeaderBlock(const void* block, uint32_t file_id,
     return Status(ErrorCode::OBJECT_NOT_FOUND, "bad record header: " + what);
   };
   if (h.magic != kRecordMagic) return fail("magic");
-  if (h.version != kFormatVersion) {
+  if (h.version != kFormatVersion && h.version != kFormatVersionV1) {
     return fail("format version " + std::to_string(h.version));
   }
   if (h.kind != static_cast<uint16_t>(RecordKind::kData) &&
       h.kind != static_cast<uint16_t>(RecordKind::kDead)) {
     return fail("kind " + std::to_string(h.kind));
   }
-  if (size_t{h.tenant_len} + h.key_len > kMaxTenantPlusKey) {
-    return fail("key length");
-  }
+  const size_t names = size_t{h.tenant_len} + h.key_len;
+  const size_t max_names =
+      h.version == kFormatVersion ? kMaxTenantPlusKey : kMaxTenantPlusKeyV1;
+  if (names > max_names) return fail("key length");
   if (HeaderChecksum(b) != h.header_checksum) return fail("header checksum");
   // Checked after the checksum: a valid header at the wrong place is a copy.
   if (h.file_id != file_id || h.offset != offset) {
     return fail("record belongs to file " + std::to_string(h.file_id) +
                 " offset " + std::to_string(h.offset));
   }
-  const char* names = reinterpret_cast<const char*>(b + kFixedHeaderSize);
-  p.tenant = std::string_view(names, h.tenant_len);
-  p.key = std::string_view(names + h.tenant_len, h.key_len);
+  const char* tail = reinterpret_cast<const char*>(b + kFixedHeaderSize);
+  p.tenant = std::string_view(tail, h.tenant_len);
+  p.key = std::string_view(tail + h.tenant_len, h.key_len);
+  if (h.version == kFormatVersion) {
+    std::memcpy(&p.object_version, tail + names, sizeof(p.object_version));
+  }
   return p;
 }
 

@@ -19,11 +19,20 @@ namespace kvpool::storage {
 inline constexpr uint64_t kBlockSize = 4096;
 // "KVPSSD\0\1" read as a little-endian integer.
 inline constexpr uint64_t kRecordMagic = 0x010044535350564Bull;
-inline constexpr uint16_t kFormatVersion = 1;
+// Version 2 added the object version after the tenant and key; version 1
+// records (object version 0) are still read.
+inline constexpr uint16_t kFormatVersion = 2;
+inline constexpr uint16_t kFormatVersionV1 = 1;
 // Bytes of the fixed fields at the start of the header block.
 inline constexpr size_t kFixedHeaderSize = 64;
-// Tenant and key share the rest of the header block.
-inline constexpr size_t kMaxTenantPlusKey = kBlockSize - kFixedHeaderSize;
+// Little-endian object version stored after tenant and key (v2 only): the
+// fixed header has no room left.
+inline constexpr size_t kObjectVersionSize = sizeof(uint64_t);
+// Tenant and key share the rest of the header block; in v2 the object
+// version takes 8 bytes of it. kMaxTenantPlusKey is the limit of new writes.
+inline constexpr size_t kMaxTenantPlusKeyV1 = kBlockSize - kFixedHeaderSize;
+inline constexpr size_t kMaxTenantPlusKey =
+    kMaxTenantPlusKeyV1 - kObjectVersionSize;
 
 enum class RecordKind : uint16_t {
   kData = 1,
@@ -89,21 +98,28 @@ class DataHasher {
 };
 
 // Fills `block` (kBlockSize bytes) with a header block: `h` with its
-// header_checksum computed, then tenant and key, then zeros.
-// Requires tenant.size() + key.size() <= kMaxTenantPlusKey.
+// header_checksum computed, then tenant, key and the object version, then
+// zeros. The block is format v2, except when tenant and key are longer than
+// kMaxTenantPlusKey: only a v1 record (read from disk, object version 0)
+// can have such names, and moving it or marking it dead keeps it in v1.
+// Requires tenant.size() + key.size() <= kMaxTenantPlusKeyV1, and
+// object_version == 0 when they are over kMaxTenantPlusKey.
 void EncodeHeaderBlock(RecordHeader h, std::string_view tenant,
-                       std::string_view key, void* block);
+                       std::string_view key, uint64_t object_version,
+                       void* block);
 
 // A header block that passed every check.
 struct ParsedHeader {
   RecordHeader header;
   std::string_view tenant;  // point into the block given to ParseHeaderBlock
   std::string_view key;
+  uint64_t object_version = 0;  // 0 for a v1 record
   RecordKind kind() const { return static_cast<RecordKind>(header.kind); }
 };
 
-// Checks magic, version, kind, lengths and the header checksum of a block
-// read from `file_id` at `offset`. An error's message says what failed.
+// Checks magic, version (1 or 2), kind, lengths and the header checksum of
+// a block read from `file_id` at `offset`. An error's message says what
+// failed.
 Result<ParsedHeader> ParseHeaderBlock(const void* block, uint32_t file_id,
                                       uint64_t offset);
 

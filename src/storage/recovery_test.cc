@@ -1,5 +1,6 @@
 // Restart behaviour: the index rebuilt from the files, torn tails, files
 // that hold nothing live, and versions left behind by an interrupted write.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,11 +13,40 @@ namespace kvpool::storage {
 namespace {
 
 using testing::FileSize;
+using testing::HandHeader;
+using testing::HandHeaderBlock;
 using testing::Key;
 using testing::Pattern;
 using testing::StorageTest;
 
-class RecoveryTest : public StorageTest {};
+class RecoveryTest : public StorageTest {
+ protected:
+  // Appends a format v1 record, as a store of the previous release wrote
+  // it, to segment file `file_id`; returns its offset.
+  uint64_t AppendV1Record(uint32_t file_id, std::string_view key,
+                          const std::vector<uint8_t>& value, uint64_t seq) {
+    const std::string path = SegPath(file_id);
+    const uint64_t offset = FileSize(path);
+    HandHeader h;
+    h.tenant = "t";
+    h.key = key;
+    h.file_id = file_id;
+    h.offset = offset;
+    h.seq = seq;
+    h.value_len = value.size();
+    h.data_checksum = DataChecksum(value.data(), value.size());
+    std::vector<uint8_t> rec = HandHeaderBlock(h);
+    rec.insert(rec.end(), value.begin(), value.end());
+    rec.resize(RecordSpan(value.size()), 0);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+    EXPECT_GE(fd, 0) << path;
+    EXPECT_EQ(::pwrite(fd, rec.data(), rec.size(), off_t(offset)),
+              ssize_t(rec.size()));
+    ::fsync(fd);
+    ::close(fd);
+    return offset;
+  }
+};
 
 TEST_P(RecoveryTest, RestartRebuildsTheIndex) {
   FileStorageConfig c = Config();
@@ -200,6 +230,109 @@ TEST_P(RecoveryTest, UnreadableFileAtOpenIsKeptForLater) {
   auto fs = MustOpen(c);
   ASSERT_NE(fs, nullptr);
   EXPECT_TRUE(*Get(*fs, "a") == Pattern(5000, 1));
+}
+
+// Files of the previous format stay readable, with object version 0, and
+// their records survive rewrites, collection, removal and restarts. One has
+// names of the full v1 length, which no v2 header can hold.
+TEST_P(RecoveryTest, HandWrittenV1RecordsAreReadWithObjectVersionZero) {
+  FileStorageConfig c = Config();
+  c.ssd_gc_dead_ratio = 0.25;
+  const std::string long_key(kMaxTenantPlusKeyV1 - 1, 'L');  // tenant "t"
+  const auto va = Pattern(1000, 1), vl = Pattern(3000, 2),
+             vb = Pattern(5000, 3);
+  { std::ofstream(SegPath(1)); }
+  AppendV1Record(1, "a", va, 1);
+  AppendV1Record(1, long_key, vl, 2);
+  AppendV1Record(1, "b", vb, 3);
+  {
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    EXPECT_EQ(fs->GetStats().records, 3u);
+    EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+    for (const StoredObject& o : fs->List()) {
+      EXPECT_EQ(o.object_version, 0u) << o.key.size();
+    }
+    EXPECT_EQ(*fs->LookupVersion("t", "a"), 0u);
+    EXPECT_EQ(*fs->LookupVersion("t", long_key), 0u);
+    EXPECT_TRUE(*Get(*fs, "a") == va);
+    EXPECT_TRUE(*Get(*fs, long_key) == vl);
+    EXPECT_TRUE(*Get(*fs, "b") == vb);
+
+    // Same bytes, same (zero) version: nothing to do. A new version: stored.
+    const uint64_t used = fs->GetStats().bytes_used;
+    ASSERT_TRUE(PutVersion(*fs, "a", va, 0).ok());
+    EXPECT_EQ(fs->GetStats().bytes_used, used);
+    ASSERT_TRUE(PutVersion(*fs, "a", va, 9).ok());
+    EXPECT_EQ(*fs->LookupVersion("t", "a"), 9u);
+    // The long key can be read and removed, not written again.
+    EXPECT_EQ(PutVersion(*fs, long_key, vl, 1).code(),
+              ErrorCode::INVALID_PARAMS);
+
+    // The old file is now a quarter dead: collection moves the long-key
+    // record (kept in v1) and "b" (now v2) out of it and deletes it.
+    ASSERT_TRUE(fs->CollectGarbage().ok());
+    EXPECT_EQ(fs->GetStats().gc_records_moved, 2u);
+    EXPECT_EQ(fs->GetStats().gc_files_deleted, 1u);
+    EXPECT_FALSE(std::filesystem::exists(SegPath(1)));
+    EXPECT_TRUE(*Get(*fs, long_key) == vl);
+    EXPECT_TRUE(*Get(*fs, "b") == vb);
+  }
+  {
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    EXPECT_EQ(fs->GetStats().records, 3u);
+    EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+    EXPECT_EQ(*fs->LookupVersion("t", "a"), 9u);
+    EXPECT_EQ(*fs->LookupVersion("t", long_key), 0u);
+    EXPECT_EQ(*fs->LookupVersion("t", "b"), 0u);
+    EXPECT_TRUE(*Get(*fs, "a") == va);
+    EXPECT_TRUE(*Get(*fs, long_key) == vl);
+    EXPECT_TRUE(*Get(*fs, "b") == vb);
+    EXPECT_EQ(fs->RemoveIfVersion("t", long_key, 1).code(),
+              ErrorCode::OBJECT_NOT_FOUND);
+    ASSERT_TRUE(fs->RemoveIfVersion("t", long_key, 0).ok());
+  }
+  auto fs = MustOpen(c);
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(fs->LookupSize("t", long_key).code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(fs->GetStats().records, 2u);
+  EXPECT_EQ(fs->GetStats().corrupt_skipped, 0u);
+}
+
+// A crash while the version of unchanged bytes is updated leaves the old
+// version (new record torn) or the new one (old record not marked dead),
+// never a mix: the update is a new record, ordered by its seq.
+TEST_P(RecoveryTest, InterruptedVersionUpdateLeavesTheOldOrTheNewVersion) {
+  FileStorageConfig c = Config();
+  auto faults = InjectFaults(&c);
+  const auto v = Pattern(10000, 1);
+  {
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    ASSERT_TRUE(PutVersion(*fs, "k", v, 1).ok());
+    faults->TearWrite(kBlockSize);  // the new header lands, its value not
+    EXPECT_EQ(PutVersion(*fs, "k", v, 2).code(), ErrorCode::FILE_WRITE_FAIL);
+    EXPECT_EQ(*fs->LookupVersion("t", "k"), 1u);
+  }
+  {
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    EXPECT_EQ(fs->GetStats().corrupt_skipped, 1u);  // the torn record
+    EXPECT_EQ(*fs->LookupVersion("t", "k"), 1u);
+    EXPECT_TRUE(*Get(*fs, "k") == v);
+    faults->FailWrite(EIO, /*skip=*/1);  // the record lands, the mark fails
+    ASSERT_TRUE(PutVersion(*fs, "k", v, 2).ok());
+    EXPECT_EQ(fs->GetStats().write_errors, 1u);
+    EXPECT_EQ(*fs->LookupVersion("t", "k"), 2u);
+  }
+  for (int restart = 0; restart < 2; ++restart) {
+    auto fs = MustOpen(c);
+    ASSERT_NE(fs, nullptr);
+    EXPECT_EQ(fs->GetStats().records, 1u);
+    EXPECT_EQ(*fs->LookupVersion("t", "k"), 2u) << restart;
+    EXPECT_TRUE(*Get(*fs, "k") == v);
+  }
 }
 
 KVPOOL_STORAGE_BOTH_BACKENDS(RecoveryTest);

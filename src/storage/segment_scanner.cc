@@ -88,8 +88,10 @@ Status ScanSegment(IoBackend* io, const SegmentFile& file, uint64_t file_size,
       if (parsed->kind() == RecordKind::kData) ++counts->corrupt;
       break;
     }
-    ScannedRecord rec{parsed->kind(), parsed->tenant, parsed->key,    pos,
-                      h.value_len,    h.seq,          h.data_checksum};
+    ScannedRecord rec{parsed->kind(),  parsed->tenant,
+                      parsed->key,     pos,
+                      h.value_len,     h.seq,
+                      h.data_checksum, parsed->object_version};
     if (parsed->kind() == RecordKind::kDead) {
       ++counts->dead_records;
       pos += span;

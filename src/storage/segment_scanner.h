@@ -24,6 +24,7 @@ struct ScannedRecord {
   uint64_t value_len = 0;
   uint64_t seq = 0;
   uint64_t data_checksum = 0;
+  uint64_t object_version = 0;  // 0 for a v1 record
 };
 
 struct ScanCounts {

@@ -84,6 +84,20 @@ bool StorageIndex::RemoveIf(std::string_view tenant, std::string_view key,
   return true;
 }
 
+std::optional<IndexEntry> StorageIndex::RemoveIfVersion(
+    std::string_view tenant, std::string_view key, uint64_t object_version) {
+  const std::string k = MakeKey(tenant, key);
+  Shard& s = ShardOf(k);
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.map.find(k);
+  if (it == s.map.end() || it->second.object_version != object_version) {
+    return std::nullopt;
+  }
+  IndexEntry e = std::move(it->second);
+  s.map.erase(it);
+  return e;
+}
+
 size_t StorageIndex::size() const {
   size_t n = 0;
   for (const Shard& s : shards_) {

@@ -25,6 +25,8 @@ struct IndexEntry {
   uint64_t value_len = 0;
   uint64_t seq = 0;
   uint64_t data_checksum = 0;
+  // Chosen by the master for the stored value; kept in the record header.
+  uint64_t object_version = 0;
 
   uint64_t span() const { return RecordSpan(value_len); }
   // Same record on disk (not merely the same value).
@@ -59,6 +61,12 @@ class StorageIndex {
                                    std::string_view key);
   bool RemoveIf(std::string_view tenant, std::string_view key,
                 const IndexEntry& expected);
+  // Removes the entry only if it holds `object_version`; returns it, or
+  // nullopt when the key is absent or holds another version. Checked under
+  // the shard lock, so a concurrent rewrite is never removed by mistake.
+  std::optional<IndexEntry> RemoveIfVersion(std::string_view tenant,
+                                            std::string_view key,
+                                            uint64_t object_version);
 
   size_t size() const;
 

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -59,6 +61,41 @@ inline std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
 // "k17". (Built with fmt: GCC 12 warns falsely on "k" + std::to_string.)
 inline std::string Key(int i, const char* prefix = "k") {
   return fmt::format("{}{}", prefix, i);
+}
+
+// A header block in the layout of format v1 (no object version), built
+// byte by byte from docs/ssd_format.md rather than by EncodeHeaderBlock, so
+// that reading old files is checked against the documented layout.
+// `version` other than 1 makes blocks the reader must refuse.
+struct HandHeader {
+  uint16_t version = 1;
+  RecordKind kind = RecordKind::kData;
+  std::string_view tenant;
+  std::string_view key;
+  uint32_t file_id = 1;
+  uint64_t offset = 0;
+  uint64_t seq = 1;
+  uint64_t value_len = 0;
+  uint64_t data_checksum = 0;
+};
+inline std::vector<uint8_t> HandHeaderBlock(const HandHeader& h) {
+  std::vector<uint8_t> b(kBlockSize, 0);
+  auto put = [&](size_t at, auto v) { std::memcpy(&b[at], &v, sizeof(v)); };
+  std::memcpy(&b[0], "KVPSSD\0\1", 8);
+  put(8, uint16_t{h.version});
+  put(10, static_cast<uint16_t>(h.kind));
+  put(12, static_cast<uint16_t>(h.tenant.size()));
+  put(14, static_cast<uint16_t>(h.key.size()));
+  put(16, h.file_id);
+  put(24, h.offset);
+  put(32, h.seq);
+  put(40, h.value_len);
+  put(48, h.data_checksum);
+  std::memcpy(&b[64], h.tenant.data(), h.tenant.size());
+  std::memcpy(&b[64 + h.tenant.size()], h.key.data(), h.key.size());
+  // XXH3-64 of the block while the checksum field (56..63) is still zero.
+  put(56, uint64_t{XXH3_64bits(b.data(), b.size())});
+  return b;
 }
 
 inline bool IoUringWorks() {
@@ -124,6 +161,13 @@ class StorageTest : public ::testing::TestWithParam<SsdIoBackend> {
                     const std::vector<uint8_t>& v,
                     const std::string& tenant = "t") {
     return fs.BatchWrite({WriteItem{tenant, key, v.data(), v.size()}})[0];
+  }
+  static Status PutVersion(FileStorage& fs, const std::string& key,
+                           const std::vector<uint8_t>& v,
+                           uint64_t object_version,
+                           const std::string& tenant = "t") {
+    return fs.BatchWrite(
+        {WriteItem{tenant, key, v.data(), v.size(), object_version}})[0];
   }
 
   // Reads into a 4096-aligned buffer (the zero-copy path), or at an odd

@@ -1,0 +1,204 @@
+// MasterService's side of restarts: mounting (and re-mounting) segments,
+// the nodes' DRAM directories, and taking back the copies nodes still hold
+// after a master restart or after being declared dead, in version order.
+// Split from master_service.cc to keep each file to one concern; all of
+// them implement the one MasterService class.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "master/master_service.h"
+
+namespace kvpool {
+
+Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
+                                             bool pulls_promotions,
+                                             bool remount,
+                                             bool keeps_dram_directory) {
+  if (info.node_id.empty())
+    return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
+  if (info.capacity == 0)
+    return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
+  std::string node = info.node_id;
+  nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
+                  pulls_promotions, keeps_dram_directory);
+  auto r = segments_.Mount(std::move(info));
+  if (!r.ok()) return r;
+  spdlog::info("mounted segment {} of node {}", r.value(), node);
+  if (remount) {
+    // Closed until every lease an earlier master (or our earlier view of
+    // this node) granted has ended, so no put lands on bytes a reader may
+    // still copy; and until the node's directory is in, so no put takes a
+    // range that holds a value about to be re-registered.
+    segments_.SetClosed(r.value(), true);
+    {
+      std::lock_guard<std::mutex> lock(closed_mu_);
+      closed_[r.value()] = ClosedSegment{
+          clock_->NowMs() + config_.default_kv_lease_ttl, keeps_dram_directory};
+    }
+    metrics_
+        .GetCounter("kvpool_master_remount_holds_total", "",
+                    "re-mounted segments held for a lease period")
+        .Inc();
+    spdlog::warn(
+        "segment {} of node {} was mounted before: nothing new is placed in "
+        "it for {} ms (leases granted under the earlier mount){}",
+        r.value(), node, config_.default_kv_lease_ttl,
+        keeps_dram_directory ? " nor before its directory is re-registered"
+                             : "");
+  }
+  return r;
+}
+
+void MasterService::ReopenSegments(int64_t now) {
+  std::vector<uint32_t> open;
+  {
+    std::lock_guard<std::mutex> lock(closed_mu_);
+    for (auto it = closed_.begin(); it != closed_.end();) {
+      const bool gone = !segments_.IsMounted(it->first);
+      if (gone ||
+          (now >= it->second.reopen_at_ms && !it->second.awaiting_directory)) {
+        if (!gone) open.push_back(it->first);
+        it = closed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uint32_t id : open) {
+    segments_.SetClosed(id, false);
+    spdlog::info("segment {} takes puts again", id);
+  }
+}
+
+void MasterService::NotePlaced(const ObjectKey& key, const ObjectMeta& m,
+                               const Replica* only) {
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kMemory ||
+        r.status != ReplicaStatus::kComplete || (only && &r != only))
+      continue;
+    auto info = segments_.Info(r.segment);
+    if (!info) continue;
+    auto idx = nodes_.IndexOf(info->node_id);
+    if (!idx) continue;
+    DramEventMsg ev;
+    ev.segment = r.segment;
+    ev.offset = r.offset;
+    ev.size = m.size;
+    ev.tenant = tenants_.Name(key.tenant);
+    ev.key = key.key;
+    ev.version = m.version;
+    nodes_.PushDramPlaced(*idx, std::move(ev));
+  }
+}
+
+ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
+                                   uint64_t version, uint64_t size,
+                                   ObjectMap::iterator* attach_to) {
+  *attach_to = shard.objects.end();
+  if (version < floor_.Get(ObjectKeyHash()(key))) {
+    return ErrorCode::OBJECT_NOT_FOUND;  // removed or replaced since
+  }
+  {
+    std::lock_guard<std::mutex> lock(tenant_floor_mu_);
+    auto t = tenant_floor_.find(key.tenant);
+    if (t != tenant_floor_.end() && version < t->second)
+      return ErrorCode::OBJECT_NOT_FOUND;  // remove_all since
+  }
+  versions_.Observe(version);
+  auto it = shard.objects.find(key);
+  if (it == shard.objects.end()) return ErrorCode::OK;
+  ObjectMeta& m = it->second;
+  if (version != 0 && m.version == version && m.size == size) {
+    *attach_to = it;  // another replica of the very same value
+    return ErrorCode::OK;
+  }
+  // Versions order values across masters: the pool's is newer, or a copy
+  // without a version could differ from it.
+  if (version == 0 || m.version >= version) {
+    return ErrorCode::OBJECT_ALREADY_EXISTS;
+  }
+  // The pool's value is older: it came back from another node first. A put
+  // or task working on it keeps it (the newer copy is refused this time).
+  if (m.HasProcessing() || shard.promotions.count(key) ||
+      shard.offloads.count(key)) {
+    return ErrorCode::OBJECT_ALREADY_EXISTS;
+  }
+  DropDiskCopies(it->first, m);
+  EraseObject(shard, it, m.lease_deadline_ms, /*lost=*/true);
+  return ErrorCode::OK;
+}
+
+Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
+    const std::string& node_id, uint32_t segment_id,
+    const std::vector<MemoryObjectIn>& objects, bool done) {
+  if (!nodes_.IndexOf(node_id)) {
+    return Status(ErrorCode::CLIENT_NOT_FOUND,
+                  "unknown node " + node_id + ": remount");
+  }
+  auto info = segments_.Info(segment_id);
+  if (!info || info->node_id != node_id) {
+    return Status(
+        ErrorCode::SEGMENT_NOT_FOUND,
+        fmt::format("node {} has no segment {}", node_id, segment_id));
+  }
+  std::vector<ErrorCode> out(objects.size(), ErrorCode::OK);
+  const int64_t now = clock_->NowMs();
+  uint64_t taken = 0;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const auto& o = objects[i];
+    if (!ValidateKey(o.key).ok() || o.size == 0 || o.size > info->capacity ||
+        o.offset > info->capacity - o.size) {
+      out[i] = ErrorCode::INVALID_PARAMS;
+      continue;
+    }
+    ObjectKey key = MakeKey(o.tenant, o.key);
+    auto& shard = objects_.ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    ObjectMap::iterator attach;
+    out[i] = AdmitCopy(shard, key, o.version, o.size, &attach);
+    if (out[i] != ErrorCode::OK) continue;
+    auto p = segments_.AllocateAt(segment_id, o.offset, o.size);
+    if (!p) {
+      out[i] = ErrorCode::INVALID_PARAMS;  // overlaps a range in use
+      continue;
+    }
+    Replica rep{p->offset, p->segment, p->handle, ReplicaKind::kMemory,
+                ReplicaStatus::kComplete};
+    if (attach != shard.objects.end()) {
+      attach->second.replicas.insert(attach->second.replicas.begin(), rep);
+    } else {
+      ObjectMeta m;
+      m.size = o.size;
+      m.version = o.version != 0 ? o.version : versions_.Next();
+      m.last_access_ms = now;
+      m.replicas.push_back(rep);
+      auto [ins, ok] = shard.objects.emplace(std::move(key), std::move(m));
+      attach = ins;
+    }
+    if (config_.enable_offload && !config_.offload_on_evict) {
+      QueueOffload(shard, attach->first, attach->second);
+    }
+    ++taken;
+  }
+  metrics_
+      .GetCounter("kvpool_master_reregistered_total", "tier=\"memory\"",
+                  "replicas nodes still held, taken back after a restart")
+      .Inc(taken);
+  metrics_
+      .GetCounter("kvpool_master_reregistration_refused_total",
+                  "tier=\"memory\"",
+                  "copies refused as older than the pool's value or removed")
+      .Inc(objects.size() - taken);
+  if (done) {
+    {
+      std::lock_guard<std::mutex> lock(closed_mu_);
+      auto it = closed_.find(segment_id);
+      if (it != closed_.end()) it->second.awaiting_directory = false;
+    }
+    ReopenSegments(now);
+    spdlog::info("node {}: directory of segment {} is in", node_id, segment_id);
+  }
+  return out;
+}
+
+}  // namespace kvpool

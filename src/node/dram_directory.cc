@@ -1,0 +1,97 @@
+#include "node/dram_directory.h"
+
+#include "storage/record_format.h"
+
+namespace kvpool {
+
+void DramDirectory::ResetSequence() {
+  std::lock_guard<std::mutex> lock(mu_);
+  applied_ = 0;
+}
+
+uint64_t DramDirectory::applied_seq() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return applied_;
+}
+
+void DramDirectory::Apply(
+    const google::protobuf::RepeatedPtrField<rpc::DramEvent>& events,
+    const Resolver& resolve) {
+  for (const auto& ev : events) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ev.seq() <= applied_) continue;
+    }
+    auto view = resolve(ev.segment_id());
+    // The checksum is taken outside the lock: the bytes cannot change, the
+    // master places nothing over a range until its free is applied.
+    std::optional<Entry> placed;
+    if (view && ev.placed() && ev.size() > 0 &&
+        ev.size() <= view->bytes.size() &&
+        ev.offset() <= view->bytes.size() - ev.size()) {
+      placed = Entry{
+          ev.offset(),
+          ev.size(),
+          ev.version(),
+          storage::DataChecksum(view->bytes.data() + ev.offset(), ev.size()),
+          ev.tenant().empty() ? "default" : ev.tenant(),
+          ev.key()};
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (view && view->slot >= 0 && view->slot < kSlots) {
+      auto& slot = slots_[view->slot];
+      if (placed) {
+        slot[ev.offset()] = std::move(*placed);
+      } else if (!ev.placed()) {
+        slot.erase(ev.offset());
+      }
+    }
+    applied_ = ev.seq();
+  }
+}
+
+std::vector<DramDirectory::Entry> DramDirectory::Verified(
+    int slot, std::span<const uint8_t> bytes) {
+  std::vector<Entry> out;
+  if (slot < 0 || slot >= kSlots) return out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(slots_[slot].size());
+    for (const auto& [off, e] : slots_[slot]) out.push_back(e);
+  }
+  std::vector<Entry> good;
+  good.reserve(out.size());
+  std::vector<uint64_t> bad;
+  for (auto& e : out) {
+    if (e.offset + e.size <= bytes.size() &&
+        storage::DataChecksum(bytes.data() + e.offset, e.size) == e.checksum) {
+      good.push_back(std::move(e));
+    } else {
+      bad.push_back(e.offset);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t off : bad) slots_[slot].erase(off);
+  mismatches_ += bad.size();
+  return good;
+}
+
+void DramDirectory::Forget(int slot, uint64_t offset) {
+  if (slot < 0 || slot >= kSlots) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_[slot].erase(offset);
+}
+
+size_t DramDirectory::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& s : slots_) n += s.size();
+  return n;
+}
+
+uint64_t DramDirectory::checksum_mismatches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mismatches_;
+}
+
+}  // namespace kvpool

@@ -1,0 +1,73 @@
+// A holder's record of the COMPLETE replicas in its DRAM segments, so that
+// a master that restarted (or that declared this node dead) can take them
+// back instead of losing them. The master feeds it (rpc::DramEvent, in
+// sequence) and reuses a freed range only after this directory has applied
+// the free; a checksum taken when a replica is placed guards against
+// anything else having written the range since (a late write, a bug): a
+// replica whose bytes changed is never re-registered.
+//
+// Segments are named by slot (this node's main segment, its prefetch
+// buffer) rather than by the master's segment id, which changes with every
+// mount. Thread-safe.
+#ifndef KVPOOL_NODE_DRAM_DIRECTORY_H_
+#define KVPOOL_NODE_DRAM_DIRECTORY_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvpool.pb.h"
+
+namespace kvpool {
+
+class DramDirectory {
+ public:
+  static constexpr int kSlots = 2;  // 0: main segment, 1: prefetch buffer
+
+  struct Entry {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    uint64_t version = 0;
+    uint64_t checksum = 0;
+    std::string tenant;
+    std::string key;
+  };
+  // Where the master's segment id lives here: a slot and its bytes.
+  struct SlotView {
+    int slot = 0;
+    std::span<const uint8_t> bytes;
+  };
+  using Resolver = std::function<std::optional<SlotView>(uint64_t segment_id)>;
+
+  // A new mount starts a new event sequence (the directory's entries stay).
+  void ResetSequence();
+  // Every event up to here is applied.
+  uint64_t applied_seq() const;
+  // Applies events in sequence order; an event at or below applied_seq() (a
+  // hand-over sent again) is skipped. Events naming a segment `resolve` does
+  // not know, or a range outside it, count as applied and change nothing.
+  void Apply(const google::protobuf::RepeatedPtrField<rpc::DramEvent>& events,
+             const Resolver& resolve);
+  // The slot's entries in offset order whose bytes in `bytes` still match
+  // their checksum; the others are dropped here (and counted).
+  std::vector<Entry> Verified(int slot, std::span<const uint8_t> bytes);
+  // The master refused the entry at `offset`: it is no longer held.
+  void Forget(int slot, uint64_t offset);
+  size_t size() const;
+  uint64_t checksum_mismatches() const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t applied_ = 0;
+  std::map<uint64_t, Entry> slots_[kSlots];  // by offset
+  uint64_t mismatches_ = 0;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_NODE_DRAM_DIRECTORY_H_
