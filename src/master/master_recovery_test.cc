@@ -115,3 +115,167 @@ TEST_F(MasterRecoveryTest, RestartedMasterTakesBackWhatTheNodeHolds) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST_F(MasterRecoveryTest, AFreedRangeIsReusedOnlyOnceTheNodeAppliedTheFree) {
+  Mount("a", false);
+  ASSERT_TRUE(Put("k1", kSeg / 2).ok());
+  Beat("a");
+  ASSERT_TRUE(svc_->Remove("", "k1", true).ok());
+  // The node's directory still names k1's range: it is held, not reused,
+  // though it no longer counts as used.
+  EXPECT_EQ(svc_->segments().HeldBytes(SegmentKind::kMain), kSeg / 2);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kMain).used, 0u);
+  EXPECT_EQ(svc_->segments().AllocateOn(kSeg / 2 + 64, SegmentKind::kMain, "a"),
+            std::nullopt);
+  // A hand-over whose reply was lost is sent again: the node acks less.
+  NodeTasks lost;
+  ASSERT_TRUE(svc_->Heartbeat("a", 0, 0, &lost, acked_["a"]).ok());
+  ASSERT_EQ(lost.dram_events.size(), 1u);
+  EXPECT_FALSE(lost.dram_events[0].placed);
+  EXPECT_EQ(svc_->segments().HeldBytes(SegmentKind::kMain), kSeg / 2);
+  auto again = Beat("a");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].seq, lost.dram_events[0].seq);
+  Beat("a");  // acknowledges it
+  EXPECT_EQ(svc_->segments().HeldBytes(SegmentKind::kMain), 0u);
+  EXPECT_TRUE(Put("k2", kSeg / 2 + 64).ok());
+}
+
+TEST_F(MasterRecoveryTest, TheNewestVersionWinsAndEqualVersionsAreOneValue) {
+  Restart();
+  const uint32_t a = Mount("a", true), b = Mount("b", true);
+  using V = std::vector<ErrorCode>;
+  // b holds the newer value of "k" (an upsert that landed on b).
+  EXPECT_EQ(svc_->RegisterMemoryObjects("a", a, {{"", "k", 0, 100, 7}}, false)
+                .value(),
+            V{ErrorCode::OK});
+  EXPECT_EQ(
+      svc_->RegisterMemoryObjects("b", b, {{"", "k", 4096, 100, 9}}, false)
+          .value(),
+      V{ErrorCode::OK});
+  auto g = svc_->GetReplicaList("", "k");
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->replicas.size(), 1u);
+  EXPECT_EQ(g->replicas[0].segment->node_id, "b");
+  // Another copy of version 9 is a second replica; version 7 is refused.
+  EXPECT_EQ(
+      svc_->RegisterMemoryObjects("a", a, {{"", "k", 8192, 100, 9}}, false)
+          .value(),
+      V{ErrorCode::OK});
+  EXPECT_EQ(svc_->GetReplicaList("", "k")->replicas.size(), 2u);
+  EXPECT_EQ(svc_->RegisterMemoryObjects("a", a, {{"", "j", 0, 100, 1}}, false)
+                .value(),
+            V{ErrorCode::INVALID_PARAMS});  // held until a applies its free
+  // An SSD record of the same version attaches; an older one is refused.
+  ASSERT_TRUE(
+      svc_->MountSegment({0, "c", SegmentKind::kMain, kSeg, "", "", "c:1"},
+                         /*ssd_enabled=*/true)
+          .ok());
+  EXPECT_EQ(svc_->RegisterDiskObjects("c", {{"", "k", 100, 9}}),
+            V{ErrorCode::OK});
+  EXPECT_EQ(svc_->RegisterDiskObjects("c", {{"", "old", 100, 3}}),
+            V{ErrorCode::OK});
+  EXPECT_EQ(svc_->RegisterMemoryObjects("b", b, {{"", "old", 0, 100, 2}}, true)
+                .value(),
+            V{ErrorCode::OBJECT_ALREADY_EXISTS});
+  // A put after all this gets a version above every one it saw.
+  Run(1100);
+  ASSERT_TRUE(Put("k", 100, /*upsert=*/true).ok());
+  ASSERT_TRUE(svc_->Heartbeat("b").ok());
+}
+
+TEST_F(MasterRecoveryTest, ANodeBackFromTheDeadBringsBackOnlyWhatNoOneChanged) {
+  Mount("a", false);
+  Mount("b", false);
+  for (const char* k : {"gone", "new", "kept"}) {
+    PutOptions o;
+    o.preferred_node = "a";
+    ASSERT_TRUE(svc_->PutStart("", k, 1000, o).ok());
+    ASSERT_TRUE(svc_->PutEnd("", k).ok());
+  }
+  Beat("a");
+  // a falls silent: declared dead after client_ttl, b keeps beating.
+  for (int i = 0; i < 30; ++i) {
+    Run(100);
+    Beat("b");
+  }
+  ASSERT_EQ(svc_->GetReplicaList("", "kept").code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  // Meanwhile "gone" is removed (a miss, but remembered) and "new" put anew.
+  EXPECT_EQ(svc_->Remove("", "gone", false).code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+  ASSERT_TRUE(Put("new", 2000).ok());
+  const uint32_t seg = Mount("a", true);
+  acked_["a"] = 0;
+  auto codes = svc_->RegisterMemoryObjects("a", seg, Directory("a"), true);
+  ASSERT_TRUE(codes.ok());
+  std::map<std::string, ErrorCode> by_key;
+  auto dir = Directory("a");
+  for (size_t i = 0; i < dir.size(); ++i) by_key[dir[i].key] = codes.value()[i];
+  EXPECT_EQ(by_key["gone"], ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(by_key["new"], ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(by_key["kept"], ErrorCode::OK);
+  EXPECT_EQ(svc_->GetReplicaList("", "new")->size, 2000u);
+  EXPECT_TRUE(svc_->GetReplicaList("", "kept").ok());
+}
+
+TEST_F(MasterRecoveryTest, RemoveAllBeforeReRegistrationRemovesThoseCopiesToo) {
+  Mount("a", false);
+  ASSERT_TRUE(Put("x", 100).ok());
+  ASSERT_TRUE(Put("y", 100).ok());
+  Beat("a");
+  Restart();
+  // The client's remove_all reaches the new master before the node.
+  EXPECT_EQ(svc_->RemoveAll("", true), 0u);
+  const uint32_t seg = Mount("a", true);
+  auto codes = svc_->RegisterMemoryObjects("a", seg, Directory("a"), true);
+  ASSERT_TRUE(codes.ok());
+  for (ErrorCode c : codes.value()) EXPECT_EQ(c, ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(svc_->GetReplicaList("", "x").code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(MasterRecoveryTest, BadDirectoriesAreRefusedWithoutHarm) {
+  const uint32_t seg = Mount("a", true);
+  EXPECT_EQ(svc_->RegisterMemoryObjects("stranger", seg, {}, true).code(),
+            ErrorCode::CLIENT_NOT_FOUND);
+  Mount("b", false);
+  EXPECT_EQ(svc_->RegisterMemoryObjects("b", seg, {}, true).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);  // not b's segment
+  auto codes = svc_->RegisterMemoryObjects(
+      "a", seg,
+      {{"", "", 0, 10, 1},               // empty key
+       {"", "zero", 0, 0, 1},            // no bytes
+       {"", "past", kSeg - 64, 128, 1},  // beyond the segment
+       {"", "ok", 0, 128, 1},
+       {"", "overlap", 64, 128, 1}},  // inside "ok"
+      true);
+  ASSERT_TRUE(codes.ok());
+  EXPECT_EQ(codes.value(),
+            (std::vector<ErrorCode>{ErrorCode::INVALID_PARAMS,
+                                    ErrorCode::INVALID_PARAMS,
+                                    ErrorCode::INVALID_PARAMS, ErrorCode::OK,
+                                    ErrorCode::INVALID_PARAMS}));
+  EXPECT_TRUE(svc_->GetReplicaList("", "ok").ok());
+  EXPECT_EQ(svc_->GetReplicaList("", "overlap").code(),
+            ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(MasterRecoveryTest, ANodeWithoutADirectoryIsFreedAtOnceAsBefore) {
+  SegmentInfo info;
+  info.node_id = "old";
+  info.capacity = kSeg;
+  ASSERT_TRUE(svc_->MountSegment(info).ok());
+  ASSERT_TRUE(Put("k", kSeg / 2).ok());
+  NodeTasks t;
+  ASSERT_TRUE(svc_->Heartbeat("old", 0, 0, &t).ok());
+  EXPECT_TRUE(t.dram_events.empty());
+  ASSERT_TRUE(svc_->Remove("", "k", true).ok());
+  EXPECT_EQ(svc_->segments().HeldBytes(SegmentKind::kMain), 0u);
+  EXPECT_TRUE(Put("k2", kSeg / 2 + 64).ok());
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -806,12 +806,14 @@ Result<uint64_t> MasterService::RemoveByRegex(const std::string& tenant,
 uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
                                        const re2::RE2* key_regex) {
   int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
-  if (tid < 0) return 0;
-  if (key_regex == nullptr && force) {
-    // Copies a node has yet to re-register are gone too.
+  if (key_regex == nullptr) {
+    // Copies a node has yet to re-register (this master just started, or
+    // the node was declared dead) are removed too: none older comes back.
+    if (tid < 0) tid = tenants_.Intern(TenantOrDefault(tenant));
     std::lock_guard<std::mutex> lock(tenant_floor_mu_);
     tenant_floor_[static_cast<uint32_t>(tid)] = versions_.Next();
   }
+  if (tid < 0) return 0;
   uint64_t removed = 0;
   const int64_t now = clock_->NowMs();
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
