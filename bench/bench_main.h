@@ -36,6 +36,14 @@ struct BenchOptions {
   int router_requests = 6;     // requests per (window, holder mode)
   int router_blocks = 4;       // SSD-only blocks per request
   int router_rate_keys = 256;  // blocks triggered at once for the rate
+
+  // restart
+  std::vector<uint64_t> restart_objects = {10000, 100000, 1000000};
+  uint64_t restart_value_bytes = 1024;
+  int64_t restart_lease_ttl_ms = 1000;  // default_kv_lease_ttl
+  int64_t restart_client_ttl_sec = 2;   // until a paused node is dead
+  int restart_samples = 1000;           // values read back byte-exact
+  bool restart_baseline_all = false;    // baseline for every N, not the largest
 };
 
 int RunTransferBench(const BenchOptions& opts);
@@ -44,6 +52,7 @@ int RunPressureBench(const BenchOptions& opts);
 int RunExistPrefetchBench(const BenchOptions& opts);
 int RunTierLatencyBench(const BenchOptions& opts);
 int RunRouterPrefetchBench(const BenchOptions& opts);
+int RunRestartBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 

@@ -227,6 +227,37 @@ int main(int argc, char** argv) {
   kvpool::AddSizeFlag(*bench_router, "--dram", &bench_opts.node_dram_bytes,
                       "main DRAM per node");
 
+  auto* bench_restart = bench->add_subcommand(
+      "restart",
+      "master restart and dead-node return: time to a fully served pool");
+  bench_restart->add_option("--json", bench_opts.json_path,
+                            "also write JSON here");
+  bench_restart->add_option("--svg", bench_opts.svg_path,
+                            "time to fully served vs N as SVG");
+  bench_restart
+      ->add_option("--objects", bench_opts.restart_objects,
+                   "object counts N to run (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*bench_restart, "--value_size",
+                      &bench_opts.restart_value_bytes, "bytes per value");
+  bench_restart
+      ->add_option("--lease_ttl_ms", bench_opts.restart_lease_ttl_ms,
+                   "master default_kv_lease_ttl (re-mounted segments are "
+                   "closed this long)")
+      ->capture_default_str();
+  bench_restart
+      ->add_option("--client_ttl", bench_opts.restart_client_ttl_sec,
+                   "master client_ttl: s of silence until a node is dead")
+      ->capture_default_str();
+  bench_restart
+      ->add_option("--samples", bench_opts.restart_samples,
+                   "values read back byte-exact after the restart")
+      ->capture_default_str();
+  bench_restart->add_flag("--baseline_all", bench_opts.restart_baseline_all,
+                          "run the directory-off baseline for every N (by "
+                          "default only the largest)");
+
   kvpool::SsdBenchOptions ssd_opts;
   auto* bench_ssd =
       bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
@@ -300,6 +331,7 @@ int main(int argc, char** argv) {
   if (*bench_ssd) return kvpool::RunSsdBench(ssd_opts);
   if (*bench_exist) return kvpool::RunExistPrefetchBench(bench_opts);
   if (*bench_tier) return kvpool::RunTierLatencyBench(bench_opts);
+  if (*bench_restart) return kvpool::RunRestartBench(bench_opts);
 
   auto created = kvpool::Client::Create(cc);
   if (!created.ok()) return Fail(created.status());

@@ -37,6 +37,8 @@ Status MasterConfig::Validate() const {
     return bad("offloading_queue_limit must be >= 0");
   if (offload_task_ttl_sec <= 0) return bad("offload_task_ttl_sec must be > 0");
   if (put_offload_wait_ms < 0) return bad("put_offload_wait_ms must be >= 0");
+  if (holder_ack_timeout_ms < 0)
+    return bad("holder_ack_timeout_ms must be >= 0");
   if (prefetch_trigger_lease_ttl_ms <= 0)
     return bad("prefetch_trigger_lease_ttl_ms must be > 0");
   if (prefetch_consumed_lease_ms < 0)

@@ -41,6 +41,11 @@ struct MasterConfig {
   // A put that finds DRAM full of keys still being copied waits for copies
   // to land (each wakes it) for at most this long before NO_AVAILABLE_HANDLE.
   int64_t put_offload_wait_ms = 5000;
+  // A remove or an upsert answers once every holder of a copy of the old
+  // value has applied its deletion (one heartbeat hand-over), so no master
+  // crash after the answer can let a node re-register the old value; at
+  // most this long (a paused holder), then it answers anyway. 0 = no wait.
+  int64_t holder_ack_timeout_ms = 1000;
   bool promotion_on_hit = false;  // promote SSD-only keys that gets hit
   int64_t promotion_admission_threshold = 2;
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths

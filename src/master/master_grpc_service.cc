@@ -99,7 +99,12 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
     o->set_placed(e.placed);
     o->set_segment_id(e.segment);
     o->set_offset(e.offset);
-    if (e.placed) {
+    if (e.disk_drop) {
+      o->set_disk_drop(true);
+      o->set_tenant(e.tenant);
+      o->set_key(e.key);
+      o->set_version(e.version);
+    } else if (e.placed) {
       o->set_size(e.size);
       o->set_tenant(e.tenant);
       o->set_key(e.key);
@@ -177,12 +182,12 @@ grpc::Status MasterGrpcService::RegisterMemoryObjects(
   std::vector<MemoryObjectIn> in;
   in.reserve(req->objects_size());
   for (const auto& o : req->objects()) {
-    in.push_back(MemoryObjectIn{o.tenant(), o.key(), o.offset(), o.size(),
-                                o.version()});
+    in.push_back(
+        MemoryObjectIn{o.tenant(), o.key(), o.offset(), o.size(), o.version()});
   }
-  auto r = svc_->RegisterMemoryObjects(
-      req->node_id(), static_cast<uint32_t>(req->segment_id()), in,
-      req->done());
+  auto r = svc_->RegisterMemoryObjects(req->node_id(),
+                                       static_cast<uint32_t>(req->segment_id()),
+                                       in, req->done());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
     for (ErrorCode c : r.value()) resp->add_error_codes(ToInt(c));

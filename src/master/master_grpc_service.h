@@ -76,9 +76,9 @@ class MasterGrpcService final
   grpc::Status NotifyOffload(grpc::ServerContext*,
                              const rpc::NotifyOffloadRequest*,
                              rpc::NotifyOffloadResponse*) override;
-  grpc::Status RegisterMemoryObjects(grpc::ServerContext*,
-                                     const rpc::RegisterMemoryObjectsRequest*,
-                                     rpc::RegisterMemoryObjectsResponse*) override;
+  grpc::Status RegisterMemoryObjects(
+      grpc::ServerContext*, const rpc::RegisterMemoryObjectsRequest*,
+      rpc::RegisterMemoryObjectsResponse*) override;
   grpc::Status RegisterDiskObjects(grpc::ServerContext*,
                                    const rpc::RegisterDiskObjectsRequest*,
                                    rpc::RegisterDiskObjectsResponse*) override;

@@ -91,6 +91,44 @@ void MasterService::NotePlaced(const ObjectKey& key, const ObjectMeta& m,
   }
 }
 
+void MasterService::CollectHolders(
+    std::span<const Replica> replicas,
+    std::vector<std::pair<uint32_t, uint64_t>>* out) {
+  if (config_.holder_ack_timeout_ms <= 0) return;
+  for (const auto& r : replicas) {
+    std::optional<uint32_t> idx;
+    if (r.kind == ReplicaKind::kLocalDisk) {
+      idx = r.segment;
+    } else if (r.status == ReplicaStatus::kComplete) {
+      if (auto info = segments_.Info(r.segment))
+        idx = nodes_.IndexOf(info->node_id);
+    }
+    if (!idx) continue;
+    const uint64_t seq = nodes_.LastDramSeq(*idx);
+    if (seq == 0) continue;
+    bool merged = false;
+    for (auto& [node, s] : *out) {
+      if (node == *idx) {
+        s = std::max(s, seq);
+        merged = true;
+      }
+    }
+    if (!merged) out->emplace_back(*idx, seq);
+  }
+}
+
+void MasterService::AwaitHolders(
+    const std::vector<std::pair<uint32_t, uint64_t>>& want) {
+  if (want.empty()) return;
+  if (!nodes_.WaitDramAcked(want, config_.holder_ack_timeout_ms)) {
+    metrics_
+        .GetCounter("kvpool_master_holder_ack_timeouts_total", "",
+                    "removes and upserts answered before every holder had "
+                    "deleted the old value (a paused holder)")
+        .Inc();
+  }
+}
+
 ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
                                    uint64_t version, uint64_t size,
                                    ObjectMap::iterator* attach_to) {

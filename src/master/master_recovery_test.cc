@@ -2,7 +2,11 @@
 // segments, and which re-registered copies become values again.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "master/master_service.h"
+#include "tests/test_util.h"
 
 namespace kvpool {
 namespace {
@@ -14,6 +18,9 @@ class MasterRecoveryTest : public ::testing::Test {
   void SetUp() override {
     config_.default_kv_lease_ttl = 1000;
     config_.client_ttl = 2;
+    // Removes here answer at once unless a test says otherwise: most tests
+    // play the node's heartbeats themselves, after the call.
+    config_.holder_ack_timeout_ms = 0;
     Restart();
   }
   // A new master process: nothing of the old one's state survives.
@@ -275,6 +282,66 @@ TEST_F(MasterRecoveryTest, ANodeWithoutADirectoryIsFreedAtOnceAsBefore) {
   ASSERT_TRUE(svc_->Remove("", "k", true).ok());
   EXPECT_EQ(svc_->segments().HeldBytes(SegmentKind::kMain), 0u);
   EXPECT_TRUE(Put("k2", kSeg / 2 + 64).ok());
+}
+
+}  // namespace
+}  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST_F(MasterRecoveryTest, ARemoveAnswersOnceTheHolderHasDeletedTheValue) {
+  config_.holder_ack_timeout_ms = 60000;
+  Restart();
+  Mount("a", false);
+  ASSERT_TRUE(Put("k", 1000).ok());
+  Beat("a");
+  Beat("a");  // acknowledges the placement: nothing is queued
+  ASSERT_EQ(svc_->nodes().dram_events_queued(), 0u);
+  std::atomic<bool> answered{false};
+  std::thread rm([&] {
+    EXPECT_TRUE(svc_->Remove("", "k", false).ok());
+    answered = true;
+  });
+  // The free is queued for the node; the remove waits for it to be applied.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return svc_->nodes().dram_events_queued() == 1; },
+      std::chrono::seconds(10)));
+  EXPECT_FALSE(answered.load());
+  Beat("a");  // hands the free over
+  Beat("a");  // acknowledges it
+  rm.join();
+  EXPECT_TRUE(answered.load());
+  EXPECT_TRUE(Directory("a").empty());
+}
+
+TEST_F(MasterRecoveryTest, APausedHolderDelaysARemoveOnlyUpToTheTimeout) {
+  config_.holder_ack_timeout_ms = 100;
+  Restart();
+  Mount("a", false);
+  ASSERT_TRUE(Put("k", 1000).ok());
+  Beat("a");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(svc_->Remove("", "k", false).ok());  // nobody acknowledges
+  EXPECT_GE(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(100));
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_holder_ack_timeouts_total", ""),
+            1u);
+  // A node without a directory is never waited for.
+  SegmentInfo info;
+  info.node_id = "old";
+  info.capacity = kSeg;
+  ASSERT_TRUE(svc_->MountSegment(info).ok());
+  PutOptions o;
+  o.preferred_node = "old";
+  ASSERT_TRUE(svc_->PutStart("", "j", 1000, o).ok());
+  ASSERT_TRUE(svc_->PutEnd("", "j").ok());
+  EXPECT_EQ(svc_->QueryReadOnly("", "j").replicas[0].segment->node_id, "old");
+  EXPECT_TRUE(svc_->Remove("", "j", false).ok());
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_holder_ack_timeouts_total", ""),
+            1u);
 }
 
 }  // namespace

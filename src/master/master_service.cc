@@ -509,10 +509,11 @@ Status MasterService::PutEnd(const std::string& tenant,
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::unique_lock<std::mutex> lock(shard.mu);
   const int64_t now = clock_->NowMs();
   auto up = shard.upserts.find(okey);
   if (up != shard.upserts.end()) {
+    std::vector<std::pair<uint32_t, uint64_t>> holders;
     ObjectMeta fresh = std::move(up->second);
     shard.upserts.erase(up);
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
@@ -523,8 +524,10 @@ Status MasterService::PutEnd(const std::string& tenant,
       // Readers of the old value hold its lease: keep its bytes until then.
       // Its SSD copies, promotion and offload describe the old bytes: gone.
       not_before = it->second.lease_deadline_ms;
+      const ReplicaList replicas = it->second.replicas;
       DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before);
+      CollectHolders(replicas, &holders);
     }
     auto [ins, ok] = shard.objects.emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
@@ -533,6 +536,9 @@ Status MasterService::PutEnd(const std::string& tenant,
       QueueOffload(shard, ins->first, ins->second);
     }
     ForgetPendingPut(shard, okey);
+    lock.unlock();
+    // The old value must not come back as current after a master crash.
+    AwaitHolders(holders);
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -740,38 +746,45 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.objects.find(okey);
-  if (it == shard.objects.end()) {
-    // A node may still re-register a copy this master has not heard of yet
-    // (it just restarted): that copy is older than this remove.
-    floor_.Raise(ObjectKeyHash()(okey), versions_.Next());
-    return Status(ErrorCode::OBJECT_NOT_FOUND);
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.objects.find(okey);
+    if (it == shard.objects.end()) {
+      // A node may still re-register a copy this master has not heard of yet
+      // (it just restarted): that copy is older than this remove.
+      floor_.Raise(ObjectKeyHash()(okey), versions_.Next());
+      return Status(ErrorCode::OBJECT_NOT_FOUND);
+    }
+    ObjectMeta& m = it->second;
+    const int64_t now = clock_->NowMs();
+    if (!force && m.LeaseLive(now)) {
+      metrics_
+          .GetCounter("kvpool_master_lease_refusals_total", "",
+                      "removes refused by a lease")
+          .Inc();
+      return Status(
+          ErrorCode::OBJECT_HAS_LEASE,
+          fmt::format("leased for {} more ms", m.lease_deadline_ms - now));
+    }
+    if (!force && m.HasProcessing()) {
+      return Status(ErrorCode::REPLICA_IS_NOT_READY,
+                    "a put of this key is in progress");
+    }
+    // A forced remove must not pull bytes from under a reader or a writer.
+    int64_t not_before = m.lease_deadline_ms;
+    if (m.HasProcessing()) {
+      not_before = std::max(
+          not_before,
+          m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
+    }
+    const ReplicaList replicas = m.replicas;
+    DropDiskCopies(it->first, m);
+    EraseObject(shard, it, not_before);
+    CollectHolders(replicas, &holders);
   }
-  ObjectMeta& m = it->second;
-  const int64_t now = clock_->NowMs();
-  if (!force && m.LeaseLive(now)) {
-    metrics_
-        .GetCounter("kvpool_master_lease_refusals_total", "",
-                    "removes refused by a lease")
-        .Inc();
-    return Status(
-        ErrorCode::OBJECT_HAS_LEASE,
-        fmt::format("leased for {} more ms", m.lease_deadline_ms - now));
-  }
-  if (!force && m.HasProcessing()) {
-    return Status(ErrorCode::REPLICA_IS_NOT_READY,
-                  "a put of this key is in progress");
-  }
-  // A forced remove must not pull bytes from under a reader or a writer.
-  int64_t not_before = m.lease_deadline_ms;
-  if (m.HasProcessing()) {
-    not_before =
-        std::max(not_before, m.last_access_ms +
-                                 config_.put_start_release_timeout_sec * 1000);
-  }
-  DropDiskCopies(it->first, m);
-  EraseObject(shard, it, not_before);
+  // Answered once no holder can bring the value back (holder_ack_timeout_ms).
+  AwaitHolders(holders);
   return Status::OK();
 }
 
@@ -816,6 +829,7 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
   if (tid < 0) return 0;
   uint64_t removed = 0;
   const int64_t now = clock_->NowMs();
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -835,11 +849,14 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
             not_before,
             m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
       }
+      const ReplicaList replicas = m.replicas;
       DropDiskCopies(it->first, m);
       it = EraseObject(shard, it, not_before);
+      CollectHolders(replicas, &holders);
       ++removed;
     }
   }
+  AwaitHolders(holders);
   return removed;
 }
 

@@ -378,6 +378,12 @@ class MasterService {
   // Opens the segments closed at remount whose lease hold has ended and
   // whose directory is in.
   void ReopenSegments(int64_t now);
+  // The holders of `m`'s copies and the last event issued to each (shard
+  // lock held): after the caller erased `m` and unlocked, waiting for them
+  // (AwaitHolders) means every holder has applied the deletion.
+  void CollectHolders(std::span<const Replica> replicas,
+                      std::vector<std::pair<uint32_t, uint64_t>>* out);
+  void AwaitHolders(const std::vector<std::pair<uint32_t, uint64_t>>& want);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).

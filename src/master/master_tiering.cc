@@ -47,8 +47,13 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
 void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
   for (const auto& r : m.replicas) {
     if (r.kind != ReplicaKind::kLocalDisk) continue;
-    nodes_.PushDiskDrop(r.segment,
-                        DiskDropMsg{tenants_.Name(key.tenant), key.key});
+    // In the directory's sequence where the node keeps one, so a remove
+    // can wait until the drop is applied; on the heartbeat's list if not.
+    if (!nodes_.PushDiskDropEvent(r.segment, tenants_.Name(key.tenant), key.key,
+                                  m.version)) {
+      nodes_.PushDiskDrop(r.segment,
+                          DiskDropMsg{tenants_.Name(key.tenant), key.key});
+    }
     metrics_
         .GetCounter("kvpool_master_disk_drops_total", "",
                     "SSD copies of removed or replaced values the holders "

@@ -185,7 +185,8 @@ std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
   if (!e.info->keeps_dram_directory) return due;
   // An ack beyond what was issued is from an earlier registration: ignore.
   if (acked_seq >= e.dram_next_seq) return due;
-  if (acked_seq > e.dram_acked) e.dram_acked = acked_seq;
+  const bool advanced = acked_seq > e.dram_acked;
+  if (advanced) e.dram_acked = acked_seq;
   while (!e.dram_events.empty() && e.dram_events.front().seq <= e.dram_acked) {
     e.dram_events.pop_front();
     --dram_events_queued_;
@@ -196,7 +197,50 @@ std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
   }
   // A hand-over the node never applied (the reply was lost): send again.
   if (acked_seq < e.dram_sent) e.dram_sent = e.dram_acked;
+  if (advanced) cv_.notify_all();  // removes waiting for this node
   return due;
+}
+
+bool NodeRegistry::PushDiskDropEvent(uint32_t index, const std::string& tenant,
+                                     const std::string& key, uint64_t version) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(index);
+    if (it == nodes_.end() || !it->second.info->keeps_dram_directory)
+      return false;
+    Entry& e = it->second;
+    DramEventMsg ev;
+    ev.seq = e.dram_next_seq++;
+    ev.disk_drop = true;
+    ev.tenant = tenant;
+    ev.key = key;
+    ev.version = version;
+    e.dram_events.push_back(std::move(ev));
+    ++dram_events_queued_;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+uint64_t NodeRegistry::LastDramSeq(uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(index);
+  if (it == nodes_.end() || !it->second.info->keeps_dram_directory) return 0;
+  return it->second.dram_next_seq - 1;
+}
+
+bool NodeRegistry::WaitDramAcked(
+    const std::vector<std::pair<uint32_t, uint64_t>>& want,
+    int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    if (waking_) return true;
+    for (const auto& [index, seq] : want) {
+      auto it = nodes_.find(index);
+      if (it != nodes_.end() && it->second.dram_acked < seq) return false;
+    }
+    return true;
+  });
 }
 
 size_t NodeRegistry::dram_events_queued() const {

@@ -81,6 +81,7 @@ struct DramEventMsg {
   std::string tenant;
   std::string key;
   uint64_t version = 0;
+  bool disk_drop = false;  // see rpc::DramEvent
 };
 
 // A range whose release waits for the node to apply the event freeing it.
@@ -148,6 +149,17 @@ class NodeRegistry {
   std::vector<DueFree> AckDram(const std::string& node_id, uint64_t acked_seq);
   // Events queued and not yet acknowledged, over all nodes.
   size_t dram_events_queued() const;
+  // A drop of the node's SSD copy of a key, in its event sequence; false
+  // (nothing queued) when the node keeps no directory.
+  bool PushDiskDropEvent(uint32_t index, const std::string& tenant,
+                         const std::string& key, uint64_t version);
+  // The last event sequence number issued to the node (0: none, or the
+  // node keeps no directory or is unknown).
+  uint64_t LastDramSeq(uint32_t index) const;
+  // Waits until each (node, seq) is acknowledged or its node is gone, or
+  // `timeout_ms` passes; false on timeout.
+  bool WaitDramAcked(const std::vector<std::pair<uint32_t, uint64_t>>& want,
+                     int64_t timeout_ms);
   void PushOffload(uint32_t index, OffloadTaskMsg task);
   void PushDiskDrop(uint32_t index, DiskDropMsg drop);
   // Earliest deadline first among tasks with one, then FIFO. False (the

@@ -16,11 +16,17 @@ uint64_t DramDirectory::applied_seq() const {
 
 void DramDirectory::Apply(
     const google::protobuf::RepeatedPtrField<rpc::DramEvent>& events,
-    const Resolver& resolve) {
+    const Resolver& resolve, const DiskDropper& drop_disk) {
   for (const auto& ev : events) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (ev.seq() <= applied_) continue;
+    }
+    if (ev.disk_drop()) {
+      if (drop_disk) drop_disk(ev);
+      std::lock_guard<std::mutex> lock(mu_);
+      applied_ = ev.seq();
+      continue;
     }
     auto view = resolve(ev.segment_id());
     // The checksum is taken outside the lock: the bytes cannot change, the

@@ -43,6 +43,8 @@ class DramDirectory {
     std::span<const uint8_t> bytes;
   };
   using Resolver = std::function<std::optional<SlotView>(uint64_t segment_id)>;
+  // Deletes the SSD record an event names (rpc::DramEvent::disk_drop).
+  using DiskDropper = std::function<void(const rpc::DramEvent&)>;
 
   // A new mount starts a new event sequence (the directory's entries stay).
   void ResetSequence();
@@ -51,8 +53,9 @@ class DramDirectory {
   // Applies events in sequence order; an event at or below applied_seq() (a
   // hand-over sent again) is skipped. Events naming a segment `resolve` does
   // not know, or a range outside it, count as applied and change nothing.
+  // A disk drop goes to `drop_disk` (in sequence with the rest).
   void Apply(const google::protobuf::RepeatedPtrField<rpc::DramEvent>& events,
-             const Resolver& resolve);
+             const Resolver& resolve, const DiskDropper& drop_disk = nullptr);
   // The slot's entries in offset order whose bytes in `bytes` still match
   // their checksum; the others are dropped here (and counted).
   std::vector<Entry> Verified(int slot, std::span<const uint8_t> bytes);

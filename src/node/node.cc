@@ -352,8 +352,11 @@ void Node::HeartbeatLoop() {
       metrics_.GetCounter("kvpool_node_heartbeat_failures_total").Inc();
     } else {
       if (resp.dram_events_size() > 0) {
-        directory_.Apply(resp.dram_events(),
-                         [this](uint64_t id) { return ResolveSlot(id); });
+        directory_.Apply(
+            resp.dram_events(), [this](uint64_t id) { return ResolveSlot(id); },
+            [this](const rpc::DramEvent& ev) {
+              if (ssd_) ssd_->DropRecord(ev.tenant(), ev.key(), ev.version());
+            });
       }
       if (directory_pending_[0])
         directory_pending_[0] = !RegisterDirectory(0, *segment_, segment_id_);

@@ -181,6 +181,17 @@ void SsdTier::EnqueuePromotions(
   cv_.notify_all();
 }
 
+void SsdTier::DropRecord(const std::string& tenant, const std::string& key,
+                         uint64_t version) {
+  const std::string& t = tenant.empty() ? std::string("default") : tenant;
+  auto stored = storage_->LookupVersion(t, key);
+  if (!stored.ok()) return;
+  // A newer value's record (written after the master sent this) stays.
+  if (version != 0 && stored.value() > version) return;
+  if (storage_->RemoveIfVersion(t, key, stored.value()).ok())
+    metrics_.GetCounter("kvpool_node_disk_drops_total").Inc();
+}
+
 void SsdTier::DropRecords(
     const google::protobuf::RepeatedPtrField<rpc::DiskDropTask>& drops) {
   uint64_t n = 0;

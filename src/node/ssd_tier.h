@@ -100,6 +100,10 @@ class SsdTier {
   // DEAD header), before any later offload can write the key again.
   void DropRecords(
       const google::protobuf::RepeatedPtrField<rpc::DiskDropTask>& drops);
+  // The same for one key, only if its record is no newer than `version`
+  // (0: whatever version).
+  void DropRecord(const std::string& tenant, const std::string& key,
+                  uint64_t version);
   // Serves SSD_READ of the data plane: fills each op's dest and result.
   void ServeReads(std::span<KeyReadOp> ops);
 

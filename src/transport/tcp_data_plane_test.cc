@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "transport/segment_table.h"
 #include "transport/tcp_data_client.h"
 #include "transport/tcp_data_server.h"
@@ -496,7 +497,12 @@ TEST_F(TcpDataPlaneTest, BatchedWritesThenReadsRoundTripExactly) {
     EXPECT_EQ(reads[i].result, ErrorCode::OK);
     EXPECT_EQ(dests[i], payloads[i]) << "size " << sizes[i];
   }
-  EXPECT_EQ(server_->stats().bytes_read.load(), total);
+  // The server counts a read's bytes once its write completes, which the
+  // client may see after the bytes themselves.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return server_->stats().bytes_read.load() == total; },
+      std::chrono::seconds(10)))
+      << server_->stats().bytes_read.load() << " of " << total;
   EXPECT_EQ(server_->stats().rejected_ranges.load(), 0u);
   EXPECT_EQ(server_->stats().bad_frames.load(), 0u);
 }

@@ -1,0 +1,523 @@
+// kvpool bench restart: how long a pool of N objects takes to be fully
+// served again after a master restart (the nodes re-register the DRAM
+// replicas they still hold), and after one node was declared dead and woke
+// up. In one process: a MasterServer on a fixed port, two Nodes, a Client.
+// The baseline, measured in the same run, is the same restart with the
+// nodes' DRAM directories off (the behaviour before re-registration): the
+// fraction of keys a restarted master still serves.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "bench/bench_main.h"
+#include "bench/bench_util.h"
+#include "bench/svg_chart.h"
+#include "common/size_parse.h"
+#include "kvpool/client.h"
+#include "master/master_server.h"
+#include "master/master_service.h"
+#include "node/node.h"
+
+namespace kvpool {
+
+namespace {
+
+constexpr size_t kPutBatch = 1024;
+constexpr size_t kExistBatch = 8192;
+constexpr double kTimeoutSec = 120;
+
+struct RestartRow {
+  uint64_t n = 0;
+  bool directory = true;
+  uint64_t put_failed = 0;
+  double put_sec = 0;
+  double dir_sync_ms = -1;  // until the nodes' directories hold all N
+  double restart_gap_ms = 0;  // old master stopped -> new one serving
+  double first_mount_ms = -1;
+  double remount_ms = -1;    // both nodes mounted at the new master
+  double served_ms = -1;     // every key exists again (-1: never)
+  double sweep_ms = 0;       // one exist sweep over all N keys
+  uint64_t served = 0;       // keys present after the restart
+  double first_put_ms = -1;  // a new key's put succeeds
+  double rereg_per_sec = 0;
+  uint64_t reregistered = 0, refused = 0;
+  uint64_t checksum_mismatches = 0;
+  uint64_t sampled = 0, sample_bad = 0;  // values read back after restart
+  // Pause of node 1 (directory runs only).
+  double dead_after_ms = -1;  // heartbeats paused -> declared dead
+  uint64_t lost_at_death = 0;
+  double pause_recovery_ms = -1;  // resumed -> every key exists again
+  uint64_t pause_served = 0;
+  std::string error;
+};
+
+std::string KeyOf(uint64_t i) { return fmt::format("r-{:09d}", i); }
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Value of key i: a pseudo-random stream seeded by i, so a value read back
+// from the wrong offset or another key's bytes never compares equal.
+void FillValue(uint64_t i, std::string* v) {
+  const uint64_t seed = Mix(i * 0x2545F4914F6CDD1Dull + 17);
+  for (size_t off = 0; off < v->size(); off += 8) {
+    uint64_t w = Mix(seed + off);
+    std::memcpy(v->data() + off, &w, std::min<size_t>(8, v->size() - off));
+  }
+}
+
+uint64_t CounterValue(MasterServer& m, const char* name) {
+  return m.service().metrics().GetCounter(name, "tier=\"memory\"").Value();
+}
+uint64_t Reregistered(MasterServer& m) {
+  return CounterValue(m, "kvpool_master_reregistered_total");
+}
+uint64_t Refused(MasterServer& m) {
+  return CounterValue(m, "kvpool_master_reregistration_refused_total");
+}
+
+bool Mounted(MasterServer& m, const Node& node) {
+  auto& svc = m.service();
+  if (!svc.nodes().IndexOf(node.node_id())) return false;
+  auto info = svc.segments().Info(static_cast<uint32_t>(node.segment_id()));
+  return info && info->node_id == node.node_id();
+}
+
+// Keys of [0, n) that exist (no lease granted).
+uint64_t CountPresent(Client& c, const std::vector<std::string>& keys) {
+  ExistOptions eo;
+  eo.grant_lease = false;
+  uint64_t present = 0;
+  for (size_t s = 0; s < keys.size(); s += kExistBatch) {
+    std::vector<std::string> batch(
+        keys.begin() + s, keys.begin() + std::min(keys.size(), s + kExistBatch));
+    for (const auto& r : c.BatchIsExist(batch, eo))
+      present += r.ok() && r.value();
+  }
+  return present;
+}
+
+template <typename Pred>
+bool WaitFor(Pred&& pred, double timeout_sec, double sleep_sec = 0.001) {
+  double deadline = bench::NowSec() + timeout_sec;
+  while (!pred()) {
+    if (bench::NowSec() > deadline) return false;
+    usleep(static_cast<useconds_t>(sleep_sec * 1e6));
+  }
+  return true;
+}
+
+class Harness {
+ public:
+  Harness(const BenchOptions& opts, int* port) : opts_(opts), port_(port) {}
+  ~Harness() { Stop(); }
+
+  Status StartMaster() {
+    MasterConfig mc;
+    mc.rpc_address = "127.0.0.1";
+    mc.rpc_port = *port_;
+    mc.metrics_port = -1;
+    mc.default_kv_lease_ttl = opts_.restart_lease_ttl_ms;
+    mc.client_ttl = opts_.restart_client_ttl_sec;
+    // The port may take a moment to be free again after the last master.
+    Status s;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      master_ = std::make_unique<MasterServer>(mc);
+      s = master_->Start();
+      if (s.ok()) break;
+      master_.reset();
+      usleep(20000);
+    }
+    if (!s.ok()) return s;
+    *port_ = master_->rpc_port();
+    return Status::OK();
+  }
+  void StopMaster() {
+    if (master_) master_->Stop();
+    master_.reset();
+  }
+  Status Start(uint64_t n, bool directory) {
+    if (Status s = StartMaster(); !s.ok()) return s;
+    const uint64_t aligned = (opts_.restart_value_bytes + 63) / 64 * 64;
+    for (int i = 0; i < 2; ++i) {
+      NodeConfig nc;
+      nc.master_server_address = master_->address();
+      // Either node could take every object, far below the eviction
+      // watermark with the even split free_ratio_first gives.
+      nc.global_segment_size = n * aligned + (16ull << 20);
+      nc.heartbeat_interval_ms = 100;
+      nc.node_id = fmt::format("restart-node{}", i);
+      nc.dram_directory = directory;
+      nodes_.push_back(std::make_unique<Node>(nc));
+      if (Status s = nodes_.back()->Start(); !s.ok()) return s;
+    }
+    ClientConfig cc;
+    cc.master_server_address = master_->address();
+    auto c = Client::Create(cc);
+    if (!c.ok()) return c.status();
+    client_ = std::move(c.value());
+    return Status::OK();
+  }
+  void Stop() {
+    client_.reset();
+    for (auto& n : nodes_) n->Stop();
+    nodes_.clear();
+    StopMaster();
+  }
+  MasterServer& master() { return *master_; }
+  Node& node(int i) { return *nodes_[i]; }
+  Client& client() { return *client_; }
+
+ private:
+  const BenchOptions& opts_;
+  int* port_;
+  std::unique_ptr<MasterServer> master_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unique_ptr<Client> client_;
+};
+
+RestartRow RunCase(const BenchOptions& opts, uint64_t n, bool directory,
+                   int* port) {
+  RestartRow row;
+  row.n = n;
+  row.directory = directory;
+  const char* tag = directory ? "directory" : "baseline";
+  Harness h(opts, port);
+  if (Status s = h.Start(n, directory); !s.ok()) {
+    row.error = "start: " + s.ToString();
+    return row;
+  }
+  std::vector<std::string> keys;
+  keys.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) keys.push_back(KeyOf(i));
+
+  // 1. Put N objects.
+  std::fprintf(stderr, "  [%s N=%lu] putting %lu x %s\n", tag, n, n,
+               FormatSize(opts.restart_value_bytes).c_str());
+  {
+    std::vector<std::string> vals(kPutBatch,
+                                  std::string(opts.restart_value_bytes, '\0'));
+    const uint64_t step = std::max<uint64_t>(kPutBatch, n / 10);
+    uint64_t next_report = step;
+    double t = bench::NowSec();
+    for (uint64_t s = 0; s < n; s += kPutBatch) {
+      const uint64_t e = std::min<uint64_t>(n, s + kPutBatch);
+      std::vector<std::string> bk(keys.begin() + s, keys.begin() + e);
+      std::vector<std::string_view> bv;
+      for (uint64_t i = s; i < e; ++i) {
+        FillValue(i, &vals[i - s]);
+        bv.push_back(vals[i - s]);
+      }
+      for (const auto& st : h.client().BatchPut(bk, bv))
+        row.put_failed += !st.ok();
+      if (e >= next_report || e == n) {
+        std::fprintf(stderr, "    %lu/%lu puts (%.1f s)\n", e, n,
+                     bench::NowSec() - t);
+        next_report += step;
+      }
+    }
+    row.put_sec = bench::NowSec() - t;
+  }
+  if (row.put_failed) {
+    row.error = fmt::format("{} puts failed", row.put_failed);
+    return row;
+  }
+  if (directory) {
+    // The directories are fed by heartbeats: a value whose placement the
+    // node has not heard of yet is not one it can hand back.
+    double t = bench::NowSec();
+    if (!WaitFor(
+            [&] {
+              return h.node(0).directory().size() +
+                         h.node(1).directory().size() >=
+                     n;
+            },
+            kTimeoutSec)) {
+      row.error = "directories never caught up";
+      return row;
+    }
+    row.dir_sync_ms = (bench::NowSec() - t) * 1e3;
+  }
+
+  // 2. Master restart.
+  std::fprintf(stderr, "  [%s N=%lu] restarting the master\n", tag, n);
+  double t_stop = bench::NowSec();
+  h.StopMaster();
+  if (Status s = h.StartMaster(); !s.ok()) {
+    row.error = "restart: " + s.ToString();
+    return row;
+  }
+  const double t0 = bench::NowSec();
+  row.restart_gap_ms = (t0 - t_stop) * 1e3;
+  MasterServer& m = h.master();
+  // A new key's put, tried every 10 ms from the moment the master is back.
+  std::atomic<double> first_put_at{-1};
+  std::atomic<bool> stop_probe{false};
+  std::thread probe([&] {
+    std::string v(opts.restart_value_bytes, 'p');
+    for (int i = 0; !stop_probe; ++i) {
+      if (h.client().Put(fmt::format("probe-{}-{}", n, i), v).ok()) {
+        first_put_at = bench::NowSec();
+        return;
+      }
+      usleep(10000);
+    }
+  });
+  auto finish_probe = [&] {
+    WaitFor([&] { return first_put_at.load() > 0; }, kTimeoutSec);
+    stop_probe = true;
+    probe.join();
+    if (first_put_at.load() > 0) row.first_put_ms = (first_put_at - t0) * 1e3;
+  };
+  bool both = WaitFor(
+      [&] {
+        bool a = Mounted(m, h.node(0)), b = Mounted(m, h.node(1));
+        if ((a || b) && row.first_mount_ms < 0)
+          row.first_mount_ms = (bench::NowSec() - t0) * 1e3;
+        return a && b;
+      },
+      kTimeoutSec, 0.0005);
+  if (!both) {
+    row.error = "nodes never remounted";
+    finish_probe();
+    return row;
+  }
+  row.remount_ms = (bench::NowSec() - t0) * 1e3;
+
+  if (directory) {
+    const uint64_t expect =
+        h.node(0).directory().size() + h.node(1).directory().size();
+    // The master has every copy back when its counters add up to what the
+    // directories hold (each copy is taken or refused); an exist sweep then
+    // confirms that all N keys exist.
+    WaitFor([&] { return Reregistered(m) + Refused(m) >= expect; },
+            kTimeoutSec, 0.0005);
+    double t_master = bench::NowSec();
+    row.reregistered = Reregistered(m);
+    row.refused = Refused(m);
+    double sweep0 = bench::NowSec();
+    row.served = CountPresent(h.client(), keys);
+    row.sweep_ms = (bench::NowSec() - sweep0) * 1e3;
+    if (row.served == n) {
+      row.served_ms = (t_master - t0) * 1e3;
+    } else {
+      // Not all back yet: sweep until they are (or the timeout).
+      while (bench::NowSec() - t0 < kTimeoutSec) {
+        row.served = CountPresent(h.client(), keys);
+        if (row.served == n) {
+          row.served_ms = (bench::NowSec() - t0) * 1e3;
+          break;
+        }
+        usleep(10000);
+      }
+    }
+    double window = (t_master - t0) * 1e3 - std::max(0.0, row.first_mount_ms);
+    if (window > 0) row.rereg_per_sec = double(row.reregistered) / window * 1e3;
+    finish_probe();
+  } else {
+    // Nothing is coming back; measure once the segments take puts again,
+    // by when a directory would have been in.
+    finish_probe();
+    double sweep0 = bench::NowSec();
+    row.served = CountPresent(h.client(), keys);
+    row.sweep_ms = (bench::NowSec() - sweep0) * 1e3;
+    if (row.served == n) row.served_ms = row.sweep_ms;
+  }
+  row.checksum_mismatches = h.node(0).directory().checksum_mismatches() +
+                            h.node(1).directory().checksum_mismatches();
+
+  // Byte-exact read back of a sample.
+  {
+    std::mt19937_64 rng(n);
+    std::vector<uint64_t> idx;
+    for (int i = 0; i < opts.restart_samples && n > 0; ++i)
+      idx.push_back(rng() % n);
+    std::string want(opts.restart_value_bytes, '\0');
+    for (size_t s = 0; s < idx.size(); s += 128) {
+      std::vector<std::string> bk;
+      for (size_t j = s; j < std::min(idx.size(), s + 128); ++j)
+        bk.push_back(keys[idx[j]]);
+      auto got = h.client().BatchGet(bk);
+      for (size_t j = 0; j < got.size(); ++j) {
+        if (!got[j].ok()) {
+          // A baseline miss is expected; count only what was served wrong.
+          if (directory) ++row.sample_bad;
+          continue;
+        }
+        ++row.sampled;
+        FillValue(idx[s + j], &want);
+        row.sample_bad += got[j].value() != want;
+      }
+    }
+  }
+  if (!directory) return row;
+
+  // 3. Pause node 1 until the master declares it dead, then resume it.
+  std::fprintf(stderr, "  [%s N=%lu] pausing node 1 (client_ttl %ld s)\n", tag,
+               n, opts.restart_client_ttl_sec);
+  Node& paused = h.node(1);
+  double tp = bench::NowSec();
+  paused.PauseHeartbeats(true);
+  if (!WaitFor([&] { return !m.service().nodes().IndexOf(paused.node_id()); },
+               kTimeoutSec, 0.005)) {
+    row.error = "node 1 was never declared dead";
+    paused.PauseHeartbeats(false);
+    return row;
+  }
+  row.dead_after_ms = (bench::NowSec() - tp) * 1e3;
+  row.lost_at_death = n - CountPresent(h.client(), keys);
+  const uint64_t held = paused.directory().size();
+  const uint64_t before = Reregistered(m) + Refused(m);
+  double tr = bench::NowSec();
+  paused.PauseHeartbeats(false);
+  WaitFor([&] { return Reregistered(m) + Refused(m) >= before + held; },
+          kTimeoutSec, 0.0005);
+  double t_back = bench::NowSec();
+  row.pause_served = CountPresent(h.client(), keys);
+  if (row.pause_served == n) {
+    row.pause_recovery_ms = (t_back - tr) * 1e3;
+  } else {
+    while (bench::NowSec() - tr < kTimeoutSec) {
+      row.pause_served = CountPresent(h.client(), keys);
+      if (row.pause_served == n) {
+        row.pause_recovery_ms = (bench::NowSec() - tr) * 1e3;
+        break;
+      }
+      usleep(10000);
+    }
+  }
+  row.checksum_mismatches = h.node(0).directory().checksum_mismatches() +
+                            h.node(1).directory().checksum_mismatches();
+  row.refused = Refused(m);
+  return row;
+}
+
+std::string Ms(double v) { return v < 0 ? "-" : fmt::format("{:.0f}", v); }
+
+}  // namespace
+
+int RunRestartBench(const BenchOptions& opts) {
+  std::vector<RestartRow> rows;
+  int port = 0;  // the first master picks a free port; the rest reuse it
+  const uint64_t largest = *std::max_element(opts.restart_objects.begin(),
+                                             opts.restart_objects.end());
+  int cases = 0;
+  for (uint64_t n : opts.restart_objects) {
+    std::fprintf(stderr, "[%d] N=%lu, DRAM directories on\n", ++cases, n);
+    rows.push_back(RunCase(opts, n, true, &port));
+    if (opts.restart_baseline_all || n == largest) {
+      std::fprintf(stderr, "[%d] N=%lu, baseline: directories off\n", ++cases,
+                   n);
+      rows.push_back(RunCase(opts, n, false, &port));
+    }
+  }
+
+  std::printf(
+      "\nkvpool bench restart: 2 in-process nodes, values of %s, heartbeat "
+      "100 ms, default_kv_lease_ttl %ld ms, client_ttl %ld s\n",
+      FormatSize(opts.restart_value_bytes).c_str(), opts.restart_lease_ttl_ms,
+      opts.restart_client_ttl_sec);
+  std::printf("%-10s %-9s %8s %9s %11s %12s %8s %10s %11s %9s\n", "N", "mode",
+              "put_s", "remount", "all_served", "first_put", "rereg/s",
+              "pause_rec", "served_frac", "sample");
+  std::printf("%-10s %-9s %8s %9s %11s %12s %8s %10s %11s %9s\n", "", "",
+              "", "ms", "ms", "ms", "", "ms", "", "bad/read");
+  bool ok = true;
+  for (const auto& r : rows) {
+    std::printf(
+        "%-10lu %-9s %8.2f %9s %11s %12s %8s %10s %11.4f %9s\n", r.n,
+        r.directory ? "directory" : "baseline", r.put_sec,
+        Ms(r.remount_ms).c_str(), Ms(r.served_ms).c_str(),
+        Ms(r.first_put_ms).c_str(),
+        r.directory ? fmt::format("{:.0f}", r.rereg_per_sec).c_str() : "-",
+        Ms(r.pause_recovery_ms).c_str(),
+        r.n ? double(r.served) / double(r.n) : 0.0,
+        fmt::format("{}/{}", r.sample_bad, r.sampled).c_str());
+    if (!r.error.empty()) {
+      std::printf("  error: %s\n", r.error.c_str());
+      ok = false;
+    }
+  }
+  std::printf(
+      "remount/all_served/first_put: ms from the new master serving; "
+      "pause_rec: ms from heartbeats resuming\n");
+  for (const auto& r : rows) {
+    if (!r.directory) continue;
+    std::printf(
+        "N=%-9lu dir sync %s ms, restart gap %.0f ms, exist sweep %.0f ms, "
+        "re-registered %lu, refused %lu, checksum mismatches %lu; pause: dead "
+        "after %s ms, %lu keys lost then, %lu/%lu back\n",
+        r.n, Ms(r.dir_sync_ms).c_str(), r.restart_gap_ms, r.sweep_ms,
+        r.reregistered, r.refused, r.checksum_mismatches,
+        Ms(r.dead_after_ms).c_str(), r.lost_at_death, r.pause_served, r.n);
+  }
+  std::printf(
+      "baseline: the same restart with NodeConfig::dram_directory=false "
+      "(before re-registration): served_frac is what the new master knows\n");
+
+  if (!opts.json_path.empty()) {
+    std::ofstream out(opts.json_path);
+    out << fmt::format(
+        R"({{"value_bytes":{},"heartbeat_interval_ms":100,"default_kv_lease_ttl_ms":{},"client_ttl_sec":{},"rows":[)",
+        opts.restart_value_bytes, opts.restart_lease_ttl_ms,
+        opts.restart_client_ttl_sec);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      out << (i ? "," : "")
+          << fmt::format(
+                 R"({{"objects":{},"dram_directory":{},"put_sec":{:.3f},"dir_sync_ms":{:.1f},)"
+                 R"("restart_gap_ms":{:.1f},"first_mount_ms":{:.1f},"remount_ms":{:.1f},)"
+                 R"("all_served_ms":{:.1f},"exist_sweep_ms":{:.1f},"served":{},"served_fraction":{:.6f},)"
+                 R"("first_put_ms":{:.1f},"reregistered_per_sec":{:.0f},"reregistered":{},)"
+                 R"("refused":{},"checksum_mismatches":{},"sampled":{},"sample_bad":{},)"
+                 R"("dead_after_ms":{:.1f},"lost_at_death":{},"pause_recovery_ms":{:.1f},)"
+                 R"("pause_served":{},"error":"{}"}})",
+                 r.n, r.directory, r.put_sec, r.dir_sync_ms, r.restart_gap_ms,
+                 r.first_mount_ms, r.remount_ms, r.served_ms, r.sweep_ms,
+                 r.served, r.n ? double(r.served) / double(r.n) : 0.0,
+                 r.first_put_ms, r.rereg_per_sec, r.reregistered, r.refused,
+                 r.checksum_mismatches, r.sampled, r.sample_bad,
+                 r.dead_after_ms, r.lost_at_death, r.pause_recovery_ms,
+                 r.pause_served, r.error);
+    }
+    out << "]}\n";
+  }
+  if (!opts.svg_path.empty()) {
+    std::vector<bench::LineSeries> series = {{"all keys served", {}},
+                                             {"remount", {}},
+                                             {"first put", {}},
+                                             {"pause recovery", {}}};
+    for (const auto& r : rows) {
+      if (!r.directory || r.n == 0) continue;
+      double x = std::log10(double(r.n));
+      if (r.served_ms >= 0) series[0].points.emplace_back(x, r.served_ms);
+      if (r.remount_ms >= 0) series[1].points.emplace_back(x, r.remount_ms);
+      if (r.first_put_ms >= 0) series[2].points.emplace_back(x, r.first_put_ms);
+      if (r.pause_recovery_ms >= 0)
+        series[3].points.emplace_back(x, r.pause_recovery_ms);
+    }
+    bench::WriteFile(
+        opts.svg_path,
+        bench::LineChartSvg("time to a fully served pool after a master "
+                            "restart (ms) vs objects",
+                            "objects (log10 N)", "ms", series));
+  }
+  for (const auto& r : rows) {
+    if (r.directory && (r.served != r.n || r.sample_bad != 0)) ok = false;
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace kvpool
