@@ -15,70 +15,18 @@
 #include <vector>
 
 #include "kvpool/client.h"
+#include "tests/process_util.h"
 #include "tests/test_util.h"
 
 namespace kvpool {
 namespace {
 
 using kvpool::testing::RandomBytes;
+using kvpool::testing::Spawn;
+using kvpool::testing::StopAndWait;
+using kvpool::testing::StopProcess;
 using kvpool::testing::WaitUntil;
 namespace fs = std::filesystem;
-
-// `log`: the child's stdout and stderr go there (else inherited).
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "") {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!log.empty()) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// SIGSTOP takes effect when the kernel next delivers it, not when kill()
-// returns: wait until every thread of `pid` is stopped (state T).
-bool StopAndWait(pid_t pid) {
-  kill(pid, SIGSTOP);
-  return WaitUntil(
-      [&] {
-        std::error_code ec;
-        const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
-        bool all = true, any = false;
-        for (const auto& t : fs::directory_iterator(tasks, ec)) {
-          std::ifstream stat(t.path() / "stat");
-          std::string line;
-          std::getline(stat, line);
-          // "pid (comm) S ...": the state follows the last ')'.
-          const size_t p = line.rfind(')');
-          if (p == std::string::npos || p + 2 >= line.size()) return false;
-          any = true;
-          all = all && line[p + 2] == 'T';
-        }
-        return any && all;
-      },
-      std::chrono::seconds(10));
-}
-
-void StopProcess(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  int status = 0;
-  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
-                 std::chrono::seconds(10))) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-}
 
 // Whether a get returned exactly `want` (without printing megabytes of
 // bytes when it did not).

@@ -254,9 +254,10 @@ int main(int argc, char** argv) {
       ->add_option("--samples", bench_opts.restart_samples,
                    "values read back byte-exact after the restart")
       ->capture_default_str();
-  bench_restart->add_flag("--baseline_all", bench_opts.restart_baseline_all,
-                          "run the directory-off baseline for every N (by "
-                          "default only the largest)");
+  bench_restart->add_flag("--baseline_largest_only",
+                          bench_opts.restart_baseline_largest_only,
+                          "run the directory-off baseline for the largest N "
+                          "only (by default for every N)");
 
   kvpool::SsdBenchOptions ssd_opts;
   auto* bench_ssd =

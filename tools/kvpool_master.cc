@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--put_offload_wait_ms", c.put_offload_wait_ms,
                  "how long a put may wait for SSD copies to free DRAM")
       ->capture_default_str();
+  app.add_flag("--put_waits_for_holders", c.put_waits_for_holders,
+               "a put answers once its holders recorded it (survives a "
+               "master crash right after the answer)");
   app.add_option("--holder_ack_timeout_ms", c.holder_ack_timeout_ms,
                  "a remove or upsert waits this long at most for the holders "
                  "of the old value to delete it (0 = no wait)")

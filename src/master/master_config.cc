@@ -63,14 +63,15 @@ std::string MasterConfig::ToString() const {
       "offload_on_evict={} "
       "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
       "promotion_admission_threshold={} promotion_queue_limit={} "
-      "promotion_task_ttl_sec={}",
+      "promotion_task_ttl_sec={} holder_ack_timeout_ms={} "
+      "put_waits_for_holders={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio,
       put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
       allocation_strategy, enable_offload, offload_on_evict,
       offload_force_evict, offloading_queue_limit, promotion_on_hit,
       promotion_admission_threshold, promotion_queue_limit,
-      promotion_task_ttl_sec);
+      promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders);
 }
 
 }  // namespace kvpool

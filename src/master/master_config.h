@@ -46,6 +46,12 @@ struct MasterConfig {
   // crash after the answer can let a node re-register the old value; at
   // most this long (a paused holder), then it answers anyway. 0 = no wait.
   int64_t holder_ack_timeout_ms = 1000;
+  // A put answers only once the holders of its replicas have recorded it in
+  // their directories (within holder_ack_timeout_ms), so a master crash
+  // right after the answer cannot lose it: one heartbeat hand-over more per
+  // put. Off: a put acknowledged within that hand-over before a master
+  // crash may be lost (a miss, never wrong bytes).
+  bool put_waits_for_holders = false;
   bool promotion_on_hit = false;  // promote SSD-only keys that gets hit
   int64_t promotion_admission_threshold = 2;
   int64_t promotion_queue_limit = 50000;  // promotions in flight, all paths

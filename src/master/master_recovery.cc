@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/failpoint.h"
 #include "master/master_service.h"
 
 namespace kvpool {
@@ -19,6 +20,23 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
   if (info.capacity == 0)
     return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
   std::string node = info.node_id;
+  if (!remount) {
+    // A fresh process under a known name (restarted before it was declared
+    // dead): the memory of its earlier segment of this kind died with the
+    // old process, and no one serves that segment any more.
+    std::vector<uint32_t> stale;
+    for (const auto& s : segments_.Snapshot()) {
+      if (s.info.node_id == node && s.info.kind == info.kind)
+        stale.push_back(s.info.id);
+    }
+    for (uint32_t id : stale) {
+      if (segments_.Unmount(id).ok()) {
+        spdlog::warn("node {} started again: dropping its segment {}", node,
+                     id);
+        DropSegments({id});
+      }
+    }
+  }
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
                   pulls_promotions, keeps_dram_directory);
   auto r = segments_.Mount(std::move(info));
@@ -121,6 +139,10 @@ void MasterService::AwaitHolders(
     const std::vector<std::pair<uint32_t, uint64_t>>& want) {
   if (want.empty()) return;
   if (!nodes_.WaitDramAcked(want, config_.holder_ack_timeout_ms)) {
+    spdlog::warn(
+        "a holder did not confirm within {} ms (paused or slow): answering "
+        "anyway",
+        config_.holder_ack_timeout_ms);
     metrics_
         .GetCounter("kvpool_master_holder_ack_timeouts_total", "",
                     "removes and upserts answered before every holder had "
@@ -169,7 +191,9 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
 Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
     const std::string& node_id, uint32_t segment_id,
     const std::vector<MemoryObjectIn>& objects, bool done) {
-  if (!nodes_.IndexOf(node_id)) {
+  // A node busy re-registering (a million objects take seconds) beats no
+  // heartbeat meanwhile: each batch counts as one.
+  if (!nodes_.Touch(node_id)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND,
                   "unknown node " + node_id + ": remount");
   }
@@ -183,6 +207,8 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
   const int64_t now = clock_->NowMs();
   uint64_t taken = 0;
   for (size_t i = 0; i < objects.size(); ++i) {
+    if (i == objects.size() / 2)
+      KVPOOL_FAILPOINT("master.register_memory.midway");
     const auto& o = objects[i];
     if (!ValidateKey(o.key).ok() || o.size == 0 || o.size > info->capacity ||
         o.offset > info->capacity - o.size) {

@@ -1,3 +1,4 @@
+#include "common/failpoint.h"
 #include "master/master_service.h"
 #include "common/thread_name.h"
 
@@ -532,6 +533,8 @@ Status MasterService::PutEnd(const std::string& tenant,
     auto [ins, ok] = shard.objects.emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
     NotePlaced(ins->first, ins->second);
+    if (config_.put_waits_for_holders)
+      CollectHolders(ins->second.replicas, &holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
       QueueOffload(shard, ins->first, ins->second);
     }
@@ -539,6 +542,7 @@ Status MasterService::PutEnd(const std::string& tenant,
     lock.unlock();
     // The old value must not come back as current after a master crash.
     AwaitHolders(holders);
+    KVPOOL_FAILPOINT("master.put_end.after_commit");
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -549,12 +553,18 @@ Status MasterService::PutEnd(const std::string& tenant,
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
   NotePlaced(it->first, it->second);
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  if (config_.put_waits_for_holders)
+    CollectHolders(it->second.replicas, &holders);
   if (config_.enable_offload && !config_.offload_on_evict) {
     // Proactive offload: handed to the holder now (its heartbeat is a long
     // poll), so the SSD copy usually exists before eviction needs it.
     QueueOffload(shard, it->first, it->second);
   }
   ForgetPendingPut(shard, okey);
+  lock.unlock();
+  AwaitHolders(holders);
+  KVPOOL_FAILPOINT("master.put_end.after_commit");
   return Status::OK();
 }
 
@@ -783,6 +793,7 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
     EraseObject(shard, it, not_before);
     CollectHolders(replicas, &holders);
   }
+  KVPOOL_FAILPOINT("master.remove.after_erase");
   // Answered once no holder can bring the value back (holder_ack_timeout_ms).
   AwaitHolders(holders);
   return Status::OK();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "common/failpoint.h"
 #include "master/master_service.h"
 
 namespace kvpool {
@@ -24,10 +25,13 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     Shard& shard, ObjectMap::iterator it, int64_t not_before_ms, bool lost) {
   const int64_t now = clock_->NowMs();
   ObjectKeyView kv{it->first.tenant, it->first.key};
-  // No copy older than what ends here may come back; a lost value itself
-  // may (its node was only declared dead, and may hold it still).
-  floor_.Raise(ObjectKeyHash()(kv),
-               lost ? it->second.version : versions_.Next());
+  // No copy older than what ends here may come back. A lost value raises
+  // nothing: its node was only declared dead and may bring it back, and
+  // raising a shared slot to its version would refuse other keys' good
+  // copies (a node's whole segment is lost at once). The price: after two
+  // holders of one key were both declared dead, the one with the older
+  // value may return first and serve it (docs/failure_model.md).
+  if (!lost) floor_.Raise(ObjectKeyHash()(kv), versions_.Next());
   auto off = shard.offloads.find(kv);
   if (off != shard.offloads.end()) {
     // The holder may be copying this memory to its SSD right now.
@@ -200,6 +204,7 @@ void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
 
 std::vector<ErrorCode> MasterService::NotifyOffload(
     const std::string& node_id, const std::vector<OffloadResultIn>& results) {
+  KVPOOL_FAILPOINT("master.offload_ack.before");
   std::vector<ErrorCode> out(results.size(), ErrorCode::OK);
   auto idx = nodes_.IndexOf(node_id);
   if (!idx) {
@@ -262,6 +267,7 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
 std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     const std::string& node_id, const std::vector<DiskObjectIn>& objects) {
   std::vector<ErrorCode> out(objects.size(), ErrorCode::OK);
+  nodes_.Touch(node_id);  // a long re-registration is a sign of life
   auto idx = nodes_.IndexOf(node_id);
   if (!idx) {
     std::fill(out.begin(), out.end(), ErrorCode::CLIENT_NOT_FOUND);

@@ -1,3 +1,4 @@
+#include "common/failpoint.h"
 #include "node/node.h"
 #include "common/thread_name.h"
 
@@ -358,6 +359,8 @@ void Node::HeartbeatLoop() {
               if (ssd_) ssd_->DropRecord(ev.tenant(), ev.key(), ev.version());
             });
       }
+      if (resp.dram_events_size() > 0)
+        KVPOOL_FAILPOINT("node.directory.before_ack");
       if (directory_pending_[0])
         directory_pending_[0] = !RegisterDirectory(0, *segment_, segment_id_);
       if (directory_pending_[1] && buffer_)

@@ -1,3 +1,4 @@
+#include "common/failpoint.h"
 #include "node/ssd_tier.h"
 #include "common/thread_name.h"
 
@@ -341,6 +342,7 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
     items.push_back(WriteItem{t.tenant(), t.key(), src, t.size(), t.version()});
   }
   std::vector<Status> written = storage_->BatchWrite(items);
+  KVPOOL_FAILPOINT("node.offload.after_write");
   for (size_t i = 0; i < batch.size(); ++i) {
     if (item_of[i] != SIZE_MAX) codes[i] = written[item_of[i]].code();
   }
@@ -591,6 +593,7 @@ class PromotionReporter {
                        fmt::format("result=\"{}\"", result))
           .Inc();
     }
+    KVPOOL_FAILPOINT("node.promotion.after_write");
     if (reqs.size() > 1 && batch_rpcs_->load()) {
       rpc::BatchPromotionNotifyRequest batch;
       for (auto& r : reqs) *batch.add_items() = std::move(r);

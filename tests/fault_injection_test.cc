@@ -1,0 +1,381 @@
+// Fault injection across processes: a master and two SSD-enabled nodes
+// under a put / upsert / remove / get load from one client, while a
+// failpoint (src/common/failpoint.h) kills a process at one step of a put,
+// remove, offload, promotion or re-registration, or a process is paused
+// (SIGSTOP) past client_ttl, or killed at a random moment. After each fault
+// the process is restarted and the load goes on; then the invariants are
+// checked against a model of what the client was told:
+//  1. no get returns bytes that are not a value written for that key;
+//  2. no get returns a value older than the last acknowledged one (a
+//     removed key never reappears, an upserted key never goes back);
+//  3. with every node alive (faults of the master only), no acknowledged
+//     value is lost (put_waits_for_holders);
+//  4. the pool converges: a new put and a get of every key work.
+// The counts (operations, faults by kind, violations) are printed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "tests/process_util.h"
+#include "tests/test_util.h"
+
+namespace kvpool {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RandomBytes;
+using testing::Spawn;
+using testing::StopAndWait;
+using testing::StopProcess;
+using testing::WaitUntil;
+
+constexpr int kKeys = 40;
+constexpr int64_t kAbsent = -1;
+
+// Value `id` of a key: its id, then bytes derived from it, so a read tells
+// which write it returns, or that its bytes are nobody's.
+std::string Encode(int64_t id) {
+  const size_t size = 8192 + size_t(id % 5) * 7000;
+  std::string v = RandomBytes(size, int(id));
+  std::memcpy(v.data(), &id, sizeof(id));
+  return v;
+}
+std::optional<int64_t> Decode(const std::string& v) {
+  if (v.size() < 8) return std::nullopt;
+  int64_t id = 0;
+  std::memcpy(&id, v.data(), sizeof(id));
+  if (id < 0 || Encode(id) != v) return std::nullopt;
+  return id;
+}
+
+struct Counts {
+  uint64_t ops = 0, failed_ops = 0, gets_checked = 0;
+  uint64_t wrong_bytes = 0, stale = 0, lost = 0;
+  std::map<std::string, int> faults;
+};
+
+class FaultInjectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kvpool-fi-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (int k = 0; k < kKeys; ++k) model_[k] = {kAbsent};  // never written
+  }
+  void TearDown() override {
+    client_.reset();
+    for (pid_t p : {master_, nodes_[0], nodes_[1]}) StopProcess(p);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+      for (pid_t p : dead_) {
+        if (e.path().filename().string().rfind(
+                "kvpool-" + std::to_string(p) + "-", 0) == 0)
+          fs::remove(e.path(), ec);
+      }
+    }
+    if (HasFailure()) {
+      // What the processes said about re-registration, for the diagnosis.
+      for (const char* log : {"master.log", "node-0.log", "node-1.log"}) {
+        std::ifstream in(dir_ / log);
+        for (std::string line; std::getline(in, line);) {
+          if (line.find("re-register") != std::string::npos ||
+              line.find("refused") != std::string::npos ||
+              line.find("dropping") != std::string::npos ||
+              line.find("failpoint") != std::string::npos ||
+              line.find("confirm") != std::string::npos ||
+              line.find("remount") != std::string::npos)
+            std::printf("  %s: %s\n", log, line.c_str());
+        }
+      }
+    }
+    fs::remove_all(dir_);
+    std::printf(
+        "[ counts ] ops=%lu failed_ops=%lu gets_checked=%lu faults=%s "
+        "violations: wrong_bytes=%lu stale=%lu lost=%lu\n",
+        counts_.ops, counts_.failed_ops, counts_.gets_checked,
+        FaultsString().c_str(), counts_.wrong_bytes, counts_.stale,
+        counts_.lost);
+  }
+  std::string FaultsString() const {
+    std::string s;
+    for (const auto& [k, n] : counts_.faults)
+      s += (s.empty() ? "" : ",") + k + ":" + std::to_string(n);
+    return s.empty() ? "none" : s;
+  }
+
+  void StartMaster(const std::string& failpoints = "") {
+    const fs::path port_file = dir_ / "master.port";
+    fs::remove(port_file);
+    std::ofstream(dir_ / "master.toml")
+        << "rpc_port = " << port_ << "\nmetrics_port = -1\nclient_ttl = 2\n"
+        << "default_kv_lease_ttl = 500\nenable_offload = true\n"
+        << "put_waits_for_holders = true\n";
+    std::vector<std::string> env;
+    if (!failpoints.empty()) env.push_back("KVPOOL_FAILPOINTS=" + failpoints);
+    master_ = Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-master",
+                     "--config=" + (dir_ / "master.toml").string(),
+                     "--port_file=" + port_file.string()},
+                    (dir_ / "master.log").string(), env);
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); },
+                          std::chrono::seconds(20)));
+    if (port_ == 0) std::ifstream(port_file) >> port_;
+    ASSERT_GT(port_, 0);
+  }
+  void StartNode(int i, const std::string& failpoints = "") {
+    std::vector<std::string> env;
+    if (!failpoints.empty()) env.push_back("KVPOOL_FAILPOINTS=" + failpoints);
+    const std::string id = "node-" + std::to_string(i);
+    nodes_[i] = Spawn(
+        {std::string(KVPOOL_BIN_DIR) + "/kvpool-node",
+         "--master_server_address=" + Address(), "--global_segment_size=32MiB",
+         "--heartbeat_interval_ms=100", "--node_id=" + id,
+         "--enable_ssd_offload", "--ssd_offload_path=" + (dir_ / id).string()},
+        (dir_ / (id + ".log")).string(), env);
+  }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  void Start(const std::string& master_fp = "",
+             const std::string& node0_fp = "") {
+    StartMaster(master_fp);
+    StartNode(0, node0_fp);
+    StartNode(1);
+    ClientConfig cc;
+    cc.master_server_address = Address();
+    cc.transport = TransportMode::kTcp;
+    cc.data_io_timeout_ms = 1000;
+    cc.data_connect_timeout_ms = 1000;
+    cc.rpc_timeout_ms = 3000;
+    client_ = Client::Create(cc).value();
+    ASSERT_TRUE(SeesSegments(2));
+  }
+  bool SeesSegments(size_t n) {
+    return WaitUntil(
+        [&] {
+          auto s = client_->Stat();
+          return s.ok() && s->segments.size() == n;
+        },
+        std::chrono::seconds(30));
+  }
+  // Whether `*pid` has exited (then reaped, recorded and set to 0, so
+  // nothing signals a recycled pid later).
+  bool Exited(pid_t* pid) {
+    int status = 0;
+    if (*pid <= 0 || waitpid(*pid, &status, WNOHANG) != *pid) return false;
+    dead_.push_back(*pid);
+    *pid = 0;
+    return true;
+  }
+
+  // One operation of the load, checked against the model.
+  void Step() {
+    const int k = int(rng_() % kKeys);
+    const std::string key = "key-" + std::to_string(k);
+    auto& possible = model_[k];
+    const int op = int(rng_() % 100);
+    ++counts_.ops;
+    if (op < 55) {
+      const int64_t id = next_id_++;
+      Status s = client_->Upsert(key, Encode(id));
+      history_[k] += " upsert(" + std::to_string(id) +
+                     ")=" + std::string(ErrorCodeName(s.code()));
+      if (s.ok()) {
+        possible = {id};
+      } else {
+        ++counts_.failed_ops;
+        possible.insert(id);  // may or may not have happened
+      }
+    } else if (op < 70) {
+      Status s = client_->Remove(key);
+      history_[k] += " rm=" + std::string(ErrorCodeName(s.code()));
+      if (s.ok() || s.code() == ErrorCode::OBJECT_NOT_FOUND) {
+        possible = {kAbsent};
+      } else {
+        ++counts_.failed_ops;
+        possible.insert(kAbsent);
+      }
+    } else {
+      Check(k, /*miss_is_loss=*/false);
+    }
+  }
+  // A get of key k: its bytes must be one of the values the model allows.
+  void Check(int k, bool miss_is_loss) {
+    const std::string key = "key-" + std::to_string(k);
+    auto& possible = model_[k];
+    auto r = client_->Get(key);
+    ++counts_.gets_checked;
+    if (!r.ok()) {
+      // A cache may miss; with every node alive it must not lose a value.
+      if (miss_is_loss && r.code() == ErrorCode::OBJECT_NOT_FOUND &&
+          !possible.count(kAbsent)) {
+        ++counts_.lost;
+        ADD_FAILURE() << key << " lost (acknowledged, every node alive):"
+                      << history_[k];
+      }
+      if (r.code() == ErrorCode::OBJECT_NOT_FOUND && possible.count(kAbsent))
+        possible = {kAbsent};
+      return;
+    }
+    auto id = Decode(r.value());
+    if (!id) {
+      ++counts_.wrong_bytes;
+      ADD_FAILURE() << key << ": bytes that no write of it had";
+      return;
+    }
+    if (!possible.count(*id)) {
+      ++counts_.stale;
+      ADD_FAILURE() << key << ": value " << *id << " is not the last one";
+      return;
+    }
+    possible = {*id};
+  }
+  // Runs the load until `done` (checked between operations) or `max_ops`.
+  void Load(int max_ops, const std::function<bool()>& done = nullptr) {
+    for (int i = 0; i < max_ops; ++i) {
+      if (done && done()) return;
+      Step();
+    }
+  }
+  // After the faults: every key read and checked; `strict`: no losses.
+  void Verify(bool strict) {
+    if (strict) {
+      // The nodes re-register what they hold: wait for it, not a fixed time.
+      WaitUntil(
+          [&] {
+            for (int k = 0; k < kKeys; ++k) {
+              if (!model_[k].count(kAbsent) &&
+                  !client_->Get("key-" + std::to_string(k)).ok())
+                return false;
+            }
+            return true;
+          },
+          std::chrono::seconds(20));
+    }
+    for (int k = 0; k < kKeys; ++k) Check(k, strict);
+    // Converged: puts work again and read back.
+    ASSERT_TRUE(WaitUntil(
+        [&] { return client_->Upsert("after", Encode(next_id_)).ok(); },
+        std::chrono::seconds(20)));
+    auto r = client_->Get("after");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Decode(r.value()), std::optional<int64_t>(next_id_));
+  }
+  // A master armed with `fp`: load until it dies there, restart it clean.
+  void MasterCrashAt(const std::string& fp, int pass) {
+    Start(fp + "=crash@" + std::to_string(pass));
+    Load(3000, [&] { return Exited(&master_); });
+    ASSERT_EQ(dead_.size(), 1u) << fp << " was never reached";
+    ++counts_.faults["crash:" + fp];
+    StartMaster();
+    ASSERT_TRUE(SeesSegments(2));
+    Load(150);
+    Verify(/*strict=*/true);
+  }
+
+  fs::path dir_;
+  int port_ = 0;
+  pid_t master_ = 0;
+  pid_t nodes_[2] = {0, 0};
+  std::vector<pid_t> dead_;
+  std::unique_ptr<Client> client_;
+  std::mt19937 rng_{20261201};
+  int64_t next_id_ = 1;
+  std::map<int, std::set<int64_t>> model_;
+  std::map<int, std::string> history_;  // for a failure's message
+  Counts counts_;
+};
+
+TEST_F(FaultInjectionTest, MasterDiesAfterCommittingAPut) {
+  MasterCrashAt("master.put_end.after_commit", 37);
+}
+
+TEST_F(FaultInjectionTest, MasterDiesAfterErasingBeforeTheHoldersAnswer) {
+  MasterCrashAt("master.remove.after_erase", 11);
+}
+
+TEST_F(FaultInjectionTest, MasterDiesWithAnSsdCopyArriving) {
+  MasterCrashAt("master.offload_ack.before", 23);
+}
+
+TEST_F(FaultInjectionTest, MasterDiesHalfwayThroughTakingBackADirectory) {
+  Start();
+  Load(300);
+  kill(master_, SIGKILL);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Exited(&master_); }, std::chrono::seconds(10)));
+  ++counts_.faults["kill9:master"];
+  // The next master dies in the middle of the first node's directory.
+  StartMaster("master.register_memory.midway=crash@1");
+  ASSERT_TRUE(
+      WaitUntil([&] { return Exited(&master_); }, std::chrono::seconds(30)));
+  ++counts_.faults["crash:master.register_memory.midway"];
+  StartMaster();
+  ASSERT_TRUE(SeesSegments(2));
+  Load(150);
+  Verify(/*strict=*/true);
+}
+
+TEST_F(FaultInjectionTest, NodeDiesBetweenApplyingAndAcknowledging) {
+  Start("", "node.directory.before_ack=crash@40");
+  Load(2000, [&] { return Exited(&nodes_[0]); });
+  ASSERT_EQ(dead_.size(), 1u) << "the failpoint was never reached";
+  ++counts_.faults["crash:node.directory.before_ack"];
+  Load(30);  // puts avoid it, gets of its keys fail or miss
+  StartNode(0);
+  ASSERT_TRUE(SeesSegments(2));
+  Load(150);
+  Verify(/*strict=*/false);  // its DRAM died with it: misses are allowed
+}
+
+TEST_F(FaultInjectionTest, NodeDiesAfterWritingAnSsdCopy) {
+  Start("", "node.offload.after_write=crash@15");
+  Load(2000, [&] { return Exited(&nodes_[0]); });
+  ASSERT_EQ(dead_.size(), 1u) << "the failpoint was never reached";
+  ++counts_.faults["crash:node.offload.after_write"];
+  StartNode(0);  // its SSD records come back, with their versions
+  ASSERT_TRUE(SeesSegments(2));
+  Load(150);
+  Verify(/*strict=*/false);
+}
+
+TEST_F(FaultInjectionTest, PausesOfMasterAndNodeAndARandomKill) {
+  Start();
+  Load(200);
+  // The master paused past client_ttl: nobody is declared dead.
+  ASSERT_TRUE(StopAndWait(master_));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the fault itself
+  kill(master_, SIGCONT);
+  ++counts_.faults["sigstop:master"];
+  Load(150);
+  Verify(/*strict=*/true);
+  // A node paused past client_ttl: declared dead, takes its values back.
+  ASSERT_TRUE(StopAndWait(nodes_[1]));
+  Load(10);  // its keys fail or miss meanwhile
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill(nodes_[1], SIGCONT);
+  ++counts_.faults["sigstop:node"];
+  ASSERT_TRUE(SeesSegments(2));
+  Load(150);
+  Verify(/*strict=*/false);
+  // kill -9 of the master at an arbitrary moment of the load.
+  Load(int(rng_() % 100));
+  kill(master_, SIGKILL);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Exited(&master_); }, std::chrono::seconds(10)));
+  ++counts_.faults["kill9:master"];
+  Load(3);  // calls fail meanwhile; the model keeps them uncertain
+  StartMaster();
+  ASSERT_TRUE(SeesSegments(2));
+  Load(150);
+  Verify(/*strict=*/true);
+}
+
+}  // namespace
+}  // namespace kvpool
