@@ -148,6 +148,7 @@ class Harness {
     mc.metrics_port = -1;
     mc.default_kv_lease_ttl = opts_.restart_lease_ttl_ms;
     mc.client_ttl = opts_.restart_client_ttl_sec;
+    mc.put_waits_for_holders = put_waits_;
     // The port may take a moment to be free again after the last master.
     Status s;
     for (int attempt = 0; attempt < 50; ++attempt) {
@@ -193,6 +194,7 @@ class Harness {
     nodes_.clear();
     StopMaster();
   }
+  void set_put_waits_for_holders(bool on) { put_waits_ = on; }
   MasterServer& master() { return *master_; }
   Node& node(int i) { return *nodes_[i]; }
   Client& client() { return *client_; }
@@ -203,7 +205,55 @@ class Harness {
   std::unique_ptr<MasterServer> master_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unique_ptr<Client> client_;
+  bool put_waits_ = false;
 };
+
+// What the directories cost a put: single-put latency and batched-put
+// throughput with directories off (the baseline), on, and on with
+// put_waits_for_holders, each on a fresh cluster in this run.
+struct PutCostRow {
+  const char* mode = "";
+  double p50_us = 0, p99_us = 0, batch_puts_per_s = 0;
+};
+
+PutCostRow RunPutCost(const BenchOptions& opts, const char* mode,
+                      bool directory, bool waits, int* port) {
+  PutCostRow row;
+  row.mode = mode;
+  constexpr int kSingles = 3000, kWarmup = 300;
+  constexpr uint64_t kBatched = 100000;
+  Harness h(opts, port);
+  h.set_put_waits_for_holders(waits);
+  if (Status s = h.Start(kBatched + kSingles + kWarmup, directory); !s.ok()) {
+    std::fprintf(stderr, "put cost %s: %s\n", mode, s.ToString().c_str());
+    return row;
+  }
+  std::string v(opts.restart_value_bytes, '\0');
+  std::vector<double> us;
+  for (int i = 0; i < kSingles + kWarmup; ++i) {
+    FillValue(i, &v);
+    const double t = bench::NowSec();
+    Status s = h.client().Put(fmt::format("single-{}", i), v);
+    if (!s.ok()) continue;
+    if (i >= kWarmup) us.push_back((bench::NowSec() - t) * 1e6);
+  }
+  row.p50_us = bench::Percentile(us, 50);
+  row.p99_us = bench::Percentile(us, 99);
+  std::vector<std::string> values(1024, v);
+  const double t = bench::NowSec();
+  uint64_t done = 0;
+  for (uint64_t s = 0; s < kBatched; s += 1024) {
+    std::vector<std::string> keys;
+    std::vector<std::string_view> views;
+    for (uint64_t i = s; i < std::min(kBatched, s + 1024); ++i) {
+      keys.push_back(fmt::format("batched-{}", i));
+      views.emplace_back(values[i - s]);
+    }
+    for (const auto& st : h.client().BatchPut(keys, views)) done += st.ok();
+  }
+  row.batch_puts_per_s = double(done) / (bench::NowSec() - t);
+  return row;
+}
 
 RestartRow RunCase(const BenchOptions& opts, uint64_t n, bool directory,
                    int* port) {
@@ -581,6 +631,23 @@ int RunRestartBench(const BenchOptions& opts) {
     if (r.sample_bad != 0 || r.pause_sample_wrong != 0) ok = false;
     if (r.directory && (r.served != r.n || r.sample_missing != 0)) ok = false;
     if (r.directory && r.pause_served != r.n) ok = false;
+  }
+  // The price of the directories on the put path, measured here too.
+  std::fprintf(stderr, "[put cost] 3 modes x (3000 puts + 100k batched)\n");
+  std::vector<PutCostRow> cost = {
+      RunPutCost(opts, "off (baseline)", false, false, &port),
+      RunPutCost(opts, "directory", true, false, &port),
+      RunPutCost(opts, "directory+put_waits", true, true, &port)};
+  std::printf("\nput cost (values of %s, one client, in process):\n",
+              FormatSize(opts.restart_value_bytes).c_str());
+  std::printf("%-22s %10s %10s %16s %12s\n", "mode", "put p50 us",
+              "put p99 us", "batched puts/s", "vs baseline");
+  for (const auto& r : cost) {
+    std::printf("%-22s %10.1f %10.1f %16.0f %11.2fx\n", r.mode, r.p50_us,
+                r.p99_us, r.batch_puts_per_s,
+                cost[0].batch_puts_per_s > 0
+                    ? r.batch_puts_per_s / cost[0].batch_puts_per_s
+                    : 0.0);
   }
   return ok ? 0 : 1;
 }

@@ -358,9 +358,9 @@ grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*,
                                             const rpc::BatchKeyRequest* req,
                                             rpc::BatchKeyStatus* resp) {
   if (req->keys_size() > kMaxBatch) return TooLarge();
-  for (const auto& k : req->keys()) {
-    resp->add_error_codes(ToInt(svc_->PutEnd(req->tenant(), k).code()));
-  }
+  std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+  for (const Status& s : svc_->BatchPutEnd(req->tenant(), keys))
+    resp->add_error_codes(ToInt(s.code()));
   return grpc::Status::OK;
 }
 

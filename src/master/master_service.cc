@@ -505,6 +505,31 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
 
 Status MasterService::PutEnd(const std::string& tenant,
                              const std::string& key) {
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  Status s = CommitPut(tenant, key, &holders);
+  // An upsert's old value must not come back as current after a master
+  // crash; with put_waits_for_holders the new one must survive it.
+  AwaitHolders(holders);
+  if (s.ok()) KVPOOL_FAILPOINT("master.put_end.after_commit");
+  return s;
+}
+
+std::vector<Status> MasterService::BatchPutEnd(
+    const std::string& tenant, const std::vector<std::string>& keys) {
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  std::vector<Status> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) out.push_back(CommitPut(tenant, k, &holders));
+  AwaitHolders(holders);
+  for (const auto& s : out) {
+    if (s.ok()) KVPOOL_FAILPOINT("master.put_end.after_commit");
+  }
+  return out;
+}
+
+Status MasterService::CommitPut(
+    const std::string& tenant, const std::string& key,
+    std::vector<std::pair<uint32_t, uint64_t>>* holders) {
   if (Status s = ValidateKey(key); !s.ok()) return s;
   ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey))
@@ -514,7 +539,6 @@ Status MasterService::PutEnd(const std::string& tenant,
   const int64_t now = clock_->NowMs();
   auto up = shard.upserts.find(okey);
   if (up != shard.upserts.end()) {
-    std::vector<std::pair<uint32_t, uint64_t>> holders;
     ObjectMeta fresh = std::move(up->second);
     shard.upserts.erase(up);
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
@@ -528,21 +552,17 @@ Status MasterService::PutEnd(const std::string& tenant,
       const ReplicaList replicas = it->second.replicas;
       DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before);
-      CollectHolders(replicas, &holders);
+      CollectHolders(replicas, holders);
     }
     auto [ins, ok] = shard.objects.emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
     NotePlaced(ins->first, ins->second);
     if (config_.put_waits_for_holders)
-      CollectHolders(ins->second.replicas, &holders);
+      CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
       QueueOffload(shard, ins->first, ins->second);
     }
     ForgetPendingPut(shard, okey);
-    lock.unlock();
-    // The old value must not come back as current after a master crash.
-    AwaitHolders(holders);
-    KVPOOL_FAILPOINT("master.put_end.after_commit");
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -553,18 +573,14 @@ Status MasterService::PutEnd(const std::string& tenant,
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
   NotePlaced(it->first, it->second);
-  std::vector<std::pair<uint32_t, uint64_t>> holders;
   if (config_.put_waits_for_holders)
-    CollectHolders(it->second.replicas, &holders);
+    CollectHolders(it->second.replicas, holders);
   if (config_.enable_offload && !config_.offload_on_evict) {
     // Proactive offload: handed to the holder now (its heartbeat is a long
     // poll), so the SSD copy usually exists before eviction needs it.
     QueueOffload(shard, it->first, it->second);
   }
   ForgetPendingPut(shard, okey);
-  lock.unlock();
-  AwaitHolders(holders);
-  KVPOOL_FAILPOINT("master.put_end.after_commit");
   return Status::OK();
 }
 

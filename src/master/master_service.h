@@ -197,6 +197,10 @@ class MasterService {
                                             uint64_t size,
                                             const PutOptions& opts);
   Status PutEnd(const std::string& tenant, const std::string& key);
+  // PutEnd of many keys of one tenant, waiting for the holders (removes of
+  // upserted values, put_waits_for_holders) once for all of them.
+  std::vector<Status> BatchPutEnd(const std::string& tenant,
+                                  const std::vector<std::string>& keys);
   Status PutRevoke(const std::string& tenant, const std::string& key);
 
   // ---- get / exist / query ----
@@ -384,6 +388,9 @@ class MasterService {
   void CollectHolders(std::span<const Replica> replicas,
                       std::vector<std::pair<uint32_t, uint64_t>>* out);
   void AwaitHolders(const std::vector<std::pair<uint32_t, uint64_t>>& want);
+  // PutEnd's work; the holders to wait for are added to `holders`.
+  Status CommitPut(const std::string& tenant, const std::string& key,
+                   std::vector<std::pair<uint32_t, uint64_t>>* holders);
   void CancelPromotion(Shard& shard, const ObjectKeyView& key);
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).
