@@ -640,8 +640,8 @@ int RunRestartBench(const BenchOptions& opts) {
       RunPutCost(opts, "directory+put_waits", true, true, &port)};
   std::printf("\nput cost (values of %s, one client, in process):\n",
               FormatSize(opts.restart_value_bytes).c_str());
-  std::printf("%-22s %10s %10s %16s %12s\n", "mode", "put p50 us",
-              "put p99 us", "batched puts/s", "vs baseline");
+  std::printf("%-22s %10s %10s %16s %12s\n", "mode", "put p50 us", "put p99 us",
+              "batched puts/s", "vs baseline");
   for (const auto& r : cost) {
     std::printf("%-22s %10.1f %10.1f %16.0f %11.2fx\n", r.mode, r.p50_us,
                 r.p99_us, r.batch_puts_per_s,

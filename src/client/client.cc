@@ -116,6 +116,7 @@ struct Client::State {
     // The first MEMORY replica's bytes in a local mapping, once resolved
     // (`resolved`); nullptr when none is reachable through shared memory.
     const uint8_t* shm_src = nullptr;
+    std::shared_ptr<const ShmSegment> shm_seg;  // keeps shm_src mapped
     bool resolved = false;
   };
   struct KeyHash {
@@ -129,6 +130,9 @@ struct Client::State {
   std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache;
   std::atomic<uint64_t> lease_cache_hits{0};
   uint64_t master_incarnation = 0;  // guarded by cache_mu; 0 = none seen
+  // Entries whose lease ended are dropped every few seconds (guarded by
+  // cache_mu): each holds its segment's mapping.
+  int64_t next_cache_sweep_ms = 0;
   std::atomic<uint64_t> lease_cache_resets{0};
   std::atomic<uint64_t> put_retries{0};  // keys re-put away from a dead node
   std::shared_mutex buf_mu;
@@ -578,6 +582,11 @@ Client::Replies Client::FetchReplies(
     // Leases cached from another master (a restart, a failover) are only as
     // good as that master's memory of them: drop them all.
     std::lock_guard<std::mutex> lock(state_->cache_mu);
+    if (now >= state_->next_cache_sweep_ms) {
+      std::erase_if(state_->cache,
+                    [&](const auto& e) { return e.second.deadline_ms <= now; });
+      state_->next_cache_sweep_ms = now + 5000;
+    }
     const uint64_t inc = resp.master_incarnation();
     if (inc != 0 && inc != state_->master_incarnation) {
       if (state_->master_incarnation != 0) {
@@ -720,6 +729,7 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
                                                       void* buf,
                                                       uint64_t size) {
   const uint8_t* src = nullptr;
+  std::shared_ptr<const ShmSegment> hold;
   uint64_t len = 0;
   int64_t deadline = 0, margin = 0;
   {
@@ -731,12 +741,14 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
       c.resolved = true;
       for (const auto& r : c.reply->replicas()) {
         if (r.kind() != rpc::MEMORY) continue;
-        c.shm_src = state_->data.ResolveShm(r.memory(), c.reply->size());
+        c.shm_src =
+            state_->data.ResolveShm(r.memory(), c.reply->size(), &c.shm_seg);
         break;  // the best replica only, as the general path would try first
       }
     }
     if (c.shm_src == nullptr || c.reply->size() > size) return std::nullopt;
     src = c.shm_src;
+    hold = c.shm_seg;  // the entry may go while we copy
     len = c.reply->size();
     deadline = c.deadline_ms;
     margin = c.margin_ms;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -17,15 +18,26 @@ DataPlane::DataPlane(TransportMode mode,
                      const TcpDataClientOptions& tcp_options)
     : mode_(mode), tcp_(tcp_options) {}
 
-uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
+namespace {
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::shared_ptr<const ShmSegment> DataPlane::MapShm(
+    const rpc::MemoryLocation& loc) {
+  const int64_t now = NowMs();
   std::lock_guard<std::mutex> lock(shm_mu_);
   // Keyed by path and segment id: a node restarted in the same process
   // re-creates its file under the same name, and a mapping of the old
   // (unlinked) file must never serve the new segment's replicas.
   const auto key = std::make_pair(loc.shm_path(), loc.segment_id());
   auto it = shm_maps_.find(key);
-  if (it != shm_maps_.end() && it->second->size() == loc.segment_size()) {
-    return it->second->data();
+  if (it != shm_maps_.end() && it->second.seg->size() == loc.segment_size()) {
+    it->second.last_used_ms = now;
+    return it->second.seg;
   }
   auto seg = ShmSegment::Open(loc.shm_path(), loc.segment_size());
   if (!seg.ok()) {
@@ -37,22 +49,50 @@ uint8_t* DataPlane::MapShm(const rpc::MemoryLocation& loc) {
     }
     return nullptr;
   }
-  uint8_t* base = seg.value()->data();
-  // A mapping is never unmapped while the process lives: pointers into it
-  // may be cached (the lease cache's fast path).
-  if (it != shm_maps_.end()) retired_maps_.push_back(std::move(it->second));
-  shm_maps_[key] = std::move(seg.value());
-  return base;
+  // Other mounts of this file are older (a segment id is never reused):
+  // no new reply names them, so let them go; copies in progress and cached
+  // leases that still hold one keep it mapped until they end.
+  for (auto m = shm_maps_.begin(); m != shm_maps_.end();) {
+    m = m->first.first == loc.shm_path() ? shm_maps_.erase(m) : std::next(m);
+  }
+  auto& slot = shm_maps_[key];
+  slot.seg = std::shared_ptr<const ShmSegment>(std::move(seg.value()));
+  slot.last_used_ms = now;
+  return slot.seg;
+}
+
+void DataPlane::DropIdleMappings(int64_t idle_ms) {
+  const int64_t now = NowMs();
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  for (auto m = shm_maps_.begin(); m != shm_maps_.end();) {
+    m = now - m->second.last_used_ms >= idle_ms ? shm_maps_.erase(m)
+                                                : std::next(m);
+  }
+}
+
+size_t DataPlane::mapped_segments() const {
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  return shm_maps_.size();
+}
+
+void DataPlane::MaybeSweep() {
+  const int64_t now = NowMs();
+  int64_t next = next_sweep_ms_.load(std::memory_order_relaxed);
+  if (now < next || !next_sweep_ms_.compare_exchange_strong(next, now + 5000))
+    return;
+  DropIdleMappings(kIdleUnmapMs);
 }
 
 const uint8_t* DataPlane::ResolveShm(const rpc::MemoryLocation& loc,
-                                     uint64_t length) {
+                                     uint64_t length,
+                                     std::shared_ptr<const ShmSegment>* hold) {
   TransferItem item{&loc, nullptr, length};
   uint8_t* p = nullptr;
-  return Choose(item, &p) == Path::kShm ? p : nullptr;
+  return Choose(item, &p, hold) == Path::kShm ? p : nullptr;
 }
 
-DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr) {
+DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr,
+                                  std::shared_ptr<const ShmSegment>* hold) {
   const auto& loc = *item.loc;
   // The master granted [offset, offset+length) of this segment: never touch
   // bytes outside it, whatever the descriptor says.
@@ -63,8 +103,9 @@ DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr) {
   }
   bool same_host = !loc.shm_path().empty() && loc.host_id() == LocalHostId();
   if (mode_ != TransportMode::kTcp && same_host) {
-    if (uint8_t* base = MapShm(loc)) {
-      *shm_ptr = base + loc.offset();
+    if (auto seg = MapShm(loc)) {
+      *shm_ptr = const_cast<uint8_t*>(seg->data()) + loc.offset();
+      *hold = std::move(seg);
       return Path::kShm;
     }
   }
@@ -82,10 +123,12 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
   std::map<std::pair<std::string, std::string>,
            std::vector<std::pair<Op, TransferItem*>>>
       by_node;
+  MaybeSweep();
   for (auto& item : items) {
     item.result = ErrorCode::OK;
     uint8_t* p = nullptr;
-    Path path = Choose(item, &p);
+    std::shared_ptr<const ShmSegment> hold;  // mapped until the copy is done
+    Path path = Choose(item, &p, &hold);
     if (path == Path::kShm) {
       if (write) {
         std::memcpy(p, item.buf, item.length);

@@ -40,9 +40,18 @@ class DataPlane {
                 const std::vector<std::pair<std::string, std::string>>& peers);
   // The address of a MEMORY replica's bytes in a shared-memory mapping of
   // this process, or nullptr when the replica must go over TCP (another
-  // host, a forced TCP mode, a bad descriptor). Mappings stay for the
-  // process's life, so the pointer stays valid.
-  const uint8_t* ResolveShm(const rpc::MemoryLocation& loc, uint64_t length);
+  // host, a forced TCP mode, a bad descriptor). The pointer is valid while
+  // `*hold` (the mapping) is kept.
+  const uint8_t* ResolveShm(const rpc::MemoryLocation& loc, uint64_t length,
+                            std::shared_ptr<const ShmSegment>* hold);
+  // Lets go of mappings no reply has named for `idle_ms`, and of those a
+  // later mount of the same file replaced; each is unmapped once no copy in
+  // progress and no cached lease holds it (so the pages of a departed
+  // node's unlinked segment are freed). Runs by itself every few seconds.
+  void DropIdleMappings(int64_t idle_ms);
+  // Mappings this data plane keeps (not counting those only holders keep).
+  size_t mapped_segments() const;
+  static constexpr int64_t kIdleUnmapMs = 120000;
   // Asks a holder to promote `keys` (the PREFETCH frame).
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
@@ -59,16 +68,22 @@ class DataPlane {
 
  private:
   enum class Path { kShm, kTcp, kInvalid };
-  Path Choose(TransferItem& item, uint8_t** shm_ptr);
-  uint8_t* MapShm(const rpc::MemoryLocation& loc);
+  Path Choose(TransferItem& item, uint8_t** shm_ptr,
+              std::shared_ptr<const ShmSegment>* hold);
+  std::shared_ptr<const ShmSegment> MapShm(const rpc::MemoryLocation& loc);
+  void MaybeSweep();
   template <typename Op>
   void Transfer(std::vector<TransferItem>& items, bool write);
 
   const TransportMode mode_;
-  std::mutex shm_mu_;
-  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<ShmSegment>>
+  mutable std::mutex shm_mu_;
+  struct Mapping {
+    std::shared_ptr<const ShmSegment> seg;
+    int64_t last_used_ms = 0;
+  };
+  std::map<std::pair<std::string, uint64_t>, Mapping>
       shm_maps_;  // by (shm path, segment id)
-  std::vector<std::shared_ptr<ShmSegment>> retired_maps_;
+  std::atomic<int64_t> next_sweep_ms_{0};
   TcpDataClient tcp_;
   std::once_flag shm_fallback_logged_;
 };

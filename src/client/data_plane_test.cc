@@ -1,0 +1,82 @@
+#include "client/data_plane.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/host_id.h"
+
+namespace kvpool {
+namespace {
+
+constexpr uint64_t kSize = 1 << 20;
+
+// Mappings of `path` in this process, as the kernel lists them.
+int MappingsOf(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    n += line.find(path) != std::string::npos;
+  return n;
+}
+
+class DataPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = ShmSegment::Create(
+        "kvpool-dptest-" + std::to_string(getpid()) + "-a", kSize);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    seg_ = std::move(s.value());
+  }
+  rpc::MemoryLocation Loc(uint64_t segment_id) const {
+    rpc::MemoryLocation loc;
+    loc.set_segment_id(segment_id);
+    loc.set_offset(4096);
+    loc.set_length(100);
+    loc.set_node_id("a");
+    loc.set_host_id(LocalHostId());
+    loc.set_shm_path(seg_->path());
+    loc.set_data_endpoint("127.0.0.1:1");
+    loc.set_segment_size(kSize);
+    return loc;
+  }
+  std::unique_ptr<ShmSegment> seg_;
+};
+
+TEST_F(DataPlaneTest, ARemountedOrIdleSegmentIsUnmappedOnceNothingHoldsIt) {
+  DataPlane dp(TransportMode::kShm);
+  std::memset(seg_->data() + 4096, 7, 100);
+  const rpc::MemoryLocation old_mount = Loc(1), new_mount = Loc(2);
+  std::shared_ptr<const ShmSegment> cached;  // as a cached lease keeps it
+  const uint8_t* p = dp.ResolveShm(old_mount, 100, &cached);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p[0], 7);
+  const int own = MappingsOf(seg_->path());  // the creator's own mapping
+  EXPECT_EQ(own, 2);
+  // The node mounted again (a master restart): a new id, the same file.
+  std::string buf(100, '\0');
+  std::vector<TransferItem> items = {
+      {&new_mount, reinterpret_cast<uint8_t*>(buf.data()), 100}};
+  dp.Read(items);
+  ASSERT_EQ(items[0].result, ErrorCode::OK);
+  EXPECT_EQ(buf, std::string(100, '\7'));
+  EXPECT_EQ(dp.mapped_segments(), 1u);
+  // The old mount's mapping lives on only for the lease that holds it.
+  EXPECT_EQ(MappingsOf(seg_->path()), 3);
+  EXPECT_EQ(p[0], 7);  // still readable through the held mapping
+  cached.reset();
+  EXPECT_EQ(MappingsOf(seg_->path()), 2);
+  // Unused for the idle time: gone too, and the unlinked file's pages with
+  // it once its creator lets go.
+  dp.DropIdleMappings(0);
+  EXPECT_EQ(dp.mapped_segments(), 0u);
+  EXPECT_EQ(MappingsOf(seg_->path()), 1);
+  const std::string path = seg_->path();
+  seg_.reset();
+  EXPECT_EQ(MappingsOf(path), 0);
+}
+
+}  // namespace
+}  // namespace kvpool
