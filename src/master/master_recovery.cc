@@ -20,21 +20,14 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
   if (info.capacity == 0)
     return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
   std::string node = info.node_id;
-  if (!remount) {
+  if (!remount && info.kind == SegmentKind::kMain) {
     // A fresh process under a known name (restarted before it was declared
-    // dead): the memory of its earlier segment of this kind died with the
-    // old process, and no one serves that segment any more.
-    std::vector<uint32_t> stale;
-    for (const auto& s : segments_.Snapshot()) {
-      if (s.info.node_id == node && s.info.kind == info.kind)
-        stale.push_back(s.info.id);
-    }
-    for (uint32_t id : stale) {
-      if (segments_.Unmount(id).ok()) {
-        spdlog::warn("node {} started again: dropping its segment {}", node,
-                     id);
-        DropSegments({id});
-      }
+    // dead; a process mounts its main segment first): the earlier process
+    // is gone with its memory and the tasks it had taken. Drop it as if it
+    // had been declared dead; its SSD copies come back with the new one.
+    if (auto old = nodes_.Remove(node)) {
+      spdlog::warn("node {} started again: dropping its earlier process", node);
+      DropNode(*old);
     }
   }
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
@@ -158,6 +151,10 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
   if (version < floor_.Get(ObjectKeyHash()(key))) {
     return ErrorCode::OBJECT_NOT_FOUND;  // removed or replaced since
   }
+  if (version <
+      lost_versions_.Get(LostKeyHash(ObjectKeyView{key.tenant, key.key}))) {
+    return ErrorCode::OBJECT_ALREADY_EXISTS;  // a newer value was lost
+  }
   {
     std::lock_guard<std::mutex> lock(tenant_floor_mu_);
     auto t = tenant_floor_.find(key.tenant);
@@ -184,7 +181,7 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
     return ErrorCode::OBJECT_ALREADY_EXISTS;
   }
   DropDiskCopies(it->first, m);
-  EraseObject(shard, it, m.lease_deadline_ms, /*lost=*/true);
+  EraseObject(shard, it, m.lease_deadline_ms, EraseCause::kLost);
   return ErrorCode::OK;
 }
 

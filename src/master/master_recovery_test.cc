@@ -382,3 +382,35 @@ TEST_F(MasterRecoveryTest, EveryCopyOfADeadNodeComesBackWhenNothingChanged) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST_F(MasterRecoveryTest, AnOlderCopyNeverReplacesANewerValueLostWithItsNode) {
+  Restart();
+  const uint32_t a = Mount("a", true), b = Mount("b", true);
+  using V = std::vector<ErrorCode>;
+  // b holds k's newer value; then b is declared dead and k is lost.
+  ASSERT_EQ(
+      svc_->RegisterMemoryObjects("b", b, {{"", "k", 0, 100, 9}}, true).value(),
+      V{ErrorCode::OK});
+  for (int i = 0; i < 30; ++i) {
+    Run(100);
+    Beat("a");
+  }
+  ASSERT_EQ(svc_->GetReplicaList("", "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+  // a still has the older value (its free was never applied, or its SSD
+  // kept an older record): it must not become k's value.
+  EXPECT_EQ(
+      svc_->RegisterMemoryObjects("a", a, {{"", "k", 0, 100, 5}}, true).value(),
+      V{ErrorCode::OBJECT_ALREADY_EXISTS});
+  EXPECT_EQ(svc_->GetReplicaList("", "k").code(), ErrorCode::OBJECT_NOT_FOUND);
+  // The lost value itself may come back (b woke up).
+  const uint32_t b2 = Mount("b", true);
+  EXPECT_EQ(svc_->RegisterMemoryObjects("b", b2, {{"", "k", 0, 100, 9}}, true)
+                .value(),
+            V{ErrorCode::OK});
+}
+
+}  // namespace
+}  // namespace kvpool

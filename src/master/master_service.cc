@@ -1,5 +1,5 @@
-#include "common/failpoint.h"
 #include "master/master_service.h"
+#include "common/failpoint.h"
 #include "common/thread_name.h"
 
 #include <fmt/format.h>
@@ -55,6 +55,12 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
   }
   metrics_.AddGauge("kvpool_master_graveyard_ranges", "",
                     [this] { return double(segments_.graveyard_size()); });
+  metrics_.AddGauge("kvpool_master_dram_events_queued", "",
+                    [this] { return double(nodes_.dram_events_queued()); });
+  metrics_.AddGauge("kvpool_master_held_bytes", "", [this] {
+    return double(segments_.HeldBytes(SegmentKind::kMain) +
+                  segments_.HeldBytes(SegmentKind::kPrefetchBuffer));
+  });
   metrics_.AddGauge("kvpool_master_offloads_in_flight", "",
                     [this] { return double(offloads_in_flight_.load()); });
   metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
@@ -160,9 +166,12 @@ void MasterService::ReleaseReplicas(std::span<const Replica> replicas,
       // has applied the free (AckDram hands it back).
       auto info = segments_.Info(r.segment);
       auto idx = info ? nodes_.IndexOf(info->node_id) : std::nullopt;
-      if (idx && nodes_.PushDramFreed(*idx, p, not_before_ms)) {
+      // Held before the node can see the free, so its acknowledgement (which
+      // unholds) always comes after.
+      if (idx) {
         segments_.Hold(p);
-        continue;
+        if (nodes_.PushDramFreed(*idx, p, not_before_ms)) continue;
+        segments_.Unhold(p);
       }
     }
     if (not_before_ms > now) {
@@ -272,7 +281,7 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
       if (reps.empty()) {
-        it = EraseObject(shard, it, 0, /*lost=*/true);
+        it = EraseObject(shard, it, 0, EraseCause::kLost);
         ++dropped_objects;
       } else {
         ++it;
@@ -321,7 +330,7 @@ void MasterService::DropNode(const NodeInfo& node) {
                                 }),
                  reps.end());
       if (reps.empty()) {
-        it = EraseObject(shard, it, 0, /*lost=*/true);
+        it = EraseObject(shard, it, 0, EraseCause::kLost);
         ++lost;
       } else {
         ++it;
@@ -1028,7 +1037,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
         evicted_bytes_ += mem.size() * m.size;
         ReleaseReplicas(mem, 0);
         ++evicted_objects_;
-        it = reps.empty() ? EraseObject(shard, it, 0) : std::next(it);
+        it = reps.empty() ? EraseObject(shard, it, 0, EraseCause::kEvicted)
+                          : std::next(it);
       }
     }
   }

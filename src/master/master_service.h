@@ -31,6 +31,7 @@
 #include "master/object_store.h"
 #include "master/segment_manager.h"
 #include "master/version_clock.h"
+#include "master/lost_versions.h"
 #include "master/version_floor.h"
 
 namespace re2 {
@@ -364,11 +365,16 @@ class MasterService {
   // Drops `okey` from shard.pending_puts once no put of it is in progress.
   // Caller holds shard.mu.
   void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey);
-  // `lost`: the object went with its last replica's node, not by a
-  // decision (remove, eviction, replacement), so a copy of the same version
-  // that comes back may be registered again.
+  // Why an object goes decides which copies of it may come back later
+  // (the version floor): after a remove or replacement none older than
+  // now; after an eviction none older than the evicted value (the value
+  // itself was still current); after the loss of its last node any (that
+  // node was only declared dead and may hold it still).
+  enum class EraseCause { kRemoved, kEvicted, kLost };
+  static uint64_t LostKeyHash(const ObjectKeyView& k);
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
-                                  int64_t not_before_ms, bool lost = false);
+                                  int64_t not_before_ms,
+                                  EraseCause cause = EraseCause::kRemoved);
   // Tells the directories of the nodes holding `m`'s COMPLETE memory
   // replicas (or only `only`) that they now hold this value (shard lock
   // held).
@@ -436,6 +442,7 @@ class MasterService {
 
   VersionClock versions_;
   VersionFloor floor_;
+  LostVersions lost_versions_;
   // Per tenant id: versions below this were removed by remove_all, whether
   // or not the master knew the key then (a restart's re-registration).
   std::mutex tenant_floor_mu_;

@@ -21,8 +21,16 @@ void CountPendingRead(ObjectMeta& m) {
 
 }  // namespace
 
+uint64_t MasterService::LostKeyHash(const ObjectKeyView& k) {
+  // Independent of the table's hash, so shard-mates do not cluster here.
+  const uint64_t h = std::hash<std::string_view>()(k.key);
+  return (h ^ (uint64_t{k.tenant} << 32 | k.tenant)) * 0x9E3779B97F4A7C15ull +
+         k.key.size();
+}
+
 MasterService::ObjectMap::iterator MasterService::EraseObject(
-    Shard& shard, ObjectMap::iterator it, int64_t not_before_ms, bool lost) {
+    Shard& shard, ObjectMap::iterator it, int64_t not_before_ms,
+    EraseCause cause) {
   const int64_t now = clock_->NowMs();
   ObjectKeyView kv{it->first.tenant, it->first.key};
   // No copy older than what ends here may come back. A lost value raises
@@ -31,7 +39,14 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   // copies (a node's whole segment is lost at once). The price: after two
   // holders of one key were both declared dead, the one with the older
   // value may return first and serve it (docs/failure_model.md).
-  if (!lost) floor_.Raise(ObjectKeyHash()(kv), versions_.Next());
+  if (cause == EraseCause::kRemoved) {
+    floor_.Raise(ObjectKeyHash()(kv), versions_.Next());
+  } else if (cause == EraseCause::kEvicted) {
+    floor_.Raise(ObjectKeyHash()(kv), it->second.version);
+  } else {
+    // Exactly, per key: an older copy elsewhere must not replace it.
+    lost_versions_.Record(LostKeyHash(kv), it->second.version);
+  }
   auto off = shard.offloads.find(kv);
   if (off != shard.offloads.end()) {
     // The holder may be copying this memory to its SSD right now.
@@ -345,7 +360,7 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
                                        r.segment == *idx;
                               }),
                reps.end());
-    if (reps.empty()) EraseObject(shard, it, 0);
+    if (reps.empty()) EraseObject(shard, it, 0, EraseCause::kEvicted);
   }
   return out;
 }

@@ -110,6 +110,25 @@ std::optional<uint32_t> NodeRegistry::IndexOf(
   return it->second;
 }
 
+std::shared_ptr<const NodeInfo> NodeRegistry::Remove(
+    const std::string& node_id) {
+  std::shared_ptr<const NodeInfo> info;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto id = by_id_.find(node_id);
+    if (id == by_id_.end()) return nullptr;
+    auto it = nodes_.find(id->second);
+    info = it->second.info;
+    offload_queued_ -= it->second.offloads.size();
+    dram_events_queued_ -= it->second.dram_events.size();
+    if (it->second.unreachable) --unreachable_;
+    nodes_.erase(it);
+    by_id_.erase(id);
+  }
+  cv_.notify_all();  // a poll of the old process returns
+  return info;
+}
+
 std::shared_ptr<const NodeInfo> NodeRegistry::Info(uint32_t index) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.find(index);

@@ -131,6 +131,8 @@ class NodeRegistry {
   void OffloadSucceeded(uint32_t index);
   bool OffloadPaused(uint32_t index, int64_t now_ms) const;
   std::optional<uint32_t> IndexOf(const std::string& node_id) const;
+  // Forgets the node at once (as ExpireSilent would); nullptr if unknown.
+  std::shared_ptr<const NodeInfo> Remove(const std::string& node_id);
   std::shared_ptr<const NodeInfo> Info(uint32_t index) const;
   // Ticks the liveness clock, then removes nodes silent for longer than
   // `ttl_ms` of it; returns them. Their queued tasks are discarded (the

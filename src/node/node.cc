@@ -1,5 +1,5 @@
-#include "common/failpoint.h"
 #include "node/node.h"
+#include "common/failpoint.h"
 #include "common/thread_name.h"
 
 #include <fmt/format.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 #include "common/host_id.h"
 #include "node/local_holders.h"
@@ -155,6 +156,8 @@ Status Node::Start() {
     metrics_.AddGauge("kvpool_node_data_bad_frames_total", "", [this] {
       return double(data_server_->stats().bad_frames.load());
     });
+    metrics_.AddGauge("kvpool_node_dram_directory_entries", "",
+                      [this] { return double(directory_.size()); });
     metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",
                       [this] { return double(config_.global_segment_size); });
     metrics_.AddGauge(
@@ -261,6 +264,7 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
       slot, {static_cast<const uint8_t*>(seg.data()), seg.size()});
   constexpr size_t kBatch = 4096;
   size_t refused = 0;
+  std::map<std::string, size_t> refusals;  // by code, for the log
   size_t start = 0;
   do {
     const size_t end = std::min(entries.size(), start + kBatch);
@@ -294,6 +298,9 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
       if (j >= resp.error_codes_size() || resp.error_codes(j) != 0) {
         directory_.Forget(slot, entries[i].offset);
         ++refused;
+        ++refusals[j < resp.error_codes_size()
+                       ? ErrorCodeName(ErrorCodeFromInt(resp.error_codes(j)))
+                       : "no answer"];
       }
     }
     start = end;
@@ -303,10 +310,13 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
                         .count();
   metrics_.GetCounter("kvpool_node_dram_reregistered_total")
       .Inc(entries.size() - refused);
+  std::string why;
+  for (const auto& [code, n] : refusals)
+    why += fmt::format("{}{} {}", why.empty() ? ": " : ", ", n, code);
   spdlog::info(
       "node {}: re-registered {} DRAM objects of segment {} in {:.1f} ms ({} "
-      "refused, {} checksum mismatches so far)",
-      config_.node_id, entries.size() - refused, id, ms, refused,
+      "refused{}, {} checksum mismatches so far)",
+      config_.node_id, entries.size() - refused, id, ms, refused, why,
       directory_.checksum_mismatches());
   return true;
 }

@@ -420,6 +420,7 @@ void TcpDataServer::Impl::Stop() {
 }
 
 asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
+  uint64_t failures = 0;  // in a row: logged once, not every 50 ms
   for (;;) {
     asio::error_code ec;
     asio::io_context& home = *ios_[next_io_];
@@ -431,11 +432,21 @@ asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
         co_return;
       }
       // Typically EMFILE: back off instead of spinning on the same error.
-      spdlog::warn("data server accept failed: {}", ec.message());
+      if (failures++ == 0) {
+        spdlog::warn(
+            "data server accept failed: {} (retrying every 50 ms; new "
+            "clients wait meanwhile)",
+            ec.message());
+      }
       asio::steady_timer timer(acceptor.get_executor(),
                                std::chrono::milliseconds(50));
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
+    }
+    if (failures > 0) {
+      spdlog::info("data server accepting again after {} failed accepts",
+                   failures);
+      failures = 0;
     }
     socket.set_option(tcp::no_delay(true), ec);
     // Detects peers that vanished mid-frame so their sessions do not linger.
