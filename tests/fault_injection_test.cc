@@ -596,3 +596,28 @@ TEST_F(FaultInjectionTest,
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST_F(FaultInjectionTest, ANodeWithASlowDiskLosesNothing) {
+  // Every SSD read and write of node-0 stalls 150 ms: offloads lag, puts
+  // wait for room or fail cleanly, gets of its SSD copies are slow.
+  Start("", "storage.write=pause:150@1+,storage.read=pause:150@1+");
+  ++counts_.faults["slow_disk:node"];
+  Load(300);
+  // The slow disk was in use: node-0's SSD I/O went through it.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        std::ifstream log(dir_ / "node-0.log");
+        std::string all((std::istreambuf_iterator<char>(log)),
+                        std::istreambuf_iterator<char>());
+        return all.find("failpoint storage.write: pausing") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(10)));
+  Verify(/*strict=*/true);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -21,6 +21,7 @@ namespace {
 struct Point {
   enum class Action { kCrash, kPause } action = Action::kCrash;
   uint64_t at_pass = 1;  // acts on this pass (1-based), once
+  bool every = false;    // ... and on every later one
   int64_t pause_ms = 0;
   uint64_t passes = 0;
 };
@@ -58,11 +59,15 @@ const bool kFromEnv = [] {
 
 void Hit(std::string_view name) {
   Point p;
+  uint64_t pass = 0;
   {
     std::lock_guard<std::mutex> lock(Mu());
     auto it = Points().find(std::string(name));
     if (it == Points().end()) return;
-    if (++it->second.passes != it->second.at_pass) return;
+    pass = ++it->second.passes;
+    if (pass < it->second.at_pass ||
+        (pass > it->second.at_pass && !it->second.every))
+      return;
     p = it->second;
   }
   if (p.action == Point::Action::kCrash) {
@@ -71,7 +76,10 @@ void Hit(std::string_view name) {
                  name.data());
     ::kill(::getpid(), SIGKILL);
   }
-  spdlog::warn("failpoint {}: pausing {} ms", name, p.pause_ms);
+  if (!p.every || pass == p.at_pass) {
+    spdlog::warn("failpoint {}: pausing {} ms{}", name, p.pause_ms,
+                 p.every ? " on every pass from now on" : "");
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(p.pause_ms));
 }
 
@@ -98,7 +106,12 @@ Status ArmFailpoints(const std::string& spec) {
     const size_t at = action.find('@');
     try {
       if (at != std::string::npos) {
-        p.at_pass = std::stoull(action.substr(at + 1));
+        std::string n = action.substr(at + 1);
+        if (!n.empty() && n.back() == '+') {
+          p.every = true;
+          n.pop_back();
+        }
+        p.at_pass = std::stoull(n);
         action = action.substr(0, at);
       }
       if (action == "crash") {

@@ -7,8 +7,10 @@
 //   KVPOOL_FAILPOINTS="master.put_end.after_commit=crash@3,node.x=pause:2000"
 //
 // arms `master.put_end.after_commit` to SIGKILL the process on its 3rd pass
-// and `node.x` to stall the calling thread 2000 ms on its 1st. Every name
-// used in the code is listed in kFailpointNames, so a test can iterate them.
+// and `node.x` to stall the calling thread 2000 ms on its 1st; a trailing
+// `+` (`pause:300@1+`) acts on every pass from then on (a slow disk). Every
+// name used in the code is listed in kFailpointNames, so a test can iterate
+// them.
 #ifndef KVPOOL_COMMON_FAILPOINT_H_
 #define KVPOOL_COMMON_FAILPOINT_H_
 
@@ -29,6 +31,8 @@ inline constexpr const char* kFailpointNames[] = {
     "node.directory.before_ack",      // events applied, not acknowledged
     "node.offload.after_write",       // SSD record written, master not told
     "node.promotion.after_write",     // promoted bytes written, not notified
+    "storage.write",                  // before an SSD write is submitted
+    "storage.read",                   // before an SSD read is submitted
 };
 
 namespace failpoint_internal {

@@ -56,3 +56,24 @@ TEST(FailpointTest, CrashKillsTheProcessThere) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST(FailpointTest, APlusActsOnEveryPassFromItsOwn) {
+  ASSERT_TRUE(ArmFailpoints("storage.read=pause:60@2+").ok());
+  auto timed = [] {
+    const auto t0 = std::chrono::steady_clock::now();
+    KVPOOL_FAILPOINT("storage.read");
+    return std::chrono::steady_clock::now() - t0;
+  };
+  EXPECT_LT(timed(), std::chrono::milliseconds(50));
+  EXPECT_GE(timed(), std::chrono::milliseconds(60));
+  EXPECT_GE(timed(), std::chrono::milliseconds(60));
+  EXPECT_EQ(ArmFailpoints("storage.read=pause:60@x+").code(),
+            ErrorCode::INVALID_PARAMS);
+  DisarmFailpoints();
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -205,16 +205,16 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
                   "unknown node " + node_id + ": remount");
   }
   const int64_t now = clock_->NowMs();
-  const auto due = nodes_.AckDram(node_id, dram_acked_seq);
-  for (const DueFree& f : due) {
-    segments_.Unhold(f.placement);
-    if (f.not_before_ms > now) {
-      segments_.FreeAt(f.placement, f.not_before_ms);
-    } else {
-      segments_.Free(f.placement);
-    }
-  }
-  if (!due.empty()) offload_cv_.notify_all();  // puts waiting for room
+  const size_t due =
+      nodes_.AckDram(node_id, dram_acked_seq, [&](const DueFree& f) {
+        segments_.Unhold(f.placement);
+        if (f.not_before_ms > now) {
+          segments_.FreeAt(f.placement, f.not_before_ms);
+        } else {
+          segments_.Free(f.placement);
+        }
+      });
+  if (due > 0) offload_cv_.notify_all();  // puts waiting for room
   if (tasks != nullptr) {
     const size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);
@@ -806,22 +806,30 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
       return Status(ErrorCode::REPLICA_IS_NOT_READY,
                     "a put of this key is in progress");
     }
-    // A forced remove must not pull bytes from under a reader or a writer.
-    int64_t not_before = m.lease_deadline_ms;
-    if (m.HasProcessing()) {
-      not_before = std::max(
-          not_before,
-          m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
-    }
-    const ReplicaList replicas = m.replicas;
-    DropDiskCopies(it->first, m);
-    EraseObject(shard, it, not_before);
-    CollectHolders(replicas, &holders);
+    RemoveObject(shard, it, &holders);
   }
   KVPOOL_FAILPOINT("master.remove.after_erase");
   // Answered once no holder can bring the value back (holder_ack_timeout_ms).
   AwaitHolders(holders);
   return Status::OK();
+}
+
+MasterService::ObjectMap::iterator MasterService::RemoveObject(
+    Shard& shard, ObjectMap::iterator it,
+    std::vector<std::pair<uint32_t, uint64_t>>* holders) {
+  ObjectMeta& m = it->second;
+  // A forced remove must not pull bytes from under a reader or a writer.
+  int64_t not_before = m.lease_deadline_ms;
+  if (m.HasProcessing()) {
+    not_before =
+        std::max(not_before, m.last_access_ms +
+                                 config_.put_start_release_timeout_sec * 1000);
+  }
+  const ReplicaList replicas = m.replicas;
+  DropDiskCopies(it->first, m);
+  auto next = EraseObject(shard, it, not_before);
+  CollectHolders(replicas, holders);
+  return next;
 }
 
 uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
@@ -879,16 +887,7 @@ uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
         ++it;
         continue;
       }
-      int64_t not_before = m.lease_deadline_ms;
-      if (m.HasProcessing()) {
-        not_before = std::max(
-            not_before,
-            m.last_access_ms + config_.put_start_release_timeout_sec * 1000);
-      }
-      const ReplicaList replicas = m.replicas;
-      DropDiskCopies(it->first, m);
-      it = EraseObject(shard, it, not_before);
-      CollectHolders(replicas, &holders);
+      it = RemoveObject(shard, it, &holders);
       ++removed;
     }
   }

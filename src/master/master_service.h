@@ -5,8 +5,9 @@
 // bytes. Transport-agnostic: the gRPC layer (master_grpc_service.h) converts
 // messages to these calls, and tests call them directly with a FakeClock.
 //
-// Thread-safe. Lock order: object shard -> segment allocator / node
-// registry; nothing takes a shard lock while holding one of those.
+// Thread-safe. Lock order: object shard -> node registry -> segment
+// allocator (the registry releases acknowledged ranges under its lock);
+// nothing takes a shard lock while holding one of the others.
 #ifndef KVPOOL_MASTER_MASTER_SERVICE_H_
 #define KVPOOL_MASTER_MASTER_SERVICE_H_
 
@@ -26,12 +27,12 @@
 #include "common/metrics.h"
 #include "kvpool/status.h"
 #include "master/frequency_sketch.h"
+#include "master/lost_versions.h"
 #include "master/master_config.h"
 #include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
 #include "master/version_clock.h"
-#include "master/lost_versions.h"
 #include "master/version_floor.h"
 
 namespace re2 {
@@ -372,6 +373,12 @@ class MasterService {
   // node was only declared dead and may hold it still).
   enum class EraseCause { kRemoved, kEvicted, kLost };
   static uint64_t LostKeyHash(const ObjectKeyView& k);
+  // A user's remove of `it` (shard lock held): its SSD copies dropped, its
+  // bytes kept while a reader or writer may touch them, and the holders to
+  // wait for added to `holders`. Returns the iterator past it.
+  ObjectMap::iterator RemoveObject(
+      Shard& shard, ObjectMap::iterator it,
+      std::vector<std::pair<uint32_t, uint64_t>>* holders);
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms,
                                   EraseCause cause = EraseCause::kRemoved);

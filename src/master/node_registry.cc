@@ -159,34 +159,17 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
   return dead;
 }
 
-void NodeRegistry::PushDramPlaced(uint32_t index, DramEventMsg ev) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(index);
-    if (it == nodes_.end() || !it->second.info->keeps_dram_directory) return;
-    Entry& e = it->second;
-    ev.seq = e.dram_next_seq++;
-    ev.placed = true;
-    e.dram_events.push_back(std::move(ev));
-    ++dram_events_queued_;
-  }
-  cv_.notify_all();
-}
-
-bool NodeRegistry::PushDramFreed(uint32_t index, const Placement& p,
-                                 int64_t not_before_ms) {
+bool NodeRegistry::AppendDramEvent(uint32_t index, DramEventMsg ev,
+                                   const Placement* held,
+                                   int64_t not_before_ms) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end() || !it->second.info->keeps_dram_directory)
       return false;
     Entry& e = it->second;
-    DramEventMsg ev;
     ev.seq = e.dram_next_seq++;
-    ev.placed = false;
-    ev.segment = p.segment;
-    ev.offset = p.offset;
-    e.dram_frees.push_back({ev.seq, DueFree{p, not_before_ms}});
+    if (held) e.dram_frees.push_back({ev.seq, DueFree{*held, not_before_ms}});
     e.dram_events.push_back(std::move(ev));
     ++dram_events_queued_;
   }
@@ -194,9 +177,23 @@ bool NodeRegistry::PushDramFreed(uint32_t index, const Placement& p,
   return true;
 }
 
-std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
-                                           uint64_t acked_seq) {
-  std::vector<DueFree> due;
+void NodeRegistry::PushDramPlaced(uint32_t index, DramEventMsg ev) {
+  ev.placed = true;
+  AppendDramEvent(index, std::move(ev), nullptr, 0);
+}
+
+bool NodeRegistry::PushDramFreed(uint32_t index, const Placement& p,
+                                 int64_t not_before_ms) {
+  DramEventMsg ev;
+  ev.segment = p.segment;
+  ev.offset = p.offset;
+  return AppendDramEvent(index, std::move(ev), &p, not_before_ms);
+}
+
+size_t NodeRegistry::AckDram(
+    const std::string& node_id, uint64_t acked_seq,
+    const std::function<void(const DueFree&)>& release) {
+  size_t due = 0;
   std::lock_guard<std::mutex> lock(mu_);
   auto id = by_id_.find(node_id);
   if (id == by_id_.end()) return due;
@@ -206,13 +203,16 @@ std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
   if (acked_seq >= e.dram_next_seq) return due;
   const bool advanced = acked_seq > e.dram_acked;
   if (advanced) e.dram_acked = acked_seq;
+  // Released before the events leave the queue (under the same lock), so
+  // "nothing queued" means "every acknowledged range is free again".
+  while (!e.dram_frees.empty() && e.dram_frees.front().seq <= e.dram_acked) {
+    release(e.dram_frees.front().free);
+    e.dram_frees.pop_front();
+    ++due;
+  }
   while (!e.dram_events.empty() && e.dram_events.front().seq <= e.dram_acked) {
     e.dram_events.pop_front();
     --dram_events_queued_;
-  }
-  while (!e.dram_frees.empty() && e.dram_frees.front().seq <= e.dram_acked) {
-    due.push_back(e.dram_frees.front().free);
-    e.dram_frees.pop_front();
   }
   // A hand-over the node never applied (the reply was lost): send again.
   if (acked_seq < e.dram_sent) e.dram_sent = e.dram_acked;
@@ -222,23 +222,12 @@ std::vector<DueFree> NodeRegistry::AckDram(const std::string& node_id,
 
 bool NodeRegistry::PushDiskDropEvent(uint32_t index, const std::string& tenant,
                                      const std::string& key, uint64_t version) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(index);
-    if (it == nodes_.end() || !it->second.info->keeps_dram_directory)
-      return false;
-    Entry& e = it->second;
-    DramEventMsg ev;
-    ev.seq = e.dram_next_seq++;
-    ev.disk_drop = true;
-    ev.tenant = tenant;
-    ev.key = key;
-    ev.version = version;
-    e.dram_events.push_back(std::move(ev));
-    ++dram_events_queued_;
-  }
-  cv_.notify_all();
-  return true;
+  DramEventMsg ev;
+  ev.disk_drop = true;
+  ev.tenant = tenant;
+  ev.key = key;
+  ev.version = version;
+  return AppendDramEvent(index, std::move(ev), nullptr, 0);
 }
 
 uint64_t NodeRegistry::LastDramSeq(uint32_t index) const {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -146,9 +147,11 @@ class NodeRegistry {
   // caller frees the range itself) when the node keeps no directory.
   void PushDramPlaced(uint32_t index, DramEventMsg ev);
   bool PushDramFreed(uint32_t index, const Placement& p, int64_t not_before_ms);
-  // The node applied every event up to `acked_seq`: the ranges their frees
-  // held, to release now (or at their not_before).
-  std::vector<DueFree> AckDram(const std::string& node_id, uint64_t acked_seq);
+  // The node applied every event up to `acked_seq`: `release` is called
+  // for each range their frees held (under the registry's lock: it may take
+  // segment locks, never this registry's); returns how many.
+  size_t AckDram(const std::string& node_id, uint64_t acked_seq,
+                 const std::function<void(const DueFree&)>& release);
   // Events queued and not yet acknowledged, over all nodes.
   size_t dram_events_queued() const;
   // A drop of the node's SSD copy of a key, in its event sequence; false
@@ -206,6 +209,11 @@ class NodeRegistry {
     std::deque<HeldFree> dram_frees;
   };
   static constexpr size_t kMaxDramEventsPerTake = 4096;
+  // Numbers and queues `ev` for a node that keeps a directory (false if it
+  // keeps none or is unknown); with `held`, that range is handed back by
+  // AckDram once the event is acknowledged.
+  bool AppendDramEvent(uint32_t index, DramEventMsg ev, const Placement* held,
+                       int64_t not_before_ms);
   LivenessClock liveness_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

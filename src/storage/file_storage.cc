@@ -1,4 +1,5 @@
 #include "storage/file_storage.h"
+#include "common/failpoint.h"
 
 #include "common/thread_name.h"
 
@@ -467,6 +468,7 @@ void FileStorage::DropLive(const IndexEntry& e) {
 
 std::vector<Status> FileStorage::BatchWrite(
     const std::vector<WriteItem>& items) {
+  KVPOOL_FAILPOINT("storage.write");  // a slow disk, for fault tests
   std::vector<Status> out(items.size());
   std::vector<PendingRecord> recs;
   std::vector<size_t> slot;
@@ -542,6 +544,7 @@ std::vector<Status> FileStorage::BatchWrite(
 
 std::vector<Result<uint64_t>> FileStorage::BatchRead(
     const std::vector<ReadItem>& items) {
+  KVPOOL_FAILPOINT("storage.read");  // a slow disk, for fault tests
   std::vector<Result<uint64_t>> out(items.size(),
                                     Result<uint64_t>(ErrorCode::OK));
   // One object on its way in. Whole blocks of the value go straight into
