@@ -382,6 +382,22 @@ class FaultInjectionTest : public ::testing::Test {
     Verify(/*strict=*/true);
   }
 
+  // node-0 armed with `fp`: load until it dies there, load on while it is
+  // gone, restart it (a fresh process under its name: its SSD records come
+  // back with their versions, its DRAM died with it, so misses are allowed).
+  void NodeCrashAt(const std::string& fp, int pass, int load_while_dead) {
+    Start("", fp + "=crash@" + std::to_string(pass));
+    Load(4000, [&] { return Exited(&nodes_[0]); });
+    ASSERT_EQ(dead_.size(), 1u) << fp << " was never reached";
+    ++counts_.faults["crash:" + fp];
+    NodeDied();
+    Load(load_while_dead);  // puts avoid it, gets of its keys fail or miss
+    StartNode(0);
+    ASSERT_TRUE(SeesSegments(2));
+    Load(150);
+    Verify(/*strict=*/false);
+  }
+
   fs::path dir_;
   int port_ = 0;
   int master_metrics_ = 0;
@@ -428,41 +444,16 @@ TEST_F(FaultInjectionTest, MasterDiesHalfwayThroughTakingBackADirectory) {
 }
 
 TEST_F(FaultInjectionTest, NodeDiesBetweenApplyingAndAcknowledging) {
-  Start("", "node.directory.before_ack=crash@40");
-  Load(2000, [&] { return Exited(&nodes_[0]); });
-  ASSERT_EQ(dead_.size(), 1u) << "the failpoint was never reached";
-  ++counts_.faults["crash:node.directory.before_ack"];
-  NodeDied();
-  Load(30);  // puts avoid it, gets of its keys fail or miss
-  StartNode(0);
-  ASSERT_TRUE(SeesSegments(2));
-  Load(150);
-  Verify(/*strict=*/false);  // its DRAM died with it: misses are allowed
+  NodeCrashAt("node.directory.before_ack", 40, /*load_while_dead=*/30);
 }
 
 TEST_F(FaultInjectionTest, NodeDiesAfterWritingAnSsdCopy) {
-  Start("", "node.offload.after_write=crash@15");
-  Load(2000, [&] { return Exited(&nodes_[0]); });
-  ASSERT_EQ(dead_.size(), 1u) << "the failpoint was never reached";
-  ++counts_.faults["crash:node.offload.after_write"];
-  NodeDied();
-  StartNode(0);  // its SSD records come back, with their versions
-  ASSERT_TRUE(SeesSegments(2));
-  Load(150);
-  Verify(/*strict=*/false);
+  NodeCrashAt("node.offload.after_write", 15, 0);
 }
 
 TEST_F(FaultInjectionTest, NodeDiesAfterPromotingBeforeNotifying) {
   // DRAM holds less than the data: gets of evicted keys promote them.
-  Start("", "node.promotion.after_write=crash@3");
-  Load(4000, [&] { return Exited(&nodes_[0]); });
-  ASSERT_EQ(dead_.size(), 1u) << "the failpoint was never reached";
-  ++counts_.faults["crash:node.promotion.after_write"];
-  NodeDied();
-  StartNode(0);
-  ASSERT_TRUE(SeesSegments(2));
-  Load(150);
-  Verify(/*strict=*/false);
+  NodeCrashAt("node.promotion.after_write", 3, 0);
 }
 
 TEST_F(FaultInjectionTest, MasterPausedPastTheNodesTtl) {

@@ -171,9 +171,15 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     }
     shard.offloads[key] = OffloadState{*idx, m.version, clock_->NowMs()};
     ++offloads_in_flight_;
-    nodes_.PushOffload(
-        *idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
-                             r.offset, m.size, m.version});
+    if (!nodes_.PushOffload(
+            *idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
+                                 r.offset, m.size, m.version})) {
+      // The holder went in between (declared dead, or restarted): no task
+      // may wait for it until the reaper.
+      shard.offloads.erase(key);
+      --offloads_in_flight_;
+      return false;
+    }
     metrics_.GetCounter("kvpool_master_offload_tasks_total").Inc();
     return true;
   }

@@ -256,15 +256,16 @@ size_t NodeRegistry::dram_events_queued() const {
   return dram_events_queued_;
 }
 
-void NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
+bool NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = nodes_.find(index);
-    if (it == nodes_.end()) return;
+    if (it == nodes_.end()) return false;
     it->second.offloads.push_back(std::move(task));
     ++offload_queued_;
   }
   cv_.notify_all();
+  return true;
 }
 
 void NodeRegistry::PushDiskDrop(uint32_t index, DiskDropMsg drop) {

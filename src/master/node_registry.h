@@ -165,7 +165,8 @@ class NodeRegistry {
   // `timeout_ms` passes; false on timeout.
   bool WaitDramAcked(const std::vector<std::pair<uint32_t, uint64_t>>& want,
                      int64_t timeout_ms);
-  void PushOffload(uint32_t index, OffloadTaskMsg task);
+  // False (nothing queued) when the node is gone.
+  bool PushOffload(uint32_t index, OffloadTaskMsg task);
   void PushDiskDrop(uint32_t index, DiskDropMsg drop);
   // Earliest deadline first among tasks with one, then FIFO. False (the
   // task dropped) when the node is gone.
