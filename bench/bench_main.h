@@ -45,7 +45,7 @@ struct BenchOptions {
   // sends no heartbeat meanwhile (~2.4 s for 500k objects here), so a 2 s
   // TTL declares it dead mid-way at 1M objects.
   int64_t restart_client_ttl_sec = 10;
-  int restart_samples = 1000;           // values read back byte-exact
+  int restart_samples = 1000;                  // values read back byte-exact
   bool restart_baseline_largest_only = false;  // else the baseline for every N
 };
 

@@ -108,8 +108,7 @@ class SsdFixture : public ::testing::Test {
   bool DirectoriesSettled() {
     return WaitUntil(
         [&] {
-          return cluster_->master().service().nodes().dram_events_queued() ==
-                 0;
+          return cluster_->master().service().nodes().dram_events_queued() == 0;
         },
         std::chrono::seconds(10));
   }

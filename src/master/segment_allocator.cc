@@ -166,6 +166,19 @@ void SegmentAllocator::ReleaseNode(uint32_t index) {
   unused_head_ = index;
 }
 
+SegmentAllocator::Allocation SegmentAllocator::MarkAllocated(uint32_t index,
+                                                             uint64_t bytes) {
+  Node& n = nodes_[index];
+  n.state = State::kAllocated;
+  used_ += bytes;
+  ++live_;
+  return Allocation{
+      .offset = n.offset,
+      .size = bytes,
+      .handle = (uint32_t{n.generation} << kIndexBits) | index,
+  };
+}
+
 std::optional<SegmentAllocator::Allocation> SegmentAllocator::Allocate(
     uint64_t size) {
   // size <= capacity_ (a multiple of the alignment) also guarantees that the
@@ -199,15 +212,7 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::Allocate(
     InsertFree(rest);
   }
 
-  Node& n = nodes_[index];
-  n.state = State::kAllocated;
-  used_ += bytes;
-  ++live_;
-  return Allocation{
-      .offset = n.offset,
-      .size = bytes,
-      .handle = (uint32_t{n.generation} << kIndexBits) | index,
-  };
+  return MarkAllocated(index, bytes);
 }
 
 std::optional<SegmentAllocator::Allocation> SegmentAllocator::AllocateAt(
@@ -271,15 +276,7 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::AllocateAt(
   if (mid != kNil) InsertFree(index);
   if (tail != kNil) InsertFree(tail);
   at_hint_ = tail;
-  Node& n = nodes_[taken];
-  n.state = State::kAllocated;
-  used_ += bytes;
-  ++live_;
-  return Allocation{
-      .offset = n.offset,
-      .size = bytes,
-      .handle = (uint32_t{n.generation} << kIndexBits) | taken,
-  };
+  return MarkAllocated(taken, bytes);
 }
 
 uint64_t SegmentAllocator::SizeOf(uint32_t handle) const {

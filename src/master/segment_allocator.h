@@ -96,6 +96,8 @@ class SegmentAllocator {
   void InsertFree(uint32_t index);
   void RemoveFree(uint32_t index);
   uint32_t NewNode();  // kNil when the pool is at its index limit
+  // Marks the (already unbinned) block allocated and returns its handle.
+  Allocation MarkAllocated(uint32_t index, uint64_t bytes);
   void ReleaseNode(uint32_t index);
 
   uint64_t capacity_;

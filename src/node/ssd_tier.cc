@@ -1,5 +1,5 @@
-#include "common/failpoint.h"
 #include "node/ssd_tier.h"
+#include "common/failpoint.h"
 #include "common/thread_name.h"
 
 #include <fmt/format.h>

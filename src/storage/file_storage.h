@@ -85,7 +85,7 @@ struct StoredObject {
   std::string tenant;
   std::string key;
   uint64_t size = 0;
-  uint64_t seq = 0;  // write order; smaller is older
+  uint64_t seq = 0;             // write order; smaller is older
   uint64_t object_version = 0;  // as written; 0 for records of format v1
 };
 
