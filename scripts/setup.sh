@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev libabsl-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libasio-dev liburing-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libxxhash-dev libre2-dev fio
+  libxxhash-dev libre2-dev libssl-dev openssl fio
   nlohmann-json3-dev
   python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib
 )
