@@ -1,8 +1,10 @@
 // kvpool: the command line. put/get/exist/rm/tier/stat against a running
 // master, `cluster` to run a LocalCluster in the foreground, `demo` for the
-// README's demo workload, and `bench` for the benchmark tools.
+// README's demo workload, `credential` for secrets and credentials, and
+// `bench` for the benchmark tools.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -11,6 +13,7 @@
 
 #include "bench/bench_main.h"
 #include "bench/ssd_bench.h"
+#include "common/auth.h"
 #include "kvpool/client.h"
 #include "kvpool/local_cluster.h"
 #include "tools/demo.h"
@@ -41,6 +44,50 @@ int Fail(const kvpool::Status& s) {
   return 2;
 }
 
+// `kvpool credential`: what it writes is a key, so a file gets mode 0600.
+int WriteCredential(bool new_secret, const std::string& secret_file,
+                    const std::string& tenant, bool admin,
+                    const std::string& out) {
+  using kvpool::ErrorCode;
+  using kvpool::Status;
+  namespace auth = kvpool::auth;
+  std::string text;
+  if (new_secret) {
+    if (out.empty()) {
+      return Fail(Status(ErrorCode::INVALID_PARAMS,
+                         "--new-secret needs --out (the secret belongs in a "
+                         "file, not a terminal)"));
+    }
+    // Overwriting the secret in use would lock every peer out.
+    if (access(out.c_str(), F_OK) == 0) {
+      return Fail(Status(ErrorCode::INVALID_PARAMS,
+                         out + " exists; remove it first to replace it"));
+    }
+    text = auth::ClusterSecret::Generate().ToHex() + "\n";
+  } else {
+    if (secret_file.empty() || (tenant.empty() && !admin)) {
+      return Fail(Status(ErrorCode::INVALID_PARAMS,
+                         "need --cluster_secret_file and --tenant T or "
+                         "--admin (or --new-secret --out PATH)"));
+    }
+    auto secret = auth::ClusterSecret::Load(secret_file);
+    if (!secret.ok()) return Fail(secret.status());
+    auto c =
+        admin
+            ? auth::MakeCredential(secret.value(), auth::Role::kAdmin, "admin")
+            : auth::MakeCredential(secret.value(), auth::Role::kTenant, tenant);
+    if (!c.ok()) return Fail(c.status());
+    text = auth::FormatCredentialFile(c.value());
+  }
+  if (out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (Status s = auth::WritePrivateFile(out, text); !s.ok()) return Fail(s);
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +113,15 @@ int main(int argc, char** argv) {
                  "TCP data plane: a transfer with no progress for this long "
                  "fails (a hung node)")
       ->capture_default_str();
+  app.add_option("--credential_file", cc.credential_file,
+                 "credential from `kvpool credential`, or the cluster secret "
+                 "file (= admin); for a master with authentication");
+  app.add_option("--tls_ca_file", cc.tls_ca_file,
+                 "PEM CA of the master's certificate; set = TLS to the master");
+  app.add_option("--tls_cert_file", cc.tls_cert_file,
+                 "PEM client certificate, for a master that requires one");
+  app.add_option("--tls_key_file", cc.tls_key_file,
+                 "PEM key of --tls_cert_file");
 
   std::string key, file;
   std::vector<std::string> keys;
@@ -89,6 +145,25 @@ int main(int argc, char** argv) {
   auto* stat = app.add_subcommand("stat", "cluster statistics");
   stat->add_flag("--json", json, "JSON output");
 
+  std::string secret_file, cred_tenant, cred_out;
+  bool cred_admin = false, new_secret = false;
+  auto* credential = app.add_subcommand(
+      "credential",
+      "write a tenant's or the admin's credential, or a new cluster secret "
+      "(docs/security.md); files are written with mode 0600");
+  credential->add_option("--cluster_secret_file", secret_file,
+                         "the cluster secret the credential derives from");
+  auto* cred_tenant_opt = credential->add_option(
+      "--tenant", cred_tenant, "a credential for this tenant only");
+  auto* cred_admin_opt = credential->add_flag(
+      "--admin", cred_admin, "an admin credential (every tenant, stats)");
+  auto* new_secret_opt = credential->add_flag(
+      "--new-secret", new_secret, "write a fresh random cluster secret");
+  cred_tenant_opt->excludes(cred_admin_opt)->excludes(new_secret_opt);
+  cred_admin_opt->excludes(new_secret_opt);
+  credential->add_option("--out", cred_out,
+                         "file to write (mode 0600); default: standard output");
+
   kvpool::LocalClusterOptions lco;
   int duration_sec = 0;
   auto* cluster =
@@ -104,6 +179,8 @@ int main(int argc, char** argv) {
       ->add_option("--metrics_port", lco.metrics_port,
                    "master HTTP port; 0 = any, -1 = off")
       ->capture_default_str();
+  cluster->add_option("--cluster_secret_file", lco.cluster_secret_file,
+                      "master and nodes authenticate with this secret");
   cluster
       ->add_option("--duration_sec", duration_sec,
                    "stop after N s (0 = until Ctrl-C)")
@@ -300,6 +377,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (*credential)
+    return WriteCredential(new_secret, secret_file, cred_tenant, cred_admin,
+                           cred_out);
   if (*cluster) {
     kvpool::LocalCluster lc(lco);
     if (auto s = lc.Start(); !s.ok()) return Fail(s);

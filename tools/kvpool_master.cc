@@ -111,6 +111,19 @@ int main(int argc, char** argv) {
                  "router promotions land only in the holder's prefetch "
                  "buffer (when it has one)")
       ->capture_default_str();
+  app.add_option("--cluster_secret_file", c.cluster_secret_file,
+                 "file holding the cluster secret (hex, mode 0600); empty = "
+                 "no authentication (docs/security.md)");
+  app.add_option("--auth_max_clock_skew_ms", c.auth_max_clock_skew_ms,
+                 "a credential token is refused once its issue time is this "
+                 "far from the master's clock")
+      ->capture_default_str();
+  app.add_option("--tls_cert_file", c.tls_cert_file,
+                 "PEM certificate; with --tls_key_file, serve gRPC over TLS");
+  app.add_option("--tls_key_file", c.tls_key_file,
+                 "PEM private key of --tls_cert_file");
+  app.add_option("--tls_ca_file", c.tls_ca_file,
+                 "PEM CA; set = require client certificates it signed");
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");

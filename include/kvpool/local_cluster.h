@@ -53,6 +53,9 @@ struct LocalClusterOptions {
   uint64_t promotion_inflight_bytes = 0;  // 0 = the RFC's sequential worker
   int64_t promotion_workers = 8;
   int64_t promotion_task_ttl_sec = 600;
+  // Master and nodes authenticate with this cluster secret file (clients
+  // then need a credential: ClientConfig::credential_file). Empty: off.
+  std::string cluster_secret_file;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

@@ -37,6 +37,23 @@ struct ClientConfig {
   int64_t ssd_prefetch_dedup_ttl_sec = 30;  // 0 disables the dedup window
   int64_t ssd_prefetch_cooldown_sec =
       5;  // 0 disables the DRAM-pressure backoff
+
+  // ---- identity and TLS on the control plane (docs/security.md) ----
+  // A credential file written by `kvpool credential` (a tenant's or the
+  // admin's), or the cluster secret file itself, which makes this client
+  // `secret_role`. Empty: calls carry no credential (a master without
+  // authentication). A tenant credential acts only on its own tenant, so
+  // `tenant` must name it.
+  std::string credential_file;
+  // With the cluster secret as credential_file: "admin", or "router" /
+  // "node" for infrastructure that acts through a Client.
+  std::string secret_role = "admin";
+  // PEM of the CA that signed the master's certificate; set: TLS to the
+  // master (dial it by a name or address its certificate carries).
+  std::string tls_ca_file;
+  // PEM client certificate and key, for a master that requires one.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Placement wishes for a put, honoured by the master.

@@ -40,6 +40,14 @@ struct RouterConfig {
   // Off: the router only looks up and dispatches.
   bool enable_prefetch = true;
   int rpc_timeout_ms = 5000;
+  // ---- identity and TLS on the control plane (docs/security.md) ----
+  // The cluster secret file (mode 0600): the router calls the master with
+  // the router key derived from it. Empty: no credential.
+  std::string cluster_secret_file;
+  std::string tls_ca_file;  // PEM CA of the master's certificate; set: TLS
+  // PEM client certificate and key, for a master that requires one.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Deadline-aware prefetch (off by default: triggers carry no deadline).
   // Each trigger carries the router's estimate of when the chosen engine
   // reads the blocks: floor + slack x (requests queued ahead of this one x
@@ -104,7 +112,8 @@ struct RouterStats {
 
 class Router {
  public:
-  // Fails only on an invalid config (empty address, duplicate engine ids).
+  // Fails only on an invalid config (empty address, duplicate engine ids,
+  // an unusable secret or TLS file).
   static Result<std::unique_ptr<Router>> Create(const RouterConfig& config);
   ~Router();
   Router(const Router&) = delete;

@@ -106,6 +106,10 @@ class Store:
         enable_ssd_prefetch: bool = False,
         data_connect_timeout_ms: int = 5000,
         data_io_timeout_ms: int = 30000,
+        credential_file: str = "",
+        tls_ca_file: str = "",
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
     ) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Store": ...

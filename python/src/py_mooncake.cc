@@ -216,7 +216,8 @@ void BindMooncake(py::module_& m) {
           "transport, rpc_timeout_ms, data_connect_timeout_ms, "
           "data_io_timeout_ms, lease_cache, enable_ssd_prefetch, "
           "heartbeat_interval_ms, enable_ssd_offload, ssd_offload_path, "
-          "ssd_capacity_bytes).")
+          "ssd_capacity_bytes, credential_file, cluster_secret_file, "
+          "tls_ca_file, tls_cert_file, tls_key_file).")
       .def(
           "close", [](PyStore& s) { return s.impl->Close(); }, Release())
       .def(

@@ -116,7 +116,11 @@ void BindStore(py::module_& m) {
       .def(py::init([](const std::string& master, const std::string& tenant,
                        const std::string& transport, int rpc_timeout_ms,
                        bool lease_cache, bool enable_ssd_prefetch,
-                       int data_connect_timeout_ms, int data_io_timeout_ms) {
+                       int data_connect_timeout_ms, int data_io_timeout_ms,
+                       const std::string& credential_file,
+                       const std::string& tls_ca_file,
+                       const std::string& tls_cert_file,
+                       const std::string& tls_key_file) {
              ClientConfig c;
              c.master_server_address = master;
              c.tenant = tenant;
@@ -126,6 +130,10 @@ void BindStore(py::module_& m) {
              c.data_io_timeout_ms = data_io_timeout_ms;
              c.lease_cache = lease_cache;
              c.enable_ssd_prefetch = enable_ssd_prefetch;
+             c.credential_file = credential_file;
+             c.tls_ca_file = tls_ca_file;
+             c.tls_cert_file = tls_cert_file;
+             c.tls_key_file = tls_key_file;
              return std::make_unique<NativeStore>(c);
            }),
            py::arg("master_server_address") = "127.0.0.1:50051", py::kw_only(),
@@ -134,7 +142,10 @@ void BindStore(py::module_& m) {
            py::arg("enable_ssd_prefetch") = false,
            py::arg("data_connect_timeout_ms") = 5000,
            py::arg("data_io_timeout_ms") = 30000,
-           "Connects lazily: only an invalid configuration fails here.")
+           py::arg("credential_file") = "", py::arg("tls_ca_file") = "",
+           py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
+           "Connects lazily: only an invalid configuration (or an unreadable "
+           "credential or TLS file) fails here.")
       .def("close", &NativeStore::Close, Release(),
            "Drops the connection; later calls raise StoreError.")
       .def("__enter__", [](py::object self) { return self; })

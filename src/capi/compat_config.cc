@@ -158,6 +158,16 @@ Result<SetupConfig> SetupConfigFromDict(
       c.ssd_offload_path = v;
     } else if (key == "ssd_capacity_bytes") {
       s = ParseSizeKey(key, v, &c.ssd_capacity_bytes);
+    } else if (key == "credential_file") {
+      c.credential_file = v;
+    } else if (key == "cluster_secret_file") {
+      c.cluster_secret_file = v;
+    } else if (key == "tls_ca_file") {
+      c.tls_ca_file = v;
+    } else if (key == "tls_cert_file") {
+      c.tls_cert_file = v;
+    } else if (key == "tls_key_file") {
+      c.tls_key_file = v;
     }
     if (!s.ok()) return s;
   }

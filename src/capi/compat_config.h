@@ -66,6 +66,15 @@ struct SetupConfig {
   bool enable_ssd_offload = false;  // the hosted segment spills to SSD
   std::string ssd_offload_path;
   uint64_t ssd_capacity_bytes = 4ull << 30;
+  // Identity and TLS on the control plane (docs/security.md), as in
+  // ClientConfig: the client presents credential_file, or the cluster
+  // secret file (admin) when only that is given; a hosted segment's node
+  // needs cluster_secret_file.
+  std::string credential_file;
+  std::string cluster_secret_file;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 
   Status Validate() const;
 };

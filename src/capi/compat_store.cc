@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "client/master_client.h"
 #include "node/node.h"
 
 namespace kvpool::compat {
@@ -116,6 +117,12 @@ int MooncakeStore::Setup(const SetupConfig& config) {
   cc.data_io_timeout_ms = config.data_io_timeout_ms;
   cc.lease_cache = config.lease_cache;
   cc.enable_ssd_prefetch = config.enable_ssd_prefetch;
+  cc.credential_file = config.credential_file.empty()
+                           ? config.cluster_secret_file
+                           : config.credential_file;
+  cc.tls_ca_file = config.tls_ca_file;
+  cc.tls_cert_file = config.tls_cert_file;
+  cc.tls_key_file = config.tls_key_file;
   auto client = Client::Create(cc);
   if (!client.ok()) return Code(client.status());
 
@@ -137,15 +144,22 @@ int MooncakeStore::Setup(const SetupConfig& config) {
       nc.enable_ssd_offload = config.enable_ssd_offload;
       nc.ssd_offload_path = config.ssd_offload_path;
       nc.ssd_capacity_bytes = config.ssd_capacity_bytes;
+      nc.cluster_secret_file = config.cluster_secret_file;
+      nc.tls_ca_file = config.tls_ca_file;
+      nc.tls_cert_file = config.tls_cert_file;
+      nc.tls_key_file = config.tls_key_file;
       hostname = nc.node_id;
       node = std::make_unique<Node>(nc);
       started = node->Start();
       if (started.ok() || port > 0) break;
     }
     if (!started.ok()) return Code(started);
-  } else if (auto stat = client.value()->Stat(); !stat.ok()) {
+  } else if (auto stat = client.value()->Stat();
+             !stat.ok() && !IsPermissionDenied(stat.status())) {
     // Mooncake's setup fails when the master is unreachable; a pure client
-    // would otherwise only find out at its first call.
+    // would otherwise only find out at its first call. A tenant credential
+    // may not read the cluster's stats, but the refusal shows the master
+    // is up and took the credential.
     return Code(stat.status());
   }
 
@@ -525,7 +539,8 @@ std::string MooncakeStore::GetHostname() const {
 int MooncakeStore::HealthCheck() {
   std::shared_lock lock(mu_);
   if (!client_) return kInvalid;
-  if (auto s = client_->Stat(); !s.ok()) return Code(s.status());
+  if (auto s = client_->Stat(); !s.ok() && !IsPermissionDenied(s.status()))
+    return Code(s.status());
   if (node_ && node_->segment_id() == 0) {
     return static_cast<int>(ErrorCode::SEGMENT_NOT_FOUND);
   }

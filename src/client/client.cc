@@ -83,12 +83,28 @@ TcpDataClientOptions TcpOptions(const ClientConfig& c) {
   o.handshake_timeout = std::min(o.handshake_timeout, o.connect_timeout);
   return o;
 }
+
+Result<MasterSecurityFiles> SecurityFiles(const ClientConfig& c) {
+  MasterSecurityFiles f;
+  f.credential_file = c.credential_file;
+  auto role = auth::ParseRole(c.secret_role);
+  if (!role || *role == auth::Role::kTenant) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "secret_role must be admin, router or node");
+  }
+  f.secret_role = *role;
+  f.secret_principal = c.secret_role;
+  f.tls_ca_file = c.tls_ca_file;
+  f.tls_cert_file = c.tls_cert_file;
+  f.tls_key_file = c.tls_key_file;
+  return f;
+}
 }  // namespace
 
 struct Client::State {
-  explicit State(const ClientConfig& c)
+  State(const ClientConfig& c, MasterSecurity security)
       : config(c),
-        master(c.master_server_address, c.rpc_timeout_ms),
+        master(c.master_server_address, c.rpc_timeout_ms, std::move(security)),
         data(c.transport, TcpOptions(c)) {
     if (c.enable_ssd_prefetch) {
       SsdPrefetcherConfig pc;
@@ -185,7 +201,12 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientConfig& config) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "data_connect_timeout_ms and data_io_timeout_ms must be > 0");
   }
-  return std::unique_ptr<Client>(new Client(std::make_unique<State>(config)));
+  auto files = SecurityFiles(config);
+  if (!files.ok()) return files.status();
+  auto security = LoadMasterSecurity(files.value());
+  if (!security.ok()) return security.status();
+  return std::unique_ptr<Client>(
+      new Client(std::make_unique<State>(config, std::move(security.value()))));
 }
 
 Client::Client(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -492,8 +513,8 @@ static void RunReads(DataPlane& data, const std::string& tenant,
         items.push_back(TransferItem{&rep.memory(), j.dest, j.reply->size()});
         item_owner.push_back(i);
       } else {
-        disk.push_back(
-            KeyReadOp{tenant, std::string(j.key), j.reply->size(), j.dest});
+        disk.push_back(KeyReadOp{tenant, std::string(j.key), j.reply->size(),
+                                 j.dest, ErrorCode::OK, rep.disk_capability()});
         disk_peer.emplace_back(rep.disk_data_endpoint(), rep.disk_node_id());
         disk_owner.push_back(i);
       }

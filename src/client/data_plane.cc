@@ -142,6 +142,7 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
       op.segment_id = item.loc->segment_id();
       op.offset = item.loc->offset();
       op.length = item.length;
+      op.grant = GrantOf(*item.loc);
       if constexpr (std::is_same_v<Op, ReadOp>) {
         op.dest = item.buf;
       } else {

@@ -56,8 +56,9 @@ class DataPlane {
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
-                  std::vector<ErrorCode>* results) {
-    return tcp_.Prefetch(endpoint, node_id, tenant, keys, results);
+                  std::vector<ErrorCode>* results,
+                  const std::vector<std::string>* tokens = nullptr) {
+    return tcp_.Prefetch(endpoint, node_id, tenant, keys, results, tokens);
   }
 
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};

@@ -1,6 +1,7 @@
 // A gRPC connection to kvpool-master with deadlines. Every call returns
 // RPC_FAIL (with gRPC's message) when the master cannot be reached, so
-// callers never block forever on a dead master. Thread-safe.
+// callers never block forever on a dead master, and ILLEGAL_CLIENT when it
+// refuses the caller's credential. Thread-safe.
 #ifndef KVPOOL_CLIENT_MASTER_CLIENT_H_
 #define KVPOOL_CLIENT_MASTER_CLIENT_H_
 
@@ -9,16 +10,54 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/auth.h"
 #include "kvpool.grpc.pb.h"
 #include "kvpool/status.h"
 
 namespace kvpool {
 
+// How a MasterClient proves who it is and protects its channel
+// (docs/security.md). Read from files once, by LoadMasterSecurity, so that
+// constructing a MasterClient does no I/O and cannot fail.
+struct MasterSecurity {
+  // Set: every call carries a kvpool-auth token minted from it.
+  std::optional<auth::Credential> credential;
+  bool tls = false;
+  std::string tls_root_certs;  // PEM of the CA that signed the master's cert
+  // PEM of a client certificate and its key, for a master that requires one.
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+};
+
+struct MasterSecurityFiles {
+  // A credential file (kvpool credential), or the cluster secret file,
+  // which makes the caller secret_role named secret_principal. Empty: none.
+  std::string credential_file;
+  auth::Role secret_role = auth::Role::kAdmin;
+  std::string secret_principal = "admin";
+  std::string tls_ca_file;    // set: TLS, the master verified against it
+  std::string tls_cert_file;  // with tls_key_file: a client certificate
+  std::string tls_key_file;
+};
+
+// INVALID_PARAMS or a file error naming the file that is wrong.
+Result<MasterSecurity> LoadMasterSecurity(const MasterSecurityFiles& files);
+
+inline constexpr char kPermissionDenied[] = ": permission denied: ";
+// True for what a call returns when the master accepted the credential but
+// not the call (PERMISSION_DENIED): the master is up and knows the caller.
+inline bool IsPermissionDenied(const Status& s) {
+  return s.code() == ErrorCode::ILLEGAL_CLIENT &&
+         s.message().find(kPermissionDenied) != std::string::npos;
+}
+
 class MasterClient {
  public:
-  MasterClient(const std::string& address, int timeout_ms);
+  MasterClient(const std::string& address, int timeout_ms,
+               MasterSecurity security = {});
 
   // Calls `method` of the stub, e.g.
   //   Call(&rpc::MasterService::Stub::PutEnd, req, &resp)
@@ -69,6 +108,17 @@ class MasterClient {
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                     "master lacks RPC: " + s.error_message());
+    }
+    // Not RPC_FAIL: the master is up and answered; retrying will not help.
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return Status(ErrorCode::ILLEGAL_CLIENT,
+                    "master " + address_ +
+                        " refused the credential: " + s.error_message());
+    }
+    if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return Status(
+          ErrorCode::ILLEGAL_CLIENT,
+          "master " + address_ + kPermissionDenied + s.error_message());
     }
     return Status(ErrorCode::RPC_FAIL,
                   "master " + address_ + ": " + s.error_message());

@@ -122,9 +122,9 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
     for (const auto& k : keys) shared_->OnKeyDone(k, s.code());
     return;
   }
-  // holder (node id, endpoint) -> its SSD-only keys
+  // holder (node id, endpoint) -> its SSD-only keys and their grants
   std::map<std::pair<std::string, std::string>, std::vector<std::string>>
-      by_holder;
+      by_holder, tokens_by_holder;
   for (size_t i = 0; i < keys.size() && int(i) < resp.items_size(); ++i) {
     const auto& q = resp.items(int(i));
     bool memory = false;
@@ -140,6 +140,8 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
     } else if (q.error_code() == 0 && disk && q.size() > 0) {
       by_holder[{disk->disk_node_id(), disk->disk_data_endpoint()}].push_back(
           keys[i]);
+      tokens_by_holder[{disk->disk_node_id(), disk->disk_data_endpoint()}]
+          .push_back(disk->disk_capability());
     } else {
       ++shared_->not_ssd_only;  // unknown, being put, or nothing on SSD
       shared_->throttle.Mark(keys[i], PrefetchState::kCompleted);
@@ -161,8 +163,8 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
       continue;
     }
     std::vector<ErrorCode> results;
-    Status s =
-        data_->Prefetch(holder.second, holder.first, tenant_, hkeys, &results);
+    Status s = data_->Prefetch(holder.second, holder.first, tenant_, hkeys,
+                               &results, &tokens_by_holder[holder]);
     for (size_t i = 0; i < hkeys.size(); ++i) {
       ErrorCode c = !s.ok()              ? s.code()
                     : i < results.size() ? results[i]

@@ -1,41 +1,70 @@
 #include "common/http_endpoint.h"
 
-#include <httplib.h>
+#include "common/bounded_http_server.h"
 
 namespace kvpool {
 
-HttpEndpoint::HttpEndpoint(TextFn metrics, TextFn status_json)
-    : metrics_(std::move(metrics)), status_(std::move(status_json)) {}
+namespace {
+
+// The endpoint's own limits, so that an operator sees refusals on the same
+// scrape that would otherwise be the one failing.
+std::string RenderHttpStats(const HttpServerStats& s) {
+  std::string out =
+      "# HELP kvpool_http_connections_total Connections accepted by the HTTP "
+      "endpoint.\n"
+      "# TYPE kvpool_http_connections_total counter\n"
+      "kvpool_http_connections_total " +
+      std::to_string(s.accepted) +
+      "\n"
+      "# HELP kvpool_http_refused_total Connections and requests the HTTP "
+      "endpoint refused: busy (503), limit (4xx), timeout (408 or close).\n"
+      "# TYPE kvpool_http_refused_total counter\n";
+  out += "kvpool_http_refused_total{reason=\"busy\"} " +
+         std::to_string(s.rejected_busy) + "\n";
+  out += "kvpool_http_refused_total{reason=\"limit\"} " +
+         std::to_string(s.refused) + "\n";
+  out += "kvpool_http_refused_total{reason=\"timeout\"} " +
+         std::to_string(s.timed_out) + "\n";
+  return out;
+}
+
+}  // namespace
+
+HttpEndpoint::HttpEndpoint(TextFn metrics, TextFn status_json,
+                           HttpLimits limits)
+    : metrics_(std::move(metrics)),
+      status_(std::move(status_json)),
+      limits_(limits) {}
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
 Status HttpEndpoint::Start(const std::string& host, int port) {
-  server_ = std::make_unique<httplib::Server>();
+  Stop();
+  server_ = std::make_unique<BoundedHttpServer>(limits_);
   server_->Get("/metrics",
                [this](const httplib::Request&, httplib::Response& res) {
-                 res.set_content(metrics_(), "text/plain; version=0.0.4");
+                 res.set_content(metrics_() + RenderHttpStats(http_stats()),
+                                 "text/plain; version=0.0.4");
                });
   server_->Get("/status",
                [this](const httplib::Request&, httplib::Response& res) {
                  res.set_content(status_(), "application/json");
                });
-  if (port == 0) {
-    port_ = server_->bind_to_any_port(host.c_str());
-  } else {
-    port_ = server_->bind_to_port(host.c_str(), port) ? port : -1;
+  if (Status s = server_->Start(host, port); !s.ok()) {
+    server_.reset();
+    port_ = -1;
+    return Status(s.code(), "HTTP endpoint: " + s.message());
   }
-  if (port_ <= 0) {
-    return Status(
-        ErrorCode::INTERNAL_ERROR,
-        "cannot bind HTTP endpoint on " + host + ":" + std::to_string(port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  port_ = server_->port();
   return Status::OK();
 }
 
 void HttpEndpoint::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
+}
+
+HttpServerStats HttpEndpoint::http_stats() const {
+  return server_ ? server_->stats() : HttpServerStats();
 }
 
 }  // namespace kvpool

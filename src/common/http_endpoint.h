@@ -1,36 +1,39 @@
 // The HTTP side door of a server process: Prometheus text at /metrics and a
 // JSON document at /status. Binds 127.0.0.1 by default. Port 0 picks a free
-// port (see port()).
+// port (see port()). Served under HttpLimits (common/http_limits.h); the
+// endpoint takes no request bodies, hence the small default body cap.
 #ifndef KVPOOL_COMMON_HTTP_ENDPOINT_H_
 #define KVPOOL_COMMON_HTTP_ENDPOINT_H_
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "common/http_limits.h"
 #include "kvpool/status.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace kvpool {
+
+class BoundedHttpServer;
 
 class HttpEndpoint {
  public:
   using TextFn = std::function<std::string()>;
-  HttpEndpoint(TextFn metrics, TextFn status_json);
+  HttpEndpoint(TextFn metrics, TextFn status_json,
+               HttpLimits limits = HttpLimits());
   ~HttpEndpoint();
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
+  const HttpLimits& limits() const { return limits_; }
+  // Zeros before Start().
+  HttpServerStats http_stats() const;
 
  private:
   TextFn metrics_;
   TextFn status_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  const HttpLimits limits_;
+  std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;
 };
 

@@ -51,6 +51,13 @@ Status MasterConfig::Validate() const {
     return bad("promotion_max_per_heartbeat must be >= 0");
   if (promotion_task_ttl_sec <= 0)
     return bad("promotion_task_ttl_sec must be > 0");
+  // A day at most: beyond it the window stops bounding replays at all.
+  if (auth_max_clock_skew_ms <= 0 || auth_max_clock_skew_ms > 86400000)
+    return bad("auth_max_clock_skew_ms must be in (0, 86400000]");
+  if (tls_cert_file.empty() != tls_key_file.empty())
+    return bad("tls_cert_file and tls_key_file go together");
+  if (!tls_ca_file.empty() && tls_cert_file.empty())
+    return bad("tls_ca_file needs tls_cert_file and tls_key_file");
   return Status::OK();
 }
 
@@ -64,14 +71,18 @@ std::string MasterConfig::ToString() const {
       "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
       "promotion_admission_threshold={} promotion_queue_limit={} "
       "promotion_task_ttl_sec={} holder_ack_timeout_ms={} "
-      "put_waits_for_holders={}",
+      "put_waits_for_holders={} auth={} auth_max_clock_skew_ms={} tls={} "
+      "tls_client_certs={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio,
       put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
       allocation_strategy, enable_offload, offload_on_evict,
       offload_force_evict, offloading_queue_limit, promotion_on_hit,
       promotion_admission_threshold, promotion_queue_limit,
-      promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders);
+      promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders,
+      cluster_secret_file.empty() ? "off" : cluster_secret_file,
+      auth_max_clock_skew_ms, tls_cert_file.empty() ? "off" : tls_cert_file,
+      tls_ca_file.empty() ? "off" : tls_ca_file);
 }
 
 }  // namespace kvpool

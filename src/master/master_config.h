@@ -76,6 +76,19 @@ struct MasterConfig {
   // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
   bool emulate_pre_prefetch_master = false;
 
+  // ---- identity and TLS on the control plane (docs/security.md) ----
+  // File holding the cluster secret (hex, mode 0600). Empty: no
+  // authentication, every caller may call every RPC (the one-host demo).
+  std::string cluster_secret_file;
+  // How far a token's issue time may be from this master's clock (ms):
+  // bounds both clock skew and how long a captured token can be replayed.
+  int64_t auth_max_clock_skew_ms = 5 * 60 * 1000;
+  // PEM files; both set: serve gRPC over TLS, else plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM CA; set: require client certificates that it signed.
+  std::string tls_ca_file;
+
   // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
   Status Validate() const;
   std::string ToString() const;

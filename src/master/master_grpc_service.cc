@@ -14,13 +14,19 @@ grpc::Status TooLarge() {
 }
 }  // namespace
 
-void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
+void ToProto(const ReplicaDesc& d, const CapGrant& g,
+             rpc::ReplicaDescriptor* out) {
   out->set_kind(d.kind == ReplicaKind::kMemory ? rpc::MEMORY : rpc::LOCAL_DISK);
   out->set_status(d.status == ReplicaStatus::kComplete ? rpc::COMPLETE
                                                        : rpc::PROCESSING);
   if (d.kind == ReplicaKind::kLocalDisk && d.holder) {
     out->set_disk_node_id(d.holder->node_id);
     out->set_disk_data_endpoint(d.holder->data_endpoint);
+    if (g.disk_ops != 0 && d.holder->cap_key && g.key) {
+      out->set_disk_capability(
+          d.holder->cap_key->SignKey(g.tenant ? *g.tenant : std::string(),
+                                     *g.key, g.disk_ops, g.expiry_ms, 0));
+    }
   }
   if (d.kind == ReplicaKind::kMemory && d.segment) {
     auto* m = out->mutable_memory();
@@ -32,12 +38,27 @@ void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out) {
     m->set_shm_path(d.segment->shm_path);
     m->set_data_endpoint(d.segment->data_endpoint);
     m->set_segment_size(d.segment->capacity);
+    if (g.memory_ops != 0 && d.segment->cap_key) {
+      m->set_capability(d.segment->cap_key->SignRange(
+          d.segment->id, d.offset, d.length, g.memory_ops, g.expiry_ms, 0));
+    }
   }
 }
 
+CapGrant WriteGrant(const MasterConfig& c) {
+  // Past the discard timeout another put may take the key; the range
+  // itself is released only much later (put_start_release_timeout_sec), so
+  // no token of this put outlives its hold on the bytes.
+  return CapGrant{cap::kOpWrite, 0,
+                  cap::WallNowMs() + c.put_start_discard_timeout_sec * 1000,
+                  nullptr, nullptr};
+}
+
 grpc::Status MasterGrpcService::MountSegment(
-    grpc::ServerContext*, const rpc::MountSegmentRequest* req,
+    grpc::ServerContext* ctx, const rpc::MountSegmentRequest* req,
     rpc::MountSegmentResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kMountSegment, *req); !auth.ok())
+    return auth;
   SegmentInfo info;
   info.node_id = req->node_id();
   info.host_id = req->host_id();
@@ -54,13 +75,20 @@ grpc::Status MasterGrpcService::MountSegment(
       req->remount(),
       req->keeps_dram_directory() && !svc_->emulating_pre_prefetch());
   resp->set_error_code(ToInt(r.code()));
-  if (r.ok()) resp->set_segment_id(r.value());
+  if (r.ok()) {
+    resp->set_segment_id(r.value());
+    if (auto seg = svc_->segments().Info(r.value()); seg && seg->cap_key) {
+      resp->set_capability_key(seg->cap_key->raw());
+    }
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status MasterGrpcService::UnmountSegment(
-    grpc::ServerContext*, const rpc::UnmountSegmentRequest* req,
+    grpc::ServerContext* ctx, const rpc::UnmountSegmentRequest* req,
     rpc::UnmountSegmentResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kUnmountSegment, *req); !auth.ok())
+    return auth;
   if (req->segment_id() > UINT32_MAX) {
     resp->set_error_code(ToInt(ErrorCode::SEGMENT_NOT_FOUND));
     return grpc::Status::OK;
@@ -84,9 +112,11 @@ void ToProto(const PromotionTaskMsg& t, rpc::PromotionTask* p) {
 }
 }  // namespace
 
-grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
+grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext* ctx,
                                           const rpc::HeartbeatRequest* req,
                                           rpc::HeartbeatResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kHeartbeat, *req); !auth.ok())
+    return auth;
   NodeTasks tasks;
   // Bounded so a shutdown or a lost client never pins a server thread long.
   int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
@@ -131,8 +161,11 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext*,
 }
 
 grpc::Status MasterGrpcService::PullPromotionTasks(
-    grpc::ServerContext*, const rpc::PullPromotionTasksRequest* req,
+    grpc::ServerContext* ctx, const rpc::PullPromotionTasksRequest* req,
     rpc::PullPromotionTasksResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kPullPromotionTasks, *req);
+      !auth.ok())
+    return auth;
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "PullPromotionTasks");
   }
@@ -146,8 +179,10 @@ grpc::Status MasterGrpcService::PullPromotionTasks(
 }
 
 grpc::Status MasterGrpcService::NotifyOffload(
-    grpc::ServerContext*, const rpc::NotifyOffloadRequest* req,
+    grpc::ServerContext* ctx, const rpc::NotifyOffloadRequest* req,
     rpc::NotifyOffloadResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kNotifyOffload, *req); !auth.ok())
+    return auth;
   if (req->results_size() > kMaxBatch) return TooLarge();
   std::vector<OffloadResultIn> in;
   in.reserve(req->results_size());
@@ -172,8 +207,11 @@ std::vector<DiskObjectIn> FromProto(
 }  // namespace
 
 grpc::Status MasterGrpcService::RegisterMemoryObjects(
-    grpc::ServerContext*, const rpc::RegisterMemoryObjectsRequest* req,
+    grpc::ServerContext* ctx, const rpc::RegisterMemoryObjectsRequest* req,
     rpc::RegisterMemoryObjectsResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRegisterMemoryObjects, *req);
+      !auth.ok())
+    return auth;
   if (req->objects_size() > kMaxBatch) return TooLarge();
   if (req->segment_id() > UINT32_MAX) {
     resp->set_error_code(ToInt(ErrorCode::SEGMENT_NOT_FOUND));
@@ -196,8 +234,11 @@ grpc::Status MasterGrpcService::RegisterMemoryObjects(
 }
 
 grpc::Status MasterGrpcService::RegisterDiskObjects(
-    grpc::ServerContext*, const rpc::RegisterDiskObjectsRequest* req,
+    grpc::ServerContext* ctx, const rpc::RegisterDiskObjectsRequest* req,
     rpc::RegisterDiskObjectsResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRegisterDiskObjects, *req);
+      !auth.ok())
+    return auth;
   if (req->objects_size() > kMaxBatch) return TooLarge();
   for (ErrorCode c :
        svc_->RegisterDiskObjects(req->node_id(), FromProto(req->objects()))) {
@@ -207,8 +248,11 @@ grpc::Status MasterGrpcService::RegisterDiskObjects(
 }
 
 grpc::Status MasterGrpcService::RemoveDiskReplicas(
-    grpc::ServerContext*, const rpc::RemoveDiskReplicasRequest* req,
+    grpc::ServerContext* ctx, const rpc::RemoveDiskReplicasRequest* req,
     rpc::RemoveDiskReplicasResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRemoveDiskReplicas, *req);
+      !auth.ok())
+    return auth;
   if (req->objects_size() > kMaxBatch) return TooLarge();
   for (ErrorCode c :
        svc_->RemoveDiskReplicas(req->node_id(), FromProto(req->objects()))) {
@@ -218,18 +262,26 @@ grpc::Status MasterGrpcService::RemoveDiskReplicas(
 }
 
 grpc::Status MasterGrpcService::PromotionAllocStart(
-    grpc::ServerContext*, const rpc::PromotionAllocStartRequest* req,
+    grpc::ServerContext* ctx, const rpc::PromotionAllocStartRequest* req,
     rpc::PromotionAllocStartResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kPromotionAllocStart, *req);
+      !auth.ok())
+    return auth;
   auto r = svc_->PromotionAllocStart(req->node_id(), req->tenant(), req->key(),
                                      req->size(), req->task_id());
   resp->set_error_code(ToInt(r.code()));
-  if (r.ok()) ToProto(r.value(), resp->mutable_replica());
+  if (r.ok()) {
+    ToProto(r.value(), WriteGrant(svc_->config()), resp->mutable_replica());
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status MasterGrpcService::BatchPromotionAllocStart(
     grpc::ServerContext* ctx, const rpc::BatchPromotionAllocStartRequest* req,
     rpc::BatchPromotionAllocStartResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPromotionAllocStart, *req);
+      !auth.ok())
+    return auth;
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPromotionAllocStart");
@@ -243,6 +295,9 @@ grpc::Status MasterGrpcService::BatchPromotionAllocStart(
 grpc::Status MasterGrpcService::BatchPromotionNotify(
     grpc::ServerContext* ctx, const rpc::BatchPromotionNotifyRequest* req,
     rpc::BatchPromotionNotifyResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPromotionNotify, *req);
+      !auth.ok())
+    return auth;
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPromotionNotify");
@@ -257,8 +312,11 @@ grpc::Status MasterGrpcService::BatchPromotionNotify(
 }
 
 grpc::Status MasterGrpcService::BatchPrefetchToMemory(
-    grpc::ServerContext*, const rpc::BatchPrefetchToMemoryRequest* req,
+    grpc::ServerContext* ctx, const rpc::BatchPrefetchToMemoryRequest* req,
     rpc::BatchPrefetchToMemoryResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPrefetchToMemory, *req);
+      !auth.ok())
+    return auth;
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "BatchPrefetchToMemory");
@@ -282,8 +340,11 @@ grpc::Status MasterGrpcService::BatchPrefetchToMemory(
 }
 
 grpc::Status MasterGrpcService::RegisterPrefetchTask(
-    grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest* req,
+    grpc::ServerContext* ctx, const rpc::RegisterPrefetchTaskRequest* req,
     rpc::RegisterPrefetchTaskResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRegisterPrefetchTask, *req);
+      !auth.ok())
+    return auth;
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "RegisterPrefetchTask");
@@ -301,8 +362,10 @@ grpc::Status MasterGrpcService::RegisterPrefetchTask(
 }
 
 grpc::Status MasterGrpcService::NotifyPromotion(
-    grpc::ServerContext*, const rpc::PromotionNotifyRequest* req,
+    grpc::ServerContext* ctx, const rpc::PromotionNotifyRequest* req,
     rpc::KeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kNotifyPromotion, *req); !auth.ok())
+    return auth;
   resp->set_error_code(ToInt(
       svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(),
                             req->task_id(), req->success(), req->expired())
@@ -328,35 +391,44 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
-    for (const auto& d : r.value()) ToProto(d, resp->add_replicas());
+    const CapGrant g = WriteGrant(svc_->config());
+    for (const auto& d : r.value()) ToProto(d, g, resp->add_replicas());
   }
 }
 
-grpc::Status MasterGrpcService::PutStart(grpc::ServerContext*,
+grpc::Status MasterGrpcService::PutStart(grpc::ServerContext* ctx,
                                          const rpc::PutStartRequest* req,
                                          rpc::PutStartResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kPutStart, *req); !auth.ok())
+    return auth;
   DoPutStart(*req, resp);
   return grpc::Status::OK;
 }
 
 grpc::Status MasterGrpcService::BatchPutStart(
-    grpc::ServerContext*, const rpc::BatchPutStartRequest* req,
+    grpc::ServerContext* ctx, const rpc::BatchPutStartRequest* req,
     rpc::BatchPutStartResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPutStart, *req); !auth.ok())
+    return auth;
   if (req->items_size() > kMaxBatch) return TooLarge();
   for (const auto& item : req->items()) DoPutStart(item, resp->add_items());
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::PutEnd(grpc::ServerContext*,
+grpc::Status MasterGrpcService::PutEnd(grpc::ServerContext* ctx,
                                        const rpc::KeyRequest* req,
                                        rpc::KeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kPutEnd, *req); !auth.ok())
+    return auth;
   resp->set_error_code(ToInt(svc_->PutEnd(req->tenant(), req->key()).code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*,
+grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext* ctx,
                                             const rpc::BatchKeyRequest* req,
                                             rpc::BatchKeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPutEnd, *req); !auth.ok())
+    return auth;
   if (req->keys_size() > kMaxBatch) return TooLarge();
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
   for (const Status& s : svc_->BatchPutEnd(req->tenant(), keys))
@@ -364,17 +436,21 @@ grpc::Status MasterGrpcService::BatchPutEnd(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::PutRevoke(grpc::ServerContext*,
+grpc::Status MasterGrpcService::PutRevoke(grpc::ServerContext* ctx,
                                           const rpc::KeyRequest* req,
                                           rpc::KeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kPutRevoke, *req); !auth.ok())
+    return auth;
   resp->set_error_code(
       ToInt(svc_->PutRevoke(req->tenant(), req->key()).code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::BatchPutRevoke(grpc::ServerContext*,
+grpc::Status MasterGrpcService::BatchPutRevoke(grpc::ServerContext* ctx,
                                                const rpc::BatchKeyRequest* req,
                                                rpc::BatchKeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchPutRevoke, *req); !auth.ok())
+    return auth;
   if (req->keys_size() > kMaxBatch) return TooLarge();
   for (const auto& k : req->keys()) {
     resp->add_error_codes(ToInt(svc_->PutRevoke(req->tenant(), k).code()));
@@ -390,28 +466,38 @@ void MasterGrpcService::DoGet(const std::string& tenant, const std::string& key,
   if (!r.ok()) return;
   resp->set_size(r->size);
   resp->set_lease_ttl_ms(r->lease_ttl_ms);
-  for (const auto& d : r->replicas) ToProto(d, resp->add_replicas());
+  // Good for as long as the lease: the master keeps the bytes that long.
+  const CapGrant g{cap::kOpRead, cap::kOpSsdRead | cap::kOpPrefetch,
+                   cap::WallNowMs() + r->lease_ttl_ms, &tenant, &key};
+  for (const auto& d : r->replicas) ToProto(d, g, resp->add_replicas());
 }
 
 grpc::Status MasterGrpcService::GetReplicaList(
-    grpc::ServerContext*, const rpc::KeyRequest* req,
+    grpc::ServerContext* ctx, const rpc::KeyRequest* req,
     rpc::GetReplicaListResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kGetReplicaList, *req); !auth.ok())
+    return auth;
   DoGet(req->tenant(), req->key(), resp);
   return grpc::Status::OK;
 }
 
 grpc::Status MasterGrpcService::BatchGetReplicaList(
-    grpc::ServerContext*, const rpc::BatchKeyRequest* req,
+    grpc::ServerContext* ctx, const rpc::BatchKeyRequest* req,
     rpc::BatchGetReplicaListResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchGetReplicaList, *req);
+      !auth.ok())
+    return auth;
   if (req->keys_size() > kMaxBatch) return TooLarge();
   resp->set_master_incarnation(svc_->incarnation());
   for (const auto& k : req->keys()) DoGet(req->tenant(), k, resp->add_items());
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext*,
+grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext* ctx,
                                          const rpc::ExistKeyRequest* req,
                                          rpc::ExistKeyResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kExistKey, *req); !auth.ok())
+    return auth;
   if (req->keys_size() > kMaxBatch) return TooLarge();
   for (const auto& k : req->keys()) {
     resp->add_error_codes(
@@ -423,20 +509,26 @@ grpc::Status MasterGrpcService::ExistKey(grpc::ServerContext*,
 grpc::Status MasterGrpcService::BatchExistKey(grpc::ServerContext* ctx,
                                               const rpc::ExistKeyRequest* req,
                                               rpc::ExistKeyResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchExistKey, *req); !auth.ok())
+    return auth;
   return ExistKey(ctx, req, resp);
 }
 
-grpc::Status MasterGrpcService::Remove(grpc::ServerContext*,
+grpc::Status MasterGrpcService::Remove(grpc::ServerContext* ctx,
                                        const rpc::RemoveRequest* req,
                                        rpc::KeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRemove, *req); !auth.ok())
+    return auth;
   resp->set_error_code(
       ToInt(svc_->Remove(req->tenant(), req->key(), req->force()).code()));
   return grpc::Status::OK;
 }
 
-grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext*,
+grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext* ctx,
                                           const rpc::RemoveAllRequest* req,
                                           rpc::RemoveAllResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kRemoveAll, *req); !auth.ok())
+    return auth;
   if (req->key_regex().empty()) {
     resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
     resp->set_error_code(0);
@@ -498,6 +590,11 @@ grpc::ServerUnaryReactor* MasterGrpcService::BatchQueryReadOnly(
     grpc::CallbackServerContext* ctx, const rpc::BatchKeyRequest* req,
     rpc::BatchQueryReadOnlyResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchQueryReadOnly, *req);
+      !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   if (req->keys_size() > kMaxBatch) {
     reactor->Finish(TooLarge());
     return reactor;
@@ -508,7 +605,10 @@ grpc::ServerUnaryReactor* MasterGrpcService::BatchQueryReadOnly(
   svc_->QueryReadOnlyBatch(req->tenant(), req->keys(), &batch);
   resp->mutable_items()->Reserve(req->keys_size());
   std::vector<uint32_t> described;  // segment ids already in the table
-  for (const QueryItem& q : batch.items) {
+  const int64_t prefetch_expiry =
+      cap::WallNowMs() + svc_->config().default_kv_lease_ttl;
+  for (size_t qi = 0; qi < batch.items.size(); ++qi) {
+    const QueryItem& q = batch.items[qi];
     auto* item = resp->add_items();
     item->set_error_code(ToInt(q.code));
     item->set_size(q.size);
@@ -524,6 +624,13 @@ grpc::ServerUnaryReactor* MasterGrpcService::BatchQueryReadOnly(
         if (auto holder = svc_->nodes().Info(r.segment)) {
           d->set_disk_node_id(holder->node_id);
           d->set_disk_data_endpoint(holder->data_endpoint);
+          // A lookup grants no lease, so no read: only asking the holder
+          // to promote the key (the client-side prefetcher's use).
+          if (holder->cap_key) {
+            d->set_disk_capability(holder->cap_key->SignKey(
+                req->tenant(), req->keys(static_cast<int>(qi)),
+                cap::kOpPrefetch, prefetch_expiry, 0));
+          }
         }
         continue;
       }
@@ -551,8 +658,10 @@ grpc::ServerUnaryReactor* MasterGrpcService::BatchQueryReadOnly(
 }
 
 grpc::Status MasterGrpcService::GetClusterStats(
-    grpc::ServerContext*, const rpc::ClusterStatsRequest*,
+    grpc::ServerContext* ctx, const rpc::ClusterStatsRequest* req,
     rpc::ClusterStatsResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kGetClusterStats, *req); !auth.ok())
+    return auth;
   MasterStats s = svc_->Stats();
   resp->set_objects(s.objects);
   resp->set_memory_replicas(s.memory_replicas);

@@ -1,17 +1,32 @@
 // gRPC face of MasterService: converts protobuf messages to MasterService
-// calls and back. Holds no state of its own.
+// calls and back, once the caller's credential allows the call
+// (master_auth.h). Holds no state of its own beyond that check.
 #ifndef KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
 #define KVPOOL_MASTER_MASTER_GRPC_SERVICE_H_
 
 #include <memory>
 
 #include "kvpool.grpc.pb.h"
+#include "master/master_auth.h"
 #include "master/master_service.h"
 
 namespace kvpool {
 
-// Fills a protobuf replica descriptor (shared with the client side).
-void ToProto(const ReplicaDesc& d, rpc::ReplicaDescriptor* out);
+// What the capability tokens of a reply grant: the ops on MEMORY replicas'
+// ranges and on LOCAL_DISK replicas' key (0 = no token), until when (wall
+// ms), and for disk tokens the object's tenant and key.
+struct CapGrant {
+  uint32_t memory_ops = 0;
+  uint32_t disk_ops = 0;
+  int64_t expiry_ms = 0;
+  const std::string* tenant = nullptr;
+  const std::string* key = nullptr;
+};
+
+// Fills a protobuf replica descriptor, signing the tokens `g` names with
+// the holder's key.
+void ToProto(const ReplicaDesc& d, const CapGrant& g,
+             rpc::ReplicaDescriptor* out);
 
 // The tier lookup (BatchQueryReadOnly) is the one hot read-only RPC a router
 // calls per request: it runs on gRPC's callback API, inline on the thread
@@ -23,6 +38,11 @@ class MasterGrpcService final
  public:
   explicit MasterGrpcService(MasterService* service);
   ~MasterGrpcService() override;
+
+  // Before serving: null (the default) lets every call through unchecked.
+  void set_authorizer(std::unique_ptr<RpcAuthorizer> authorizer) {
+    auth_ = std::move(authorizer);
+  }
 
   grpc::Status MountSegment(grpc::ServerContext*,
                             const rpc::MountSegmentRequest*,
@@ -102,10 +122,17 @@ class MasterGrpcService final
   void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);
   void DoGet(const std::string& tenant, const std::string& key,
              rpc::GetReplicaListResponse* resp);
+  // Each handler's first statement; one branch when authentication is off.
+  template <typename Req>
+  grpc::Status Authorize(const grpc::ServerContextBase* ctx, RpcMethod m,
+                         const Req& req) const {
+    return auth_ == nullptr ? grpc::Status::OK : auth_->Check(*ctx, m, req);
+  }
   MasterService* svc_;
   Counter* query_keys_;
   class ArenaAllocator;
   std::unique_ptr<ArenaAllocator> query_allocator_;
+  std::unique_ptr<RpcAuthorizer> auth_;
 };
 
 }  // namespace kvpool

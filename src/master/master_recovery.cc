@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/crypto.h"
 #include "common/failpoint.h"
 #include "master/master_service.h"
 
@@ -30,8 +31,20 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
       DropNode(*old);
     }
   }
+  // A new key at each mount of a main segment (a new process, or a new view
+  // of the node): every token an earlier mount's key signed stops working
+  // at once. A second segment shares the main one's key.
+  std::shared_ptr<const cap::Key> key;
+  if (info.kind != SegmentKind::kMain) {
+    if (auto idx = nodes_.IndexOf(node)) {
+      if (auto known = nodes_.Info(*idx)) key = known->cap_key;
+    }
+  }
+  if (!key)
+    key = std::make_shared<cap::Key>(crypto::RandomBytes(cap::kKeySize));
+  info.cap_key = key;
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
-                  pulls_promotions, keeps_dram_directory);
+                  pulls_promotions, keeps_dram_directory, key);
   auto r = segments_.Mount(std::move(info));
   if (!r.ok()) return r;
   spdlog::info("mounted segment {} of node {}", r.value(), node);

@@ -3,9 +3,38 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/auth.h"
+#include "master/master_auth.h"
 #include "master/master_grpc_service.h"
 
 namespace kvpool {
+
+namespace {
+
+// TLS when a certificate and key are configured, else plaintext; with a CA
+// as well, only clients holding a certificate it signed get in.
+Result<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const MasterConfig& c) {
+  if (c.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions opts(
+      c.tls_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  auto cert = auth::ReadSmallFile(c.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  auto key = auth::ReadSmallFile(c.tls_key_file);
+  if (!key.ok()) return key.status();
+  if (!c.tls_ca_file.empty()) {
+    auto ca = auth::ReadSmallFile(c.tls_ca_file);
+    if (!ca.ok()) return ca.status();
+    opts.pem_root_certs = std::move(ca.value());
+  }
+  opts.pem_key_cert_pairs.push_back(
+      {std::move(key.value()), std::move(cert.value())});
+  return grpc::SslServerCredentials(opts);
+}
+
+}  // namespace
 
 MasterServer::MasterServer(MasterConfig config, const Clock* clock)
     : config_(std::move(config)),
@@ -16,10 +45,15 @@ MasterServer::~MasterServer() { Stop(); }
 
 Status MasterServer::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
+  auto authorizer = RpcAuthorizer::Create(config_, &service_->metrics());
+  if (!authorizer.ok()) return authorizer.status();
+  grpc_service_->set_authorizer(std::move(authorizer.value()));
+  auto creds = ServerCredentials(config_);
+  if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(
       config_.rpc_address + ":" + std::to_string(config_.rpc_port),
-      grpc::InsecureServerCredentials(), &rpc_port_);
+      creds.value(), &rpc_port_);
   builder.RegisterService(grpc_service_.get());
   builder.SetMaxReceiveMessageSize(256 << 20);
   builder.SetMaxSendMessageSize(256 << 20);
@@ -28,9 +62,19 @@ Status MasterServer::Start() {
       config_.rpc_thread_num);
   server_ = builder.BuildAndStart();
   if (!server_ || rpc_port_ == 0) {
-    return Status(ErrorCode::RPC_FAIL, "cannot listen on " +
-                                           config_.rpc_address + ":" +
-                                           std::to_string(config_.rpc_port));
+    return Status(ErrorCode::RPC_FAIL,
+                  "cannot listen on " + config_.rpc_address + ":" +
+                      std::to_string(config_.rpc_port) +
+                      (config_.tls_cert_file.empty()
+                           ? ""
+                           : " (or the TLS certificate and key are unusable)"));
+  }
+  if (!config_.cluster_secret_file.empty() && config_.tls_cert_file.empty() &&
+      config_.rpc_address != "127.0.0.1") {
+    spdlog::warn(
+        "authentication without TLS: anyone who can watch the network can "
+        "replay a captured call within auth_max_clock_skew_ms "
+        "(docs/security.md)");
   }
   if (config_.metrics_port >= 0) {
     http_ = std::make_unique<HttpEndpoint>(

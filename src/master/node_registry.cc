@@ -9,9 +9,11 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
                                 const std::string& data_endpoint,
                                 const std::string& host_id, bool ssd_enabled,
                                 bool pulls_promotions,
-                                bool keeps_dram_directory) {
+                                bool keeps_dram_directory,
+                                std::shared_ptr<const cap::Key> cap_key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = std::make_shared<NodeInfo>();
+  info->cap_key = std::move(cap_key);
   info->node_id = node_id;
   info->data_endpoint = data_endpoint;
   info->host_id = host_id;
@@ -25,6 +27,7 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
     // A node that mounts a second segment keeps one identity; SSD ability
     // sticks once declared.
     info->ssd_enabled = ssd_enabled || e.info->ssd_enabled;
+    if (!info->cap_key) info->cap_key = e.info->cap_key;
     e.info = info;
     e.last_seen_ms = liveness_.Now();
     if (e.unreachable) {

@@ -40,6 +40,8 @@ struct NodeInfo {
   // Keeps a directory of its COMPLETE DRAM replicas (fed by DramEvents) and
   // re-registers it after a remount.
   bool keeps_dram_directory = false;
+  // The key shared with this node for data-plane capabilities.
+  std::shared_ptr<const cap::Key> cap_key;
 };
 
 struct OffloadTaskMsg {
@@ -116,7 +118,8 @@ class NodeRegistry {
                     const std::string& data_endpoint,
                     const std::string& host_id, bool ssd_enabled,
                     bool pulls_promotions = false,
-                    bool keeps_dram_directory = false);
+                    bool keeps_dram_directory = false,
+                    std::shared_ptr<const cap::Key> cap_key = nullptr);
   // Marks the node alive (and reachable again); false if unknown.
   bool Touch(const std::string& node_id);
   // A client could not reach the node's data plane: placement avoids it

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/capability.h"
 #include "kvpool/status.h"
 #include "master/segment_allocator.h"
 
@@ -34,6 +35,8 @@ struct SegmentInfo {
   std::string host_id;
   std::string shm_path;
   std::string data_endpoint;
+  // Signs capabilities for this segment's ranges (the node's key).
+  std::shared_ptr<const cap::Key> cap_key;
 };
 
 // One allocated range.

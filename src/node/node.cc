@@ -87,8 +87,18 @@ std::string Node::data_endpoint() const {
 
 Status Node::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
+  MasterSecurityFiles files;
+  files.credential_file = config_.cluster_secret_file;
+  files.secret_role = auth::Role::kNode;
+  files.secret_principal = config_.node_id;
+  files.tls_ca_file = config_.tls_ca_file;
+  files.tls_cert_file = config_.tls_cert_file;
+  files.tls_key_file = config_.tls_key_file;
+  auto security = LoadMasterSecurity(files);
+  if (!security.ok()) return security.status();
   master_ = std::make_unique<MasterClient>(config_.master_server_address,
-                                           config_.rpc_timeout_ms);
+                                           config_.rpc_timeout_ms,
+                                           std::move(security.value()));
   RemoveStaleShmFiles();
   // The shm name carries the pid so a crashed node's leftover file never
   // collides with a new one.
@@ -105,8 +115,13 @@ Status Node::Start() {
     if (!buf.ok()) return buf.status();
     buffer_ = std::move(buf.value());
   }
-  data_server_ = std::make_unique<TcpDataServer>(&table_, config_.node_id,
-                                                 config_.data_threads);
+  TcpDataServerOptions data_options;
+  data_options.io_threads = config_.data_threads;
+  data_options.capability_clock_skew_ms = config_.capability_clock_skew_ms;
+  // Nothing is served before the master has given this node its key.
+  data_options.require_capabilities = true;
+  data_server_ =
+      std::make_unique<TcpDataServer>(&table_, config_.node_id, data_options);
   if (config_.enable_ssd_offload) {
     SsdTierConfig sc;
     sc.ssd_offload_path = config_.ssd_offload_path;
@@ -214,6 +229,17 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   if (resp.error_code() != 0) {
     return Status(ErrorCodeFromInt(resp.error_code()),
                   "master refused the segment");
+  }
+  // The key first: the new segment is never served under the old one.
+  if (resp.capability_key().size() == cap::kKeySize) {
+    data_server_->SetCapabilityKey(
+        std::make_shared<cap::Key>(resp.capability_key()));
+  } else if (kind == rpc::MAIN) {
+    spdlog::warn(
+        "node {}: the master signs no data-plane capabilities (an older "
+        "master): serving reads and writes unchecked",
+        config_.node_id);
+    data_server_->SetCapabilityKey(nullptr);
   }
   // Serve the new id before dropping the old one so no window refuses reads.
   uint64_t old = id->exchange(resp.segment_id());

@@ -20,6 +20,16 @@ struct NodeConfig {
   int64_t heartbeat_interval_ms = 1000;
   int data_threads = 2;
   int rpc_timeout_ms = 5000;
+  // ---- identity and TLS on the control plane (docs/security.md) ----
+  // The cluster secret file (mode 0600); this node calls the master with
+  // the node key derived from it. Empty: no credential (a master without
+  // authentication).
+  std::string cluster_secret_file;
+  // PEM of the CA that signed the master's certificate; set: TLS.
+  std::string tls_ca_file;
+  // PEM client certificate and key, for a master that requires one.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Keep a directory of this node's COMPLETE DRAM replicas (fed by the
   // master) and re-register it when the master restarts or after this node
   // was declared dead, so those values survive (docs/failure_model.md).
@@ -50,6 +60,11 @@ struct NodeConfig {
   // bytes in flight (SsdTierConfig).
   uint64_t promotion_inflight_bytes = 0;
   int64_t promotion_workers = 8;
+
+  // Grace (ms) past a data-plane capability's expiry before this node
+  // refuses it: the bound on how far its wall clock may lag the master's
+  // (docs/security.md). 0 for hosts on one clock or with NTP.
+  int64_t capability_clock_skew_ms = 0;
 
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.

@@ -737,7 +737,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       std::memcpy(dst, buffers[j]->data(), tasks[i].size());
     } else {
       std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),
-                                          loc.length(), buffers[j]->data()}};
+                                          loc.length(), buffers[j]->data(),
+                                          ErrorCode::OK, GrantOf(loc)}};
       Status w = tcp_->Write(loc.data_endpoint(), loc.node_id(), ops);
       if (!w.ok()) {
         out[i] = w;

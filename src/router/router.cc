@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "client/master_client.h"
 #include "kvpool/client.h"
 #include "router/dispatch.h"
 #include "router/read_deadline.h"
@@ -68,6 +69,11 @@ struct Router::State {
     cc.master_server_address = config.master_server_address;
     cc.tenant = tenant;
     cc.rpc_timeout_ms = config.rpc_timeout_ms;
+    cc.credential_file = config.cluster_secret_file;
+    cc.secret_role = "router";
+    cc.tls_ca_file = config.tls_ca_file;
+    cc.tls_cert_file = config.tls_cert_file;
+    cc.tls_key_file = config.tls_key_file;
     auto c = Client::Create(cc);
     if (!c.ok()) return c.status();
     Client* raw = c.value().get();
@@ -113,6 +119,17 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "router: prefetch_deadline_floor_ms and "
                   "prefetch_deadline_slack must be > 0");
+  }
+  {
+    // Checked now, not at the first request of each tenant.
+    MasterSecurityFiles files;
+    files.credential_file = config.cluster_secret_file;
+    files.secret_role = auth::Role::kRouter;
+    files.tls_ca_file = config.tls_ca_file;
+    files.tls_cert_file = config.tls_cert_file;
+    files.tls_key_file = config.tls_key_file;
+    if (auto s = LoadMasterSecurity(files); !s.ok())
+      return Status(s.code(), "router: " + s.status().message());
   }
   std::unordered_set<std::string> ids;
   for (const auto& e : config.engines) {

@@ -1,21 +1,19 @@
 #include "router/router_http.h"
 
-#include <httplib.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "common/bounded_http_server.h"
 
 namespace kvpool {
 
 namespace {
 
 using json = nlohmann::json;
-
-// A /route body may carry up to 65536 keys of up to 4 KiB; real prompts are
-// far smaller, and this bounds what one request can make the router buffer.
-constexpr size_t kMaxBodyBytes = 64ull << 20;
 
 // Never throws: a byte string that is not UTF-8 is replaced, not fatal.
 std::string Dump(const json& j) {
@@ -175,7 +173,17 @@ Result<EngineInfo> ParseEngineSpec(const std::string& spec) {
   return e;
 }
 
-RouterHttpServer::RouterHttpServer(Router* router) : router_(router) {}
+HttpLimits RouterHttpServer::DefaultHttpLimits() {
+  HttpLimits l;
+  l.max_body_bytes = 64ull << 20;
+  l.worker_threads = std::max(8u, std::thread::hardware_concurrency() > 0
+                                      ? std::thread::hardware_concurrency() - 1
+                                      : 0u);
+  return l;
+}
+
+RouterHttpServer::RouterHttpServer(Router* router, HttpLimits limits)
+    : router_(router), limits_(limits) {}
 
 RouterHttpServer::~RouterHttpServer() { Stop(); }
 
@@ -256,12 +264,20 @@ RouterHttpServer::Reply RouterHttpServer::HandleStats() const {
             {"enable_prefetch", router_->config().enable_prefetch},
             {"master_server_address", router_->config().master_server_address},
             {"engines", std::move(engines)}};
+  if (server_) {
+    const HttpServerStats h = server_->stats();
+    j["http"] = {
+        {"connections", h.accepted}, {"rejected_busy", h.rejected_busy},
+        {"refused", h.refused},      {"timed_out", h.timed_out},
+        {"requests", h.requests},    {"active", h.active},
+        {"queued", h.queued}};
+  }
   return {200, Dump(j)};
 }
 
 Status RouterHttpServer::Start(const std::string& host, int port) {
-  server_ = std::make_unique<httplib::Server>();
-  server_->set_payload_max_length(kMaxBodyBytes);
+  Stop();
+  server_ = std::make_unique<BoundedHttpServer>(limits_);
   auto send = [](httplib::Response& res, const Reply& r) {
     res.status = r.status;
     res.set_content(r.body, "application/json");
@@ -281,22 +297,21 @@ Status RouterHttpServer::Start(const std::string& host, int port) {
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
-  if (port == 0) {
-    port_ = server_->bind_to_any_port(host.c_str());
-  } else {
-    port_ = server_->bind_to_port(host.c_str(), port) ? port : -1;
+  if (Status s = server_->Start(host, port); !s.ok()) {
+    server_.reset();
+    port_ = -1;
+    return s;
   }
-  if (port_ <= 0) {
-    return Status(ErrorCode::INTERNAL_ERROR,
-                  "cannot bind HTTP on " + host + ":" + std::to_string(port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  port_ = server_->port();
   return Status::OK();
 }
 
 void RouterHttpServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
+}
+
+HttpServerStats RouterHttpServer::http_stats() const {
+  return server_ ? server_->stats() : HttpServerStats();
 }
 
 }  // namespace kvpool

@@ -9,22 +9,23 @@
 //
 // Errors are {"error": message, "code": name}: 400 for malformed JSON,
 // missing fields and INVALID_PARAMS, 404 for an unknown engine, 503 when the
-// master cannot be reached, 500 otherwise.
+// master cannot be reached, 500 otherwise. Requests beyond the HttpLimits
+// (common/http_limits.h, docs/security.md) are refused before any handler
+// with the same shape of body: 408, 413, 414, 415, 431, 501, or 503 when
+// every worker and queue slot is in use.
 #ifndef KVPOOL_ROUTER_ROUTER_HTTP_H_
 #define KVPOOL_ROUTER_ROUTER_HTTP_H_
 
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "common/http_limits.h"
 #include "kvpool/router.h"
 #include "kvpool/status.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace kvpool {
+
+class BoundedHttpServer;
 
 // "IN_MEMORY", "QUEUED", "THROTTLED_WATERMARK", "THROTTLED_CAP",
 // "NO_LOCAL_DISK", "NOT_FOUND" (the RFC's names).
@@ -36,8 +37,15 @@ Result<EngineInfo> ParseEngineSpec(const std::string& spec);
 
 class RouterHttpServer {
  public:
+  // HttpLimits() with the router's body cap (a /route body may carry up to
+  // 65536 keys of up to 4 KiB; real prompts are far smaller, and the cap
+  // bounds what one request can make the router buffer) and httplib's own
+  // worker count, max(8, cores - 1), which the router had before limits.
+  static HttpLimits DefaultHttpLimits();
+
   // `router` must outlive the server.
-  explicit RouterHttpServer(Router* router);
+  explicit RouterHttpServer(Router* router,
+                            HttpLimits limits = DefaultHttpLimits());
   ~RouterHttpServer();
   RouterHttpServer(const RouterHttpServer&) = delete;
   RouterHttpServer& operator=(const RouterHttpServer&) = delete;
@@ -46,6 +54,9 @@ class RouterHttpServer {
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
+  const HttpLimits& limits() const { return limits_; }
+  // Zeros before Start().
+  HttpServerStats http_stats() const;
 
   // The handlers, without the socket: HTTP status and JSON body.
   struct Reply {
@@ -54,12 +65,13 @@ class RouterHttpServer {
   };
   Reply HandleRoute(const std::string& body);
   Reply HandleComplete(const std::string& body);
+  // Carries an "http" object with http_stats() once started.
   Reply HandleStats() const;
 
  private:
   Router* router_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  const HttpLimits limits_;
+  std::unique_ptr<BoundedHttpServer> server_;
   int port_ = -1;
 };
 

@@ -9,12 +9,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "router/dispatch.h"
 #include "router/read_deadline.h"
 #include "router/router_http.h"
+#include "tests/raw_http_client.h"
 #include "tests/ssd_fixture.h"
 #include "tests/test_util.h"
 
@@ -24,8 +28,10 @@ namespace {
 using json = nlohmann::json;
 using S = PrefetchToMemoryStatus;
 using Clock = std::chrono::steady_clock;
+using kvpool::testing::HttpStatus;
 using kvpool::testing::kValue;
 using kvpool::testing::RandomBytes;
+using kvpool::testing::RawHttpClient;
 using kvpool::testing::WaitUntil;
 
 std::unique_ptr<Router> MakeRouter(const std::string& master,
@@ -379,6 +385,131 @@ TEST_F(RouterDispatchTest, HttpRouteStatsCompleteAndErrors) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 503) << res->body;
   EXPECT_EQ(json::parse(res->body)["code"], "RPC_FAIL");
+}
+
+// ------------------------------------------------------ HTTP limits
+
+// No master is needed: /healthz and the refusals never reach one.
+class RouterHttpLimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    router_ = MakeRouter("127.0.0.1:" + std::to_string(ClosedPort()));
+    ASSERT_TRUE(router_);
+    limits_ = RouterHttpServer::DefaultHttpLimits();
+    limits_.read_timeout_ms = 300;
+    limits_.keep_alive_timeout_ms = 300;
+    limits_.worker_threads = 4;
+    limits_.max_body_bytes = 1024;
+    server_ = std::make_unique<RouterHttpServer>(router_.get(), limits_);
+    ASSERT_TRUE(server_->Start("127.0.0.1", 0).ok());
+  }
+
+  RawHttpClient::Reply Exchange(const std::string& request) {
+    RawHttpClient c(server_->port());
+    EXPECT_TRUE(c.connected());
+    c.Send(request);
+    c.FinishSending();
+    return c.ReadUntilClose(std::chrono::seconds(5));
+  }
+
+  int Healthz() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_connection_timeout(10);
+    c.set_read_timeout(10);
+    auto r = c.Get("/healthz");
+    return r ? r->status : -1;
+  }
+
+  std::unique_ptr<Router> router_;
+  HttpLimits limits_;
+  std::unique_ptr<RouterHttpServer> server_;
+};
+
+TEST(RouterHttpLimitsDefaultsTest, KeepTheRoutersBodyCap) {
+  const HttpLimits l = RouterHttpServer::DefaultHttpLimits();
+  EXPECT_EQ(l.max_body_bytes, 64ull << 20);
+  EXPECT_GE(l.worker_threads, 8u);
+  EXPECT_EQ(l.read_timeout_ms, 5000);
+  EXPECT_EQ(l.max_request_line_bytes, 8192u);
+}
+
+// (a) 64 clients that never finish a request line, 16 per worker: /healthz
+// is answered within twice the read timeout.
+TEST_F(RouterHttpLimitsTest, SlowClientsDoNotStarveHealthz) {
+  std::vector<std::unique_ptr<RawHttpClient>> slow;
+  for (int i = 0; i < 64; ++i) {
+    slow.push_back(std::make_unique<RawHttpClient>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send("POST /rou"));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return server_->http_stats().accepted >= 64; },
+                        std::chrono::seconds(5)));
+  const auto start = Clock::now();
+  EXPECT_EQ(Healthz(), 200);
+  EXPECT_LT(Clock::now() - start,
+            std::chrono::milliseconds(2 * limits_.read_timeout_ms));
+  for (auto& c : slow) {
+    auto r = c->ReadUntilClose(std::chrono::seconds(5));
+    EXPECT_TRUE(r.closed);
+    EXPECT_EQ(HttpStatus(r.data), 408) << r.data;
+  }
+}
+
+// (b), (c), bodies: refused before any handler, in the router's error shape,
+// and the server goes on serving.
+TEST_F(RouterHttpLimitsTest, OversizedRequestsAreRefused) {
+  auto r = Exchange("GET /" + std::string(1 << 20, 'u') +
+                    " HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(HttpStatus(r.data), 414) << r.data.substr(0, 200);
+  const size_t body = r.data.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  json e = json::parse(r.data.substr(body + 4));
+  EXPECT_EQ(e["code"], "INVALID_PARAMS");
+  EXPECT_FALSE(e["error"].get<std::string>().empty());
+
+  std::string headers;
+  for (int i = 0; i < 20; ++i) {
+    headers +=
+        "X-Pad-" + std::to_string(i) + ": " + std::string(1000, 'p') + "\r\n";
+  }
+  r = Exchange("GET /healthz HTTP/1.1\r\nHost: t\r\n" + headers + "\r\n");
+  EXPECT_EQ(HttpStatus(r.data), 431) << r.data;
+
+  const std::string route =
+      R"({"request_id":"r","block_keys":[")" + std::string(2000, 'k') + "\"]}";
+  r = Exchange("POST /route HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+               std::to_string(route.size()) + "\r\n\r\n" + route);
+  EXPECT_EQ(HttpStatus(r.data), 413) << r.data;
+  r = Exchange(
+      "POST /route HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+      "Content-Encoding: gzip\r\n\r\n{}");
+  EXPECT_EQ(HttpStatus(r.data), 415) << r.data;
+  // Within the cap the handler runs: {} lacks request_id.
+  r = Exchange(
+      "POST /route HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+      "Connection: close\r\n\r\n{}");
+  EXPECT_EQ(HttpStatus(r.data), 400) << r.data;
+  EXPECT_NE(r.data.find("request_id"), std::string::npos) << r.data;
+
+  EXPECT_EQ(Healthz(), 200);
+  httplib::Client http("127.0.0.1", server_->port());
+  auto stats = http.Get("/stats");
+  ASSERT_TRUE(stats);
+  json s = json::parse(stats->body);
+  EXPECT_EQ(s["http"]["refused"], 4);
+}
+
+// (d) An idle connection is closed at the read timeout: the client reads EOF.
+TEST_F(RouterHttpLimitsTest, IdleConnectionIsClosed) {
+  RawHttpClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  const auto start = Clock::now();
+  auto r = c.ReadUntilClose(std::chrono::seconds(5));
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data, "");
+  EXPECT_LT(Clock::now() - start,
+            std::chrono::milliseconds(4 * limits_.read_timeout_ms));
+  EXPECT_EQ(server_->http_stats().timed_out, 1u);
 }
 
 // ------------------------------------------------------- SSD tier, trigger

@@ -9,6 +9,28 @@
 
 namespace kvpool {
 
+// The master's permission for an op (common/capability.h): the range it
+// granted and its token, carried to the node unread. `token` (40 bytes, or
+// null) must outlive the call. A node that enforces capabilities refuses
+// an op whose range is not inside the grant or whose token does not verify
+// (ILLEGAL_CLIENT, or LEASE_EXPIRED once it has run out).
+struct Grant {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  const uint8_t* token = nullptr;
+};
+
+// The grant a master's reply carries for a MEMORY replica (any type with
+// offset(), length() and capability(), i.e. rpc::MemoryLocation): valid
+// while `loc` is.
+template <typename Location>
+Grant GrantOf(const Location& loc) {
+  const auto& t = loc.capability();
+  return Grant{
+      loc.offset(), loc.length(),
+      t.size() == 40 ? reinterpret_cast<const uint8_t*>(t.data()) : nullptr};
+}
+
 // Copy [offset, offset+length) of segment `segment_id` into `dest`.
 struct ReadOp {
   uint64_t segment_id = 0;
@@ -16,6 +38,7 @@ struct ReadOp {
   uint64_t length = 0;
   uint8_t* dest = nullptr;
   ErrorCode result = ErrorCode::OK;  // filled in per op
+  Grant grant;
 };
 
 // Copy `length` bytes from `src` to [offset, offset+length) of the segment.
@@ -25,6 +48,7 @@ struct WriteOp {
   uint64_t length = 0;
   const uint8_t* src = nullptr;
   ErrorCode result = ErrorCode::OK;  // filled in per op
+  Grant grant;
 };
 
 // Read a value by key from the holder's SSD (the SSD_READ operation): the
@@ -36,6 +60,7 @@ struct KeyReadOp {
   uint64_t length = 0;
   uint8_t* dest = nullptr;
   ErrorCode result = ErrorCode::OK;  // filled in per op
+  std::string token;                 // the master's grant (40 bytes, or empty)
 };
 
 }  // namespace kvpool

@@ -323,6 +323,7 @@ class TcpDataClient::Impl {
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
+                  const std::vector<std::string>* tokens,
                   std::vector<ErrorCode>* results);
   void Forget(const std::string& endpoint);
 
@@ -371,6 +372,7 @@ class TcpDataClient::Impl {
   // *unsupported is set when the node refused the op as a whole.
   bool ExchangePrefetch(Connection& conn, const std::string& tenant,
                         const std::vector<std::string>& keys,
+                        const std::vector<std::string>* tokens,
                         std::span<const uint32_t> batch,
                         std::vector<ErrorCode>& results, bool* unsupported,
                         IoFailure* failure);
@@ -491,8 +493,9 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
                       std::to_string(rh.version) + ", expected " +
                       std::to_string(wire::kVersion));
         }
+        // A refusal names no node (the server keeps its id to itself).
         if (rh.op != h.op || rh.count != 0 ||
-            rh.body_len < wire::kMinNodeIdSize ||
+            (rh.status == 0 && rh.body_len < wire::kMinNodeIdSize) ||
             rh.body_len > wire::kMaxNodeIdSize) {
           return fail("malformed HELLO answer");
         }
@@ -522,8 +525,10 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
     return Status(ErrorCode::TRANSFER_FAIL,
                   "data endpoint " + endpoint +
                       " is now a different node: expected node '" +
-                      Printable(node_id) + "', found node '" +
-                      Printable(server_id) + "'");
+                      Printable(node_id) + "'" +
+                      (server_id.empty()
+                           ? std::string(", refused")
+                           : ", found node '" + Printable(server_id) + "'"));
   }
   return Status::OK();
 }
@@ -657,7 +662,8 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
   for (uint32_t i = 0; i < n; ++i) {
     const OpT& op = ops[batch[i]];
     wire::EncodeRange(
-        {op.segment_id, op.offset, op.length},
+        {op.segment_id, op.offset, op.length, op.grant.offset, op.grant.length,
+         op.grant.token},
         request.data() + wire::kHeaderSize + i * wire::kRangeSize);
   }
   // Header, ranges and (for WRITE) every payload leave in gathered sends
@@ -775,6 +781,10 @@ bool TcpDataClient::Impl::ExchangeKeys(Connection& conn,
     wire::PutLe<uint64_t>(p, op.length);
     wire::PutLe<uint32_t>(p + 8, static_cast<uint32_t>(op.tenant.size()));
     wire::PutLe<uint32_t>(p + 12, static_cast<uint32_t>(op.key.size()));
+    wire::PutToken(op.token.size() == wire::kTokenSize
+                       ? reinterpret_cast<const uint8_t*>(op.token.data())
+                       : nullptr,
+                   p + 16);
     p += wire::kKeyReadFixedSize;
     std::memcpy(p, op.tenant.data(), op.tenant.size());
     p += op.tenant.size();
@@ -844,14 +854,15 @@ Status TcpDataClient::Impl::ReadKeys(const std::string& endpoint,
 
 bool TcpDataClient::Impl::ExchangePrefetch(
     Connection& conn, const std::string& tenant,
-    const std::vector<std::string>& keys, std::span<const uint32_t> batch,
+    const std::vector<std::string>& keys,
+    const std::vector<std::string>* tokens, std::span<const uint32_t> batch,
     std::vector<ErrorCode>& results, bool* unsupported, IoFailure* failure) {
   if (*unsupported) return true;  // an earlier batch learned it already
   const int fd = conn.socket.native_handle();
   const uint32_t n = static_cast<uint32_t>(batch.size());
   uint64_t body_len = wire::kLenPrefixSize + tenant.size();
   for (uint32_t idx : batch)
-    body_len += wire::kLenPrefixSize + keys[idx].size();
+    body_len += wire::kLenPrefixSize + keys[idx].size() + wire::kTokenSize;
   std::vector<uint8_t> request(wire::kHeaderSize +
                                static_cast<size_t>(body_len));
   wire::Header h;
@@ -867,7 +878,15 @@ bool TcpDataClient::Impl::ExchangePrefetch(
     p += s.size();
   };
   put(tenant);
-  for (uint32_t idx : batch) put(keys[idx]);
+  for (uint32_t idx : batch) {
+    put(keys[idx]);
+    const bool has = tokens && idx < tokens->size() &&
+                     (*tokens)[idx].size() == wire::kTokenSize;
+    wire::PutToken(
+        has ? reinterpret_cast<const uint8_t*>((*tokens)[idx].data()) : nullptr,
+        p);
+    p += wire::kTokenSize;
+  }
   std::vector<iovec> iov(1, Iov(request.data(), request.size()));
   if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
     return false;
@@ -901,6 +920,7 @@ Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
                                      const std::string& node_id,
                                      const std::string& tenant,
                                      const std::vector<std::string>& keys,
+                                     const std::vector<std::string>* tokens,
                                      std::vector<ErrorCode>* results_out) {
   std::vector<ErrorCode> local;
   std::vector<ErrorCode>& results = results_out ? *results_out : local;
@@ -933,7 +953,8 @@ Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
     size_t end = begin;
     uint64_t body = head;
     while (end < sendable.size() && end - begin < wire::kMaxOps) {
-      const uint64_t entry = wire::kLenPrefixSize + keys[sendable[end]].size();
+      const uint64_t entry =
+          wire::kLenPrefixSize + keys[sendable[end]].size() + wire::kTokenSize;
       if (body + entry > wire::kMaxKeyFrameBody) break;
       body += entry;
       ++end;
@@ -943,13 +964,14 @@ Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
   }
 
   bool unsupported = false;
-  Status s =
-      OnConnection(endpoint, node_id, batches.size(),
-                   [&](Connection& conn, size_t i, IoFailure* failure) {
-                     if (i == 0) unsupported = false;  // a retry starts over
-                     return ExchangePrefetch(conn, tenant, keys, batches[i],
-                                             results, &unsupported, failure);
-                   });
+  Status s = OnConnection(endpoint, node_id, batches.size(),
+                          [&](Connection& conn, size_t i, IoFailure* failure) {
+                            if (i == 0)
+                              unsupported = false;  // a retry starts over
+                            return ExchangePrefetch(conn, tenant, keys, tokens,
+                                                    batches[i], results,
+                                                    &unsupported, failure);
+                          });
   if (!s.ok()) return fail_all(s);
   if (unsupported) {
     for (uint32_t idx : sendable) {
@@ -991,8 +1013,10 @@ Status TcpDataClient::Prefetch(const std::string& endpoint,
                                const std::string& expected_node_id,
                                const std::string& tenant,
                                const std::vector<std::string>& keys,
-                               std::vector<ErrorCode>* results) {
-  return impl_->Prefetch(endpoint, expected_node_id, tenant, keys, results);
+                               std::vector<ErrorCode>* results,
+                               const std::vector<std::string>* tokens) {
+  return impl_->Prefetch(endpoint, expected_node_id, tenant, keys, tokens,
+                         results);
 }
 
 void TcpDataClient::Forget(const std::string& endpoint) {

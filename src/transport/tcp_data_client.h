@@ -80,11 +80,15 @@ class TcpDataClient {
   //  - INVALID_PARAMS (every result too) for a bad node id or a tenant over
   //    4096 bytes;
   //  - else OK.
+  // `tokens` (if not null) holds the master's grant for each key (the
+  // LOCAL_DISK replica's disk_capability); a node that enforces
+  // capabilities answers ILLEGAL_CLIENT for a key without one.
   Status Prefetch(const std::string& endpoint,
                   const std::string& expected_node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
-                  std::vector<ErrorCode>* results);
+                  std::vector<ErrorCode>* results,
+                  const std::vector<std::string>* tokens = nullptr);
   // Drops pooled connections to `endpoint`, whatever node they were opened
   // for (e.g. after the node died).
   void Forget(const std::string& endpoint);

@@ -192,11 +192,23 @@ class TcpDataServer::Impl {
         io_threads_(options.io_threads > 0 ? options.io_threads : 1),
         ssd_read_threads_(
             options.ssd_read_threads > 0 ? options.ssd_read_threads : 1),
-        max_ssd_read_bytes_(options.max_ssd_read_bytes) {}
+        max_ssd_read_bytes_(options.max_ssd_read_bytes),
+        capability_skew_ms_(options.capability_clock_skew_ms),
+        cap_locked_(options.require_capabilities) {}
   ~Impl() { Stop(); }
 
   void SetSsdReadHandler(SsdReadHandler handler);
   void SetPrefetchHandler(PrefetchHandler handler);
+  void SetCapabilityKey(std::shared_ptr<const cap::Key> key) {
+    cap_key_.store(std::move(key));
+    cap_locked_.store(false);
+  }
+  // The key to check tokens with, or null to check nothing; *locked when
+  // every op is to be refused.
+  std::shared_ptr<const cap::Key> CapKey(bool* locked) const {
+    *locked = cap_locked_.load();
+    return *locked ? nullptr : cap_key_.load();
+  }
 
   Status Start(const std::string& host, uint16_t port);
   void Stop();
@@ -213,7 +225,8 @@ class TcpDataServer::Impl {
     std::vector<uint8_t> ranges_raw;
     std::vector<wire::Range> ranges;
     std::vector<uint8_t*> targets;  // resolved segment memory, null = rejected
-    std::vector<uint8_t> response;  // response header + result codes
+    std::vector<ErrorCode> range_codes;  // why a range was rejected
+    std::vector<uint8_t> response;       // response header + result codes
     std::vector<asio::const_buffer> out;
     std::vector<asio::mutable_buffer> in;
     std::unique_ptr<uint8_t[]> scratch;
@@ -270,6 +283,11 @@ class TcpDataServer::Impl {
   const int io_threads_;
   const int ssd_read_threads_;
   const uint64_t max_ssd_read_bytes_;
+  const int64_t capability_skew_ms_;
+  // Null: capabilities are not enforced (no master has given this node a
+  // key yet, or an older master that does not sign). Swapped at a mount.
+  std::atomic<std::shared_ptr<const cap::Key>> cap_key_;
+  std::atomic<bool> cap_locked_;
   TcpDataServerStats stats_;
   std::atomic<uint16_t> port_{0};
   // Set before Start, read-only while serving.
@@ -469,6 +487,7 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
                                                SessionState& st) {
   st.ranges.resize(h.count);
   st.targets.resize(h.count);
+  st.range_codes.assign(h.count, ErrorCode::OK);
   uint64_t total = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     const wire::Range r =
@@ -486,19 +505,44 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
   }
   // Only now, with the whole frame known to be well formed, are ranges
   // resolved; a malformed frame never reaches segment memory.
-  uint64_t rejected = 0;
+  bool locked = false;
+  const std::shared_ptr<const cap::Key> key = CapKey(&locked);
+  const uint32_t want = static_cast<wire::Op>(h.op) == wire::Op::kRead
+                            ? cap::kOpRead
+                            : cap::kOpWrite;
+  const int64_t now = key ? cap::WallNowMs() : 0;
+  uint64_t rejected = 0, refused = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     const wire::Range& r = st.ranges[i];
+    ErrorCode code = locked ? ErrorCode::ILLEGAL_CLIENT : ErrorCode::OK;
+    if (locked) ++refused;
+    if (key) {
+      // The token is checked first: without a grant, whether a segment id
+      // exists or a range fits is not the client's business.
+      code = !wire::InsideGrant(r)
+                 ? ErrorCode::ILLEGAL_CLIENT
+                 : key->VerifyRange(r.token, r.segment_id, r.grant_offset,
+                                    r.grant_length, want, now,
+                                    capability_skew_ms_);
+      if (code != ErrorCode::OK) ++refused;
+    }
     // A zero-length range names no bytes; rejecting it keeps "OK" meaning
     // "these bytes were moved".
-    uint8_t* p = r.length == 0
+    uint8_t* p = code != ErrorCode::OK || r.length == 0
                      ? nullptr
                      : segments_->Resolve(r.segment_id, r.offset, r.length);
     st.targets[i] = p;
-    if (p == nullptr) ++rejected;
+    if (p == nullptr) {
+      ++rejected;
+      st.range_codes[i] =
+          code != ErrorCode::OK ? code : ErrorCode::INVALID_PARAMS;
+    }
   }
   if (rejected > 0) {
     stats_.rejected_ranges.fetch_add(rejected, std::memory_order_relaxed);
+  }
+  if (refused > 0) {
+    stats_.capability_refusals.fetch_add(refused, std::memory_order_relaxed);
   }
   return nullptr;
 }
@@ -517,7 +561,7 @@ void TcpDataServer::Impl::PrepareResponse(const wire::Header& h,
   uint8_t* codes = st.response.data() + wire::kHeaderSize;
   for (uint32_t i = 0; i < count; ++i) {
     const ErrorCode code =
-        st.targets[i] != nullptr ? ErrorCode::OK : ErrorCode::INVALID_PARAMS;
+        st.targets[i] != nullptr ? ErrorCode::OK : st.range_codes[i];
     wire::PutLe<uint32_t>(codes + i * wire::kResultSize,
                           static_cast<uint32_t>(ToInt(code)));
   }
@@ -541,16 +585,17 @@ asio::awaitable<bool> TcpDataServer::Impl::Greet(tcp::socket& socket,
     spdlog::warn("data server {}: {} expected node '{}', refusing and closing",
                  node_id_, PeerName(socket), Printable(expected));
   }
-  // Either way the answer names this node, so the client can report who
-  // holds the endpoint now.
+  // A refusal does not name this node: whoever guesses wrong learns
+  // nothing to guess better with.
   wire::Header rh;
   rh.op = h.op;
   rh.status = ToInt(match ? ErrorCode::OK : ErrorCode::SEGMENT_NOT_FOUND);
-  rh.body_len = node_id_.size();
+  rh.body_len = match ? node_id_.size() : 0;
   st.response.resize(wire::kHeaderSize);
   wire::EncodeHeader(rh, st.response.data());
-  const std::array<asio::const_buffer, 2> out = {asio::buffer(st.response),
-                                                 asio::buffer(node_id_)};
+  const std::array<asio::const_buffer, 2> out = {
+      asio::buffer(st.response),
+      asio::buffer(node_id_.data(), match ? node_id_.size() : 0)};
   co_await asio::async_write(socket, out, TransferWhole{}, token);
   if (ec) co_return false;
   if (match) {
@@ -615,6 +660,10 @@ const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
   size_t pos = 0;
   uint64_t slots = 0;
   bool over_limits = false;
+  bool locked = false;
+  const std::shared_ptr<const cap::Key> cap_key = CapKey(&locked);
+  const int64_t now = cap_key ? cap::WallNowMs() : 0;
+  uint64_t refused = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     if (body.size() - pos < wire::kKeyReadFixedSize) {
       return "key descriptor cut short";
@@ -623,6 +672,7 @@ const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
     const uint64_t length = wire::GetLe<uint64_t>(d);
     const uint32_t tenant_len = wire::GetLe<uint32_t>(d + 8);
     const uint32_t key_len = wire::GetLe<uint32_t>(d + 12);
+    const uint8_t* token = d + 16;
     pos += wire::kKeyReadFixedSize;
     if (body.size() - pos < uint64_t{tenant_len} + key_len) {
       return "key descriptor cut short";
@@ -643,6 +693,19 @@ const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
       st.codes[i] = ErrorCode::INVALID_PARAMS;
       continue;
     }
+    if (locked || cap_key) {
+      const ErrorCode c =
+          locked
+              ? ErrorCode::ILLEGAL_CLIENT
+              : cap_key->VerifyKey(token, std::string_view(tenant, tenant_len),
+                                   std::string_view(key, key_len),
+                                   cap::kOpSsdRead, now, capability_skew_ms_);
+      if (c != ErrorCode::OK) {
+        st.codes[i] = c;
+        ++refused;
+        continue;
+      }
+    }
     st.handler_index[i] = static_cast<uint32_t>(st.key_ops.size());
     KeyReadOp& op = st.key_ops.emplace_back();
     op.tenant.assign(tenant, tenant_len);
@@ -650,6 +713,9 @@ const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
     op.length = length;
   }
   if (pos != body.size()) return "body longer than its key descriptors";
+  if (refused > 0) {
+    stats_.capability_refusals.fetch_add(refused, std::memory_order_relaxed);
+  }
   if (over_limits || slots > max_ssd_read_bytes_) {
     *refusal = ErrorCode::INVALID_PARAMS;
     st.key_ops.clear();
@@ -784,14 +850,32 @@ asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
   st.handler_index.assign(h.count, kNoOp);
   st.keys.clear();
   std::string key;
+  bool locked = false;
+  const std::shared_ptr<const cap::Key> cap_key = CapKey(&locked);
+  const int64_t now = cap_key ? cap::WallNowMs() : 0;
+  uint64_t refused = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
-    if (!TakeLengthPrefixed(st.body, &pos, &key)) {
+    if (!TakeLengthPrefixed(st.body, &pos, &key) ||
+        st.body.size() - pos < wire::kTokenSize) {
       BadFrame(socket, "PREFETCH key cut short");
       co_return false;
     }
+    const uint8_t* token = st.body.data() + pos;
+    pos += wire::kTokenSize;
     if (!tenant_ok || key.empty() || key.size() > wire::kMaxKeySize) {
       st.codes[i] = ErrorCode::INVALID_PARAMS;
       continue;
+    }
+    if (locked || cap_key) {
+      const ErrorCode c =
+          locked ? ErrorCode::ILLEGAL_CLIENT
+                 : cap_key->VerifyKey(token, st.tenant, key, cap::kOpPrefetch,
+                                      now, capability_skew_ms_);
+      if (c != ErrorCode::OK) {
+        st.codes[i] = c;
+        ++refused;
+        continue;
+      }
     }
     st.handler_index[i] = static_cast<uint32_t>(st.keys.size());
     st.keys.push_back(std::move(key));
@@ -799,6 +883,9 @@ asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
   if (pos != st.body.size()) {
     BadFrame(socket, "body longer than its keys");
     co_return false;
+  }
+  if (refused > 0) {
+    stats_.capability_refusals.fetch_add(refused, std::memory_order_relaxed);
   }
   if (!st.keys.empty()) {
     std::vector<ErrorCode> got;
@@ -951,6 +1038,10 @@ void TcpDataServer::SetSsdReadHandler(SsdReadHandler handler) {
 
 void TcpDataServer::SetPrefetchHandler(PrefetchHandler handler) {
   impl_->SetPrefetchHandler(std::move(handler));
+}
+
+void TcpDataServer::SetCapabilityKey(std::shared_ptr<const cap::Key> key) {
+  impl_->SetCapabilityKey(std::move(key));
 }
 
 TcpDataServer::~TcpDataServer() { Stop(); }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/capability.h"
 #include "kvpool/status.h"
 #include "transport/data_plane_types.h"
 #include "transport/segment_table.h"
@@ -36,6 +37,9 @@ struct TcpDataServerStats {
   std::atomic<uint64_t> ssd_bytes_read{0};
   // Keys handed to the prefetch handler.
   std::atomic<uint64_t> prefetch_keys{0};
+  // Ranges and keys refused for a missing, forged, foreign-op or expired
+  // capability token.
+  std::atomic<uint64_t> capability_refusals{0};
 };
 
 struct TcpDataServerOptions {
@@ -46,6 +50,15 @@ struct TcpDataServerOptions {
   // An SSD_READ whose buffer (each op's length rounded up to 4096, summed)
   // would exceed this is refused as a whole with INVALID_PARAMS.
   uint64_t max_ssd_read_bytes = uint64_t{256} << 20;
+  // Grace (ms) past a token's expiry before it is refused: the bound on how
+  // far this node's wall clock may lag the master's. The master gives a
+  // freed range out again only after every token for it has expired, so a
+  // grace longer than the real clock offset reopens that window.
+  int64_t capability_clock_skew_ms = 0;
+  // Refuse every op (ILLEGAL_CLIENT) until SetCapabilityKey is called, so
+  // nothing is served unchecked between Start and the first mount. Off:
+  // serve unchecked until a key is set (tests of the frame layer).
+  bool require_capabilities = false;
 };
 
 // Serves the ops of one SSD_READ request. Each op's `dest` is 4096-aligned
@@ -76,6 +89,13 @@ class TcpDataServer {
   // with a frame-level INVALID_PARAMS and keeps the connection.
   void SetSsdReadHandler(SsdReadHandler handler);
   void SetPrefetchHandler(PrefetchHandler handler);
+  // The key the master shares with this node for capability tokens
+  // (common/capability.h). Once set, every READ, WRITE, SSD_READ and
+  // PREFETCH op needs a token that verifies under it; null serves every op
+  // unchecked (a node does so only for a master too old to sign). Any
+  // time, thread-safe: a remount swaps it and requests in flight finish
+  // under the old one.
+  void SetCapabilityKey(std::shared_ptr<const cap::Key> key);
   // Binds host:port (port 0 = any free port) and starts serving.
   Status Start(const std::string& host, uint16_t port);
   // Closes the acceptor and every connection, joins the threads. Idempotent.

@@ -14,8 +14,10 @@ namespace kvpool::wire {
 
 // The bytes 'K' 'V' 'D' 'P' read as a little-endian u32.
 inline constexpr uint32_t kMagic = 0x5044564B;
-// Version 2 added the HELLO handshake (there was no released version 1).
-inline constexpr uint16_t kVersion = 2;
+// Version 2 added the HELLO handshake (there was no released version 1);
+// version 3 the capability token on every READ/WRITE range, SSD_READ key
+// and PREFETCH key (see common/capability.h).
+inline constexpr uint16_t kVersion = 3;
 
 enum class Op : uint16_t {
   kRead = 1,
@@ -36,7 +38,10 @@ enum class Op : uint16_t {
 };
 
 inline constexpr size_t kHeaderSize = 24;
-inline constexpr size_t kRangeSize = 24;
+// A READ/WRITE range: the bytes asked for, the range granted (which must
+// contain them) and the token granting it.
+inline constexpr size_t kTokenSize = 40;  // cap::kTokenSize
+inline constexpr size_t kRangeSize = 24 + 16 + kTokenSize;
 inline constexpr size_t kResultSize = 4;
 
 // Limits that make a frame malformed when exceeded. They bound what a single
@@ -79,19 +84,31 @@ struct Header {
 //   0  u64 length
 //   8  u32 tenant_len
 //  12  u32 key_len
-//  16  tenant, then key
-inline constexpr size_t kKeyReadFixedSize = 16;
-// PREFETCH body: u32 tenant_len, tenant, then per key u32 key_len, key.
+//  16  token[40]
+//  56  tenant, then key
+inline constexpr size_t kKeyReadFixedSize = 16 + kTokenSize;
+// PREFETCH body: u32 tenant_len, tenant, then per key u32 key_len, key,
+// token[40].
 inline constexpr size_t kLenPrefixSize = 4;
 
 inline constexpr uint64_t RoundUpToSsdAlign(uint64_t n) {
   return (n + kSsdReadAlign - 1) / kSsdReadAlign * kSsdReadAlign;
 }
 
+// Range entry:
+//   0  u64 segment_id
+//   8  u64 offset       \ the bytes to move
+//  16  u64 length       /
+//  24  u64 grant_offset \ the range the token grants
+//  32  u64 grant_length /
+//  40  token[40]
 struct Range {
   uint64_t segment_id = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
+  uint64_t grant_offset = 0;
+  uint64_t grant_length = 0;
+  const uint8_t* token = nullptr;  // kTokenSize bytes; null encodes zeros
 };
 
 template <typename T>
@@ -130,15 +147,31 @@ inline Header DecodeHeader(const uint8_t* in) {
   return h;
 }
 
+inline void PutToken(const uint8_t* token, uint8_t* out) {
+  for (size_t i = 0; i < kTokenSize; ++i) out[i] = token ? token[i] : 0;
+}
+
 inline void EncodeRange(const Range& r, uint8_t* out) {
   PutLe<uint64_t>(out, r.segment_id);
   PutLe<uint64_t>(out + 8, r.offset);
   PutLe<uint64_t>(out + 16, r.length);
+  PutLe<uint64_t>(out + 24, r.grant_offset);
+  PutLe<uint64_t>(out + 32, r.grant_length);
+  PutToken(r.token, out + 40);
 }
 
+// The returned range's token points into `in`.
 inline Range DecodeRange(const uint8_t* in) {
-  return Range{GetLe<uint64_t>(in), GetLe<uint64_t>(in + 8),
-               GetLe<uint64_t>(in + 16)};
+  return Range{GetLe<uint64_t>(in),      GetLe<uint64_t>(in + 8),
+               GetLe<uint64_t>(in + 16), GetLe<uint64_t>(in + 24),
+               GetLe<uint64_t>(in + 32), in + 40};
+}
+
+// True iff [offset, offset+length) lies inside the granted range (overflow
+// safe).
+inline bool InsideGrant(const Range& r) {
+  return r.offset >= r.grant_offset && r.grant_length >= r.length &&
+         r.offset - r.grant_offset <= r.grant_length - r.length;
 }
 
 }  // namespace kvpool::wire

@@ -1,0 +1,211 @@
+#include "master/master_auth.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+
+#include "common/crypto.h"
+
+namespace kvpool {
+
+namespace {
+
+using auth::Role;
+
+constexpr uint8_t Bit(Role r) { return uint8_t(1u << static_cast<int>(r)); }
+constexpr uint8_t kNode = Bit(Role::kNode);
+constexpr uint8_t kRouter = Bit(Role::kRouter);
+constexpr uint8_t kAdmin = Bit(Role::kAdmin);
+constexpr uint8_t kTenant = Bit(Role::kTenant);  // its own tenant only
+
+struct MethodRule {
+  RpcMethod method;
+  const char* name;
+  uint8_t roles;
+  // The batch RPC whose handler calls this one's handler per item: the
+  // token of that call, verified once there, also covers the items.
+  RpcMethod batch_parent;
+};
+
+#define KVPOOL_RPC(m) RpcMethod::k##m, "/kvpool.rpc.MasterService/" #m
+constexpr RpcMethod kNone = RpcMethod::kNumMethods;
+// What each role may call. Nodes share one key, so any node may act for
+// any node id (docs/security.md, limits). The router calls the tier lookup
+// and the prefetch trigger (src/router); a node's SSD tier registers
+// prefetch tasks for the keys it holds.
+constexpr MethodRule kRules[] = {
+    {KVPOOL_RPC(MountSegment), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(UnmountSegment), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(Heartbeat), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(PullPromotionTasks), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(PutStart), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(BatchPutStart), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(PutEnd), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(BatchPutEnd), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(PutRevoke), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(BatchPutRevoke), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(GetReplicaList), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(BatchGetReplicaList), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(ExistKey), kTenant | kAdmin, RpcMethod::kBatchExistKey},
+    {KVPOOL_RPC(BatchExistKey), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(Remove), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(RemoveAll), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(BatchQueryReadOnly), kTenant | kAdmin | kRouter, kNone},
+    {KVPOOL_RPC(GetClusterStats), kAdmin | kRouter | kNode, kNone},
+    {KVPOOL_RPC(NotifyOffload), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(RegisterDiskObjects), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(RegisterMemoryObjects), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(RemoveDiskReplicas), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(PromotionAllocStart), kNode | kAdmin,
+     RpcMethod::kBatchPromotionAllocStart},
+    {KVPOOL_RPC(NotifyPromotion), kNode | kAdmin,
+     RpcMethod::kBatchPromotionNotify},
+    {KVPOOL_RPC(BatchPromotionAllocStart), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(BatchPromotionNotify), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(RegisterPrefetchTask), kTenant | kAdmin | kNode, kNone},
+    {KVPOOL_RPC(BatchPrefetchToMemory), kTenant | kAdmin | kRouter, kNone},
+};
+#undef KVPOOL_RPC
+
+constexpr bool RulesInEnumOrder() {
+  if (std::size(kRules) != static_cast<size_t>(RpcMethod::kNumMethods))
+    return false;
+  for (size_t i = 0; i < std::size(kRules); ++i) {
+    if (kRules[i].method != static_cast<RpcMethod>(i)) return false;
+  }
+  return true;
+}
+static_assert(RulesInEnumOrder(), "kRules must list every RpcMethod in order");
+
+const MethodRule& Rule(RpcMethod m) { return kRules[static_cast<size_t>(m)]; }
+
+// The short name for messages: "PutStart".
+std::string_view ShortName(RpcMethod m) {
+  std::string_view n = Rule(m).name;
+  return n.substr(n.rfind('/') + 1);
+}
+
+std::string_view OrDefault(std::string_view tenant) {
+  // The master files an empty tenant under "default" (master_service.h).
+  return tenant.empty() ? std::string_view("default") : tenant;
+}
+
+// The last token this thread verified. A batch handler runs its item
+// handler inline with the same context, so the item's check finds the
+// batch's token here instead of verifying it again (and against the
+// item's method name, which it was not signed for).
+struct VerifiedToken {
+  uint64_t authorizer = 0;  // 0: empty
+  std::string token;
+  RpcMethod method = RpcMethod::kNumMethods;
+  Role role = Role::kTenant;
+  size_t principal_offset = 0, principal_size = 0;
+  int64_t issued_ms = 0;
+};
+thread_local VerifiedToken t_verified;
+
+std::atomic<uint64_t> g_next_authorizer_id{1};
+
+}  // namespace
+
+const char* RpcMethodName(RpcMethod m) { return Rule(m).name; }
+
+bool RoleMayCall(Role role, RpcMethod m) {
+  return (Rule(m).roles & Bit(role)) != 0;
+}
+
+Result<std::unique_ptr<RpcAuthorizer>> RpcAuthorizer::Create(
+    const MasterConfig& config, MetricsRegistry* metrics) {
+  if (config.cluster_secret_file.empty())
+    return std::unique_ptr<RpcAuthorizer>();
+  auto secret = auth::ClusterSecret::Load(config.cluster_secret_file);
+  if (!secret.ok()) return secret.status();
+  return std::make_unique<RpcAuthorizer>(
+      secret.value(), config.auth_max_clock_skew_ms, metrics);
+}
+
+RpcAuthorizer::RpcAuthorizer(const auth::ClusterSecret& secret,
+                             int64_t max_clock_skew_ms,
+                             MetricsRegistry* metrics)
+    : verifier_(secret, max_clock_skew_ms),
+      id_(g_next_authorizer_id.fetch_add(1)),
+      refused_unauthenticated_(&metrics->GetCounter(
+          "kvpool_master_auth_refused_total", "reason=\"unauthenticated\"",
+          "RPCs refused: no valid credential, or a credential acting outside "
+          "its rights")),
+      refused_permission_(&metrics->GetCounter(
+          "kvpool_master_auth_refused_total", "reason=\"permission_denied\"")) {
+}
+
+grpc::Status RpcAuthorizer::Unauthenticated(std::string msg) const {
+  refused_unauthenticated_->Inc();
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::move(msg));
+}
+
+grpc::Status RpcAuthorizer::Deny(std::string msg) const {
+  refused_permission_->Inc();
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::move(msg));
+}
+
+grpc::Status RpcAuthorizer::Authenticate(const grpc::ServerContextBase& ctx,
+                                         RpcMethod m, Role* role,
+                                         std::string_view* principal) const {
+  const auto& md = ctx.client_metadata();
+  auto [first, last] = md.equal_range(auth::kMetadataKey);
+  if (first == last) {
+    return Unauthenticated(
+        "missing kvpool-auth credential: this master requires one (see "
+        "docs/security.md)");
+  }
+  if (std::next(first) != last)
+    return Unauthenticated("more than one kvpool-auth credential");
+  const std::string_view token(first->second.data(), first->second.size());
+  const int64_t now = auth::UnixNowMs();
+
+  VerifiedToken& v = t_verified;
+  if (v.authorizer == id_ && v.token.size() == token.size() &&
+      crypto::ConstantTimeEqual(v.token.data(), token.data(), token.size())) {
+    if (v.method != m && v.method != Rule(m).batch_parent) {
+      return Unauthenticated(
+          fmt::format("kvpool-auth token was signed for {}, not {}",
+                      ShortName(v.method), ShortName(m)));
+    }
+    *role = v.role;
+    *principal = token.substr(v.principal_offset, v.principal_size);
+  } else {
+    auth::ParsedToken t;
+    Status s = auth::ParseToken(token, &t);
+    if (s.ok() && !verifier_.MacMatches(t, RpcMethodName(m))) {
+      s = Status(ErrorCode::ILLEGAL_CLIENT,
+                 "bad signature on kvpool-auth token (wrong key, or a token "
+                 "minted for another RPC)");
+    }
+    if (!s.ok()) return Unauthenticated(s.message());
+    v.authorizer = id_;
+    v.token.assign(token);
+    v.method = m;
+    v.role = t.role;
+    v.principal_offset = static_cast<size_t>(t.principal.data() - token.data());
+    v.principal_size = t.principal.size();
+    v.issued_ms = t.issued_ms;
+    *role = t.role;
+    *principal = t.principal;
+  }
+  if (Status s = verifier_.CheckFreshness(v.issued_ms, now); !s.ok())
+    return Unauthenticated(s.message());
+  if (!RoleMayCall(*role, m)) {
+    return Deny(fmt::format("role '{}' may not call {}", RoleName(*role),
+                            ShortName(m)));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RpcAuthorizer::CheckTenant(std::string_view principal,
+                                        std::string_view tenant) const {
+  if (OrDefault(tenant) == principal) return grpc::Status::OK;
+  return Deny(fmt::format("tenant '{}' credential cannot act on tenant '{}'",
+                          principal, OrDefault(tenant)));
+}
+
+}  // namespace kvpool

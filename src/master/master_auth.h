@@ -1,0 +1,115 @@
+// Who may call which kvpool-master RPC (docs/security.md): each handler of
+// MasterGrpcService asks RpcAuthorizer::Check first. The token in the
+// call's kvpool-auth metadata says who the caller is (common/auth.h); the
+// table in master_auth.cc says what that role may do; a tenant credential
+// may in addition only touch its own tenant's keys.
+#ifndef KVPOOL_MASTER_MASTER_AUTH_H_
+#define KVPOOL_MASTER_MASTER_AUTH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/auth.h"
+#include "common/metrics.h"
+#include "master/master_config.h"
+
+namespace kvpool {
+
+// One per RPC of rpc::MasterService.
+enum class RpcMethod : uint8_t {
+  kMountSegment,
+  kUnmountSegment,
+  kHeartbeat,
+  kPullPromotionTasks,
+  kPutStart,
+  kBatchPutStart,
+  kPutEnd,
+  kBatchPutEnd,
+  kPutRevoke,
+  kBatchPutRevoke,
+  kGetReplicaList,
+  kBatchGetReplicaList,
+  kExistKey,
+  kBatchExistKey,
+  kRemove,
+  kRemoveAll,
+  kBatchQueryReadOnly,
+  kGetClusterStats,
+  kNotifyOffload,
+  kRegisterDiskObjects,
+  kRegisterMemoryObjects,
+  kRemoveDiskReplicas,
+  kPromotionAllocStart,
+  kNotifyPromotion,
+  kBatchPromotionAllocStart,
+  kBatchPromotionNotify,
+  kRegisterPrefetchTask,
+  kBatchPrefetchToMemory,
+  kNumMethods,
+};
+
+// "/kvpool.rpc.MasterService/PutStart": what tokens are signed for.
+const char* RpcMethodName(RpcMethod m);
+// Whether `role` may call `m` at all (a tenant then only for its tenant).
+bool RoleMayCall(auth::Role role, RpcMethod m);
+
+class RpcAuthorizer {
+ public:
+  // Null when config.cluster_secret_file is empty (authentication off); an
+  // error when the secret file is unusable. Refusals are counted in
+  // `metrics` (kvpool_master_auth_refused_total).
+  static Result<std::unique_ptr<RpcAuthorizer>> Create(
+      const MasterConfig& config, MetricsRegistry* metrics);
+  RpcAuthorizer(const auth::ClusterSecret& secret, int64_t max_clock_skew_ms,
+                MetricsRegistry* metrics);
+
+  // OK, UNAUTHENTICATED (no token or a token that does not verify), or
+  // PERMISSION_DENIED (a valid identity acting outside its rights).
+  template <typename Req>
+  grpc::Status Check(const grpc::ServerContextBase& ctx, RpcMethod m,
+                     const Req& req) const {
+    auth::Role role;
+    std::string_view principal;
+    if (grpc::Status s = Authenticate(ctx, m, &role, &principal); !s.ok())
+      return s;
+    if (role != auth::Role::kTenant) return grpc::Status::OK;
+    if constexpr (requires { req.tenant(); }) {
+      return CheckTenant(principal, req.tenant());
+    } else if constexpr (requires { req.items(0).tenant(); }) {
+      for (const auto& item : req.items()) {
+        if (grpc::Status s = CheckTenant(principal, item.tenant()); !s.ok())
+          return s;
+      }
+      return grpc::Status::OK;
+    } else {
+      // RoleMayCall lets no tenant reach a request without a tenant.
+      return Deny("a tenant credential cannot call this RPC");
+    }
+  }
+
+ private:
+  // Verifies the call's token for `m` and the role's right to call it; on
+  // success `principal` points into the call's metadata.
+  grpc::Status Authenticate(const grpc::ServerContextBase& ctx, RpcMethod m,
+                            auth::Role* role,
+                            std::string_view* principal) const;
+  grpc::Status CheckTenant(std::string_view principal,
+                           std::string_view tenant) const;
+  grpc::Status Unauthenticated(std::string msg) const;
+  grpc::Status Deny(std::string msg) const;
+
+  auth::TokenVerifier verifier_;
+  // Tells this authorizer's entries in the per-thread cache from those of
+  // another one (tests run several masters in a process).
+  const uint64_t id_;
+  Counter* refused_unauthenticated_;
+  Counter* refused_permission_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_MASTER_MASTER_AUTH_H_
