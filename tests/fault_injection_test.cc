@@ -575,7 +575,7 @@ TEST_F(FaultInjectionTest,
         std::ifstream log(dir_ / "node-0.log");
         std::string all((std::istreambuf_iterator<char>(log)),
                         std::istreambuf_iterator<char>());
-        return all.find("data server accept failed") != std::string::npos;
+        return all.find("accept failed") != std::string::npos;
       },
       std::chrono::seconds(10)));
   for (int fd : idle) close(fd);

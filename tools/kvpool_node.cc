@@ -74,6 +74,17 @@ int main(int argc, char** argv) {
                  "on how far this host's clock may lag the master's")
       ->check(CLI::Range(int64_t{0}, int64_t{60000}))
       ->capture_default_str();
+  app.add_option("--data_max_connections", c.data_max_connections,
+                 "TCP data-plane connections at once; at the limit the "
+                 "longest idle one makes room (0 = open-file limit - 256)")
+      ->capture_default_str();
+  app.add_option("--data_idle_timeout_ms", c.data_idle_timeout_ms,
+                 "close a data-plane connection idle this long (0 = never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  kvpool::AddSizeFlag(app, "--data_max_buffered_bytes",
+                      &c.data_max_buffered_bytes,
+                      "bytes all data-plane requests in flight may hold");
   kvpool::AddSizeFlag(app, "--prefetch_buffer_segment",
                       &c.prefetch_buffer_segment,
                       "bytes of the PREFETCH_BUFFER segment for router "

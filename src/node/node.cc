@@ -118,6 +118,10 @@ Status Node::Start() {
   TcpDataServerOptions data_options;
   data_options.io_threads = config_.data_threads;
   data_options.capability_clock_skew_ms = config_.capability_clock_skew_ms;
+  data_options.max_connections =
+      static_cast<size_t>(config_.data_max_connections);
+  data_options.idle_timeout_ms = config_.data_idle_timeout_ms;
+  data_options.max_buffered_bytes = config_.data_max_buffered_bytes;
   // Nothing is served before the master has given this node its key.
   data_options.require_capabilities = true;
   data_server_ =
@@ -170,6 +174,25 @@ Status Node::Start() {
         [this] { return double(data_server_->stats().bytes_written.load()); });
     metrics_.AddGauge("kvpool_node_data_bad_frames_total", "", [this] {
       return double(data_server_->stats().bad_frames.load());
+    });
+    metrics_.AddGauge("kvpool_node_data_capability_refusals_total", "", [this] {
+      return double(data_server_->stats().capability_refusals.load());
+    });
+    metrics_.AddGauge(
+        "kvpool_node_data_connections_closed_total", "reason=\"refused\"",
+        [this] {
+          return double(data_server_->stats().connections_refused.load());
+        });
+    metrics_.AddGauge(
+        "kvpool_node_data_connections_closed_total", "reason=\"evicted\"",
+        [this] {
+          return double(data_server_->stats().connections_evicted.load());
+        });
+    metrics_.AddGauge(
+        "kvpool_node_data_connections_closed_total", "reason=\"idle\"",
+        [this] { return double(data_server_->stats().idle_closed.load()); });
+    metrics_.AddGauge("kvpool_node_data_budget_refusals_total", "", [this] {
+      return double(data_server_->stats().budget_refusals.load());
     });
     metrics_.AddGauge("kvpool_node_dram_directory_entries", "",
                       [this] { return double(directory_.size()); });

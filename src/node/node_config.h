@@ -65,6 +65,12 @@ struct NodeConfig {
   // refuses it: the bound on how far its wall clock may lag the master's
   // (docs/security.md). 0 for hosts on one clock or with NTP.
   int64_t capability_clock_skew_ms = 0;
+  // Bounds of the TCP data server (TcpDataServerOptions): connections at
+  // once (0 = the open-file limit less 256), idle seconds before a
+  // connection is closed, bytes all requests in flight may hold.
+  uint64_t data_max_connections = 0;
+  int64_t data_idle_timeout_ms = 60000;
+  uint64_t data_max_buffered_bytes = uint64_t{1} << 30;
 
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.

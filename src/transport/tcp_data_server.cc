@@ -3,8 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <array>
+
 #include <asio.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,9 +50,89 @@ struct TransferWhole {
 // Payload of a rejected WRITE op is drained through this much scratch.
 constexpr size_t kDiscardChunk = 256 << 10;
 constexpr uint32_t kNoOp = ~uint32_t{0};
+// Request buffers bigger than this are given back after the request, so an
+// idle connection holds little memory outside the budget.
+constexpr size_t kKeepRequestBytes = 64 << 10;
 
 static_assert(TcpDataServerOptions{}.max_ssd_read_bytes ==
               wire::kDefaultMaxSsdReadBytes);
+
+// Bytes that requests in flight hold in server memory (descriptor lists,
+// SSD_READ and PREFETCH bodies, SSD read buffers), across all sessions: a
+// request that would take it past its cap is refused, so a crowd of clients
+// announcing big requests cannot make the node allocate without bound.
+class ByteBudget {
+ public:
+  explicit ByteBudget(uint64_t cap) : cap_(cap) {}
+  bool TryAcquire(uint64_t n) {
+    uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (n > cap_ || used > cap_ - n) return false;
+    } while (!used_.compare_exchange_weak(used, used + n));
+    return true;
+  }
+  void Release(uint64_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t cap_;
+  std::atomic<uint64_t> used_{0};
+};
+
+// Bytes one session holds of a ByteBudget; gives them back when reset or
+// destroyed (a session that ends mid-request included).
+class BudgetHold {
+ public:
+  explicit BudgetHold(ByteBudget* budget) : budget_(budget) {}
+  ~BudgetHold() { Reset(); }
+  BudgetHold(const BudgetHold&) = delete;
+  BudgetHold& operator=(const BudgetHold&) = delete;
+  // Holds `n` bytes in all (more or fewer than now); false, holding what it
+  // held, if the budget has no room.
+  bool Resize(uint64_t n) {
+    if (n > held_) {
+      if (!budget_->TryAcquire(n - held_)) return false;
+    } else {
+      budget_->Release(held_ - n);
+    }
+    held_ = n;
+    return true;
+  }
+  void Reset() { Resize(0); }
+
+ private:
+  ByteBudget* const budget_;
+  uint64_t held_ = 0;
+};
+
+// What the accept loop and the idle sweeper know of a session. `socket` is
+// touched only on the session's own executor (closing is posted there).
+struct SessionSlot {
+  tcp::socket* socket = nullptr;
+  asio::any_io_executor ex;
+  std::atomic<int64_t> last_active_ms{0};
+  std::atomic<bool> between_frames{true};  // waiting for a request header
+  std::atomic<bool> busy{false};           // a handler works for it
+  std::atomic<bool> closing{false};
+  bool alive = true;  // the session's executor only
+};
+
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Connections this process can hold, keeping room for its other files
+// (SSD segment files, shared memory, gRPC, logs).
+size_t DefaultMaxConnections() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+    return 16384;
+  }
+  const uint64_t n = rl.rlim_cur > 256 ? rl.rlim_cur - 256 : rl.rlim_cur / 2;
+  return static_cast<size_t>(std::clamp<uint64_t>(n, 16, 16384));
+}
 
 struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
@@ -194,7 +277,13 @@ class TcpDataServer::Impl {
             options.ssd_read_threads > 0 ? options.ssd_read_threads : 1),
         max_ssd_read_bytes_(options.max_ssd_read_bytes),
         capability_skew_ms_(options.capability_clock_skew_ms),
-        cap_locked_(options.require_capabilities) {}
+        cap_locked_(options.require_capabilities),
+        max_connections_(options.max_connections > 0 ? options.max_connections
+                                                     : DefaultMaxConnections()),
+        idle_timeout_ms_(options.idle_timeout_ms),
+        max_key_frame_body_(std::min<uint64_t>(options.max_key_frame_body,
+                                               wire::kMaxKeyFrameBody)),
+        budget_(options.max_buffered_bytes) {}
   ~Impl() { Stop(); }
 
   void SetSsdReadHandler(SsdReadHandler handler);
@@ -220,8 +309,12 @@ class TcpDataServer::Impl {
   // Per-connection buffers, reused across requests. Lives in the session's
   // coroutine frame, so buffers handed to Asio stay put.
   struct SessionState {
+    explicit SessionState(ByteBudget* budget)
+        : request_hold(budget), ssd_hold(budget) {}
     uint8_t header[wire::kHeaderSize];
-    bool greeted = false;  // a HELLO naming this node was accepted
+    BudgetHold request_hold;  // this request's descriptors or body
+    BudgetHold ssd_hold;      // ssd_buffer
+    bool greeted = false;     // a HELLO naming this node was accepted
     std::vector<uint8_t> ranges_raw;
     std::vector<wire::Range> ranges;
     std::vector<uint8_t*> targets;  // resolved segment memory, null = rejected
@@ -245,7 +338,19 @@ class TcpDataServer::Impl {
   };
 
   asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor);
-  asio::awaitable<void> Serve(tcp::socket socket);
+  // `slot` is the session's entry in sessions_, at `where`.
+  asio::awaitable<void> Serve(
+      tcp::socket socket, std::shared_ptr<SessionSlot> slot,
+      std::list<std::shared_ptr<SessionSlot>>::iterator where);
+  // Closes sessions that have done nothing for idle_timeout_ms.
+  asio::awaitable<void> SweepIdle();
+  // Whether a new connection may be served: under the limit, or once the
+  // session idle the longest has been told to close.
+  bool Admit();
+  void CloseSession(const std::shared_ptr<SessionSlot>& slot);
+  // Logs at most one line per 10 s per kind, with how many it swallowed.
+  void WarnLimited(std::atomic<int64_t>* last_ms, std::atomic<uint64_t>* held,
+                   const std::string& what);
   // Answers the HELLO whose header is `h`. Returns false when the session
   // must end (I/O error, or the client expects another node: then the
   // socket is already closed).
@@ -263,7 +368,8 @@ class TcpDataServer::Impl {
   // Reads and discards the body of an op this server does not serve, then
   // answers it with a frame-level INVALID_PARAMS. False if the session ends.
   asio::awaitable<bool> RefuseOp(tcp::socket& socket, const wire::Header& h,
-                                 SessionState& st);
+                                 SessionState& st,
+                                 ErrorCode code = ErrorCode::INVALID_PARAMS);
   // SSD_READ and PREFETCH, once their body is in st.body. False if the
   // session must end.
   asio::awaitable<bool> ServeSsdRead(tcp::socket& socket, const wire::Header& h,
@@ -288,6 +394,21 @@ class TcpDataServer::Impl {
   // key yet, or an older master that does not sign). Swapped at a mount.
   std::atomic<std::shared_ptr<const cap::Key>> cap_key_;
   std::atomic<bool> cap_locked_;
+  const size_t max_connections_;
+  const int64_t idle_timeout_ms_;
+  const uint64_t max_key_frame_body_;
+  ByteBudget budget_;
+  std::mutex sessions_mu_;
+  std::list<std::shared_ptr<SessionSlot>> sessions_;
+  size_t closing_sessions_ = 0;  // in sessions_, told to close
+  std::atomic<int64_t> last_limit_log_ms_{0}, last_budget_log_ms_{0};
+  std::atomic<uint64_t> limit_log_held_{0}, budget_log_held_{0};
+  std::atomic<int64_t> last_accept_log_ms_{0};
+  std::atomic<uint64_t> accept_log_held_{0};
+  size_t ClosingSessions() {
+    std::lock_guard lock(sessions_mu_);
+    return closing_sessions_;
+  }
   TcpDataServerStats stats_;
   std::atomic<uint16_t> port_{0};
   // Set before Start, read-only while serving.
@@ -393,6 +514,7 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
     ssd_pool_ = std::make_unique<BlockingPool>(ssd_read_threads_);
   }
   asio::co_spawn(*io, AcceptLoop(*acceptor), asio::detached);
+  if (idle_timeout_ms_ > 0) asio::co_spawn(*io, SweepIdle(), asio::detached);
   ios_ = std::move(ios);
   acceptor_ = std::move(acceptor);
   for (auto& ctx : ios_) {
@@ -435,12 +557,24 @@ void TcpDataServer::Impl::Stop() {
   // and with it each connection's socket; clients see the connection close.
   ios_.clear();
   next_io_ = 0;
+  // Sessions accepted but never started left their entries.
+  std::lock_guard sessions_lock(sessions_mu_);
+  sessions_.clear();
+  closing_sessions_ = 0;
 }
 
 asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
-  uint64_t failures = 0;  // in a row: logged once, not every 50 ms
   for (;;) {
     asio::error_code ec;
+    // Sessions told to close still hold their descriptors: let them go
+    // before taking more, or a flood of connections runs the process out
+    // of file descriptors faster than evictions free them.
+    while (ClosingSessions() > 32) {
+      asio::steady_timer pause(acceptor.get_executor(),
+                               std::chrono::milliseconds(1));
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (!acceptor.is_open()) co_return;
+    }
     asio::io_context& home = *ios_[next_io_];
     next_io_ = (next_io_ + 1) % ios_.size();
     tcp::socket socket = co_await acceptor.async_accept(
@@ -450,27 +584,124 @@ asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
         co_return;
       }
       // Typically EMFILE: back off instead of spinning on the same error.
-      if (failures++ == 0) {
-        spdlog::warn(
-            "data server accept failed: {} (retrying every 50 ms; new "
-            "clients wait meanwhile)",
-            ec.message());
-      }
+      WarnLimited(&last_accept_log_ms_, &accept_log_held_,
+                  "accept failed: " + ec.message() +
+                      " (retrying every 50 ms; new clients wait meanwhile)");
       asio::steady_timer timer(acceptor.get_executor(),
                                std::chrono::milliseconds(50));
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
-    if (failures > 0) {
-      spdlog::info("data server accepting again after {} failed accepts",
-                   failures);
-      failures = 0;
+    if (!Admit()) {
+      stats_.connections_refused.fetch_add(1, std::memory_order_relaxed);
+      WarnLimited(&last_limit_log_ms_, &limit_log_held_,
+                  "at its limit of " + std::to_string(max_connections_) +
+                      " connections, all busy: refusing new ones");
+      socket.close(ec);
+      continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
     // Detects peers that vanished mid-frame so their sessions do not linger.
     socket.set_option(asio::socket_base::keep_alive(true), ec);
+    // Registered here, not when the session starts running, so the next
+    // accept already counts it.
+    auto slot = std::make_shared<SessionSlot>();
+    slot->ex = socket.get_executor();
+    slot->last_active_ms.store(SteadyNowMs());
+    std::list<std::shared_ptr<SessionSlot>>::iterator where;
+    {
+      std::lock_guard lock(sessions_mu_);
+      where = sessions_.insert(sessions_.end(), slot);
+    }
     auto ex = socket.get_executor();
-    asio::co_spawn(ex, Serve(std::move(socket)), asio::detached);
+    asio::co_spawn(ex, Serve(std::move(socket), std::move(slot), where),
+                   asio::detached);
+  }
+}
+
+bool TcpDataServer::Impl::Admit() {
+  std::shared_ptr<SessionSlot> victim;
+  {
+    std::lock_guard lock(sessions_mu_);
+    if (sessions_.size() - closing_sessions_ < max_connections_) return true;
+    // The session idle the longest makes room: a crowd of idle sockets
+    // cannot lock new clients out, it only shortens its own members' lives.
+    int64_t oldest = INT64_MAX;
+    for (const auto& slot : sessions_) {
+      if (slot->closing.load() || slot->busy.load() ||
+          !slot->between_frames.load()) {
+        continue;
+      }
+      const int64_t t = slot->last_active_ms.load();
+      if (t < oldest) {
+        oldest = t;
+        victim = slot;
+      }
+    }
+    if (!victim) return false;
+    victim->closing.store(true);
+    ++closing_sessions_;
+  }
+  stats_.connections_evicted.fetch_add(1, std::memory_order_relaxed);
+  WarnLimited(&last_limit_log_ms_, &limit_log_held_,
+              "at its limit of " + std::to_string(max_connections_) +
+                  " connections: closing the longest idle ones for new "
+                  "clients");
+  CloseSession(victim);
+  return true;
+}
+
+void TcpDataServer::Impl::CloseSession(
+    const std::shared_ptr<SessionSlot>& slot) {
+  asio::post(slot->ex, [slot] {
+    if (!slot->alive || slot->socket == nullptr) return;
+    asio::error_code ec;
+    slot->socket->shutdown(tcp::socket::shutdown_both, ec);
+    slot->socket->close(ec);
+  });
+}
+
+void TcpDataServer::Impl::WarnLimited(std::atomic<int64_t>* last_ms,
+                                      std::atomic<uint64_t>* held,
+                                      const std::string& what) {
+  const int64_t now = SteadyNowMs();
+  int64_t last = last_ms->load();
+  if (now - last < 10000 || !last_ms->compare_exchange_strong(last, now)) {
+    held->fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t swallowed = held->exchange(0);
+  spdlog::warn("data server {}: {}{}", node_id_, what,
+               swallowed ? " (" + std::to_string(swallowed) +
+                               " more like this in the last 10 s)"
+                         : std::string());
+}
+
+asio::awaitable<void> TcpDataServer::Impl::SweepIdle() {
+  const auto period = std::chrono::milliseconds(
+      std::clamp<int64_t>(idle_timeout_ms_ / 4, 10, 1000));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    timer.expires_after(period);
+    asio::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    const int64_t now = SteadyNowMs();
+    std::vector<std::shared_ptr<SessionSlot>> idle;
+    {
+      std::lock_guard lock(sessions_mu_);
+      for (const auto& slot : sessions_) {
+        if (slot->closing.load() || slot->busy.load() ||
+            now - slot->last_active_ms.load() < idle_timeout_ms_) {
+          continue;
+        }
+        slot->closing.store(true);
+        ++closing_sessions_;
+        idle.push_back(slot);
+      }
+    }
+    for (const auto& slot : idle) CloseSession(slot);
+    stats_.idle_closed.fetch_add(idle.size(), std::memory_order_relaxed);
   }
 }
 
@@ -628,7 +859,8 @@ void TcpDataServer::Impl::PrepareCodesResponse(const wire::Header& h,
 
 asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
                                                     const wire::Header& h,
-                                                    SessionState& st) {
+                                                    SessionState& st,
+                                                    ErrorCode code) {
   asio::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   // Skip the body so the connection stays usable, then refuse cleanly.
@@ -641,7 +873,7 @@ asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
     if (ec) co_return false;
     left -= n;
   }
-  PrepareResponse(h, ErrorCode::INVALID_PARAMS, 0, st);
+  PrepareResponse(h, code, 0, st);
   co_await asio::async_write(socket, asio::buffer(st.response), TransferWhole{},
                              token);
   co_return !ec;
@@ -741,6 +973,19 @@ void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
   // mmap, and faulting its pages in costs more than the read on some VMs.
   if (!st.ssd_buffer || st.ssd_buffer_capacity < size) {
     static_assert(storage::kBlockSize % wire::kSsdReadAlign == 0);
+    st.ssd_buffer.reset();
+    st.ssd_buffer_capacity = 0;
+    if (!st.ssd_hold.Resize(size)) {
+      st.ssd_hold.Reset();
+      stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
+      WarnLimited(&last_budget_log_ms_, &budget_log_held_,
+                  "requests in flight hold all of max_buffered_bytes: "
+                  "refusing an SSD read of " +
+                      std::to_string(size) + " bytes");
+      for (KeyReadOp& op : st.key_ops)
+        op.result = ErrorCode::NO_AVAILABLE_HANDLE;
+      return;
+    }
     void* p = storage::AllocateIoMemory(size);
     if (p == nullptr) {
       spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
@@ -829,6 +1074,7 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
   if (st.ssd_buffer_capacity > kKeepSsdBufferBytes) {
     st.ssd_buffer.reset();
     st.ssd_buffer_capacity = 0;
+    st.ssd_hold.Reset();
   }
   if (ec) co_return false;
   stats_.ssd_bytes_read.fetch_add(data_len, std::memory_order_relaxed);
@@ -912,14 +1158,39 @@ asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
   co_return !ec;
 }
 
-asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
-  SessionState st;
+asio::awaitable<void> TcpDataServer::Impl::Serve(
+    tcp::socket socket, std::shared_ptr<SessionSlot> slot,
+    std::list<std::shared_ptr<SessionSlot>>::iterator where) {
+  SessionState st(&budget_);
+  // Before any close posted for this session can run (same executor, posted
+  // later).
+  slot->socket = &socket;
+  // Runs on this session's executor when the coroutine ends, or in Stop
+  // when the context is destroyed (nothing is posted to it any more).
+  struct Unregister {
+    Impl* impl;
+    std::shared_ptr<SessionSlot> slot;
+    std::list<std::shared_ptr<SessionSlot>>::iterator where;
+    ~Unregister() {
+      slot->alive = false;
+      std::lock_guard lock(impl->sessions_mu_);
+      if (slot->closing.load()) --impl->closing_sessions_;
+      impl->sessions_.erase(where);
+    }
+  } unregister{this, slot, where};
+  if (slot->closing.load()) co_return;
   asio::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   for (;;) {
+    slot->between_frames.store(true);
+    slot->last_active_ms.store(SteadyNowMs());
+    st.request_hold.Reset();
+    if (st.ranges_raw.capacity() > kKeepRequestBytes) st.ranges_raw = {};
     co_await asio::async_read(socket, asio::buffer(st.header), TransferWhole{},
                               token);
     if (ec) co_return;  // peer closed or reset: nothing to answer
+    slot->between_frames.store(false);
+    slot->last_active_ms.store(SteadyNowMs());
     const wire::Header h = wire::DecodeHeader(st.header);
     if (const char* why = CheckRequestHeader(h)) {
       BadFrame(socket, why);
@@ -945,25 +1216,59 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(tcp::socket socket) {
         if (!co_await RefuseOp(socket, h, st)) co_return;
         continue;
       }
-      // Bounded by CheckRequestHeader (kMaxKeyFrameBody).
-      st.body.resize(static_cast<size_t>(h.body_len));
-      co_await asio::async_read(socket, asio::buffer(st.body), TransferWhole{},
-                                token);
-      if (ec) co_return;
+      if (h.body_len > max_key_frame_body_) {
+        BadFrame(socket, "body over the server's limit");
+        co_return;
+      }
+      if (!st.request_hold.Resize(h.body_len)) {
+        stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
+        WarnLimited(&last_budget_log_ms_, &budget_log_held_,
+                    "requests in flight hold all of max_buffered_bytes: "
+                    "refusing a request");
+        if (!co_await RefuseOp(socket, h, st, ErrorCode::NO_AVAILABLE_HANDLE))
+          co_return;
+        continue;
+      }
+      // Memory grows with the bytes that arrive, not with what a header
+      // announces.
+      st.body.clear();
+      for (uint64_t got = 0; got < h.body_len;) {
+        const size_t n =
+            static_cast<size_t>(std::min<uint64_t>(h.body_len - got, 64 << 10));
+        st.body.resize(static_cast<size_t>(got) + n);
+        co_await asio::async_read(socket, asio::buffer(st.body.data() + got, n),
+                                  TransferWhole{}, token);
+        if (ec) co_return;
+        got += n;
+        slot->last_active_ms.store(SteadyNowMs());
+      }
+      slot->busy.store(true);
       const bool go_on = ssd_read ? co_await ServeSsdRead(socket, h, st)
                                   : co_await ServePrefetch(socket, h, st);
+      slot->busy.store(false);
+      slot->last_active_ms.store(SteadyNowMs());
       if (!go_on) co_return;
       // An idle connection does not keep a big request's memory.
-      if (st.body.capacity() > kDiscardChunk) st.body = {};
+      if (st.body.capacity() > kKeepRequestBytes) st.body = {};
       if (st.key_ops.capacity() > 1024) st.key_ops = {};
       if (st.keys.capacity() > 1024) st.keys = {};
       continue;
     }
 
+    if (!st.request_hold.Resize(uint64_t{h.count} * wire::kRangeSize)) {
+      stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
+      WarnLimited(&last_budget_log_ms_, &budget_log_held_,
+                  "requests in flight hold all of max_buffered_bytes: "
+                  "refusing a request");
+      if (!co_await RefuseOp(socket, h, st, ErrorCode::NO_AVAILABLE_HANDLE))
+        co_return;
+      continue;
+    }
     st.ranges_raw.resize(size_t{h.count} * wire::kRangeSize);
     co_await asio::async_read(socket, asio::buffer(st.ranges_raw),
                               TransferWhole{}, token);
     if (ec) co_return;
+    slot->last_active_ms.store(SteadyNowMs());
     if (const char* why = ResolveRanges(h, st)) {
       BadFrame(socket, why);
       co_return;

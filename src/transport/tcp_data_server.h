@@ -40,6 +40,15 @@ struct TcpDataServerStats {
   // Ranges and keys refused for a missing, forged, foreign-op or expired
   // capability token.
   std::atomic<uint64_t> capability_refusals{0};
+  // Connections closed at once because every slot was busy, connections
+  // closed to make room for a new one (the longest idle first), and
+  // connections closed for doing nothing for idle_timeout_ms.
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> connections_evicted{0};
+  std::atomic<uint64_t> idle_closed{0};
+  // Requests refused (NO_AVAILABLE_HANDLE) because requests in flight held
+  // all of max_buffered_bytes.
+  std::atomic<uint64_t> budget_refusals{0};
 };
 
 struct TcpDataServerOptions {
@@ -59,6 +68,21 @@ struct TcpDataServerOptions {
   // nothing is served unchecked between Start and the first mount. Off:
   // serve unchecked until a key is set (tests of the frame layer).
   bool require_capabilities = false;
+  // Connections served at once (0 = the open-file limit less 256, at most
+  // 16384). At the limit a new connection closes the one idle the longest;
+  // with none idle it is closed at once.
+  size_t max_connections = 0;
+  // A connection that completes no read or write for this long is closed
+  // (0 = never); a request whose handler is still working is not idle.
+  int64_t idle_timeout_ms = 60000;
+  // Largest SSD_READ or PREFETCH body a connection may announce (at most
+  // wire::kMaxKeyFrameBody); a bigger header closes the connection before
+  // anything is allocated.
+  uint64_t max_key_frame_body = uint64_t{8} << 20;
+  // Bytes all requests in flight may hold at once: descriptor lists,
+  // request bodies, SSD read buffers (never WRITE payloads or READ
+  // replies, which move straight between socket and segment).
+  uint64_t max_buffered_bytes = uint64_t{1} << 30;
 };
 
 // Serves the ops of one SSD_READ request. Each op's `dest` is 4096-aligned

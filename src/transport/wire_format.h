@@ -50,7 +50,7 @@ inline constexpr uint32_t kMaxOps = 65536;
 inline constexpr uint64_t kMaxPayload = uint64_t{16} << 30;
 // Bound of the body of SSD_READ and PREFETCH requests (key descriptors),
 // and of the body a server without the op's handler reads and discards.
-inline constexpr uint64_t kMaxKeyFrameBody = uint64_t{64} << 20;
+inline constexpr uint64_t kMaxKeyFrameBody = uint64_t{8} << 20;
 // Keys are 1 to kMaxKeySize bytes, tenants 0 to kMaxTenantSize (empty is
 // the default tenant); both raw bytes without a terminator.
 inline constexpr size_t kMaxKeySize = 4096;
