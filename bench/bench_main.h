@@ -17,6 +17,7 @@ struct BenchOptions {
   // transfer: value sizes and batch sizes to run (all by default).
   std::vector<uint64_t> transfer_sizes = {64ull << 10, 1ull << 20, 4ull << 20};
   std::vector<int> transfer_batches = {1, 16};
+  bool transfer_security = false;  // run RunSecurityCostBench instead
   uint64_t pressure_dram_bytes = 256ull << 20;
   std::string dir;  // scratch directory for SSD files (default /tmp)
 
@@ -56,6 +57,8 @@ int RunExistPrefetchBench(const BenchOptions& opts);
 int RunTierLatencyBench(const BenchOptions& opts);
 int RunRouterPrefetchBench(const BenchOptions& opts);
 int RunRestartBench(const BenchOptions& opts);
+// transfer --security: the cost of authentication and capabilities.
+int RunSecurityCostBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 

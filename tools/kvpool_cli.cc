@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
   bench_transfer
       ->add_option("--batches", bench_opts.transfer_batches, "batch sizes")
       ->capture_default_str();
+  bench_transfer->add_flag(
+      "--security", bench_opts.transfer_security,
+      "instead: the cost of authentication and data-plane capabilities "
+      "(an open and a secure cluster side by side, batch 1)");
   auto* bench_master =
       bench->add_subcommand("master", "tier lookups/s and bytes per object");
   bench_master->add_option("--json", bench_opts.json_path,
@@ -405,7 +409,11 @@ int main(int argc, char** argv) {
   }
   if (*demo) return kvpool::RunDemo(demo_opts);
   if (replay_cmd->chosen()) return replay_cmd->Run();
-  if (*bench_transfer) return kvpool::RunTransferBench(bench_opts);
+  if (*bench_transfer) {
+    return bench_opts.transfer_security
+               ? kvpool::RunSecurityCostBench(bench_opts)
+               : kvpool::RunTransferBench(bench_opts);
+  }
   if (*bench_master) return kvpool::RunMasterBench(bench_opts);
   if (*bench_pressure) return kvpool::RunPressureBench(bench_opts);
   if (*bench_router) return kvpool::RunRouterPrefetchBench(bench_opts);

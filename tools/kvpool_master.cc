@@ -81,6 +81,15 @@ int main(int argc, char** argv) {
                  "a remove or upsert waits this long at most for the holders "
                  "of the old value to delete it (0 = no wait)")
       ->capture_default_str();
+  app.add_option("--data_capabilities", c.data_capabilities,
+                 "sign data-plane capabilities; false lets anyone who reaches "
+                 "a node read and write its memory (docs/security.md)")
+      ->capture_default_str();
+  app.add_option("--write_capability_ttl_ms", c.write_capability_ttl_ms,
+                 "a put's write capability lives this long plus 10 ms per "
+                 "MiB (the window in which its client may write)")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}))
+      ->capture_default_str();
   app.add_flag("--promotion_on_hit", c.promotion_on_hit,
                "promote SSD-only keys that gets hit");
   app.add_option("--promotion_admission_threshold",
@@ -110,6 +119,17 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch_strict_buffer", c.prefetch_strict_buffer,
                  "router promotions land only in the holder's prefetch "
                  "buffer (when it has one)")
+      ->capture_default_str();
+  app.add_option("--max_key_bytes", c.max_key_bytes,
+                 "longest key accepted, bytes (at most 4096, the data "
+                 "plane's limit)")
+      ->capture_default_str();
+  app.add_option("--max_tenant_name_bytes", c.max_tenant_name_bytes,
+                 "longest tenant name accepted, bytes")
+      ->capture_default_str();
+  app.add_option("--max_tenants", c.max_tenants,
+                 "tenants besides the default one kept at once; a put that "
+                 "would create one more is refused")
       ->capture_default_str();
   app.add_option("--cluster_secret_file", c.cluster_secret_file,
                  "file holding the cluster secret (hex, mode 0600); empty = "

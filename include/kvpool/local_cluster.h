@@ -56,6 +56,11 @@ struct LocalClusterOptions {
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.
   std::string cluster_secret_file;
+  // Node i is "<node_id_prefix><i>" (its shm file is named after it, so two
+  // clusters in one process need different prefixes).
+  std::string node_id_prefix = "node";
+  // MasterConfig::data_capabilities (off only to measure their cost).
+  bool data_capabilities = true;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

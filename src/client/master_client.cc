@@ -1,49 +1,6 @@
 #include "client/master_client.h"
 
-#include <grpcpp/support/client_interceptor.h>
-
 namespace kvpool {
-
-namespace {
-
-// Adds a fresh kvpool-auth token to each call. An interceptor, not code at
-// the call sites, because it alone is told the full method name the token
-// must be signed for.
-class AuthInterceptor final : public grpc::experimental::Interceptor {
- public:
-  AuthInterceptor(const auth::Credential* credential, const char* method)
-      : credential_(credential), method_(method) {}
-
-  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
-    if (m->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::
-                PRE_SEND_INITIAL_METADATA)) {
-      m->GetSendInitialMetadata()->emplace(
-          auth::kMetadataKey, credential_->Token(method_, auth::UnixNowMs()));
-    }
-    m->Proceed();
-  }
-
- private:
-  const auth::Credential* credential_;
-  const char* method_;
-};
-
-class AuthInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit AuthInterceptorFactory(std::shared_ptr<const auth::Credential> c)
-      : credential_(std::move(c)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo* info) override {
-    return new AuthInterceptor(credential_.get(), info->method());
-  }
-
- private:
-  std::shared_ptr<const auth::Credential> credential_;
-};
-
-}  // namespace
 
 Result<MasterSecurity> LoadMasterSecurity(const MasterSecurityFiles& files) {
   MasterSecurity out;
@@ -77,6 +34,17 @@ Result<MasterSecurity> LoadMasterSecurity(const MasterSecurityFiles& files) {
   return out;
 }
 
+std::string MasterClient::TokenFor(const char* method) const {
+  const int64_t now = auth::UnixNowMs();
+  std::lock_guard<std::mutex> lock(token_mu_);
+  auto& [issued, token] = tokens_[method];
+  if (token.empty() || now - issued >= 1000 || now < issued) {
+    issued = now;
+    token = credential_->Token(method, now);
+  }
+  return token;
+}
+
 MasterClient::MasterClient(const std::string& address, int timeout_ms,
                            MasterSecurity security)
     : address_(address), timeout_ms_(timeout_ms) {
@@ -97,17 +65,10 @@ MasterClient::MasterClient(const std::string& address, int timeout_ms,
     creds = grpc::InsecureChannelCredentials();
   }
   if (security.credential) {
-    std::vector<
-        std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
-        interceptors;
-    interceptors.push_back(std::make_unique<AuthInterceptorFactory>(
-        std::make_shared<const auth::Credential>(
-            std::move(*security.credential))));
-    channel_ = grpc::experimental::CreateCustomChannelWithInterceptors(
-        address, creds, args, std::move(interceptors));
-  } else {
-    channel_ = grpc::CreateCustomChannel(address, creds, args);
+    credential_ = std::make_shared<const auth::Credential>(
+        std::move(*security.credential));
   }
+  channel_ = grpc::CreateCustomChannel(address, creds, args);
   stub_ = rpc::MasterService::NewStub(channel_);
 }
 

@@ -29,6 +29,7 @@ Status LocalCluster::Start() {
   mc.prefetch_strict_buffer = options_.prefetch_strict_buffer;
   mc.promotion_task_ttl_sec = options_.promotion_task_ttl_sec;
   mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;
+  mc.data_capabilities = options_.data_capabilities;
   mc.cluster_secret_file = options_.cluster_secret_file;
   if (options_.enable_ssd && options_.ssd_root.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");
@@ -40,7 +41,7 @@ Status LocalCluster::Start() {
     nc.master_server_address = master_->address();
     nc.global_segment_size = options_.segment_size;
     nc.heartbeat_interval_ms = options_.heartbeat_interval_ms;
-    nc.node_id = "node" + std::to_string(i);
+    nc.node_id = options_.node_id_prefix + std::to_string(i);
     nc.cluster_secret_file = options_.cluster_secret_file;
     if (options_.enable_ssd) {
       nc.enable_ssd_offload = true;

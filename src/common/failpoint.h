@@ -28,6 +28,7 @@ inline constexpr const char* kFailpointNames[] = {
     "master.remove.after_erase",      // erased, holders not yet waited for
     "master.offload_ack.before",      // a holder's copy arrived, not recorded
     "master.register_memory.midway",  // a directory batch half taken back
+    "master.promotion_call.before",   // a holder's alloc/notify, not yet run
     "node.directory.before_ack",      // events applied, not acknowledged
     "node.offload.after_write",       // SSD record written, master not told
     "node.promotion.after_write",     // promoted bytes written, not notified

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "transport/wire_format.h"
+
 namespace kvpool {
 
 Status MasterConfig::Validate() const {
@@ -27,6 +29,8 @@ Status MasterConfig::Validate() const {
         "put_start_release_timeout_sec");
   }
   if (client_ttl <= 0) return bad("client_ttl must be > 0");
+  if (write_capability_ttl_ms < 100)
+    return bad("write_capability_ttl_ms must be >= 100");
   if (allocation_strategy != "random" &&
       allocation_strategy != "free_ratio_first") {
     return bad("allocation_strategy must be random or free_ratio_first");
@@ -51,6 +55,20 @@ Status MasterConfig::Validate() const {
     return bad("promotion_max_per_heartbeat must be >= 0");
   if (promotion_task_ttl_sec <= 0)
     return bad("promotion_task_ttl_sec must be > 0");
+  if (max_key_bytes < 1 || max_key_bytes > int64_t(wire::kMaxKeySize)) {
+    return bad(fmt::format(
+        "max_key_bytes must be in [1, {}] (the data plane's key limit)",
+        wire::kMaxKeySize));
+  }
+  if (max_tenant_name_bytes < 1 ||
+      max_tenant_name_bytes > int64_t(wire::kMaxTenantSize)) {
+    return bad(fmt::format(
+        "max_tenant_name_bytes must be in [1, {}] (the data plane's limit)",
+        wire::kMaxTenantSize));
+  }
+  // Tenant ids are 32-bit and skip those in use when they wrap.
+  if (max_tenants < 0 || max_tenants > (int64_t{1} << 30))
+    return bad("max_tenants must be in [0, 2^30]");
   // A day at most: beyond it the window stops bounding replays at all.
   if (auth_max_clock_skew_ms <= 0 || auth_max_clock_skew_ms > 86400000)
     return bad("auth_max_clock_skew_ms must be in (0, 86400000]");
@@ -71,8 +89,9 @@ std::string MasterConfig::ToString() const {
       "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
       "promotion_admission_threshold={} promotion_queue_limit={} "
       "promotion_task_ttl_sec={} holder_ack_timeout_ms={} "
-      "put_waits_for_holders={} auth={} auth_max_clock_skew_ms={} tls={} "
-      "tls_client_certs={}",
+      "put_waits_for_holders={} max_key_bytes={} max_tenant_name_bytes={} "
+      "max_tenants={} auth={} auth_max_clock_skew_ms={} tls={} "
+      "tls_client_certs={} data_capabilities={} write_capability_ttl_ms={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio,
       put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
@@ -80,9 +99,11 @@ std::string MasterConfig::ToString() const {
       offload_force_evict, offloading_queue_limit, promotion_on_hit,
       promotion_admission_threshold, promotion_queue_limit,
       promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders,
+      max_key_bytes, max_tenant_name_bytes, max_tenants,
       cluster_secret_file.empty() ? "off" : cluster_secret_file,
       auth_max_clock_skew_ms, tls_cert_file.empty() ? "off" : tls_cert_file,
-      tls_ca_file.empty() ? "off" : tls_ca_file);
+      tls_ca_file.empty() ? "off" : tls_ca_file, data_capabilities,
+      write_capability_ttl_ms);
 }
 
 }  // namespace kvpool

@@ -72,9 +72,33 @@ struct MasterConfig {
   // key drops the trigger's lease, so a consumed block leaves the buffer as
   // soon as its readers are done instead of holding it for a whole lease.
   int64_t prefetch_consumed_lease_ms = 0;
+  // Sign data-plane capabilities (docs/security.md): each node gets a key
+  // at mount and refuses every TCP range and SSD key without the master's
+  // token. Off only to measure what they cost, or for a network where
+  // anyone who can reach a node may read and write all of its memory: the
+  // master then gives nodes no key and they serve unchecked, as with a
+  // master older than capabilities.
+  bool data_capabilities = true;
+  // A put's (and a promotion's) write capability lives this long, plus 10 ms
+  // per MiB of the value, at most put_start_discard_timeout_sec: the window
+  // in which its writer may still write. A revoked or discarded put's range
+  // is held longer than that; an object evicted or removed within it is not
+  // (docs/security.md, "What is not protected yet").
+  int64_t write_capability_ttl_ms = 5000;
   // Test-only: answer the additive prefetch RPCs as an older master would
   // (UNIMPLEMENTED), to prove callers degrade to a quiet no-op.
   bool emulate_pre_prefetch_master = false;
+
+  // ---- limits on what a request may make the master keep ----
+  // Longest key accepted, in bytes; at most the data plane's limit
+  // (wire::kMaxKeySize), which could not carry a longer one.
+  int64_t max_key_bytes = 4096;
+  // Longest tenant name accepted, in bytes.
+  int64_t max_tenant_name_bytes = 256;
+  // Tenants (besides the default one) the master keeps at once: a request
+  // that would create one more is refused with NO_AVAILABLE_HANDLE. A
+  // tenant holding nothing any more is forgotten and no longer counts.
+  int64_t max_tenants = 4096;
 
   // ---- identity and TLS on the control plane (docs/security.md) ----
   // File holding the cluster secret (hex, mode 0600). Empty: no

@@ -12,6 +12,22 @@ grpc::Status TooLarge() {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                       "batch larger than 65536 keys");
 }
+
+// The code of a batch item whose own handler refused it (a credential that
+// went stale mid-batch, say): never 0, since the item was not run.
+int32_t RefusedItemCode(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return ToInt(ErrorCode::ILLEGAL_CLIENT);
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return ToInt(ErrorCode::INVALID_PARAMS);
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return ToInt(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS);
+    default:
+      return ToInt(ErrorCode::INTERNAL_ERROR);
+  }
+}
 }  // namespace
 
 void ToProto(const ReplicaDesc& d, const CapGrant& g,
@@ -45,13 +61,12 @@ void ToProto(const ReplicaDesc& d, const CapGrant& g,
   }
 }
 
-CapGrant WriteGrant(const MasterConfig& c) {
-  // Past the discard timeout another put may take the key; the range
-  // itself is released only much later (put_start_release_timeout_sec), so
-  // no token of this put outlives its hold on the bytes.
+// Short-lived: a revoked or discarded put's range is held past it (a late
+// write is refused, never lands on the next owner's bytes).
+CapGrant WriteGrant(const MasterService& svc, uint64_t size) {
   return CapGrant{cap::kOpWrite, 0,
-                  cap::WallNowMs() + c.put_start_discard_timeout_sec * 1000,
-                  nullptr, nullptr};
+                  cap::WallNowMs() + svc.WriteGrantTtlMs(size), nullptr,
+                  nullptr};
 }
 
 grpc::Status MasterGrpcService::MountSegment(
@@ -271,7 +286,8 @@ grpc::Status MasterGrpcService::PromotionAllocStart(
                                      req->size(), req->task_id());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
-    ToProto(r.value(), WriteGrant(svc_->config()), resp->mutable_replica());
+    ToProto(r.value(), WriteGrant(*svc_, r.value().length),
+            resp->mutable_replica());
   }
   return grpc::Status::OK;
 }
@@ -287,8 +303,13 @@ grpc::Status MasterGrpcService::BatchPromotionAllocStart(
                         "BatchPromotionAllocStart");
   }
   if (req->items_size() > kMaxBatch) return TooLarge();
-  for (const auto& item : req->items())
-    PromotionAllocStart(ctx, &item, resp->add_items());
+  for (const auto& item : req->items()) {
+    rpc::PromotionAllocStartResponse* out = resp->add_items();
+    if (grpc::Status s = PromotionAllocStart(ctx, &item, out); !s.ok()) {
+      out->Clear();
+      out->set_error_code(RefusedItemCode(s));
+    }
+  }
   return grpc::Status::OK;
 }
 
@@ -305,8 +326,8 @@ grpc::Status MasterGrpcService::BatchPromotionNotify(
   if (req->items_size() > kMaxBatch) return TooLarge();
   for (const auto& item : req->items()) {
     rpc::KeyStatus st;
-    NotifyPromotion(ctx, &item, &st);
-    resp->add_error_codes(st.error_code());
+    grpc::Status s = NotifyPromotion(ctx, &item, &st);
+    resp->add_error_codes(s.ok() ? st.error_code() : RefusedItemCode(s));
   }
   return grpc::Status::OK;
 }
@@ -391,7 +412,7 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
-    const CapGrant g = WriteGrant(svc_->config());
+    const CapGrant g = WriteGrant(*svc_, req.size());
     for (const auto& d : r.value()) ToProto(d, g, resp->add_replicas());
   }
 }
@@ -529,12 +550,10 @@ grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext* ctx,
                                           rpc::RemoveAllResponse* resp) {
   if (auto auth = Authorize(ctx, RpcMethod::kRemoveAll, *req); !auth.ok())
     return auth;
-  if (req->key_regex().empty()) {
-    resp->set_removed(svc_->RemoveAll(req->tenant(), req->force()));
-    resp->set_error_code(0);
-    return grpc::Status::OK;
-  }
-  auto r = svc_->RemoveByRegex(req->tenant(), req->key_regex(), req->force());
+  auto r =
+      req->key_regex().empty()
+          ? svc_->RemoveAll(req->tenant(), req->force())
+          : svc_->RemoveByRegex(req->tenant(), req->key_regex(), req->force());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) resp->set_removed(*r);
   return grpc::Status::OK;

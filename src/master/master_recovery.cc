@@ -40,8 +40,9 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
       if (auto known = nodes_.Info(*idx)) key = known->cap_key;
     }
   }
-  if (!key)
+  if (!key && config_.data_capabilities) {
     key = std::make_shared<cap::Key>(crypto::RandomBytes(cap::kKeySize));
+  }
   info.cap_key = key;
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
                   pulls_promotions, keeps_dram_directory, key);
@@ -161,18 +162,17 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
                                    uint64_t version, uint64_t size,
                                    ObjectMap::iterator* attach_to) {
   *attach_to = shard.objects.end();
-  if (version < floor_.Get(ObjectKeyHash()(key))) {
+  // By the tenant's name: the tenant may have been emptied and forgotten
+  // since, and this copy is what creates it again.
+  const uint64_t tenant_hash = tenants_.NameHash(key.tenant);
+  if (version < floor_.Get(FloorHash(tenant_hash, key.key))) {
     return ErrorCode::OBJECT_NOT_FOUND;  // removed or replaced since
   }
-  if (version <
-      lost_versions_.Get(LostKeyHash(ObjectKeyView{key.tenant, key.key}))) {
+  if (version < lost_versions_.Get(LostKeyHash(tenant_hash, key.key))) {
     return ErrorCode::OBJECT_ALREADY_EXISTS;  // a newer value was lost
   }
-  {
-    std::lock_guard<std::mutex> lock(tenant_floor_mu_);
-    auto t = tenant_floor_.find(key.tenant);
-    if (t != tenant_floor_.end() && version < t->second)
-      return ErrorCode::OBJECT_NOT_FOUND;  // remove_all since
+  if (version < tenant_floor_.Get(tenant_hash)) {
+    return ErrorCode::OBJECT_NOT_FOUND;  // remove_all since
   }
   versions_.Observe(version);
   auto it = shard.objects.find(key);
@@ -220,12 +220,17 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
     if (i == objects.size() / 2)
       KVPOOL_FAILPOINT("master.register_memory.midway");
     const auto& o = objects[i];
-    if (!ValidateKey(o.key).ok() || o.size == 0 || o.size > info->capacity ||
-        o.offset > info->capacity - o.size) {
+    if (!ValidateName(o.tenant, o.key).ok() || o.size == 0 ||
+        o.size > info->capacity || o.offset > info->capacity - o.size) {
       out[i] = ErrorCode::INVALID_PARAMS;
       continue;
     }
-    ObjectKey key = MakeKey(o.tenant, o.key);
+    ObjectKey key;
+    TenantPin pin;
+    if (Status s = PinKey(o.tenant, o.key, &key, &pin); !s.ok()) {
+      out[i] = s.code();
+      continue;
+    }
     auto& shard = objects_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     ObjectMap::iterator attach;
@@ -246,6 +251,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       m.version = o.version != 0 ? o.version : versions_.Next();
       m.last_access_ms = now;
       m.replicas.push_back(rep);
+      pin.Transfer();  // to the object
       auto [ins, ok] = shard.objects.emplace(std::move(key), std::move(m));
       attach = ins;
     }

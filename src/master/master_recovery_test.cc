@@ -236,7 +236,7 @@ TEST_F(MasterRecoveryTest, RemoveAllBeforeReRegistrationRemovesThoseCopiesToo) {
   Beat("a");
   Restart();
   // The client's remove_all reaches the new master before the node.
-  EXPECT_EQ(svc_->RemoveAll("", true), 0u);
+  EXPECT_EQ(svc_->RemoveAll("", true).value(), 0u);
   const uint32_t seg = Mount("a", true);
   auto codes = svc_->RegisterMemoryObjects("a", seg, Directory("a"), true);
   ASSERT_TRUE(codes.ok());

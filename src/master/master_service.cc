@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 #include <re2/re2.h>
+
 #include <spdlog/spdlog.h>
+#include "common/capability.h"
 
 #include <algorithm>
 #include <random>
@@ -24,6 +26,9 @@ const std::string& TenantOrDefault(const std::string& t) {
 
 MasterService::MasterService(MasterConfig config, const Clock* clock)
     : config_(std::move(config)),
+      max_key_bytes_(static_cast<size_t>(config_.max_key_bytes)),
+      max_tenant_name_bytes_(
+          static_cast<size_t>(config_.max_tenant_name_bytes)),
       clock_(clock),
       segments_(ParseStrategy(config_.allocation_strategy)),
       // A tick may count for two housekeeping periods, never for more
@@ -36,9 +41,14 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
       incarnation_(std::random_device{}() |
                    (uint64_t(std::random_device{}()) << 32) | 1),
       emulate_pre_prefetch_(config_.emulate_pre_prefetch_master) {
+  // Never unpinned: the default tenant stays, outside max_tenants.
+  tenants_.Pin(kDefaultTenant, 1);
   metrics_.AddGauge(
       "kvpool_master_objects", "", [this] { return double(objects_.Size()); },
       "objects known to the master");
+  metrics_.AddGauge(
+      "kvpool_master_tenants", "", [this] { return double(tenant_count()); },
+      "tenants the master keeps besides the default one (max_tenants)");
   for (auto [kind, name] :
        {std::pair{SegmentKind::kMain, "main"},
         std::pair{SegmentKind::kPrefetchBuffer, "prefetch_buffer"}}) {
@@ -118,19 +128,52 @@ void MasterService::CountResult(const char* op, ErrorCode code) {
       .Inc();
 }
 
-Status MasterService::ValidateKey(const std::string& key) const {
+Status MasterService::ValidateKey(std::string_view key) const {
   if (key.empty()) return Status(ErrorCode::INVALID_KEY, "empty key");
-  if (key.size() > kMaxKeyLength) {
+  if (key.size() > max_key_bytes_) {
     return Status(ErrorCode::INVALID_KEY,
-                  fmt::format("key of {} bytes exceeds the limit of {}",
-                              key.size(), kMaxKeyLength));
+                  fmt::format("key of {} bytes exceeds max_key_bytes ({})",
+                              key.size(), max_key_bytes_));
   }
   return Status::OK();
 }
 
-ObjectKey MasterService::MakeKey(const std::string& tenant,
-                                 const std::string& key) {
-  return ObjectKey{tenants_.Intern(TenantOrDefault(tenant)), key};
+Status MasterService::ValidateTenant(std::string_view tenant) const {
+  if (tenant.size() > max_tenant_name_bytes_) {
+    return Status(
+        ErrorCode::INVALID_PARAMS,
+        fmt::format("tenant name of {} bytes exceeds max_tenant_name_bytes "
+                    "({})",
+                    tenant.size(), max_tenant_name_bytes_));
+  }
+  return Status::OK();
+}
+
+Status MasterService::ValidateName(std::string_view tenant,
+                                   std::string_view key) const {
+  if (Status s = ValidateTenant(tenant); !s.ok()) return s;
+  return ValidateKey(key);
+}
+
+Status MasterService::PinKey(const std::string& tenant, const std::string& key,
+                             ObjectKey* out, TenantPin* pin) {
+  // +1: the default tenant's entry, which max_tenants does not count.
+  const int64_t id = tenants_.Pin(TenantOrDefault(tenant),
+                                  static_cast<size_t>(config_.max_tenants) + 1);
+  if (id < 0) {
+    metrics_
+        .GetCounter("kvpool_master_tenant_limit_refusals_total", "",
+                    "requests refused because they would create a tenant "
+                    "beyond max_tenants")
+        .Inc();
+    return Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                  fmt::format("the master keeps max_tenants ({}) tenants "
+                              "already: no new tenant until one is empty",
+                              config_.max_tenants));
+  }
+  *pin = TenantPin(&tenants_, static_cast<uint32_t>(id));
+  *out = ObjectKey{static_cast<uint32_t>(id), key};
+  return Status::OK();
 }
 
 bool MasterService::LookupKey(const std::string& tenant, const std::string& key,
@@ -272,7 +315,9 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
       if (reps.empty()) {
+        const uint32_t tenant = it->first.tenant;
         shard.upserts.erase(it++);  // absl: other iterators stay valid
+        tenants_.Unref(tenant);
       } else {
         ++it;
       }
@@ -350,7 +395,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     CountResult("puts", s.code());
     return s;
   };
-  if (Status s = ValidateKey(key); !s.ok()) return fail(s);
+  if (Status s = ValidateName(tenant, key); !s.ok()) return fail(s);
   if (size == 0)
     return fail(Status(ErrorCode::INVALID_PARAMS, "size must be > 0"));
   uint64_t largest = segments_.LargestCapacity(SegmentKind::kMain);
@@ -364,7 +409,9 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     return fail(
         Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 16]"));
   }
-  ObjectKey okey = MakeKey(tenant, key);
+  ObjectKey okey;
+  TenantPin pin;
+  if (Status s = PinKey(tenant, key, &okey, &pin); !s.ok()) return fail(s);
   auto& shard = objects_.ShardFor(okey);
   const int64_t now = clock_->NowMs();
   const int64_t discard_ms = config_.put_start_discard_timeout_sec * 1000;
@@ -384,6 +431,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
       ReleaseReplicas(up->second.replicas,
                       up->second.last_access_ms + release_ms);
       shard.upserts.erase(up);
+      tenants_.Unref(okey.tenant);
     }
     if (it == shard.objects.end()) return Status::OK();
     ObjectMeta& m = it->second;
@@ -501,6 +549,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   } else {
     shard.objects.emplace(okey, std::move(meta));
   }
+  pin.Transfer();  // to the object or upsert
   shard.pending_puts.insert(okey);
   CountResult("puts", ErrorCode::OK);
   // Wake the eviction thread as soon as the watermark is crossed instead of
@@ -539,7 +588,7 @@ std::vector<Status> MasterService::BatchPutEnd(
 Status MasterService::CommitPut(
     const std::string& tenant, const std::string& key,
     std::vector<std::pair<uint32_t, uint64_t>>* holders) {
-  if (Status s = ValidateKey(key); !s.ok()) return s;
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
   ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
@@ -548,6 +597,8 @@ Status MasterService::CommitPut(
   const int64_t now = clock_->NowMs();
   auto up = shard.upserts.find(okey);
   if (up != shard.upserts.end()) {
+    // The upsert's reference on the tenant passes to the object it becomes,
+    // so the tenant outlives the erase of the old value below.
     ObjectMeta fresh = std::move(up->second);
     shard.upserts.erase(up);
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
@@ -595,7 +646,7 @@ Status MasterService::CommitPut(
 
 Status MasterService::PutRevoke(const std::string& tenant,
                                 const std::string& key) {
-  if (Status s = ValidateKey(key); !s.ok()) return s;
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
   ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
@@ -610,6 +661,7 @@ Status MasterService::PutRevoke(const std::string& tenant,
     ReleaseReplicas(up->second.replicas, not_before);
     shard.upserts.erase(up);
     ForgetPendingPut(shard, okey);
+    tenants_.Unref(okey.tenant);
     return Status::OK();
   }
   auto it = shard.objects.find(okey);
@@ -622,8 +674,10 @@ Status MasterService::PutRevoke(const std::string& tenant,
     return r.status == ReplicaStatus::kProcessing;
   }),
                   not_before);
-  if (reps.empty()) shard.objects.erase(it);
+  const bool gone = reps.empty();
+  if (gone) shard.objects.erase(it);
   ForgetPendingPut(shard, okey);
+  if (gone) tenants_.Unref(okey.tenant);
   return Status::OK();
 }
 
@@ -643,7 +697,7 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     CountResult("gets", s.code());
     return s;
   };
-  if (Status s = ValidateKey(key); !s.ok()) return fail(s);
+  if (Status s = ValidateName(tenant, key); !s.ok()) return fail(s);
   ObjectKeyView okey;
   if (!LookupKey(tenant, key, &okey))
     return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
@@ -688,8 +742,8 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
 ErrorCode MasterService::ExistKey(const std::string& tenant,
                                   const std::string& key, bool grant_lease) {
   ErrorCode code = ErrorCode::OBJECT_NOT_FOUND;
-  if (!ValidateKey(key).ok()) {
-    code = ErrorCode::INVALID_KEY;
+  if (Status s = ValidateName(tenant, key); !s.ok()) {
+    code = s.code();
   } else if (ObjectKeyView okey; LookupKey(tenant, key, &okey)) {
     auto& shard = objects_.ShardFor(okey);
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -713,7 +767,7 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
                              int64_t now, BatchQueryResult* out) const {
   QueryItem item;
   item.first_replica = static_cast<uint32_t>(out->replicas.size());
-  if (key.empty() || key.size() > kMaxKeyLength) {
+  if (!KeyFits(key)) {
     item.code = ErrorCode::INVALID_KEY;
   } else if (tenant_id < 0) {
     item.code = ErrorCode::OBJECT_NOT_FOUND;
@@ -738,7 +792,7 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
 
 void MasterService::PrefetchLookup(int64_t tenant_id, std::string_view key,
                                    PrefetchStage stage) const {
-  if (tenant_id < 0 || key.empty() || key.size() > kMaxKeyLength) return;
+  if (tenant_id < 0 || !KeyFits(key)) return;
   ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
   auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
   // Under the lock: the table's arrays may be reallocated by a writer.
@@ -776,10 +830,15 @@ QueryResult MasterService::QueryReadOnly(const std::string& tenant,
 
 Status MasterService::Remove(const std::string& tenant, const std::string& key,
                              bool force) {
-  if (Status s = ValidateKey(key); !s.ok()) return s;
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
   ObjectKeyView okey;
-  if (!LookupKey(tenant, key, &okey))
+  if (!LookupKey(tenant, key, &okey)) {
+    // As for an unknown key below, and without creating the tenant: its
+    // floor is keyed by name.
+    floor_.Raise(FloorHash(TenantTable::HashName(TenantOrDefault(tenant)), key),
+                 versions_.Next());
     return Status(ErrorCode::OBJECT_NOT_FOUND);
+  }
   auto& shard = objects_.ShardFor(okey);
   std::vector<std::pair<uint32_t, uint64_t>> holders;
   {
@@ -788,7 +847,7 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
     if (it == shard.objects.end()) {
       // A node may still re-register a copy this master has not heard of yet
       // (it just restarted): that copy is older than this remove.
-      floor_.Raise(ObjectKeyHash()(okey), versions_.Next());
+      floor_.Raise(FloorHash(okey), versions_.Next());
       return Status(ErrorCode::OBJECT_NOT_FOUND);
     }
     ObjectMeta& m = it->second;
@@ -832,7 +891,8 @@ MasterService::ObjectMap::iterator MasterService::RemoveObject(
   return next;
 }
 
-uint64_t MasterService::RemoveAll(const std::string& tenant, bool force) {
+Result<uint64_t> MasterService::RemoveAll(const std::string& tenant,
+                                          bool force) {
   return RemoveMatching(tenant, force, nullptr);
 }
 
@@ -860,17 +920,19 @@ Result<uint64_t> MasterService::RemoveByRegex(const std::string& tenant,
   return RemoveMatching(tenant, force, &re);
 }
 
-uint64_t MasterService::RemoveMatching(const std::string& tenant, bool force,
-                                       const re2::RE2* key_regex) {
-  int64_t tid = tenants_.Lookup(TenantOrDefault(tenant));
+Result<uint64_t> MasterService::RemoveMatching(const std::string& tenant,
+                                               bool force,
+                                               const re2::RE2* key_regex) {
+  if (Status s = ValidateTenant(tenant); !s.ok()) return s;
+  const std::string& name = TenantOrDefault(tenant);
   if (key_regex == nullptr) {
     // Copies a node has yet to re-register (this master just started, or
     // the node was declared dead) are removed too: none older comes back.
-    if (tid < 0) tid = tenants_.Intern(TenantOrDefault(tenant));
-    std::lock_guard<std::mutex> lock(tenant_floor_mu_);
-    tenant_floor_[static_cast<uint32_t>(tid)] = versions_.Next();
+    // Keyed by name, so an unknown tenant is not created for it.
+    tenant_floor_.Raise(TenantTable::HashName(name), versions_.Next());
   }
-  if (tid < 0) return 0;
+  const int64_t tid = tenants_.Lookup(name);
+  if (tid < 0) return uint64_t{0};
   uint64_t removed = 0;
   const int64_t now = clock_->NowMs();
   std::vector<std::pair<uint32_t, uint64_t>> holders;
@@ -1116,7 +1178,9 @@ void MasterService::Housekeep() {
         if (table == &shard.objects) {
           EraseObject(shard, it, 0);
         } else {
+          const uint32_t tenant = it->first.tenant;
           table->erase(it);
+          tenants_.Unref(tenant);
         }
       }
       key = still_pending ? std::next(key) : shard.pending_puts.erase(key);

@@ -7,7 +7,8 @@
 //
 // Thread-safe. Lock order: object shard -> node registry -> segment
 // allocator (the registry releases acknowledged ranges under its lock);
-// nothing takes a shard lock while holding one of the others.
+// nothing takes a shard lock while holding one of the others. The tenant
+// table's lock is a leaf, taken under any of them.
 #ifndef KVPOOL_MASTER_MASTER_SERVICE_H_
 #define KVPOOL_MASTER_MASTER_SERVICE_H_
 
@@ -41,6 +42,8 @@ class RE2;
 
 namespace kvpool {
 
+// The default of MasterConfig::max_key_bytes, and its bound: the data
+// plane's (wire::kMaxKeySize).
 inline constexpr size_t kMaxKeyLength = 4096;
 inline constexpr const char* kDefaultTenant = "default";
 // How long a range whose owner vanished is kept before reuse when a holder
@@ -171,8 +174,10 @@ class MasterService {
   // once; OBJECT_ALREADY_EXISTS = the pool has a newer value;
   // OBJECT_NOT_FOUND = the key was removed or replaced since (or a slot it
   // shares with such a key was: a clean miss, never a stale value);
-  // INVALID_PARAMS = the range is not free or out of bounds. `done` ends
-  // the directory. SEGMENT_NOT_FOUND / CLIENT_NOT_FOUND for the whole call.
+  // INVALID_PARAMS = the range is not free or out of bounds, or the key or
+  // tenant is over its limit; NO_AVAILABLE_HANDLE = its tenant would be one
+  // more than max_tenants. `done` ends the directory. SEGMENT_NOT_FOUND /
+  // CLIENT_NOT_FOUND for the whole call.
   Result<std::vector<ErrorCode>> RegisterMemoryObjects(
       const std::string& node_id, uint32_t segment_id,
       const std::vector<MemoryObjectIn>& objects, bool done);
@@ -227,8 +232,9 @@ class MasterService {
   // ---- remove ----
   Status Remove(const std::string& tenant, const std::string& key, bool force);
   // Removes every object of the tenant that is complete and unleased (all,
-  // with force). Returns how many were removed.
-  uint64_t RemoveAll(const std::string& tenant, bool force);
+  // with force). Returns how many were removed; INVALID_PARAMS for a tenant
+  // name over max_tenant_name_bytes.
+  Result<uint64_t> RemoveAll(const std::string& tenant, bool force);
   // The same, only for keys `key_regex` matches as a whole (ECMAScript
   // syntax); INVALID_PARAMS for a malformed expression.
   Result<uint64_t> RemoveByRegex(const std::string& tenant,
@@ -268,7 +274,8 @@ class MasterService {
   // SSD (the seed's decision flow). Per key: OK with a task id and size, or
   // UNAVAILABLE_IN_CURRENT_STATUS, OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY,
   // PROMOTION_ALREADY_EXISTS (skip quietly), INVALID_PARAMS (not the
-  // holder), KEYS_ULTRA_LIMIT (shared in-flight cap). No sketch, no
+  // holder, or a tenant over max_tenant_name_bytes), INVALID_KEY,
+  // KEYS_ULTRA_LIMIT (shared in-flight cap). No sketch, no
   // watermark, no mailbox: the caller runs the promotion itself.
   struct PrefetchRegistration {
     ErrorCode code = ErrorCode::OK;
@@ -282,7 +289,8 @@ class MasterService {
   // the RFC's per-key statuses. Inside the promote-on-hit gates (watermark,
   // dedup, shared in-flight cap) except the frequency sketch; the lease is
   // granted at enqueue. UNAVAILABLE_IN_CURRENT_STATUS for every key when
-  // enable_prefetch_trigger is off.
+  // enable_prefetch_trigger is off; INVALID_PARAMS for a tenant over
+  // max_tenant_name_bytes (a key over max_key_bytes is kNotFound).
   enum class PrefetchStatus : uint8_t {
     kInMemory,
     kQueued,
@@ -334,18 +342,47 @@ class MasterService {
   MetricsRegistry& metrics() { return metrics_; }
   std::string StatusJson() const;
   const MasterConfig& config() const { return config_; }
+  // How long a write capability for a value of `size` bytes lives.
+  int64_t WriteGrantTtlMs(uint64_t size) const {
+    return std::min<int64_t>(
+        config_.write_capability_ttl_ms + int64_t(size >> 20) * 10,
+        config_.put_start_discard_timeout_sec * 1000);
+  }
   SegmentManager& segments() { return segments_; }
   NodeRegistry& nodes() { return nodes_; }
   const TenantTable& tenants() const { return tenants_; }
+  // Tenants other than the default one (which always exists): those that
+  // hold an object, an upsert, or a request working on their first one.
+  size_t tenant_count() const { return tenants_.size() - 1; }
 
  private:
   using Shard = ObjectStore::Shard;
   using ObjectMap = decltype(Shard::objects);
 
-  Status ValidateKey(const std::string& key) const;
-  ObjectKey MakeKey(const std::string& tenant, const std::string& key);
+  // INVALID_KEY for an empty key or one over max_key_bytes.
+  Status ValidateKey(std::string_view key) const;
+  // INVALID_PARAMS for a tenant name over max_tenant_name_bytes.
+  Status ValidateTenant(std::string_view tenant) const;
+  bool KeyFits(std::string_view key) const {
+    return !key.empty() && key.size() <= max_key_bytes_;
+  }
+  // Both of the above.
+  Status ValidateName(std::string_view tenant, std::string_view key) const;
+  // The key with its tenant pinned by `pin` (created if new): for requests
+  // that may insert it. NO_AVAILABLE_HANDLE when that would make more than
+  // max_tenants tenants.
+  Status PinKey(const std::string& tenant, const std::string& key,
+                ObjectKey* out, TenantPin* pin);
   bool LookupKey(const std::string& tenant, const std::string& key,
                  ObjectKeyView* out) const;
+  // What a key's version floor and lost versions are keyed by: the tenant's
+  // name and the key, so that they hold for a tenant created again.
+  static uint64_t FloorHash(uint64_t tenant_hash, std::string_view key) {
+    return ObjectKeyHash::Hash(0, key) ^ (tenant_hash * 0x9E3779B97F4A7C15ull);
+  }
+  uint64_t FloorHash(const ObjectKeyView& k) const {
+    return FloorHash(tenants_.NameHash(k.tenant), k.key);
+  }
   ReplicaDesc Describe(const Replica& r, uint64_t size) const;
   void QueryOne(int64_t tenant_id, std::string_view key, int64_t now,
                 BatchQueryResult* out) const;
@@ -372,7 +409,7 @@ class MasterService {
   // itself was still current); after the loss of its last node any (that
   // node was only declared dead and may hold it still).
   enum class EraseCause { kRemoved, kEvicted, kLost };
-  static uint64_t LostKeyHash(const ObjectKeyView& k);
+  static uint64_t LostKeyHash(uint64_t tenant_hash, std::string_view key);
   // A user's remove of `it` (shard lock held): its SSD copies dropped, its
   // bytes kept while a reader or writer may touch them, and the holders to
   // wait for added to `holders`. Returns the iterator past it.
@@ -426,8 +463,8 @@ class MasterService {
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
-  uint64_t RemoveMatching(const std::string& tenant, bool force,
-                          const re2::RE2* key_regex);
+  Result<uint64_t> RemoveMatching(const std::string& tenant, bool force,
+                                  const re2::RE2* key_regex);
   // Router promotions that will land in a holder's prefetch buffer reserve
   // their bytes from enqueue until PromotionAllocStart (or the end of the
   // task), so a burst of triggers cannot overbook the buffer.
@@ -437,6 +474,8 @@ class MasterService {
   void BackgroundLoop();
 
   const MasterConfig config_;
+  const size_t max_key_bytes_;
+  const size_t max_tenant_name_bytes_;
   const Clock* clock_;
   MetricsRegistry metrics_;
   SegmentManager segments_;
@@ -450,10 +489,15 @@ class MasterService {
   VersionClock versions_;
   VersionFloor floor_;
   LostVersions lost_versions_;
-  // Per tenant id: versions below this were removed by remove_all, whether
-  // or not the master knew the key then (a restart's re-registration).
-  std::mutex tenant_floor_mu_;
-  std::unordered_map<uint32_t, uint64_t> tenant_floor_;
+  // Per tenant name (hashed into shared slots, as floor_ does keys):
+  // versions below this were removed by remove_all, whether or not the
+  // master knew the key then (a restart's re-registration). Not part of the
+  // tenant's entry, which is forgotten once the tenant is empty: a node
+  // that re-registers the tenant's old copies later re-creates the tenant
+  // and must still be refused. Fixed memory however many tenants come and
+  // go; a tenant sharing a slot with another only has copies older than
+  // that one's remove_all refused (a clean miss), never a stale one taken.
+  VersionFloor tenant_floor_{size_t{1} << 16};
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     bool awaiting_directory = false;
@@ -489,11 +533,19 @@ template <typename KeyRange>
 void MasterService::QueryReadOnlyBatch(const std::string& tenant,
                                        const KeyRange& keys,
                                        BatchQueryResult* out) const {
-  int64_t tid =
-      tenants_.Lookup(tenant.empty() ? std::string(kDefaultTenant) : tenant);
-  int64_t now = clock_->NowMs();
   const size_t n = static_cast<size_t>(keys.size());
   out->items.reserve(out->items.size() + n);
+  if (tenant.size() > max_tenant_name_bytes_) {
+    QueryItem bad;
+    bad.code = ErrorCode::INVALID_PARAMS;
+    bad.first_replica = static_cast<uint32_t>(out->replicas.size());
+    out->items.insert(out->items.end(), n, bad);
+    return;
+  }
+  int64_t tid =
+      tenants_.Lookup(tenant.empty() ? std::string_view(kDefaultTenant)
+                                     : std::string_view(tenant));
+  int64_t now = clock_->NowMs();
   // Key i is looked up while key i+kAhead's node and key i+2*kAhead's slot
   // are on their way: at a million objects a lookup is about three DRAM
   // misses in a row, and one at a time they bound the master's rate.

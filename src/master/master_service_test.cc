@@ -508,8 +508,8 @@ TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
   for (int i = 0; i < 5; ++i)
     ASSERT_TRUE(Put("k" + std::to_string(i), 100).ok());
   ASSERT_TRUE(svc_->GetReplicaList("", "k0").ok());
-  EXPECT_EQ(svc_->RemoveAll("", false), 4u);
-  EXPECT_EQ(svc_->RemoveAll("", true), 1u);
+  EXPECT_EQ(svc_->RemoveAll("", false).value(), 4u);
+  EXPECT_EQ(svc_->RemoveAll("", true).value(), 1u);
   EXPECT_EQ(svc_->Stats().objects, 0u);
 }
 

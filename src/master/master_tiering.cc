@@ -21,11 +21,12 @@ void CountPendingRead(ObjectMeta& m) {
 
 }  // namespace
 
-uint64_t MasterService::LostKeyHash(const ObjectKeyView& k) {
+uint64_t MasterService::LostKeyHash(uint64_t tenant_hash,
+                                    std::string_view key) {
   // Independent of the table's hash, so shard-mates do not cluster here.
-  const uint64_t h = std::hash<std::string_view>()(k.key);
-  return (h ^ (uint64_t{k.tenant} << 32 | k.tenant)) * 0x9E3779B97F4A7C15ull +
-         k.key.size();
+  const uint64_t h = std::hash<std::string_view>()(key);
+  return (h ^ (tenant_hash << 32 | tenant_hash >> 32)) * 0x9E3779B97F4A7C15ull +
+         key.size();
 }
 
 MasterService::ObjectMap::iterator MasterService::EraseObject(
@@ -33,6 +34,8 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     EraseCause cause) {
   const int64_t now = clock_->NowMs();
   ObjectKeyView kv{it->first.tenant, it->first.key};
+  const uint32_t tenant = it->first.tenant;
+  const uint64_t tenant_hash = tenants_.NameHash(tenant);
   // No copy older than what ends here may come back. A lost value raises
   // nothing: its node was only declared dead and may bring it back, and
   // raising a shared slot to its version would refuse other keys' good
@@ -40,12 +43,12 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   // holders of one key were both declared dead, the one with the older
   // value may return first and serve it (docs/failure_model.md).
   if (cause == EraseCause::kRemoved) {
-    floor_.Raise(ObjectKeyHash()(kv), versions_.Next());
+    floor_.Raise(FloorHash(tenant_hash, kv.key), versions_.Next());
   } else if (cause == EraseCause::kEvicted) {
-    floor_.Raise(ObjectKeyHash()(kv), it->second.version);
+    floor_.Raise(FloorHash(tenant_hash, kv.key), it->second.version);
   } else {
     // Exactly, per key: an older copy elsewhere must not replace it.
-    lost_versions_.Record(LostKeyHash(kv), it->second.version);
+    lost_versions_.Record(LostKeyHash(tenant_hash, kv.key), it->second.version);
   }
   auto off = shard.offloads.find(kv);
   if (off != shard.offloads.end()) {
@@ -60,6 +63,8 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   // absl's erase(iterator) returns nothing; it leaves other iterators valid.
   auto next = std::next(it);
   shard.objects.erase(it);
+  // Last: the tenant may go with its last object.
+  tenants_.Unref(tenant);
   return next;
 }
 
@@ -236,7 +241,12 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     ObjectKeyView kv;
-    if (!ValidateKey(r.key).ok() || !LookupKey(r.tenant, r.key, &kv)) {
+    if (!ValidateName(r.tenant, r.key).ok()) {
+      out[i] = ErrorCode::INVALID_PARAMS;  // no task ever named it
+      ++stale;
+      continue;
+    }
+    if (!LookupKey(r.tenant, r.key, &kv)) {
       out[i] = ErrorCode::OBJECT_NOT_FOUND;
       ++stale;
       continue;
@@ -298,11 +308,16 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
   uint64_t taken = 0;
   for (size_t i = 0; i < objects.size(); ++i) {
     const auto& o = objects[i];
-    if (!ValidateKey(o.key).ok() || o.size == 0) {
+    if (!ValidateName(o.tenant, o.key).ok() || o.size == 0) {
       out[i] = ErrorCode::INVALID_PARAMS;
       continue;
     }
-    ObjectKey key = MakeKey(o.tenant, o.key);
+    ObjectKey key;
+    TenantPin pin;
+    if (Status s = PinKey(o.tenant, o.key, &key, &pin); !s.ok()) {
+      out[i] = s.code();
+      continue;
+    }
     auto& shard = objects_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(key);
@@ -323,6 +338,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
       m.version = o.version != 0 ? o.version : versions_.Next();
       m.last_access_ms = now;
       m.replicas.push_back(rep);
+      pin.Transfer();  // to the object
       shard.objects.emplace(std::move(key), std::move(m));
     }
     ++taken;
@@ -342,6 +358,10 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
   }
   const int64_t now = clock_->NowMs();
   for (size_t i = 0; i < objects.size(); ++i) {
+    if (!ValidateName(objects[i].tenant, objects[i].key).ok()) {
+      out[i] = ErrorCode::INVALID_PARAMS;
+      continue;
+    }
     ObjectKeyView kv;
     if (!LookupKey(objects[i].tenant, objects[i].key, &kv)) continue;
     auto& shard = objects_.ShardFor(kv);
@@ -374,6 +394,8 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
 Result<ReplicaDesc> MasterService::PromotionAllocStart(
     const std::string& node_id, const std::string& tenant,
     const std::string& key, uint64_t size, uint64_t task_id) {
+  KVPOOL_FAILPOINT("master.promotion_call.before");
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
   auto idx = nodes_.IndexOf(node_id);
   if (!idx)
     return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
@@ -441,6 +463,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                                       const std::string& tenant,
                                       const std::string& key, uint64_t task_id,
                                       bool success, bool expired) {
+  KVPOOL_FAILPOINT("master.promotion_call.before");
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
   auto idx = nodes_.IndexOf(node_id);
   if (!idx)
     return Status(ErrorCode::CLIENT_NOT_FOUND, "unknown node " + node_id);
@@ -630,8 +654,12 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       r.code = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
       continue;
     }
+    if (Status s = ValidateName(tenant, keys[i]); !s.ok()) {
+      r.code = s.code();
+      continue;
+    }
     ObjectKeyView kv;
-    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &kv)) {
+    if (!LookupKey(tenant, keys[i], &kv)) {
       r.code = ErrorCode::OBJECT_NOT_FOUND;
       continue;
     }
@@ -689,6 +717,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                   "enable_prefetch_trigger is off");
   }
+  if (Status s = ValidateTenant(tenant); !s.ok()) return s;
   std::vector<PrefetchStatus> out(keys.size(), PrefetchStatus::kNotFound);
   auto count = [&](const char* status) {
     metrics_
@@ -701,8 +730,9 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
   std::vector<ObjectKeyView> views(keys.size());
   std::vector<size_t> candidates;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!ValidateKey(keys[i]).ok() || !LookupKey(tenant, keys[i], &views[i]))
-      continue;
+    // A key over max_key_bytes was never stored: NOT_FOUND, as the RFC's
+    // statuses have no other for it.
+    if (!KeyFits(keys[i]) || !LookupKey(tenant, keys[i], &views[i])) continue;
     auto& shard = objects_.ShardFor(views[i]);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.objects.find(views[i]);

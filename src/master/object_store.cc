@@ -2,19 +2,51 @@
 
 namespace kvpool {
 
-uint32_t TenantTable::Intern(const std::string& name) {
+int64_t TenantTable::Pin(std::string_view name, size_t max_tenants) {
   {
     std::shared_lock lock(mu_);
     auto it = ids_.find(name);
-    if (it != ids_.end()) return it->second;
+    if (it != ids_.end()) {
+      // Under the shared lock, so no Unref's reclaim (exclusive) can see
+      // the count at zero and free the tenant under this reference.
+      entries_.find(it->second)->second.refs.fetch_add(1);
+      return it->second;
+    }
   }
   std::unique_lock lock(mu_);
-  auto [it, inserted] = ids_.emplace(name, static_cast<uint32_t>(ids_.size()));
-  if (inserted) names_.push_back(name);
-  return it->second;
+  auto it = ids_.find(name);
+  if (it != ids_.end()) {
+    entries_.find(it->second)->second.refs.fetch_add(1);
+    return it->second;
+  }
+  if (entries_.size() >= max_tenants) return -1;
+  uint32_t id = next_id_++;
+  while (entries_.contains(id)) id = next_id_++;
+  Entry& e = entries_[id];
+  e.name.assign(name);
+  e.name_hash = HashName(name);
+  e.refs.store(1);
+  ids_.emplace(std::string_view(e.name), id);
+  return id;
 }
 
-int64_t TenantTable::Lookup(const std::string& name) const {
+void TenantTable::Unref(uint32_t id) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.refs.fetch_sub(1) != 1) return;
+  }
+  // The count may have gone up again meanwhile (a Pin): only a tenant still
+  // at zero under the exclusive lock is forgotten, and by id, so a tenant
+  // of the same name created since is not.
+  std::unique_lock lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.refs.load() != 0) return;
+  ids_.erase(std::string_view(it->second.name));
+  entries_.erase(it);
+}
+
+int64_t TenantTable::Lookup(std::string_view name) const {
   std::shared_lock lock(mu_);
   auto it = ids_.find(name);
   return it == ids_.end() ? -1 : int64_t{it->second};
@@ -22,7 +54,23 @@ int64_t TenantTable::Lookup(const std::string& name) const {
 
 std::string TenantTable::Name(uint32_t id) const {
   std::shared_lock lock(mu_);
-  return id < names_.size() ? names_[id] : std::string();
+  auto it = entries_.find(id);
+  return it == entries_.end() ? std::string() : it->second.name;
+}
+
+uint64_t TenantTable::NameHash(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = entries_.find(id);
+  return it == entries_.end() ? 0 : it->second.name_hash;
+}
+
+uint64_t TenantTable::HashName(std::string_view name) {
+  return std::hash<std::string_view>()(name);
+}
+
+size_t TenantTable::size() const {
+  std::shared_lock lock(mu_);
+  return entries_.size();
 }
 
 size_t ObjectStore::Size() const {

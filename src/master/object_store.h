@@ -6,6 +6,7 @@
 #define KVPOOL_MASTER_OBJECT_STORE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -14,8 +15,10 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 #include <absl/container/node_hash_map.h>
 
@@ -180,18 +183,82 @@ struct ObjectKeyEq {
   }
 };
 
-// Interns tenant names ("default", ...) into small ids. Thread-safe.
+// Interns tenant names ("default", ...) into small ids, and forgets a name
+// once nothing of its tenant is left, so a name costs memory only while the
+// master holds something of it. Thread-safe; takes no other lock (a leaf in
+// the master's lock order).
+//
+// A tenant lives while its reference count is above zero: one reference per
+// object and per upsert the master holds of it, and one per Pin of a request
+// that may give it such a thing (a put, a re-registration), so that it
+// cannot go between the request's lookup of its id and its insert; the
+// insert takes over the request's reference.
+//
+// Ids count up and are not reused (until they wrap after 2^32 tenants, and
+// then never one in use): a reader that looked a tenant up just before it
+// went finds nothing under the old id, not another tenant's objects.
 class TenantTable {
  public:
-  uint32_t Intern(const std::string& name);
-  // -1 when the tenant was never seen (so it has no objects).
-  int64_t Lookup(const std::string& name) const;
+  // The id of `name` with one reference more; a new tenant is created
+  // unless `max_tenants` exist already (then -1, and nothing changes).
+  int64_t Pin(std::string_view name, size_t max_tenants);
+  // One reference fewer; the tenant is forgotten when it was the last.
+  void Unref(uint32_t id);
+  // -1 when the tenant does not exist (so it holds nothing). Never creates.
+  int64_t Lookup(std::string_view name) const;
   std::string Name(uint32_t id) const;
+  // HashName of the tenant's name; 0 for an unknown id.
+  uint64_t NameHash(uint32_t id) const;
+  // What state that must outlive a tenant (version floors, lost versions)
+  // is keyed by: the name, since a tenant created again gets a new id.
+  static uint64_t HashName(std::string_view name);
+  size_t size() const;
 
  private:
+  struct Entry {
+    std::string name;
+    uint64_t name_hash = 0;
+    std::atomic<int64_t> refs{0};
+  };
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, uint32_t> ids_;
-  std::vector<std::string> names_;
+  // Node-based, so each name stays put and `ids_` can key on views of it.
+  absl::node_hash_map<uint32_t, Entry> entries_;
+  absl::flat_hash_map<std::string_view, uint32_t> ids_;
+  uint32_t next_id_ = 0;
+};
+
+// A reference a request holds on its tenant while it works (TenantTable::Pin),
+// dropped when it goes out of scope unless handed to what the request
+// inserted.
+class TenantPin {
+ public:
+  TenantPin() = default;
+  TenantPin(TenantTable* table, uint32_t id) : table_(table), id_(id) {}
+  TenantPin(const TenantPin&) = delete;
+  TenantPin& operator=(const TenantPin&) = delete;
+  TenantPin(TenantPin&& o) noexcept : table_(o.table_), id_(o.id_) {
+    o.table_ = nullptr;
+  }
+  TenantPin& operator=(TenantPin&& o) noexcept {
+    if (this != &o) {
+      Release();
+      table_ = std::exchange(o.table_, nullptr);
+      id_ = o.id_;
+    }
+    return *this;
+  }
+  ~TenantPin() { Release(); }
+  // The reference now belongs to the object or upsert the caller inserted
+  // (and goes with its erase).
+  void Transfer() { table_ = nullptr; }
+
+ private:
+  void Release() {
+    if (table_ != nullptr) table_->Unref(id_);
+    table_ = nullptr;
+  }
+  TenantTable* table_ = nullptr;
+  uint32_t id_ = 0;
 };
 
 class ObjectStore {

@@ -41,7 +41,8 @@ class VersionFloor {
     while (p * 2 <= n) p *= 2;
     return p;
   }
-  // The object table's shards use the low bits of the same hash.
+  // The object table's shards use the low bits of a hash built the same
+  // way (the key's std::hash, xor the tenant's).
   static size_t Mix(size_t h) {
     return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull >> 7;
   }
