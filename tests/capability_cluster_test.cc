@@ -127,5 +127,40 @@ TEST_F(CapabilityClusterTest, ARawWriteCannotChangeAnotherKeysValue) {
   EXPECT_EQ(client_->Get("victim").value(), v);
 }
 
+// Old-peer degradation: a master that signs nothing (an older one, or
+// --data_capabilities=false) gives the node no key, and the node serves
+// unchecked instead of refusing every client.
+TEST(CapabilityDegradationTest, AMasterThatSignsNothingLeavesNodesUnchecked) {
+  LocalClusterOptions o;
+  o.num_nodes = 1;
+  o.data_capabilities = false;
+  LocalCluster cluster(o);
+  ASSERT_TRUE(cluster.Start().ok());
+  ClientConfig c;
+  c.transport = TransportMode::kTcp;
+  auto client = cluster.NewClient(c).value();
+  const std::string v = RandomBytes(8192, 9);
+  ASSERT_TRUE(client->Put("k", v).ok());
+  EXPECT_EQ(client->Get("k").value(), v);
+  MasterClient m(cluster.master_address(), 5000);
+  rpc::KeyRequest req;
+  req.set_tenant("default");
+  req.set_key("k");
+  rpc::GetReplicaListResponse resp;
+  ASSERT_TRUE(
+      m.Call(&rpc::MasterService::Stub::GetReplicaList, req, &resp).ok());
+  ASSERT_EQ(resp.replicas_size(), 1);
+  EXPECT_TRUE(resp.replicas(0).memory().capability().empty());
+  // And a raw read without a token is served: nothing is checked.
+  Node& node = cluster.node(0);
+  const auto& loc = resp.replicas(0).memory();
+  std::vector<uint8_t> got(loc.length());
+  std::vector<ReadOp> ops = {
+      {loc.segment_id(), loc.offset(), loc.length(), got.data()}};
+  TcpDataClient raw;
+  ASSERT_TRUE(raw.Read(node.data_endpoint(), node.node_id(), ops).ok());
+  EXPECT_EQ(ops[0].result, ErrorCode::OK);
+}
+
 }  // namespace
 }  // namespace kvpool
