@@ -28,6 +28,22 @@ inline CLI::Option* AddSizeFlag(CLI::App& app, const std::string& name,
       ->type_name("SIZE");
 }
 
+// The flags of a process that calls the master as infrastructure (a node,
+// a router): its cluster secret and TLS to the master. `Config` has fields
+// cluster_secret_file, tls_ca_file, tls_cert_file and tls_key_file.
+template <typename Config>
+void AddMasterSecurityFlags(CLI::App& app, Config* c) {
+  app.add_option("--cluster_secret_file", c->cluster_secret_file,
+                 "file holding the cluster secret (mode 0600); empty = call "
+                 "the master without a credential");
+  app.add_option("--tls_ca_file", c->tls_ca_file,
+                 "PEM CA of the master's certificate; set = TLS to the master");
+  app.add_option("--tls_cert_file", c->tls_cert_file,
+                 "PEM client certificate, for a master that requires one");
+  app.add_option("--tls_key_file", c->tls_key_file,
+                 "PEM key of --tls_cert_file");
+}
+
 // Writes the bound port to `path` (for scripts and tests): written to a
 // temporary file and renamed, so a reader never sees a partial number.
 inline void WritePortFile(const std::string& path, int port) {

@@ -29,15 +29,7 @@ int main(int argc, char** argv) {
                  "HTTP /metrics and /status; 0 = any, -1 = off")
       ->capture_default_str();
   app.add_option("--node_id", c.node_id, "unique name; generated when empty");
-  app.add_option("--cluster_secret_file", c.cluster_secret_file,
-                 "file holding the cluster secret (mode 0600); empty = call "
-                 "the master without a credential");
-  app.add_option("--tls_ca_file", c.tls_ca_file,
-                 "PEM CA of the master's certificate; set = TLS to the master");
-  app.add_option("--tls_cert_file", c.tls_cert_file,
-                 "PEM client certificate, for a master that requires one");
-  app.add_option("--tls_key_file", c.tls_key_file,
-                 "PEM key of --tls_cert_file");
+  AddMasterSecurityFlags(app, &c);
   app.add_option("--dram_directory", c.dram_directory,
                  "keep a directory of this node's DRAM replicas and "
                  "re-register it after a master restart (true/false)")

@@ -37,15 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--rpc_timeout_ms", c.rpc_timeout_ms,
                  "deadline of each master RPC")
       ->capture_default_str();
-  app.add_option("--cluster_secret_file", c.cluster_secret_file,
-                 "file holding the cluster secret (mode 0600); empty = call "
-                 "the master without a credential");
-  app.add_option("--tls_ca_file", c.tls_ca_file,
-                 "PEM CA of the master's certificate; set = TLS to the master");
-  app.add_option("--tls_cert_file", c.tls_cert_file,
-                 "PEM client certificate, for a master that requires one");
-  app.add_option("--tls_key_file", c.tls_key_file,
-                 "PEM key of --tls_cert_file");
+  AddMasterSecurityFlags(app, &c);
   app.add_flag("--prefetch_deadline", c.prefetch_deadline,
                "triggers carry the estimated time of the engine's read "
                "(earliest deadline first; too late = dropped as expired)");

@@ -370,6 +370,11 @@ class TcpDataServer::Impl {
   asio::awaitable<bool> RefuseOp(tcp::socket& socket, const wire::Header& h,
                                  SessionState& st,
                                  ErrorCode code = ErrorCode::INVALID_PARAMS);
+  // A request the budget has no room for: counted, logged (rate-limited),
+  // its body discarded and every op answered NO_AVAILABLE_HANDLE.
+  asio::awaitable<bool> RefuseOverBudget(tcp::socket& socket,
+                                         const wire::Header& h,
+                                         SessionState& st);
   // SSD_READ and PREFETCH, once their body is in st.body. False if the
   // session must end.
   asio::awaitable<bool> ServeSsdRead(tcp::socket& socket, const wire::Header& h,
@@ -879,6 +884,15 @@ asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
   co_return !ec;
 }
 
+asio::awaitable<bool> TcpDataServer::Impl::RefuseOverBudget(
+    tcp::socket& socket, const wire::Header& h, SessionState& st) {
+  stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
+  WarnLimited(&last_budget_log_ms_, &budget_log_held_,
+              "requests in flight hold all of max_buffered_bytes: refusing a "
+              "request");
+  co_return co_await RefuseOp(socket, h, st, ErrorCode::NO_AVAILABLE_HANDLE);
+}
+
 const char* TcpDataServer::Impl::ParseSsdRead(const wire::Header& h,
                                               SessionState& st,
                                               ErrorCode* refusal) {
@@ -1221,12 +1235,7 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
         co_return;
       }
       if (!st.request_hold.Resize(h.body_len)) {
-        stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
-        WarnLimited(&last_budget_log_ms_, &budget_log_held_,
-                    "requests in flight hold all of max_buffered_bytes: "
-                    "refusing a request");
-        if (!co_await RefuseOp(socket, h, st, ErrorCode::NO_AVAILABLE_HANDLE))
-          co_return;
+        if (!co_await RefuseOverBudget(socket, h, st)) co_return;
         continue;
       }
       // Memory grows with the bytes that arrive, not with what a header
@@ -1256,12 +1265,7 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
     }
 
     if (!st.request_hold.Resize(uint64_t{h.count} * wire::kRangeSize)) {
-      stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
-      WarnLimited(&last_budget_log_ms_, &budget_log_held_,
-                  "requests in flight hold all of max_buffered_bytes: "
-                  "refusing a request");
-      if (!co_await RefuseOp(socket, h, st, ErrorCode::NO_AVAILABLE_HANDLE))
-        co_return;
+      if (!co_await RefuseOverBudget(socket, h, st)) co_return;
       continue;
     }
     st.ranges_raw.resize(size_t{h.count} * wire::kRangeSize);
