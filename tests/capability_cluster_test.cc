@@ -127,6 +127,44 @@ TEST_F(CapabilityClusterTest, ARawWriteCannotChangeAnotherKeysValue) {
   EXPECT_EQ(client_->Get("victim").value(), v);
 }
 
+// A put's write token outlives its put by a few seconds. Once the node's
+// directory holds a complete value in the range (the put's own, or the
+// value of whoever took the range since), a write with the token is
+// refused: the late-write hazard of a freed range.
+TEST_F(CapabilityClusterTest, AValidWriteTokenCannotChangeACompleteValue) {
+  MasterClient m(cluster_->master_address(), 5000);
+  rpc::PutStartRequest ps;
+  ps.set_tenant("default");
+  ps.set_key("done");
+  ps.set_size(4096);
+  rpc::PutStartResponse pr;
+  ASSERT_TRUE(m.Call(&rpc::MasterService::Stub::PutStart, ps, &pr).ok());
+  ASSERT_EQ(pr.error_code(), 0);
+  const rpc::MemoryLocation loc = pr.replicas(0).memory();
+  Node& node = cluster_->node(0);
+  TcpDataClient raw;
+  const std::string v = RandomBytes(4096, 11);
+  std::vector<WriteOp> w = {{loc.segment_id(), loc.offset(), loc.length(),
+                             reinterpret_cast<const uint8_t*>(v.data())}};
+  w[0].grant = GrantOf(loc);
+  ASSERT_TRUE(raw.Write(node.data_endpoint(), node.node_id(), w).ok());
+  ASSERT_EQ(w[0].result, ErrorCode::OK);  // the put's own write
+  rpc::KeyRequest end;
+  end.set_tenant("default");
+  end.set_key("done");
+  rpc::KeyStatus es;
+  ASSERT_TRUE(m.Call(&rpc::MasterService::Stub::PutEnd, end, &es).ok());
+  ASSERT_EQ(es.error_code(), 0);
+  ASSERT_TRUE(kvpool::testing::WaitUntil(
+      [&] { return node.directory_size() == 1; }, std::chrono::seconds(10)));
+  // The same, still unexpired token: refused, the value intact.
+  const std::string evil(4096, 'X');
+  w[0].src = reinterpret_cast<const uint8_t*>(evil.data());
+  ASSERT_TRUE(raw.Write(node.data_endpoint(), node.node_id(), w).ok());
+  EXPECT_EQ(w[0].result, ErrorCode::INVALID_WRITE);
+  EXPECT_EQ(client_->Get("done").value(), v);
+}
+
 // Old-peer degradation: a master that signs nothing (an older one, or
 // --data_capabilities=false) gives the node no key, and the node serves
 // unchecked instead of refusing every client.

@@ -88,6 +88,19 @@ void DramDirectory::Forget(int slot, uint64_t offset) {
   slots_[slot].erase(offset);
 }
 
+bool DramDirectory::Overlaps(int slot, uint64_t offset, uint64_t length) const {
+  if (slot < 0 || slot >= kSlots || length == 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& m = slots_[slot];
+  // The first entry starting at or past `offset` overlaps if it starts
+  // before the end; the one before it if it reaches past `offset`.
+  auto it = m.lower_bound(offset);
+  if (it != m.end() && it->first - offset < length) return true;
+  if (it == m.begin()) return false;
+  --it;
+  return it->first + it->second.size > offset;
+}
+
 size_t DramDirectory::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

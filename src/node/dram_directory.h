@@ -59,6 +59,11 @@ class DramDirectory {
   // The slot's entries in offset order whose bytes in `bytes` still match
   // their checksum; the others are dropped here (and counted).
   std::vector<Entry> Verified(int slot, std::span<const uint8_t> bytes);
+  // True if [offset, offset+length) of the slot overlaps a COMPLETE replica
+  // the directory holds. No put or promotion ever writes into one (the
+  // master reuses a range only after this directory applied its free), so
+  // a WRITE that would is refused: its token outlived its put.
+  bool Overlaps(int slot, uint64_t offset, uint64_t length) const;
   // The master refused the entry at `offset`: it is no longer held.
   void Forget(int slot, uint64_t offset);
   size_t size() const;

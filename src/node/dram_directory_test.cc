@@ -93,3 +93,36 @@ TEST_F(DramDirectoryTest, EventsForOtherSegmentsOrOutOfRangeChangeNothing) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST(DramDirectoryOverlapTest, TellsWhetherARangeTouchesACompleteReplica) {
+  std::vector<uint8_t> mem(1 << 16, 1);
+  DramDirectory d;
+  google::protobuf::RepeatedPtrField<rpc::DramEvent> events;
+  auto* e = events.Add();
+  e->set_seq(1);
+  e->set_placed(true);
+  e->set_segment_id(5);
+  e->set_offset(4096);
+  e->set_size(4096);
+  e->set_tenant("t");
+  e->set_key("k");
+  e->set_version(1);
+  d.Apply(events, [&](uint64_t id) -> std::optional<DramDirectory::SlotView> {
+    if (id != 5) return std::nullopt;
+    return DramDirectory::SlotView{0, {mem.data(), mem.size()}};
+  });
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(d.Overlaps(0, 4096, 4096));
+  EXPECT_TRUE(d.Overlaps(0, 0, 4097));      // reaches its first byte
+  EXPECT_TRUE(d.Overlaps(0, 8191, 100));    // starts at its last byte
+  EXPECT_FALSE(d.Overlaps(0, 0, 4096));     // ends right before it
+  EXPECT_FALSE(d.Overlaps(0, 8192, 100));   // starts right after it
+  EXPECT_FALSE(d.Overlaps(1, 4096, 4096));  // another slot
+  EXPECT_FALSE(d.Overlaps(0, 4096, 0));
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -156,6 +156,16 @@ Status Node::Start() {
           });
     RegisterLocalHolder(config_.node_id, ssd_);
   }
+  if (config_.dram_directory) {
+    // A write token lives a few seconds past its put: a client whose value
+    // was removed or evicted meanwhile must not write into the complete
+    // value that took its range since (docs/security.md).
+    data_server_->SetWriteGuard(
+        [this](uint64_t segment_id, uint64_t offset, uint64_t length) {
+          auto slot = ResolveSlot(segment_id);
+          return !slot || !directory_.Overlaps(slot->slot, offset, length);
+        });
+  }
   if (Status s =
           data_server_->Start(config_.data_bind_address, config_.data_port);
       !s.ok()) {
@@ -191,6 +201,10 @@ Status Node::Start() {
     metrics_.AddGauge(
         "kvpool_node_data_connections_closed_total", "reason=\"idle\"",
         [this] { return double(data_server_->stats().idle_closed.load()); });
+    metrics_.AddGauge(
+        "kvpool_node_data_write_guard_refusals_total", "", [this] {
+          return double(data_server_->stats().write_guard_refusals.load());
+        });
     metrics_.AddGauge("kvpool_node_data_budget_refusals_total", "", [this] {
       return double(data_server_->stats().budget_refusals.load());
     });

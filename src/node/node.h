@@ -45,6 +45,8 @@ class Node {
   const std::string& node_id() const { return config_.node_id; }
   std::string data_endpoint() const;
   uint64_t segment_id() const { return segment_id_.load(); }
+  // COMPLETE replicas this node's DRAM directory holds (tests, metrics).
+  size_t directory_size() const { return directory_.size(); }
   // The PREFETCH_BUFFER segment's id (0 when prefetch_buffer_segment is 0).
   uint64_t buffer_segment_id() const { return buffer_id_.load(); }
   int metrics_port() const { return http_ ? http_->port() : -1; }

@@ -288,6 +288,15 @@ class TcpDataServer::Impl {
 
   void SetSsdReadHandler(SsdReadHandler handler);
   void SetPrefetchHandler(PrefetchHandler handler);
+  void SetWriteGuard(WriteGuard guard) {
+    std::lock_guard lock(mu_);
+    if (!ios_.empty()) {
+      spdlog::error("data server {}: write guard set after Start, ignored",
+                    node_id_);
+      return;
+    }
+    write_guard_ = std::move(guard);
+  }
   void SetCapabilityKey(std::shared_ptr<const cap::Key> key) {
     cap_key_.store(std::move(key));
     cap_locked_.store(false);
@@ -419,6 +428,7 @@ class TcpDataServer::Impl {
   // Set before Start, read-only while serving.
   SsdReadHandler ssd_read_handler_;
   PrefetchHandler prefetch_handler_;
+  WriteGuard write_guard_;
 
   std::mutex mu_;  // serialises Start, Stop and the handler setters
   // One context per I/O thread, each connection pinned to one of them (round
@@ -767,6 +777,12 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
     uint8_t* p = code != ErrorCode::OK || r.length == 0
                      ? nullptr
                      : segments_->Resolve(r.segment_id, r.offset, r.length);
+    if (p != nullptr && want == cap::kOpWrite && write_guard_ &&
+        !write_guard_(r.segment_id, r.offset, r.length)) {
+      p = nullptr;
+      code = ErrorCode::INVALID_WRITE;
+      stats_.write_guard_refusals.fetch_add(1, std::memory_order_relaxed);
+    }
     st.targets[i] = p;
     if (p == nullptr) {
       ++rejected;
@@ -1347,6 +1363,10 @@ void TcpDataServer::SetSsdReadHandler(SsdReadHandler handler) {
 
 void TcpDataServer::SetPrefetchHandler(PrefetchHandler handler) {
   impl_->SetPrefetchHandler(std::move(handler));
+}
+
+void TcpDataServer::SetWriteGuard(WriteGuard guard) {
+  impl_->SetWriteGuard(std::move(guard));
 }
 
 void TcpDataServer::SetCapabilityKey(std::shared_ptr<const cap::Key> key) {

@@ -40,6 +40,8 @@ struct TcpDataServerStats {
   // Ranges and keys refused for a missing, forged, foreign-op or expired
   // capability token.
   std::atomic<uint64_t> capability_refusals{0};
+  // WRITE ops the write guard refused (a valid token, a complete value).
+  std::atomic<uint64_t> write_guard_refusals{0};
   // Connections closed at once because every slot was busy, connections
   // closed to make room for a new one (the longest idle first), and
   // connections closed for doing nothing for idle_timeout_ms.
@@ -97,6 +99,11 @@ using SsdReadHandler = std::function<void(std::span<KeyReadOp> ops)>;
 // enqueue work and return quickly.
 using PrefetchHandler = std::function<std::vector<ErrorCode>(
     const std::string& tenant, const std::vector<std::string>& keys)>;
+// Whether a WRITE of [offset, offset+length) of a segment, already allowed
+// by its capability, may land: false refuses the op with INVALID_WRITE (the
+// node knows a complete value there). Runs on an I/O thread; must be quick.
+using WriteGuard =
+    std::function<bool(uint64_t segment_id, uint64_t offset, uint64_t length)>;
 
 class TcpDataServer {
  public:
@@ -113,6 +120,8 @@ class TcpDataServer {
   // with a frame-level INVALID_PARAMS and keeps the connection.
   void SetSsdReadHandler(SsdReadHandler handler);
   void SetPrefetchHandler(PrefetchHandler handler);
+  // Before Start, like the handlers; none by default.
+  void SetWriteGuard(WriteGuard guard);
   // The key the master shares with this node for capability tokens
   // (common/capability.h). Once set, every READ, WRITE, SSD_READ and
   // PREFETCH op needs a token that verifies under it; null serves every op
