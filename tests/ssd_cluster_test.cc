@@ -331,3 +331,53 @@ TEST_F(RouterTriggerTest, QueuedKeysArePromotedBeforeTheGet) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+// A node that offers its SSD records to a master that does not know it
+// (the master restarted, or declared it dead, after the node's mount) must
+// keep them: that refusal is not "this copy is stale". It once deleted
+// them, losing every SSD-only value.
+TEST_F(SsdClusterTest, SsdRecordsOfferedToAMasterThatForgotTheNodeAreKept) {
+  opts_.num_nodes = 1;
+  opts_.client_ttl = 1;
+  Start();
+  auto c = NewClient();
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, i)).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 4; ++i) {
+          if (!HasDiskCopy(*c, Key(i))) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+  Node& node = cluster_->node(0);
+  SsdTier* tier = node.ssd();
+  const size_t records = tier->storage()->List().size();
+  ASSERT_EQ(records, 4u);
+  // Silent past client_ttl: the master forgets the node.
+  node.PauseHeartbeats(true);
+  tier->PausePullForTest(true);
+  ASSERT_TRUE(WaitUntil([&] { return c->Stat()->segments.empty(); },
+                        std::chrono::seconds(20)));
+  tier->RegisterWithMaster();  // answered CLIENT_NOT_FOUND for every record
+  EXPECT_EQ(tier->storage()->List().size(), records);
+  // Back: it mounts again and its SSD copies serve every key.
+  tier->PausePullForTest(false);
+  node.PauseHeartbeats(false);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 4; ++i) {
+          auto v = c->Get(Key(i));
+          if (!v.ok() || v.value() != RandomBytes(kValue, i)) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+}
+
+}  // namespace
+}  // namespace kvpool

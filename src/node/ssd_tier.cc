@@ -115,9 +115,23 @@ uint64_t SsdTier::promotion_inflight_bytes() const {
   return promo_inflight_;
 }
 
+namespace {
+// The master refused this copy for good: the key was removed or replaced
+// since, a newer value of it was lost, or the record is malformed. Any
+// other refusal (the master does not know this node yet because it
+// restarted meanwhile, or has no room for the tenant now) deletes nothing:
+// the record is offered again at the next remount.
+bool RefusedForGood(int code) {
+  const ErrorCode c = ErrorCodeFromInt(code);
+  return c == ErrorCode::OBJECT_NOT_FOUND ||
+         c == ErrorCode::OBJECT_ALREADY_EXISTS ||
+         c == ErrorCode::INVALID_PARAMS;
+}
+}  // namespace
+
 void SsdTier::RegisterWithMaster() {
   std::vector<StoredObject> all = storage_->List();
-  size_t dropped = 0;
+  size_t dropped = 0, kept = 0;
   for (size_t start = 0; start < all.size(); start += kRegisterChunk) {
     size_t end = std::min(all.size(), start + kRegisterChunk);
     rpc::RegisterDiskObjectsRequest req;
@@ -138,17 +152,32 @@ void SsdTier::RegisterWithMaster() {
     }
     for (size_t i = start; i < end && int(i - start) < resp.error_codes_size();
          ++i) {
-      if (resp.error_codes(int(i - start)) != 0) {
-        storage_->RemoveIfVersion(all[i].tenant, all[i].key,
-                                  all[i].object_version);
-        ++dropped;
+      const int code = resp.error_codes(int(i - start));
+      if (code == 0) continue;
+      if (ErrorCodeFromInt(code) == ErrorCode::CLIENT_NOT_FOUND) {
+        // A master that restarted after our mount: every copy stays, and
+        // the remount it asks for offers them again.
+        spdlog::warn(
+            "node {}: the master does not know this node (it restarted?): "
+            "SSD objects kept for the next remount",
+            node_id_);
+        return;
       }
+      if (!RefusedForGood(code)) {
+        ++kept;
+        continue;
+      }
+      storage_->RemoveIfVersion(all[i].tenant, all[i].key,
+                                all[i].object_version);
+      ++dropped;
     }
   }
-  spdlog::info("node {}: re-registered {} SSD objects ({} refused and dropped)",
-               node_id_, all.size() - dropped, dropped);
+  spdlog::info(
+      "node {}: re-registered {} SSD objects ({} refused and dropped, {} "
+      "refused for now and kept)",
+      node_id_, all.size() - dropped - kept, dropped, kept);
   metrics_.GetCounter("kvpool_node_ssd_reregistered_total")
-      .Inc(all.size() - dropped);
+      .Inc(all.size() - dropped - kept);
 }
 
 void SsdTier::EnqueueOffloads(
