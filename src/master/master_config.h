@@ -1,5 +1,5 @@
 // Every knob of kvpool-master, with Mooncake's names where it has one.
-// Parsed from flags and the config file by tools/master_flags.cc; validated
+// Parsed from flags and the config file by tools/kvpool_master.cc; validated
 // once at start-up.
 #ifndef KVPOOL_MASTER_MASTER_CONFIG_H_
 #define KVPOOL_MASTER_MASTER_CONFIG_H_

@@ -670,3 +670,25 @@ TEST_F(LimitsTest, ABatchItemItsHandlerRefusedIsReportedAsFailed) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+TEST(SegmentNameLimitsTest, OverLongNodeNamesAreRefusedAtMount) {
+  MasterConfig config;
+  FakeClock clock;
+  MasterService svc(config, &clock);
+  SegmentInfo info;
+  info.capacity = 1 << 20;
+  info.node_id = std::string(257, 'n');
+  EXPECT_EQ(svc.MountSegment(info).code(), ErrorCode::INVALID_PARAMS);
+  info.node_id = std::string(256, 'n');
+  info.data_endpoint = std::string(513, 'e');
+  EXPECT_EQ(svc.MountSegment(info).code(), ErrorCode::INVALID_PARAMS);
+  info.data_endpoint = "n:1";
+  EXPECT_TRUE(svc.MountSegment(info).ok());
+  EXPECT_EQ(svc.Stats().segments.size(), 1u);
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -20,6 +20,14 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   if (info.capacity == 0)
     return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
+  // What a node names itself is kept for as long as it lives, and the node
+  // id travels in every data-plane HELLO (at most 256 bytes there).
+  if (info.node_id.size() > 256 || info.host_id.size() > 256 ||
+      info.data_endpoint.size() > 512 || info.shm_path.size() > 4096) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "segment names too long (node id and host id at most 256 "
+                  "bytes, data endpoint 512, shm path 4096)");
+  }
   std::string node = info.node_id;
   if (!remount && info.kind == SegmentKind::kMain) {
     // A fresh process under a known name (restarted before it was declared
