@@ -171,6 +171,11 @@ class FaultInjectionTest : public ::testing::Test {
         << "default_kv_lease_ttl = 500\nenable_offload = true\n"
         << "put_waits_for_holders = true\npromotion_on_hit = true\n"
         << "promotion_admission_threshold = 1\n"
+        // An offload task whose hand-over reply was lost (a long-poll
+        // answered just past the caller's deadline, under a loaded CI
+        // machine) is only ever ended by the reaper: with its default of
+        // 600 s the pool would not converge within the test.
+        << "offload_task_ttl_sec = 5\n"
         << "metrics_port = " << master_metrics_ << "\n";
     std::vector<std::string> env;
     if (!failpoints.empty()) env.push_back("KVPOOL_FAILPOINTS=" + failpoints);

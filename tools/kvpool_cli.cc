@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
                  "TCP data plane: a transfer with no progress for this long "
                  "fails (a hung node)")
       ->capture_default_str();
+  app.add_option("--data_tls_ca_file", cc.data_tls_ca_file,
+                 "TCP data plane: PEM CA of the nodes' certificates; set = "
+                 "TLS to nodes");
   app.add_option("--credential_file", cc.credential_file,
                  "credential from `kvpool credential`, or the cluster secret "
                  "file (= admin); for a master with authentication");

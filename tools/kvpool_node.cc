@@ -77,6 +77,14 @@ int main(int argc, char** argv) {
   kvpool::AddSizeFlag(app, "--data_max_buffered_bytes",
                       &c.data_max_buffered_bytes,
                       "bytes all data-plane requests in flight may hold");
+  app.add_option("--data_tls_cert_file", c.data_tls_cert_file,
+                 "PEM certificate chain of the TCP data server; with "
+                 "--data_tls_key_file it serves TLS only (default plaintext)");
+  app.add_option("--data_tls_key_file", c.data_tls_key_file,
+                 "PEM private key of --data_tls_cert_file");
+  app.add_option("--data_tls_ca_file", c.data_tls_ca_file,
+                 "PEM CA that verifies other nodes' data servers (promotion "
+                 "writes); set when they serve TLS");
   kvpool::AddSizeFlag(app, "--prefetch_buffer_segment",
                       &c.prefetch_buffer_segment,
                       "bytes of the PREFETCH_BUFFER segment for router "

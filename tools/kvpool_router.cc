@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
                  "deadline of each master RPC")
       ->capture_default_str();
   AddMasterSecurityFlags(app, &c);
+  app.add_option("--data_tls_ca_file", c.data_tls_ca_file,
+                 "PEM CA of the nodes' data plane certificates; set = TLS "
+                 "to nodes' data servers");
   app.add_flag("--prefetch_deadline", c.prefetch_deadline,
                "triggers carry the estimated time of the engine's read "
                "(earliest deadline first; too late = dropped as expired)");

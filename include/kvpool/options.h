@@ -26,6 +26,11 @@ struct ClientConfig {
   // tries it next).
   int data_connect_timeout_ms = 5000;
   int data_io_timeout_ms = 30000;
+  // PEM of the CA that signs the nodes' data plane certificates; set: TLS
+  // to every node's TCP data server, whose certificate must name the host
+  // of its data endpoint (docs/security.md). Empty: plaintext. Shared
+  // memory transfers are unaffected.
+  std::string data_tls_ca_file;
   // Reuse a replica list while this client still holds its read lease, so a
   // repeated get of a hot key costs no master round trip (the master keeps
   // leased memory from reuse, even across remove and upsert; a cached get

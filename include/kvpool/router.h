@@ -48,6 +48,9 @@ struct RouterConfig {
   // PEM client certificate and key, for a master that requires one.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA of the nodes' data plane certificates, for the PREFETCH calls
+  // the router makes to nodes that serve TLS (ClientConfig).
+  std::string data_tls_ca_file;
   // Deadline-aware prefetch (off by default: triggers carry no deadline).
   // Each trigger carries the router's estimate of when the chosen engine
   // reads the blocks: floor + slack x (requests queued ahead of this one x

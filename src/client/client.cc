@@ -79,6 +79,7 @@ TcpDataClientOptions TcpOptions(const ClientConfig& c) {
   TcpDataClientOptions o;
   o.connect_timeout = std::chrono::milliseconds(c.data_connect_timeout_ms);
   o.io_timeout = std::chrono::milliseconds(c.data_io_timeout_ms);
+  o.tls_ca_file = c.data_tls_ca_file;
   // The HELLO is part of connecting: never longer than the connect limit.
   o.handshake_timeout = std::min(o.handshake_timeout, o.connect_timeout);
   return o;

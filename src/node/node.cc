@@ -28,6 +28,9 @@ Status NodeConfig::Validate() const {
   if (heartbeat_interval_ms <= 0)
     return bad("heartbeat_interval_ms must be > 0");
   if (data_threads <= 0) return bad("data_threads must be > 0");
+  if (data_tls_cert_file.empty() != data_tls_key_file.empty()) {
+    return bad("data_tls_cert_file and data_tls_key_file go together");
+  }
   if (enable_ssd_offload && ssd_offload_path.empty()) {
     return bad("enable_ssd_offload needs ssd_offload_path");
   }
@@ -72,9 +75,15 @@ void RemoveStaleShmFiles() {
     }
   }
 }
+TcpDataClientOptions PromotionClientOptions(const NodeConfig& c) {
+  TcpDataClientOptions o;
+  o.tls_ca_file = c.data_tls_ca_file;
+  return o;
+}
 }  // namespace
 
-Node::Node(NodeConfig config) : config_(std::move(config)) {
+Node::Node(NodeConfig config)
+    : config_(std::move(config)), tcp_(PromotionClientOptions(config_)) {
   if (config_.node_id.empty()) config_.node_id = GenerateNodeId();
 }
 
@@ -122,6 +131,8 @@ Status Node::Start() {
       static_cast<size_t>(config_.data_max_connections);
   data_options.idle_timeout_ms = config_.data_idle_timeout_ms;
   data_options.max_buffered_bytes = config_.data_max_buffered_bytes;
+  data_options.tls_cert_file = config_.data_tls_cert_file;
+  data_options.tls_key_file = config_.data_tls_key_file;
   // Nothing is served before the master has given this node its key.
   data_options.require_capabilities = true;
   data_server_ =
@@ -208,6 +219,10 @@ Status Node::Start() {
     metrics_.AddGauge("kvpool_node_data_budget_refusals_total", "", [this] {
       return double(data_server_->stats().budget_refusals.load());
     });
+    metrics_.AddGauge(
+        "kvpool_node_data_tls_handshake_failures_total", "", [this] {
+          return double(data_server_->stats().tls_handshake_failures.load());
+        });
     metrics_.AddGauge("kvpool_node_dram_directory_entries", "",
                       [this] { return double(directory_.size()); });
     metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",

@@ -71,6 +71,14 @@ struct NodeConfig {
   uint64_t data_max_connections = 0;
   int64_t data_idle_timeout_ms = 60000;
   uint64_t data_max_buffered_bytes = uint64_t{1} << 30;
+  // TLS on the TCP data plane (docs/security.md), off by default. With a
+  // PEM certificate and key the data server serves TLS only; its
+  // certificate must name local_hostname, the host peers dial (an IP SAN for an
+  // address). data_tls_ca_file verifies the nodes this node writes
+  // promotions into: set it when the other nodes serve TLS.
+  std::string data_tls_cert_file;
+  std::string data_tls_key_file;
+  std::string data_tls_ca_file;
 
   // Test-only: serve no PREFETCH requests, as a holder built before
   // prefetch-on-exist would.

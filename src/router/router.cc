@@ -74,6 +74,7 @@ struct Router::State {
     cc.tls_ca_file = config.tls_ca_file;
     cc.tls_cert_file = config.tls_cert_file;
     cc.tls_key_file = config.tls_key_file;
+    cc.data_tls_ca_file = config.data_tls_ca_file;
     auto c = Client::Create(cc);
     if (!c.ok()) return c.status();
     Client* raw = c.value().get();

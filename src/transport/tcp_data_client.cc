@@ -6,6 +6,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <algorithm>
 #include <asio.hpp>
 #include <cerrno>
@@ -56,6 +60,123 @@ int PollUntil(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// A connection's byte stream: the socket, read and written through `ssl`
+// when the connection is TLS.
+struct Link {
+  int fd = -1;
+  SSL* ssl = nullptr;
+};
+
+// The reason of the last TLS failure on this thread, for the message of a
+// call that failed with EPROTO from TlsIo.
+thread_local std::string tls_error;
+
+std::string TlsErrorText() {
+  std::string out;
+  char buf[256];
+  while (const unsigned long e = ERR_get_error()) {
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "TLS error" : out;
+}
+
+// OpenSSL's socket BIO writes with write(2), which raises SIGPIPE on a
+// connection the peer has reset; the rest of this client sends with
+// MSG_NOSIGNAL, and so does this BIO.
+int NoSigpipeWrite(BIO* bio, const char* data, int len) {
+  const int fd =
+      static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  BIO_clear_retry_flags(bio);
+  const ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_write(bio);
+  }
+  return static_cast<int>(n);
+}
+
+int NoSigpipeRead(BIO* bio, char* data, int len) {
+  const int fd =
+      static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  BIO_clear_retry_flags(bio);
+  const ssize_t n = ::recv(fd, data, static_cast<size_t>(len), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_read(bio);
+  }
+  return static_cast<int>(n);
+}
+
+long NoSigpipeCtrl(BIO*, int cmd, long, void*) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+const BIO_METHOD* NoSigpipeMethod() {
+  static const BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+                                 "kvpool socket");
+    BIO_meth_set_write(m, NoSigpipeWrite);
+    BIO_meth_set_read(m, NoSigpipeRead);
+    BIO_meth_set_ctrl(m, NoSigpipeCtrl);
+    return m;
+  }();
+  return method;
+}
+
+// One SSL_read or SSL_write of at most `n` bytes, in the terms of
+// send/recv: bytes moved, 0 when the peer closed, or -1 with errno set:
+// EAGAIN when OpenSSL waits for the socket (*wants says for what: on a
+// blocking socket that is SO_RCVTIMEO/SO_SNDTIMEO firing), EPROTO for a
+// TLS failure (described in tls_error).
+ssize_t TlsIo(SSL* ssl, void* p, size_t n, bool sending, short* wants) {
+  const int len = static_cast<int>(std::min<size_t>(n, size_t{1} << 30));
+  ERR_clear_error();
+  errno = 0;  // SSL_ERROR_SYSCALL with none set means end of file
+  const int r = sending ? SSL_write(ssl, p, len) : SSL_read(ssl, p, len);
+  if (r > 0) return r;
+  const int err = SSL_get_error(ssl, r);
+  // A closed peer is an error for a writer: 0 would read as "0 bytes
+  // moved, try again".
+  auto closed = [sending]() -> ssize_t {
+    if (!sending) return 0;
+    errno = EPIPE;
+    return -1;
+  };
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+      *wants = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      // A signal is retried by the callers; anything else is the socket
+      // timing out (or, non-blocking, having nothing yet).
+      if (errno != EINTR) errno = EAGAIN;
+      return -1;
+    case SSL_ERROR_ZERO_RETURN:
+      return closed();
+    case SSL_ERROR_SYSCALL:
+      // errno is the socket's; none means the peer closed without a TLS
+      // close_notify.
+      if (errno == 0) return closed();
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        *wants = sending ? POLLOUT : POLLIN;
+      }
+      return -1;
+    default:
+      tls_error = TlsErrorText();
+      errno = EPROTO;
+      return -1;
+  }
+}
+
+// send(2)/recv(2) on `link`, through TLS if it has an SSL. *wants is the
+// poll event to wait for after EAGAIN.
+ssize_t LinkIo(const Link& link, void* p, size_t n, bool sending,
+               short* wants) {
+  if (link.ssl != nullptr) return TlsIo(link.ssl, p, n, sending, wants);
+  *wants = sending ? POLLOUT : POLLIN;
+  return sending ? ::send(link.fd, p, n, MSG_NOSIGNAL)
+                 : ::recv(link.fd, p, n, 0);
+}
+
 // Splits "host:port" (or "[v6]:port").
 bool ParseEndpoint(const std::string& endpoint, std::string* host,
                    uint16_t* port) {
@@ -97,6 +218,8 @@ Step CheckStep(ssize_t n, bool receiving, const char* what,
     failure->message = std::string(what) + ": ";
     if (err == EAGAIN || err == EWOULDBLOCK) {
       failure->message += "timed out";
+    } else if (err == EPROTO && !tls_error.empty()) {
+      failure->message += tls_error;
     } else {
       failure->message += ErrnoText(err);
       failure->peer_closed = err == ECONNRESET || err == EPIPE;
@@ -116,18 +239,28 @@ Step CheckStep(ssize_t n, bool receiving, const char* what,
 // fall back to an unbounded poll() when those timeouts fire, so they cannot
 // enforce the stall timeout; the raw calls also take up to IOV_MAX buffers
 // per syscall instead of Asio's 64. `iov` is consumed in place.
-bool TransferAll(int fd, std::vector<iovec>& iov, bool sending,
+bool TransferAll(const Link& link, std::vector<iovec>& iov, bool sending,
                  const char* what, IoFailure* failure) {
+  const int fd = link.fd;
   size_t first = 0;
   while (first < iov.size() && iov[first].iov_len == 0) ++first;
   while (first < iov.size()) {
-    msghdr msg{};
-    msg.msg_iov = &iov[first];
-    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    // MSG_WAITALL: one wake-up per filled iovec list rather than one per
-    // arriving burst; SO_RCVTIMEO still bounds the wait.
-    const ssize_t n = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL)
-                              : ::recvmsg(fd, &msg, MSG_WAITALL);
+    ssize_t n;
+    if (link.ssl != nullptr) {
+      // TLS has no scatter/gather: one buffer per call. Partial writes are
+      // enabled, so a call returns what it moved like sendmsg does.
+      short wants;
+      n = TlsIo(link.ssl, iov[first].iov_base, iov[first].iov_len, sending,
+                &wants);
+    } else {
+      msghdr msg{};
+      msg.msg_iov = &iov[first];
+      msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+      // MSG_WAITALL: one wake-up per filled iovec list rather than one per
+      // arriving burst; SO_RCVTIMEO still bounds the wait.
+      n = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL)
+                  : ::recvmsg(fd, &msg, MSG_WAITALL);
+    }
     const Step step = CheckStep(n, !sending, what, failure);
     if (step == Step::kRetry) continue;
     if (step == Step::kFailed) return false;
@@ -176,7 +309,7 @@ bool ProtocolError(IoFailure* failure, const char* what) {
 // from byte *got on, until at least `min` bytes are in: each recvmsg takes
 // what has arrived, never past the end of the two, so nothing beyond what
 // the caller knows to expect is consumed.
-bool ReceiveAtLeast(int fd, uint8_t* buf, size_t len, uint8_t* extra,
+bool ReceiveAtLeast(const Link& link, uint8_t* buf, size_t len, uint8_t* extra,
                     size_t extra_len, size_t min, size_t* got, const char* what,
                     IoFailure* failure) {
   while (*got < min) {
@@ -187,10 +320,17 @@ bool ReceiveAtLeast(int fd, uint8_t* buf, size_t len, uint8_t* extra,
     if (extra_len > in_extra) {
       v[nv++] = iovec{extra + in_extra, extra_len - in_extra};
     }
-    msghdr msg{};
-    msg.msg_iov = v;
-    msg.msg_iovlen = nv;
-    const ssize_t r = ::recvmsg(fd, &msg, 0);
+    ssize_t r;
+    if (link.ssl != nullptr) {
+      short wants;
+      r = TlsIo(link.ssl, v[0].iov_base, v[0].iov_len, /*sending=*/false,
+                &wants);
+    } else {
+      msghdr msg{};
+      msg.msg_iov = v;
+      msg.msg_iovlen = nv;
+      r = ::recvmsg(link.fd, &msg, 0);
+    }
     const Step step = CheckStep(r, /*receiving=*/true, what, failure);
     if (step == Step::kRetry) continue;
     if (step == Step::kFailed) return false;
@@ -207,7 +347,7 @@ bool ReceiveAtLeast(int fd, uint8_t* buf, size_t len, uint8_t* extra,
 // handful of syscalls). `first` (may be empty) is where the data of a lone
 // op goes if it succeeds: only with one op is the place of the first data
 // byte known before the codes are read. *first_got is how much landed there.
-bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
+bool ReceiveHead(const Link& link, uint16_t op, uint32_t n, wire::Header* rh,
                  std::vector<ErrorCode>* codes, std::span<uint8_t> first,
                  size_t* first_got, IoFailure* failure) {
   const size_t head = wire::kHeaderSize + size_t{n} * wire::kResultSize;
@@ -220,7 +360,7 @@ bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
   }
   size_t got = 0;
   *first_got = 0;
-  if (!ReceiveAtLeast(fd, raw, head, first.data(), first.size(),
+  if (!ReceiveAtLeast(link, raw, head, first.data(), first.size(),
                       wire::kHeaderSize, &got, "receive response", failure)) {
     return false;
   }
@@ -238,8 +378,8 @@ bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
     return true;
   }
   if (rh->count != n) return ProtocolError(failure, "result count mismatch");
-  if (!ReceiveAtLeast(fd, raw, head, nullptr, 0, head, &got, "receive results",
-                      failure)) {
+  if (!ReceiveAtLeast(link, raw, head, nullptr, 0, head, &got,
+                      "receive results", failure)) {
     return false;
   }
   *first_got = got - head;
@@ -256,10 +396,10 @@ bool ReceiveHead(int fd, uint16_t op, uint32_t n, wire::Header* rh,
 // `kReceivesData`, the bytes of the successful ops scattered straight into
 // their destinations. Shared by READ, WRITE and SSD_READ.
 template <bool kReceivesData, typename OpT>
-bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
+bool SendAndCollect(const Link& link, uint16_t op, std::vector<iovec>& iov,
                     std::span<OpT> ops, std::span<const uint32_t> batch,
                     IoFailure* failure) {
-  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+  if (!TransferAll(link, iov, /*sending=*/true, "send request", failure)) {
     return false;
   }
   const uint32_t n = static_cast<uint32_t>(batch.size());
@@ -270,7 +410,7 @@ bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
     if (n == 1) first = {ops[batch[0]].dest, ops[batch[0]].length};
   }
   size_t first_got = 0;
-  if (!ReceiveHead(fd, op, n, &rh, &codes, first, &first_got, failure)) {
+  if (!ReceiveHead(link, op, n, &rh, &codes, first, &first_got, failure)) {
     return false;
   }
   if (rh.status != 0) {
@@ -299,7 +439,7 @@ bool SendAndCollect(int fd, uint16_t op, std::vector<iovec>& iov,
     iov[0].iov_len -= first_got;
   }
   if (data_len > 0 &&
-      !TransferAll(fd, iov, /*sending=*/false, "receive data", failure)) {
+      !TransferAll(link, iov, /*sending=*/false, "receive data", failure)) {
     return false;
   }
   return true;
@@ -313,7 +453,9 @@ bool ValidKey(const std::string& key) {
 
 class TcpDataClient::Impl {
  public:
-  explicit Impl(const TcpDataClientOptions& options) : options_(options) {}
+  explicit Impl(const TcpDataClientOptions& options) : options_(options) {
+    if (!options_.tls_ca_file.empty()) SetUpTls();
+  }
 
   template <typename OpT>
   Status Run(const std::string& endpoint, const std::string& node_id,
@@ -328,9 +470,16 @@ class TcpDataClient::Impl {
   void Forget(const std::string& endpoint);
 
  private:
+  struct SslFree {
+    void operator()(SSL* ssl) const { SSL_free(ssl); }
+  };
   struct Connection {
     tcp::socket socket;
     uint64_t generation;  // of its pool when it was opened
+    // Declared after the socket so it is freed first (it does not own the
+    // descriptor).
+    std::unique_ptr<SSL, SslFree> ssl;
+    Link link() { return Link{socket.native_handle(), ssl.get()}; }
   };
   struct Pool {
     uint64_t generation = 0;
@@ -353,8 +502,13 @@ class TcpDataClient::Impl {
   Status ConnectTo(tcp::socket& socket, const tcp::endpoint& ep);
   // The HELLO exchange on a freshly connected, non-blocking socket, bounded
   // as a whole by options_.handshake_timeout.
-  Status Handshake(int fd, const std::string& endpoint,
+  Status Handshake(const Link& link, const std::string& endpoint,
                    const std::string& node_id);
+  // The TLS handshake on a freshly connected, non-blocking socket, bounded
+  // by options_.handshake_timeout; verifies the node's certificate against
+  // the CA and `host` (the endpoint's host: a DNS name or an IP address).
+  Status TlsHandshake(const Link& link, const std::string& endpoint,
+                      const std::string& host);
   // Runs `exchange(conn, i, failure)` for every i < `exchanges` on one
   // connection to `node_id` at `endpoint`, in order; on failure drops the
   // node's idle connections and, if the connection was a pooled one the
@@ -377,7 +531,16 @@ class TcpDataClient::Impl {
                         std::vector<ErrorCode>& results, bool* unsupported,
                         IoFailure* failure);
 
+  // Builds tls_ from options_, or records in tls_setup_error_ why not.
+  void SetUpTls();
+
+  struct SslCtxFree {
+    void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+  };
   const TcpDataClientOptions options_;
+  // Set when options_.tls_ca_file is: every connection is TLS.
+  std::unique_ptr<SSL_CTX, SslCtxFree> tls_;
+  std::string tls_setup_error_;  // non-empty: every call fails with it
   // Only owns the sockets; it is never run because all I/O is blocking.
   asio::io_context io_;
   std::mutex mu_;
@@ -385,6 +548,35 @@ class TcpDataClient::Impl {
   // for the node its HELLO named.
   std::unordered_map<std::string, std::unordered_map<std::string, Pool>> pools_;
 };
+
+void TcpDataClient::Impl::SetUpTls() {
+  tls_.reset(SSL_CTX_new(TLS_client_method()));
+  if (!tls_) {
+    tls_setup_error_ = TlsErrorText();
+    return;
+  }
+  SSL_CTX* ctx = tls_.get();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  // Partial writes let TransferAll treat SSL_write like sendmsg (it returns
+  // what it moved); a moving buffer spares the HELLO loop from retrying a
+  // write after WANT_WRITE with the very same pointer.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                            SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                            SSL_MODE_AUTO_RETRY);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+  // A node that closes a pooled connection without close_notify reads as a
+  // closed peer (worth the one retry), not as a TLS error.
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  ERR_clear_error();
+  if (SSL_CTX_load_verify_locations(ctx, options_.tls_ca_file.c_str(),
+                                    nullptr) != 1) {
+    tls_setup_error_ = "cannot load the data plane TLS CA file " +
+                       options_.tls_ca_file + ": " + TlsErrorText();
+    tls_.reset();
+  }
+}
 
 Status TcpDataClient::Impl::ConnectTo(tcp::socket& socket,
                                       const tcp::endpoint& ep) {
@@ -430,8 +622,10 @@ Status TcpDataClient::Impl::ConnectTo(tcp::socket& socket,
   return Status::OK();
 }
 
-Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
+Status TcpDataClient::Impl::Handshake(const Link& link,
+                                      const std::string& endpoint,
                                       const std::string& node_id) {
+  const int fd = link.fd;
   const auto deadline = Clock::now() + options_.handshake_timeout;
   auto fail = [&](const std::string& why) {
     return Status(ErrorCode::TRANSFER_FAIL,
@@ -452,8 +646,9 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
   wire::EncodeHeader(h, hello.data());
   hello.insert(hello.end(), node_id.begin(), node_id.end());
   for (size_t sent = 0; sent < hello.size();) {
-    const ssize_t n =
-        ::send(fd, hello.data() + sent, hello.size() - sent, MSG_NOSIGNAL);
+    short wants = POLLOUT;
+    const ssize_t n = LinkIo(link, hello.data() + sent, hello.size() - sent,
+                             /*sending=*/true, &wants);
     if (n >= 0) {
       sent += static_cast<size_t>(n);
       continue;
@@ -461,9 +656,9 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) {
-      return fail("send: " + ErrnoText(err));
+      return fail("send: " + (err == EPROTO ? tls_error : ErrnoText(err)));
     }
-    const int r = PollUntil(fd, POLLOUT, deadline);
+    const int r = PollUntil(fd, wants, deadline);
     if (r == 0) return timed_out("the send");
     if (r < 0) return fail("poll: " + ErrnoText(errno));
   }
@@ -479,11 +674,20 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
   size_t got = 0;
   wire::Header rh;
   while (got < want) {
-    const ssize_t n = ::recv(fd, raw + got, want - got, 0);
+    short wants = POLLIN;
+    const ssize_t n =
+        LinkIo(link, raw + got, want - got, /*sending=*/false, &wants);
     if (n > 0) {
       got += static_cast<size_t>(n);
       if (want == wire::kHeaderSize &&
           std::memcmp(raw, magic, std::min<size_t>(got, sizeof(magic))) != 0) {
+        // 0x15 and 0x16 start TLS alert and handshake records: the node
+        // refused our plaintext HELLO as a failed TLS handshake.
+        if (link.ssl == nullptr && (raw[0] == 0x15 || raw[0] == 0x16)) {
+          return fail(
+              "the node requires TLS on its data plane (answered with a TLS "
+              "record); configure the CA to verify it with (tls_ca_file)");
+        }
         return fail("not a kvpool data server (bad magic in the answer)");
       }
       if (want == wire::kHeaderSize && got == wire::kHeaderSize) {
@@ -505,15 +709,21 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
     }
     if (n == 0) {
       return fail(got == 0 ? "connection closed without an answer (not a "
-                             "kvpool data server, or one of an older version)"
+                             "kvpool data server, one of an older version, "
+                             "or one that requires TLS)"
                            : "connection closed in the middle of the answer");
     }
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) {
-      return fail("receive: " + ErrnoText(err));
+      // A TLS node that fails the handshake on our HELLO may close before
+      // reading all of it, which resets the connection.
+      const bool maybe_tls =
+          link.ssl == nullptr && got == 0 && err == ECONNRESET;
+      return fail("receive: " + (err == EPROTO ? tls_error : ErrnoText(err)) +
+                  (maybe_tls ? " (a node that requires TLS?)" : ""));
     }
-    const int r = PollUntil(fd, POLLIN, deadline);
+    const int r = PollUntil(fd, wants, deadline);
     if (r == 0) return timed_out("the answer");
     if (r < 0) return fail("poll: " + ErrnoText(errno));
   }
@@ -533,9 +743,73 @@ Status TcpDataClient::Impl::Handshake(int fd, const std::string& endpoint,
   return Status::OK();
 }
 
+Status TcpDataClient::Impl::TlsHandshake(const Link& link,
+                                         const std::string& endpoint,
+                                         const std::string& host) {
+  const auto deadline = Clock::now() + options_.handshake_timeout;
+  auto fail = [&](const std::string& why) {
+    return Status(ErrorCode::TRANSFER_FAIL,
+                  "TLS handshake with " + endpoint + " failed: " + why);
+  };
+  SSL* ssl = link.ssl;
+  // The node's certificate must name the host the endpoint names: an IP
+  // address is matched against its IP SANs, a name against its DNS names.
+  asio::error_code ec;
+  asio::ip::make_address(host, ec);
+  if (!ec) {
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) != 1) {
+      return fail("cannot verify against address " + host);
+    }
+  } else {
+    if (SSL_set1_host(ssl, host.c_str()) != 1 ||
+        SSL_set_tlsext_host_name(ssl, host.c_str()) != 1) {
+      return fail("cannot verify against host name " + host);
+    }
+  }
+  SSL_set_connect_state(ssl);
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    const int r = SSL_do_handshake(ssl);
+    if (r == 1) return Status::OK();
+    const int err = SSL_get_error(ssl, r);
+    short wants;
+    if (err == SSL_ERROR_WANT_READ) {
+      wants = POLLIN;
+    } else if (err == SSL_ERROR_WANT_WRITE) {
+      wants = POLLOUT;
+    } else {
+      const long verify = SSL_get_verify_result(ssl);
+      if (verify != X509_V_OK) {
+        return fail("the node's certificate did not verify: " +
+                    std::string(X509_verify_cert_error_string(verify)));
+      }
+      if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN) {
+        const int e = errno;
+        return fail((e == 0 ? std::string("connection closed") : ErrnoText(e)) +
+                    " (is the node serving plaintext on its data plane?)");
+      }
+      const std::string why = TlsErrorText();
+      return fail(why + (why.find("wrong version number") != std::string::npos
+                             ? " (is the node serving plaintext on its data "
+                               "plane?)"
+                             : ""));
+    }
+    const int p = PollUntil(link.fd, wants, deadline);
+    if (p == 0) {
+      return fail("timed out after " +
+                  std::to_string(options_.handshake_timeout.count()) + " ms");
+    }
+    if (p < 0) return fail("poll: " + ErrnoText(errno));
+  }
+}
+
 Result<std::unique_ptr<TcpDataClient::Impl::Connection>>
 TcpDataClient::Impl::Connect(const std::string& endpoint,
                              const std::string& node_id, uint64_t generation) {
+  if (!tls_setup_error_.empty()) {
+    return Status(ErrorCode::TRANSFER_FAIL, tls_setup_error_);
+  }
   std::string host;
   uint16_t port = 0;
   if (!ParseEndpoint(endpoint, &host, &port)) {
@@ -558,17 +832,32 @@ TcpDataClient::Impl::Connect(const std::string& endpoint,
   }
   Status last(ErrorCode::TRANSFER_FAIL, "no address for " + endpoint);
   for (const tcp::endpoint& ep : candidates) {
-    auto conn =
-        std::make_unique<Connection>(Connection{tcp::socket(io_), generation});
+    auto conn = std::make_unique<Connection>(
+        Connection{tcp::socket(io_), generation, {}});
     Status s = ConnectTo(conn->socket, ep);
     if (!s.ok()) {
       last = Status(ErrorCode::TRANSFER_FAIL,
                     "cannot connect to " + endpoint + ": " + s.message());
       continue;
     }
+    if (tls_) {
+      conn->ssl.reset(SSL_new(tls_.get()));
+      BIO* bio = conn->ssl ? BIO_new(NoSigpipeMethod()) : nullptr;
+      if (bio == nullptr) {
+        last = Status(ErrorCode::TRANSFER_FAIL,
+                      "cannot set up TLS: " + TlsErrorText());
+        continue;
+      }
+      BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(
+                            conn->socket.native_handle())));
+      BIO_set_init(bio, 1);
+      SSL_set_bio(conn->ssl.get(), bio, bio);  // the SSL owns the BIO now
+      last = TlsHandshake(conn->link(), endpoint, host);
+      if (!last.ok()) continue;
+    }
     // Nothing is sent or received on the connection before the server has
     // proved to be the expected node.
-    last = Handshake(conn->socket.native_handle(), endpoint, node_id);
+    last = Handshake(conn->link(), endpoint, node_id);
     if (!last.ok()) continue;
     conn->socket.non_blocking(false, ec);
     if (ec) {
@@ -647,7 +936,7 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
                                    std::span<const uint32_t> batch,
                                    IoFailure* failure) {
   constexpr bool kIsRead = std::is_same_v<OpT, ReadOp>;
-  const int fd = conn.socket.native_handle();
+  const Link link = conn.link();
   const uint32_t n = static_cast<uint32_t>(batch.size());
   uint64_t payload = 0;
   for (uint32_t idx : batch) payload += ops[idx].length;
@@ -675,7 +964,7 @@ bool TcpDataClient::Impl::Exchange(Connection& conn, std::span<OpT> ops,
     for (uint32_t idx : batch)
       iov.push_back(Iov(ops[idx].src, ops[idx].length));
   }
-  return SendAndCollect<kIsRead>(fd, h.op, iov, ops, batch, failure);
+  return SendAndCollect<kIsRead>(link, h.op, iov, ops, batch, failure);
 }
 
 template <typename OpT>
@@ -761,7 +1050,7 @@ bool TcpDataClient::Impl::ExchangeKeys(Connection& conn,
                                        std::span<KeyReadOp> ops,
                                        std::span<const uint32_t> batch,
                                        IoFailure* failure) {
-  const int fd = conn.socket.native_handle();
+  const Link link = conn.link();
   const uint32_t n = static_cast<uint32_t>(batch.size());
   uint64_t body_len = 0;
   for (uint32_t idx : batch) {
@@ -792,7 +1081,7 @@ bool TcpDataClient::Impl::ExchangeKeys(Connection& conn,
     p += op.key.size();
   }
   std::vector<iovec> iov(1, Iov(request.data(), request.size()));
-  return SendAndCollect<true>(fd, h.op, iov, ops, batch, failure);
+  return SendAndCollect<true>(link, h.op, iov, ops, batch, failure);
 }
 
 Status TcpDataClient::Impl::ReadKeys(const std::string& endpoint,
@@ -858,7 +1147,7 @@ bool TcpDataClient::Impl::ExchangePrefetch(
     const std::vector<std::string>* tokens, std::span<const uint32_t> batch,
     std::vector<ErrorCode>& results, bool* unsupported, IoFailure* failure) {
   if (*unsupported) return true;  // an earlier batch learned it already
-  const int fd = conn.socket.native_handle();
+  const Link link = conn.link();
   const uint32_t n = static_cast<uint32_t>(batch.size());
   uint64_t body_len = wire::kLenPrefixSize + tenant.size();
   for (uint32_t idx : batch)
@@ -888,14 +1177,14 @@ bool TcpDataClient::Impl::ExchangePrefetch(
     p += wire::kTokenSize;
   }
   std::vector<iovec> iov(1, Iov(request.data(), request.size()));
-  if (!TransferAll(fd, iov, /*sending=*/true, "send request", failure)) {
+  if (!TransferAll(link, iov, /*sending=*/true, "send request", failure)) {
     return false;
   }
 
   wire::Header rh;
   std::vector<ErrorCode> codes;
   size_t no_data = 0;
-  if (!ReceiveHead(fd, h.op, n, &rh, &codes, {}, &no_data, failure)) {
+  if (!ReceiveHead(link, h.op, n, &rh, &codes, {}, &no_data, failure)) {
     return false;
   }
   if (rh.status != 0) {

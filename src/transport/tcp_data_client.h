@@ -37,6 +37,14 @@ struct TcpDataClientOptions {
   // split into several requests. Servers refuse a request over their own
   // max_ssd_read_bytes (default the same 256 MiB), so keep this at most that.
   uint64_t max_ssd_read_frame_bytes = uint64_t{256} << 20;
+  // PEM file of the CA(s) that sign the nodes' data plane certificates.
+  // Set: every connection is TLS (within handshake_timeout, before the
+  // HELLO); the node's certificate must chain to one of these CAs and name
+  // the endpoint's host (an IP address must be among its IP SANs, a host
+  // name among its DNS names). A node serving plaintext fails the call with
+  // TRANSFER_FAIL. Empty: plaintext. An unreadable file fails every call
+  // with TRANSFER_FAIL.
+  std::string tls_ca_file;
 };
 
 class TcpDataClient {

@@ -5,6 +5,9 @@
 // counts. Raw and data plane runs alternate and the median ratio is reported,
 // so a noisy shared machine skews both sides alike.
 //
+// Then plaintext against TLS (a throwaway certificate made with the openssl
+// command line) for 64 KiB and 1 MiB values.
+//
 //   transport_bench [seconds_per_run] [rounds]
 #include <algorithm>
 #include <chrono>
@@ -17,6 +20,7 @@
 
 #include <asio.hpp>
 
+#include "tests/tls_test_files.h"
 #include "transport/segment_table.h"
 #include "transport/tcp_data_client.h"
 #include "transport/tcp_data_server.h"
@@ -73,14 +77,23 @@ double RawLoopback(size_t chunk, double seconds, int socket_buffer) {
   return bytes / elapsed / 1e9;
 }
 
-double DataPlaneRead(size_t value_size, size_t batch, double seconds) {
+// `tls` (if not null) makes both sides TLS.
+double DataPlaneRead(size_t value_size, size_t batch, double seconds,
+                     const TlsTestFiles* tls = nullptr) {
   std::vector<uint8_t> segment(value_size * batch, 2);
   SegmentTable table;
   table.Add(1, {segment.data(), segment.size()});
-  TcpDataServer server(&table, "bench-node", 2);
+  TcpDataServerOptions server_options{.io_threads = 2};
+  TcpDataClientOptions client_options;
+  if (tls != nullptr) {
+    server_options.tls_cert_file = (*tls)("server.pem");
+    server_options.tls_key_file = (*tls)("server.key");
+    client_options.tls_ca_file = (*tls)("ca.pem");
+  }
+  TcpDataServer server(&table, "bench-node", server_options);
   if (!server.Start("127.0.0.1", 0).ok()) std::abort();
   const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
-  TcpDataClient client;
+  TcpDataClient client(client_options);
   std::vector<uint8_t> dst(value_size * batch);
   std::vector<ReadOp> ops(batch);
   uint64_t bytes = 0;
@@ -125,6 +138,28 @@ int main(int argc, char** argv) {
           "value %4zu KiB batch %2zu: data plane %5.2f GB/s, raw %5.2f GB/s, "
           "median ratio %3.0f%%\n",
           value >> 10, batch, median(dps), median(raws), 100 * median(ratios));
+    }
+  }
+
+  const kvpool::TlsTestFiles tls;
+  if (!tls.ok()) {
+    std::printf("TLS: skipped (the openssl command line failed)\n");
+    return 0;
+  }
+  for (size_t value : {size_t{64} << 10, size_t{1} << 20}) {
+    for (size_t batch : {1, 16}) {
+      std::vector<double> plain, secure;
+      for (int r = 0; r < rounds; ++r) {
+        plain.push_back(kvpool::DataPlaneRead(value, batch, seconds));
+        secure.push_back(kvpool::DataPlaneRead(value, batch, seconds, &tls));
+      }
+      std::sort(plain.begin(), plain.end());
+      std::sort(secure.begin(), secure.end());
+      const double p = plain[plain.size() / 2], t = secure[secure.size() / 2];
+      std::printf(
+          "value %4zu KiB batch %2zu: plaintext %5.2f GB/s, TLS %5.2f GB/s "
+          "(%3.0f%%)\n",
+          value >> 10, batch, p, t, 100 * t / p);
     }
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <array>
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -257,9 +259,17 @@ bool TakeLengthPrefixed(const std::vector<uint8_t>& body, size_t* pos,
   return true;
 }
 
-std::string PeerName(const tcp::socket& s) {
+using TlsStream = asio::ssl::stream<tcp::socket>;
+
+// The TCP socket under a session's stream: what the idle sweeper and
+// eviction close, and what shutdown and peer names go through.
+tcp::socket& Lowest(tcp::socket& s) { return s; }
+tcp::socket& Lowest(TlsStream& s) { return s.next_layer(); }
+
+template <typename Stream>
+std::string PeerName(Stream& stream) {
   asio::error_code ec;
-  auto ep = s.remote_endpoint(ec);
+  auto ep = Lowest(stream).remote_endpoint(ec);
   if (ec) return "?";
   return ep.address().to_string() + ":" + std::to_string(ep.port());
 }
@@ -283,7 +293,11 @@ class TcpDataServer::Impl {
         idle_timeout_ms_(options.idle_timeout_ms),
         max_key_frame_body_(std::min<uint64_t>(options.max_key_frame_body,
                                                wire::kMaxKeyFrameBody)),
-        budget_(options.max_buffered_bytes) {}
+        budget_(options.max_buffered_bytes),
+        tls_cert_file_(options.tls_cert_file),
+        tls_key_file_(options.tls_key_file),
+        tls_handshake_timeout_(std::chrono::milliseconds(
+            std::max<int64_t>(options.tls_handshake_timeout_ms, 1))) {}
   ~Impl() { Stop(); }
 
   void SetSsdReadHandler(SsdReadHandler handler);
@@ -348,8 +362,9 @@ class TcpDataServer::Impl {
 
   asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor);
   // `slot` is the session's entry in sessions_, at `where`.
+  template <typename Stream>
   asio::awaitable<void> Serve(
-      tcp::socket socket, std::shared_ptr<SessionSlot> slot,
+      Stream socket, std::shared_ptr<SessionSlot> slot,
       std::list<std::shared_ptr<SessionSlot>>::iterator where);
   // Closes sessions that have done nothing for idle_timeout_ms.
   asio::awaitable<void> SweepIdle();
@@ -363,7 +378,8 @@ class TcpDataServer::Impl {
   // Answers the HELLO whose header is `h`. Returns false when the session
   // must end (I/O error, or the client expects another node: then the
   // socket is already closed).
-  asio::awaitable<bool> Greet(tcp::socket& socket, const wire::Header& h,
+  template <typename Stream>
+  asio::awaitable<bool> Greet(Stream& socket, const wire::Header& h,
                               SessionState& st);
   // Reads the ranges, resolves each against the segment table and fills in
   // per-op result codes. Returns a reason when the frame is malformed.
@@ -373,23 +389,27 @@ class TcpDataServer::Impl {
   // A status-0 response whose result codes are st.codes.
   void PrepareCodesResponse(const wire::Header& h, uint64_t data_len,
                             SessionState& st);
-  void BadFrame(tcp::socket& socket, const char* why);
+  template <typename Stream>
+  void BadFrame(Stream& socket, const char* why);
   // Reads and discards the body of an op this server does not serve, then
   // answers it with a frame-level INVALID_PARAMS. False if the session ends.
-  asio::awaitable<bool> RefuseOp(tcp::socket& socket, const wire::Header& h,
+  template <typename Stream>
+  asio::awaitable<bool> RefuseOp(Stream& socket, const wire::Header& h,
                                  SessionState& st,
                                  ErrorCode code = ErrorCode::INVALID_PARAMS);
   // A request the budget has no room for: counted, logged (rate-limited),
   // its body discarded and every op answered NO_AVAILABLE_HANDLE.
-  asio::awaitable<bool> RefuseOverBudget(tcp::socket& socket,
-                                         const wire::Header& h,
+  template <typename Stream>
+  asio::awaitable<bool> RefuseOverBudget(Stream& socket, const wire::Header& h,
                                          SessionState& st);
   // SSD_READ and PREFETCH, once their body is in st.body. False if the
   // session must end.
-  asio::awaitable<bool> ServeSsdRead(tcp::socket& socket, const wire::Header& h,
+  template <typename Stream>
+  asio::awaitable<bool> ServeSsdRead(Stream& socket, const wire::Header& h,
                                      SessionState& st);
-  asio::awaitable<bool> ServePrefetch(tcp::socket& socket,
-                                      const wire::Header& h, SessionState& st);
+  template <typename Stream>
+  asio::awaitable<bool> ServePrefetch(Stream& socket, const wire::Header& h,
+                                      SessionState& st);
   // Parses an SSD_READ body into st (key_ops and the maps around them).
   // Returns a reason when the frame is malformed; *refusal is set to
   // INVALID_PARAMS when it is well formed but over the server's limits.
@@ -412,12 +432,18 @@ class TcpDataServer::Impl {
   const int64_t idle_timeout_ms_;
   const uint64_t max_key_frame_body_;
   ByteBudget budget_;
+  const std::string tls_cert_file_, tls_key_file_;
+  const std::chrono::milliseconds tls_handshake_timeout_;
+  // Set by Start when TLS is configured; shared by every session (an
+  // SSL_CTX is safe to use from several threads once set up).
+  std::unique_ptr<asio::ssl::context> tls_;
   std::mutex sessions_mu_;
   std::list<std::shared_ptr<SessionSlot>> sessions_;
   size_t closing_sessions_ = 0;  // in sessions_, told to close
   std::atomic<int64_t> last_limit_log_ms_{0}, last_budget_log_ms_{0};
   std::atomic<uint64_t> limit_log_held_{0}, budget_log_held_{0};
-  std::atomic<int64_t> last_accept_log_ms_{0};
+  std::atomic<int64_t> last_accept_log_ms_{0}, last_tls_log_ms_{0};
+  std::atomic<uint64_t> tls_log_held_{0};
   std::atomic<uint64_t> accept_log_held_{0};
   size_t ClosingSessions() {
     std::lock_guard lock(sessions_mu_);
@@ -479,6 +505,32 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
                       std::to_string(wire::kMaxNodeIdSize) + " bytes, got " +
                       std::to_string(node_id_.size()));
   }
+  if (tls_cert_file_.empty() != tls_key_file_.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "data server TLS needs both a certificate and a key file");
+  }
+  std::unique_ptr<asio::ssl::context> tls;
+  if (!tls_cert_file_.empty()) {
+    tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    asio::error_code tls_ec;
+    tls->set_options(
+        asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+            asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+            asio::ssl::context::no_tlsv1_1,
+        tls_ec);
+    if (!tls_ec) tls->use_certificate_chain_file(tls_cert_file_, tls_ec);
+    if (tls_ec) {
+      return Status(ErrorCode::INVALID_PARAMS, "data server TLS certificate " +
+                                                   tls_cert_file_ + ": " +
+                                                   tls_ec.message());
+    }
+    tls->use_private_key_file(tls_key_file_, asio::ssl::context::pem, tls_ec);
+    if (tls_ec) {
+      return Status(
+          ErrorCode::INVALID_PARAMS,
+          "data server TLS key " + tls_key_file_ + ": " + tls_ec.message());
+    }
+  }
   std::vector<std::unique_ptr<asio::io_context>> ios;
   for (int i = 0; i < io_threads_; ++i) {
     ios.push_back(std::make_unique<asio::io_context>(1));
@@ -528,6 +580,7 @@ Status TcpDataServer::Impl::Start(const std::string& host, uint16_t port) {
   if (ssd_read_handler_) {
     ssd_pool_ = std::make_unique<BlockingPool>(ssd_read_threads_);
   }
+  tls_ = std::move(tls);
   asio::co_spawn(*io, AcceptLoop(*acceptor), asio::detached);
   if (idle_timeout_ms_ > 0) asio::co_spawn(*io, SweepIdle(), asio::detached);
   ios_ = std::move(ios);
@@ -571,6 +624,7 @@ void TcpDataServer::Impl::Stop() {
   // Destroying a context destroys every suspended session coroutine on it,
   // and with it each connection's socket; clients see the connection close.
   ios_.clear();
+  tls_.reset();  // after the sessions that used it
   next_io_ = 0;
   // Sessions accepted but never started left their entries.
   std::lock_guard sessions_lock(sessions_mu_);
@@ -629,8 +683,15 @@ asio::awaitable<void> TcpDataServer::Impl::AcceptLoop(tcp::acceptor& acceptor) {
       where = sessions_.insert(sessions_.end(), slot);
     }
     auto ex = socket.get_executor();
-    asio::co_spawn(ex, Serve(std::move(socket), std::move(slot), where),
-                   asio::detached);
+    if (tls_) {
+      asio::co_spawn(
+          ex,
+          Serve(TlsStream(std::move(socket), *tls_), std::move(slot), where),
+          asio::detached);
+    } else {
+      asio::co_spawn(ex, Serve(std::move(socket), std::move(slot), where),
+                     asio::detached);
+    }
   }
 }
 
@@ -720,13 +781,14 @@ asio::awaitable<void> TcpDataServer::Impl::SweepIdle() {
   }
 }
 
-void TcpDataServer::Impl::BadFrame(tcp::socket& socket, const char* why) {
+template <typename Stream>
+void TcpDataServer::Impl::BadFrame(Stream& socket, const char* why) {
   stats_.bad_frames.fetch_add(1, std::memory_order_relaxed);
   spdlog::warn("data server: malformed frame from {} ({}), closing",
                PeerName(socket), why);
   asio::error_code ec;
-  socket.shutdown(tcp::socket::shutdown_both, ec);
-  socket.close(ec);
+  Lowest(socket).shutdown(tcp::socket::shutdown_both, ec);
+  Lowest(socket).close(ec);
 }
 
 const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
@@ -819,7 +881,8 @@ void TcpDataServer::Impl::PrepareResponse(const wire::Header& h,
   }
 }
 
-asio::awaitable<bool> TcpDataServer::Impl::Greet(tcp::socket& socket,
+template <typename Stream>
+asio::awaitable<bool> TcpDataServer::Impl::Greet(Stream& socket,
                                                  const wire::Header& h,
                                                  SessionState& st) {
   asio::error_code ec;
@@ -856,8 +919,8 @@ asio::awaitable<bool> TcpDataServer::Impl::Greet(tcp::socket& socket,
   }
   // The client sends nothing after its HELLO, so closing cannot reset the
   // connection before it has read the answer.
-  socket.shutdown(tcp::socket::shutdown_both, ec);
-  socket.close(ec);
+  Lowest(socket).shutdown(tcp::socket::shutdown_both, ec);
+  Lowest(socket).close(ec);
   co_return false;
 }
 
@@ -878,7 +941,8 @@ void TcpDataServer::Impl::PrepareCodesResponse(const wire::Header& h,
   }
 }
 
-asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
+template <typename Stream>
+asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(Stream& socket,
                                                     const wire::Header& h,
                                                     SessionState& st,
                                                     ErrorCode code) {
@@ -900,8 +964,9 @@ asio::awaitable<bool> TcpDataServer::Impl::RefuseOp(tcp::socket& socket,
   co_return !ec;
 }
 
+template <typename Stream>
 asio::awaitable<bool> TcpDataServer::Impl::RefuseOverBudget(
-    tcp::socket& socket, const wire::Header& h, SessionState& st) {
+    Stream& socket, const wire::Header& h, SessionState& st) {
   stats_.budget_refusals.fetch_add(1, std::memory_order_relaxed);
   WarnLimited(&last_budget_log_ms_, &budget_log_held_,
               "requests in flight hold all of max_buffered_bytes: refusing a "
@@ -1043,7 +1108,8 @@ void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
   }
 }
 
-asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
+template <typename Stream>
+asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(Stream& socket,
                                                         const wire::Header& h,
                                                         SessionState& st) {
   asio::error_code ec;
@@ -1111,7 +1177,8 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(tcp::socket& socket,
   co_return true;
 }
 
-asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
+template <typename Stream>
+asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(Stream& socket,
                                                          const wire::Header& h,
                                                          SessionState& st) {
   asio::error_code ec;
@@ -1188,13 +1255,14 @@ asio::awaitable<bool> TcpDataServer::Impl::ServePrefetch(tcp::socket& socket,
   co_return !ec;
 }
 
+template <typename Stream>
 asio::awaitable<void> TcpDataServer::Impl::Serve(
-    tcp::socket socket, std::shared_ptr<SessionSlot> slot,
+    Stream socket, std::shared_ptr<SessionSlot> slot,
     std::list<std::shared_ptr<SessionSlot>>::iterator where) {
   SessionState st(&budget_);
   // Before any close posted for this session can run (same executor, posted
   // later).
-  slot->socket = &socket;
+  slot->socket = &Lowest(socket);
   // Runs on this session's executor when the coroutine ends, or in Stop
   // when the context is destroyed (nothing is posted to it any more).
   struct Unregister {
@@ -1211,6 +1279,36 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
   if (slot->closing.load()) co_return;
   asio::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    // A peer that never finishes the handshake must not hold its slot until
+    // the idle sweep: closing the socket fails the handshake at once. The
+    // timer's handler may already be queued when the handshake ends, and may
+    // run after this session is gone: it goes through the slot.
+    auto done = std::make_shared<bool>(false);
+    // Taken now: a peer that gave up has no remote endpoint by the time its
+    // failure is logged.
+    const std::string peer = PeerName(socket);
+    asio::steady_timer deadline(socket.get_executor(), tls_handshake_timeout_);
+    deadline.async_wait([slot, done](const asio::error_code& wait_ec) {
+      if (wait_ec || *done || !slot->alive || slot->socket == nullptr) return;
+      asio::error_code ignored;
+      slot->socket->close(ignored);
+    });
+    co_await socket.async_handshake(asio::ssl::stream_base::server, token);
+    *done = true;
+    deadline.cancel();
+    if (ec) {
+      stats_.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+      WarnLimited(&last_tls_log_ms_, &tls_log_held_,
+                  "TLS handshake with " + peer + " failed: " + ec.message() +
+                      " (a plaintext client, or one that does not trust "
+                      "this node's certificate?)");
+      asio::error_code ignored;
+      Lowest(socket).close(ignored);
+      co_return;
+    }
+    slot->last_active_ms.store(SteadyNowMs());
+  }
   for (;;) {
     slot->between_frames.store(true);
     slot->last_active_ms.store(SteadyNowMs());

@@ -51,6 +51,8 @@ struct TcpDataServerStats {
   // Requests refused (NO_AVAILABLE_HANDLE) because requests in flight held
   // all of max_buffered_bytes.
   std::atomic<uint64_t> budget_refusals{0};
+  // TLS connections whose handshake failed or timed out (closed).
+  std::atomic<uint64_t> tls_handshake_failures{0};
 };
 
 struct TcpDataServerOptions {
@@ -85,6 +87,13 @@ struct TcpDataServerOptions {
   // request bodies, SSD read buffers (never WRITE payloads or READ
   // replies, which move straight between socket and segment).
   uint64_t max_buffered_bytes = uint64_t{1} << 30;
+  // PEM certificate chain and private key: with both set, every connection
+  // must complete a TLS handshake within tls_handshake_timeout_ms before its
+  // HELLO, and all its frames travel inside TLS. Both empty: plaintext. One
+  // alone, or a file that does not load, fails Start.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int64_t tls_handshake_timeout_ms = 5000;
 };
 
 // Serves the ops of one SSD_READ request. Each op's `dest` is 4096-aligned
