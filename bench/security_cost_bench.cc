@@ -22,6 +22,7 @@
 #include "common/auth.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
+#include "tests/tls_test_files.h"
 
 namespace kvpool {
 
@@ -33,9 +34,9 @@ using bench::Sample;
 // The arms, each against "open": a second open cluster (the noise floor:
 // any "overhead" it shows is the machine's, not the code's), capabilities
 // alone, then with auth.
-constexpr int kArms = 4;
+constexpr int kArms = 5;
 const char* const kArmNames[kArms] = {"open", "open-again", "caps",
-                                      "caps+auth"};
+                                      "caps+auth", "caps+auth+tls"};
 
 struct CostRow {
   std::string op, path;
@@ -78,9 +79,20 @@ int RunSecurityCostBench(const BenchOptions& opts) {
   LocalClusterOptions secure_opts = caps_opts;
   secure_opts.node_id_prefix = "secure-node";
   secure_opts.cluster_secret_file = secret_file;
+  // TLS on the data plane too (shared memory does not use it).
+  TlsTestFiles tls;
+  if (!tls.ok()) {
+    std::fprintf(stderr, "error: cannot make TLS files (openssl missing?)\n");
+    return 1;
+  }
+  LocalClusterOptions tls_opts = secure_opts;
+  tls_opts.node_id_prefix = "tls-node";
+  tls_opts.data_tls_cert_file = tls("server.pem");
+  tls_opts.data_tls_key_file = tls("server.key");
+  tls_opts.data_tls_ca_file = tls("ca.pem");
   LocalCluster open(open_opts), again(again_opts), caps(caps_opts),
-      secure(secure_opts);
-  LocalCluster* clusters[kArms] = {&open, &again, &caps, &secure};
+      secure(secure_opts), with_tls(tls_opts);
+  LocalCluster* clusters[kArms] = {&open, &again, &caps, &secure, &with_tls};
   for (int a = 0; a < kArms; ++a) {
     if (Status s = clusters[a]->Start(); !s.ok()) {
       std::fprintf(stderr, "%s cluster: %s\n", kArmNames[a],
@@ -97,7 +109,8 @@ int RunSecurityCostBench(const BenchOptions& opts) {
     for (int a = 0; a < kArms; ++a) {
       ClientConfig cc;
       cc.transport = mode;
-      if (a == 3) cc.credential_file = cred_file;
+      if (a >= 3) cc.credential_file = cred_file;
+      if (a == 4) cc.data_tls_ca_file = tls("ca.pem");
       auto c = clusters[a]->NewClient(cc);
       if (!c.ok()) {
         std::fprintf(stderr, "error: %s client: %s\n", kArmNames[a],
@@ -171,21 +184,23 @@ int RunSecurityCostBench(const BenchOptions& opts) {
     }
   }
   std::printf(
-      "\nkvpool bench transfer --security (four LocalClusters of 1 node in "
+      "\nkvpool bench transfer --security (five LocalClusters of 1 node in "
       "one process; open = no auth, no capabilities; open-again = the same, "
       "the noise floor; caps = capability on every TCP range; caps+auth = "
-      "and a tenant credential on every RPC; p50 us per arm, then each "
-      "arm's overhead = median over 8 rounds, arms in turning order, of its "
-      "p50 / open p50 - 1)\n");
-  std::printf("%-4s %-4s %7s %9s %9s %9s %9s | %10s %8s %9s\n", "op", "path",
-              "size", "open", "again", "caps", "caps+auth", "again(A/A)",
-              "caps", "caps+auth");
+      "and a tenant credential on every RPC; +tls = and TLS on the data "
+      "plane (shm does not use it); p50 us per arm, then each arm's "
+      "overhead = median over 10 rounds, arms in turning order, of its p50 "
+      "/ open p50 - 1)\n");
+  std::printf("%-4s %-4s %7s %9s %9s %9s %9s %9s | %10s %8s %9s %9s\n", "op",
+              "path", "size", "open", "again", "caps", "caps+auth", "+tls",
+              "again(A/A)", "caps", "caps+auth", "+tls");
   for (const auto& r : rows) {
     std::printf(
-        "%-4s %-4s %7s %9.1f %9.1f %9.1f %9.1f | %9.1f%% %7.1f%% %8.1f%%\n",
+        "%-4s %-4s %7s %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f%% %7.1f%% "
+        "%8.1f%% %8.1f%%\n",
         r.op.c_str(), r.path.c_str(), FormatSize(r.size).c_str(), r.p50_us[0],
-        r.p50_us[1], r.p50_us[2], r.p50_us[3], r.overhead_pct[1],
-        r.overhead_pct[2], r.overhead_pct[3]);
+        r.p50_us[1], r.p50_us[2], r.p50_us[3], r.p50_us[4], r.overhead_pct[1],
+        r.overhead_pct[2], r.overhead_pct[3], r.overhead_pct[4]);
   }
   std::printf("target: <= 3%% on 1 MiB gets, shm and tcp\n");
   if (!opts.json_path.empty()) {
@@ -197,11 +212,12 @@ int RunSecurityCostBench(const BenchOptions& opts) {
           << fmt::format(
                  R"({{"op":"{}","path":"{}","size":{},"open_p50_us":{:.1f},)"
                  R"("again_p50_us":{:.1f},"caps_p50_us":{:.1f},)"
-                 R"("caps_auth_p50_us":{:.1f},"again_overhead_pct":{:.2f},)"
-                 R"("caps_overhead_pct":{:.2f},"caps_auth_overhead_pct":{:.2f}}})",
+                 R"("caps_auth_p50_us":{:.1f},"tls_p50_us":{:.1f},)"
+                 R"("again_overhead_pct":{:.2f},"caps_overhead_pct":{:.2f},)"
+                 R"("caps_auth_overhead_pct":{:.2f},"tls_overhead_pct":{:.2f}}})",
                  r.op, r.path, r.size, r.p50_us[0], r.p50_us[1], r.p50_us[2],
-                 r.p50_us[3], r.overhead_pct[1], r.overhead_pct[2],
-                 r.overhead_pct[3]);
+                 r.p50_us[3], r.p50_us[4], r.overhead_pct[1], r.overhead_pct[2],
+                 r.overhead_pct[3], r.overhead_pct[4]);
     }
     out << "]\n";
   }

@@ -59,6 +59,11 @@ struct LocalClusterOptions {
   // Node i is "<node_id_prefix><i>" (its shm file is named after it, so two
   // clusters in one process need different prefixes).
   std::string node_id_prefix = "node";
+  // TLS on the nodes' data plane (NodeConfig::data_tls_*): certificate and
+  // key of every node, and the CA the nodes verify each other with.
+  std::string data_tls_cert_file;
+  std::string data_tls_key_file;
+  std::string data_tls_ca_file;
   // MasterConfig::data_capabilities (off only to measure their cost).
   bool data_capabilities = true;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.

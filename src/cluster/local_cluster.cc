@@ -43,6 +43,9 @@ Status LocalCluster::Start() {
     nc.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     nc.node_id = options_.node_id_prefix + std::to_string(i);
     nc.cluster_secret_file = options_.cluster_secret_file;
+    nc.data_tls_cert_file = options_.data_tls_cert_file;
+    nc.data_tls_key_file = options_.data_tls_key_file;
+    nc.data_tls_ca_file = options_.data_tls_ca_file;
     if (options_.enable_ssd) {
       nc.enable_ssd_offload = true;
       nc.ssd_offload_path = options_.ssd_root + "/node" + std::to_string(i);
