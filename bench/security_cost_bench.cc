@@ -35,8 +35,8 @@ using bench::Sample;
 // any "overhead" it shows is the machine's, not the code's), capabilities
 // alone, then with auth.
 constexpr int kArms = 5;
-const char* const kArmNames[kArms] = {"open", "open-again", "caps",
-                                      "caps+auth", "caps+auth+tls"};
+const char* const kArmNames[kArms] = {"open", "open-again", "caps", "caps+auth",
+                                      "caps+auth+tls"};
 
 struct CostRow {
   std::string op, path;
