@@ -18,6 +18,7 @@
 #include "master/master_auth.h"
 #include "master/master_server.h"
 #include "node/node.h"
+#include "tests/tls_test_files.h"
 
 namespace kvpool {
 namespace {
@@ -449,44 +450,10 @@ TEST_F(AuthTest, RouterWithTheSecretLooksUpAnyTenant) {
   EXPECT_FALSE(Router::Create(unreadable).ok());
 }
 
-// A throwaway CA, a server certificate for 127.0.0.1/localhost and a client
-// certificate, made with the openssl command line.
-class TlsFiles {
- public:
-  explicit TlsFiles(const std::string& dir) : dir_(dir) {
-    const std::string d = "'" + dir + "'";
-    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1";
-    std::string script =
-        "set -e; cd " + d + "; " + "openssl req -x509 " + ec +
-        " -nodes -keyout ca.key -out ca.pem -days 1 -subj '/CN=kvpool test CA' "
-        "-addext basicConstraints=critical,CA:TRUE "
-        "-addext keyUsage=critical,keyCertSign,cRLSign; " +
-        "openssl req " + ec +
-        " -nodes -keyout server.key -out server.csr -subj '/CN=localhost'; "
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
-        "-CAcreateserial -out server.pem -days 1 -extfile server.ext; " +
-        "openssl req " + ec +
-        " -nodes -keyout client.key -out client.csr -subj '/CN=kvpool client'; "
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
-        "-CAcreateserial -out client.pem -days 1; "
-        "chmod 600 *.key";
-    ok_ = std::system(("(" + script + ") >/dev/null 2>&1").c_str()) == 0;
-  }
-  bool ok() const { return ok_; }
-  std::string operator()(const std::string& name) const {
-    return dir_ + "/" + name;
-  }
-
- private:
-  std::string dir_;
-  bool ok_ = false;
-};
-
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    tls_ = std::make_unique<TlsFiles>(dir_.path());
+    tls_ = std::make_unique<TlsTestFiles>();
     if (!tls_->ok()) GTEST_SKIP() << "the openssl command line failed";
     secret_ = auth::ClusterSecret::Generate();
     secret_file_ = dir_.Write("cluster.secret", secret_.ToHex());
@@ -537,7 +504,7 @@ class TlsTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<TlsFiles> tls_;
+  std::unique_ptr<TlsTestFiles> tls_;
   auth::ClusterSecret secret_;
   std::string secret_file_;
   std::unique_ptr<MasterServer> master_;

@@ -1,4 +1,5 @@
 #include "transport/tcp_data_server.h"
+#include "common/clock.h"
 #include "common/thread_name.h"
 
 #include <spdlog/spdlog.h>
@@ -119,11 +120,7 @@ struct SessionSlot {
   bool alive = true;  // the session's executor only
 };
 
-int64_t SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t SteadyNowMs() { return SystemClock::Default()->NowMs(); }
 
 // Connections this process can hold, keeping room for its other files
 // (SSD segment files, shared memory, gRPC, logs).
