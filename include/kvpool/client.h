@@ -52,6 +52,20 @@ struct PrefetchStats {
   uint64_t dropped = 0;  // pool shut down or saturated
 };
 
+// A caller buffer: `size` bytes at `data`.
+struct ConstSlice {
+  const void* data = nullptr;
+  uint64_t size = 0;
+};
+
+// A range of a value and where it goes: `length` bytes at `value_offset` of
+// the value, to or from `buf`.
+struct ValueRange {
+  uint64_t value_offset = 0;
+  void* buf = nullptr;
+  uint64_t length = 0;
+};
+
 class Client {
  public:
   // Connects lazily: creation fails only on an invalid config.
@@ -91,6 +105,37 @@ class Client {
       const std::vector<std::string>& keys, const std::vector<void*>& bufs,
       const std::vector<uint64_t>& sizes);
 
+  // Scatter/gather forms (one key's value split over several caller
+  // buffers, e.g. per-layer K and V pages), with no staging copy on the
+  // DRAM paths. Every buffer must lie inside a registered one, else that
+  // key fails with INVALID_PARAMS.
+  //
+  // Key i's value is the concatenation of parts[i] (upsert: replace an
+  // existing value).
+  std::vector<Status> BatchPutFromParts(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ConstSlice>>& parts,
+      const ReplicateConfig& rc = {}, bool upsert = false);
+  // As BatchPutFromParts, from any memory (as Put: no registration).
+  std::vector<Status> BatchPutParts(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ConstSlice>>& parts,
+      const ReplicateConfig& rc = {}, bool upsert = false);
+  // Key i's value fills bufs[i] in order (the last may be left partly
+  // unwritten); INVALID_PARAMS if they hold fewer bytes than the value.
+  // Returns the value's size.
+  std::vector<Result<uint64_t>> BatchGetIntoParts(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ConstSlice>>& bufs);
+  // Reads only the ranges asked for: ranges[i] of key i, each of which must
+  // lie inside the value, else INVALID_PARAMS for that key; or, with
+  // `outside` given, such ranges alone are skipped and (*outside)[i][k] set.
+  // Returns the bytes read per key (the sum of its ranges' lengths).
+  std::vector<Result<uint64_t>> BatchGetRanges(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ValueRange>>& ranges,
+      std::vector<std::vector<bool>>* outside = nullptr);
+
   // true / false, or an error (RPC_FAIL, INVALID_KEY).
   Result<bool> IsExist(std::string_view key, const ExistOptions& opts = {});
   std::vector<Result<bool>> BatchIsExist(const std::vector<std::string>& keys,
@@ -98,6 +143,10 @@ class Client {
   Result<uint64_t> GetSize(std::string_view key);
 
   Status Remove(std::string_view key, bool force = false);
+  // One master call for all keys (per key as Remove; a master without the
+  // batch call is asked key by key).
+  std::vector<Status> BatchRemove(const std::vector<std::string>& keys,
+                                  bool force = false);
   Result<uint64_t> RemoveAll(bool force = false);
   // Removes the keys of this tenant that `key_regex` matches as a whole;
   // the same lease rules as RemoveAll. RE2 syntax (linear-time matching on
@@ -139,19 +188,34 @@ class Client {
   std::vector<Result<uint64_t>> ReadInto(
       const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
       const std::vector<uint64_t>& sizes, bool require_registered);
+  std::vector<Status> PutParts(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ConstSlice>>& parts,
+      const ReplicateConfig& rc, bool upsert, bool require_registered);
+  // What ReadPieces does with each key's list of ranges.
+  enum class PieceMode { kScatter, kRanges };
+  std::vector<Result<uint64_t>> ReadPieces(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ValueRange>>& pieces, PieceMode mode,
+      std::vector<std::vector<bool>>* outside = nullptr);
   // One attempt, then one retry of the keys whose write could not reach a
   // node, placed away from it.
-  std::vector<Status> PutMany(const std::vector<std::string>& keys,
-                              const std::vector<const uint8_t*>& bufs,
-                              const std::vector<uint64_t>& sizes,
-                              const ReplicateConfig& rc, bool upsert);
+  // `pieces` (optional): key i's value is gathered from (*pieces)[i]
+  // instead of bufs[i].
+  std::vector<Status> PutMany(
+      const std::vector<std::string>& keys,
+      const std::vector<const uint8_t*>& bufs,
+      const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
+      bool upsert,
+      const std::vector<std::vector<ValueRange>>* pieces = nullptr);
   // One attempt; `unreachable` gets the nodes a write failed to reach.
-  std::vector<Status> PutManyOnce(const std::vector<std::string>& keys,
-                                  const std::vector<const uint8_t*>& bufs,
-                                  const std::vector<uint64_t>& sizes,
-                                  const ReplicateConfig& rc, bool upsert,
-                                  const std::vector<std::string>& excluded,
-                                  std::vector<std::string>* unreachable);
+  std::vector<Status> PutManyOnce(
+      const std::vector<std::string>& keys,
+      const std::vector<const uint8_t*>& bufs,
+      const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
+      bool upsert, const std::vector<std::string>& excluded,
+      std::vector<std::string>* unreachable,
+      const std::vector<std::vector<ValueRange>>* pieces);
   std::unique_ptr<State> state_;
 };
 

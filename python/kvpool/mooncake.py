@@ -13,22 +13,94 @@ a negative Mooncake ErrorCode otherwise; ``get`` returns ``b""`` on a miss)::
 
 ``metadata_server``, ``protocol`` and ``rdma_devices`` are accepted and
 unused: kvpool moves bytes over shared memory on one host and TCP otherwise.
+
+The torch tensor methods (put_tensor, get_tensor, the _with_tp and
+_with_parallelism families, ...) store Mooncake's tensor object format; see
+kvpool/_mooncake_tensor.py. Mooncake methods kvpool does not support raise
+NotImplementedError (docs/python.md, "Mooncake drop-in").
 """
 
+import enum as _enum
+import os as _os
 import sys as _sys
 import types as _types
 
+from . import _kvpool
 from ._kvpool import (
     BufferDescriptor,
     BufferHandle,
     DiskDescriptor,
     MemoryDescriptor,
-    MooncakeDistributedStore,
     ReplicaDescriptor,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
 )
+from ._mooncake_host_alloc import MooncakeHostMemAllocator
+from ._mooncake_tensor import (
+    ParallelAxis,
+    ReadTarget,
+    TensorMethods as _TensorMethods,
+    TensorParallelism,
+)
+
+#: mooncake.store's name for a replica's buffer descriptor.
+Descriptor = BufferDescriptor
+
+
+class TaskType(_enum.IntEnum):
+    """Kinds of Mooncake replica tasks (create_copy_task and
+    create_move_task are not supported by kvpool)."""
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class TaskStatus(_enum.IntEnum):
+    PENDING = 0
+    PROCESSING = 1
+    SUCCESS = 2
+    FAILED = 3
+
+
+def _unsupported(name):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(
+            "MooncakeDistributedStore.%s is not supported by kvpool; see "
+            "docs/python.md, section \"Mooncake drop-in\"" % name)
+    method.__name__ = name
+    method.__doc__ = "Not supported by kvpool: raises NotImplementedError."
+    return method
+
+
+class MooncakeDistributedStore(_TensorMethods, _kvpool.MooncakeDistributedStore):
+    """Mooncake Store's MooncakeDistributedStore on kvpool: the byte methods
+    of the native class plus Mooncake's torch tensor methods."""
+
+    init_all = _unsupported("init_all")
+    alloc_from_mem_pool = _unsupported("alloc_from_mem_pool")
+    save_tensor_to_safetensor = _unsupported("save_tensor_to_safetensor")
+    load_tensor_from_safetensor = _unsupported("load_tensor_from_safetensor")
+    create_copy_task = _unsupported("create_copy_task")
+    create_move_task = _unsupported("create_move_task")
+    query_task = _unsupported("query_task")
+    allocate_and_mount_segment = _unsupported("allocate_and_mount_segment")
+    unmount_and_free_segment = _unsupported("unmount_and_free_segment")
+
+
+def bind_to_numa_node(node):
+    """Mooncake's module function: runs this thread on the CPUs of NUMA node
+    ``node``. Like Mooncake, a missing NUMA or a bad node only warns."""
+    import warnings
+    try:
+        with open("/sys/devices/system/node/node%d/cpulist" % int(node)) as f:
+            text = f.read().strip()
+        cpus = set()
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        _os.sched_setaffinity(0, cpus)
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        warnings.warn("bind_to_numa_node(%r) skipped: %s" % (node, e))
 
 
 
@@ -50,12 +122,20 @@ def install_as_mooncake() -> None:
 __all__ = [
     "BufferDescriptor",
     "BufferHandle",
+    "Descriptor",
     "DiskDescriptor",
     "MemoryDescriptor",
     "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
+    "ParallelAxis",
+    "ReadTarget",
     "ReplicaDescriptor",
     "ReplicaStatus",
     "ReplicateConfig",
     "SoftPinAction",
+    "TaskStatus",
+    "TaskType",
+    "TensorParallelism",
+    "bind_to_numa_node",
     "install_as_mooncake",
 ]

@@ -107,9 +107,35 @@ void BindCommon(py::module_& m) {
       .def_readwrite("with_soft_pin", &RC::with_soft_pin,
                      "Evicted only after every unpinned object.")
       .def_readwrite("soft_pin_action", &RC::soft_pin_action)
-      .def_readwrite("soft_pin_ttl_ms", &RC::soft_pin_ttl_ms,
-                     "None: the master's default_kv_soft_pin_ttl; 0: no soft "
-                     "pin; > 0: this TTL (renewed by each get).")
+      .def_property(
+          "soft_pin_ttl_ms",
+          [](const RC& c) -> py::object {
+            if (!c.soft_pin_ttl_ms) return py::none();
+            return py::int_(*c.soft_pin_ttl_ms);
+          },
+          [](RC& c, py::object v) {
+            // Mooncake's field is an optional unsigned 64-bit integer: None,
+            // or an int in [0, 2^64); anything else is a TypeError.
+            if (v.is_none()) {
+              c.soft_pin_ttl_ms.reset();
+              return;
+            }
+            if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) {
+              throw py::type_error("soft_pin_ttl_ms must be None or an int");
+            }
+            py::int_ i = v.cast<py::int_>();
+            if (i < py::int_(0) || i > py::int_(~uint64_t{0})) {
+              throw py::type_error(
+                  "soft_pin_ttl_ms must fit in an unsigned 64-bit integer");
+            }
+            c.soft_pin_ttl_ms = i.cast<uint64_t>();
+          },
+          "None: the master's default_kv_soft_pin_ttl; 0: no soft pin; > 0: "
+          "this TTL (renewed by each get). Only with a soft pin (ENABLE, or "
+          "PRESERVE with with_soft_pin), else puts answer INVALID_PARAMS.")
+      .def_readwrite("group_ids", &RC::group_ids,
+                     "Mooncake's object groups: accepted and kept; kvpool "
+                     "places and evicts each key on its own.")
       .def_readwrite("with_hard_pin", &RC::with_hard_pin, "Never evicted.")
       .def_readwrite("preferred_segment", &RC::preferred_segment,
                      "Node id to place the first copy on (a hosting "

@@ -84,6 +84,13 @@ const MooncakeReplicateConfig& Or(const MooncakeReplicateConfig* rc) {
   return rc ? *rc : kDefault;
 }
 
+// The config of a call that takes *parts: pybind11 drops the None default
+// of a pointer argument after py::args, so it arrives as an object.
+MooncakeReplicateConfig ConfigArg(const py::object& o) {
+  if (o.is_none()) return MooncakeReplicateConfig{};
+  return o.cast<MooncakeReplicateConfig>();
+}
+
 // Holds the store so that BufferHandles and calls in flight outlive close().
 struct PyStore {
   std::shared_ptr<MooncakeStore> impl = std::make_shared<MooncakeStore>();
@@ -94,8 +101,14 @@ int SetupPositional(PyStore& s, const std::string& local_hostname,
                     uint64_t global_segment_size, uint64_t local_buffer_size,
                     const std::string& protocol,
                     const std::string& rdma_devices,
-                    const std::string& master_server_addr) {
+                    const std::string& master_server_addr,
+                    bool enable_ssd_offload,
+                    const std::string& ssd_offload_path,
+                    const std::string& tenant_id) {
   compat::SetupConfig c;
+  c.enable_ssd_offload = enable_ssd_offload;
+  c.ssd_offload_path = ssd_offload_path;
+  c.tenant = tenant_id;
   c.local_hostname = local_hostname;
   c.metadata_server = metadata_server;
   c.global_segment_size = global_segment_size;
@@ -183,22 +196,28 @@ void BindMooncake(py::module_& m) {
              const std::string& metadata_server, uint64_t global_segment_size,
              uint64_t local_buffer_size, const std::string& protocol,
              const std::string& rdma_devices,
-             const std::string& master_server_addr, py::object /*engine*/) {
+             const std::string& master_server_addr, py::object /*engine*/,
+             bool enable_ssd_offload, const std::string& ssd_offload_path,
+             const std::string& tenant_id) {
             py::gil_scoped_release g;
-            return SetupPositional(s, local_hostname, metadata_server,
-                                   global_segment_size, local_buffer_size,
-                                   protocol, rdma_devices, master_server_addr);
+            return SetupPositional(
+                s, local_hostname, metadata_server, global_segment_size,
+                local_buffer_size, protocol, rdma_devices, master_server_addr,
+                enable_ssd_offload, ssd_offload_path, tenant_id);
           },
           py::arg("local_hostname"), py::arg("metadata_server"),
           py::arg("global_segment_size") = 16ull << 20,
           py::arg("local_buffer_size") = 16ull << 20,
           py::arg("protocol") = "tcp", py::arg("rdma_devices") = "",
           py::arg("master_server_addr") = "127.0.0.1:50051",
-          py::arg("engine") = py::none(),
+          py::arg("engine") = py::none(), py::kw_only(),
+          py::arg("enable_ssd_offload") = false,
+          py::arg("ssd_offload_path") = "", py::arg("tenant_id") = "default",
           "Connects to the master and, when global_segment_size > 0, hosts a "
-          "segment of that size in this process. metadata_server, protocol, "
-          "rdma_devices and engine are accepted and unused. 0 or a negative "
-          "code.")
+          "segment of that size in this process (spilling to SSD under "
+          "ssd_offload_path when enable_ssd_offload). metadata_server, "
+          "protocol, rdma_devices and engine are accepted and unused. 0 or a "
+          "negative code.")
       .def(
           "setup",
           [](PyStore& s, const py::dict& config) {
@@ -251,19 +270,53 @@ void BindMooncake(py::module_& m) {
       .def(
           "put_parts",
           [](PyStore& s, const std::string& key, py::args parts,
-             const MooncakeReplicateConfig* rc) {
+             py::object config) {
             std::vector<std::unique_ptr<BufferView>> views;
             std::vector<MooncakeStore::Bytes> spans;
             for (auto p : parts) {
               views.push_back(std::make_unique<BufferView>(p, false));
               spans.emplace_back(views.back()->data(), views.back()->size());
             }
-            MooncakeReplicateConfig cfg = Or(rc);
+            MooncakeReplicateConfig cfg = ConfigArg(config);
             py::gil_scoped_release g;
             return s.impl->PutParts(key, spans, cfg);
           },
           py::arg("key"), py::arg("config") = py::none(),
           "put_parts(key, *parts, config=None): one object from the parts.")
+      .def(
+          "upsert_parts",
+          [](PyStore& s, const std::string& key, py::args parts,
+             py::object config) {
+            std::vector<std::unique_ptr<BufferView>> views;
+            std::vector<MooncakeStore::Bytes> spans;
+            for (auto p : parts) {
+              views.push_back(std::make_unique<BufferView>(p, false));
+              spans.emplace_back(views.back()->data(), views.back()->size());
+            }
+            MooncakeReplicateConfig cfg = ConfigArg(config);
+            py::gil_scoped_release g;
+            return s.impl->UpsertParts(key, spans, cfg);
+          },
+          py::arg("key"), py::arg("config") = py::none(),
+          "upsert_parts(key, *parts, config=None): replaces the object with "
+          "the parts.")
+      .def(
+          "upsert_batch",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<py::object>& values,
+             const MooncakeReplicateConfig* rc) {
+            std::vector<std::unique_ptr<BufferView>> views;
+            std::vector<MooncakeStore::Bytes> spans;
+            for (const auto& v : values) {
+              views.push_back(std::make_unique<BufferView>(v, false));
+              spans.emplace_back(views.back()->data(), views.back()->size());
+            }
+            MooncakeReplicateConfig cfg = Or(rc);
+            py::gil_scoped_release g;
+            return s.impl->UpsertBatch(keys, spans, cfg);
+          },
+          py::arg("keys"), py::arg("values"), py::arg("config") = py::none(),
+          "0 when every key was stored, else the first error.")
       .def(
           "put_batch",
           [](PyStore& s, const std::vector<std::string>& keys,
@@ -427,6 +480,90 @@ void BindMooncake(py::module_& m) {
           },
           py::arg("keys"), py::arg("buffer_ptrs"), py::arg("sizes"), Release(),
           "Bytes read per key, or a negative code.")
+      .def(
+          "upsert_from",
+          [](PyStore& s, const std::string& key, int64_t ptr, int64_t size,
+             const MooncakeReplicateConfig* rc) {
+            return s.impl->BatchUpsertFrom({key}, {Ptr(ptr)}, {size},
+                                           Or(rc))[0];
+          },
+          py::arg("key"), py::arg("buffer_ptr"), py::arg("size"),
+          py::arg("config") = py::none(), Release())
+      .def(
+          "batch_upsert_from",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<int64_t>& ptrs,
+             const std::vector<int64_t>& sizes,
+             const MooncakeReplicateConfig* rc) {
+            std::vector<const void*> b;
+            for (int64_t p : ptrs) b.push_back(Ptr(p));
+            return s.impl->BatchUpsertFrom(keys, b, sizes, Or(rc));
+          },
+          py::arg("keys"), py::arg("buffer_ptrs"), py::arg("sizes"),
+          py::arg("config") = py::none(), Release())
+      .def(
+          "put_from_with_metadata",
+          [](PyStore& s, const std::string& key, int64_t ptr, int64_t meta_ptr,
+             int64_t size, int64_t meta_size,
+             const MooncakeReplicateConfig* rc) {
+            return s.impl->PutFromWithMetadata(key, Ptr(ptr), Ptr(meta_ptr),
+                                               size, meta_size, Or(rc));
+          },
+          py::arg("key"), py::arg("buffer_ptr"), py::arg("metadata_buffer_ptr"),
+          py::arg("size"), py::arg("metadata_size"),
+          py::arg("config") = py::none(), Release(),
+          "The object is the metadata followed by the data.")
+      .def(
+          "batch_put_from_multi_buffers",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<std::vector<int64_t>>& ptrs,
+             const std::vector<std::vector<int64_t>>& sizes,
+             const MooncakeReplicateConfig* rc) {
+            std::vector<std::vector<const void*>> b(ptrs.size());
+            for (size_t i = 0; i < ptrs.size(); ++i) {
+              for (int64_t p : ptrs[i]) b[i].push_back(Ptr(p));
+            }
+            return s.impl->BatchPutFromMultiBuffers(keys, b, sizes, Or(rc));
+          },
+          py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"),
+          py::arg("config") = py::none(), Release(),
+          "Key i's object is the concatenation of all_buffer_ptrs[i] (sizes "
+          "all_sizes[i]), written with no staging copy. 0 or a negative code "
+          "per key.")
+      .def(
+          "batch_get_into_multi_buffers",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<std::vector<int64_t>>& ptrs,
+             const std::vector<std::vector<int64_t>>& sizes,
+             bool /*prefer_alloc_in_same_node*/) {
+            std::vector<std::vector<void*>> b(ptrs.size());
+            for (size_t i = 0; i < ptrs.size(); ++i) {
+              for (int64_t p : ptrs[i]) b[i].push_back(Ptr(p));
+            }
+            return s.impl->BatchGetIntoMultiBuffers(keys, b, sizes);
+          },
+          py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"),
+          py::arg("prefer_alloc_in_same_node") = false, Release(),
+          "Key i's object scattered over its buffers in order: its size, or "
+          "a negative code (INVALID_PARAMS when the buffers are too small).")
+      .def(
+          "batch_get_into_multi_buffer_ranges",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<std::vector<int64_t>>& ptrs,
+             const std::vector<std::vector<int64_t>>& sizes,
+             const std::vector<std::vector<int64_t>>& offsets) {
+            std::vector<std::vector<void*>> b(ptrs.size());
+            for (size_t i = 0; i < ptrs.size(); ++i) {
+              for (int64_t p : ptrs[i]) b[i].push_back(Ptr(p));
+            }
+            return s.impl->BatchGetIntoMultiBufferRanges(keys, b, sizes,
+                                                         offsets);
+          },
+          py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"),
+          py::arg("all_object_offsets"), Release(),
+          "Reads only all_sizes[i][j] bytes at all_object_offsets[i][j] of "
+          "key i into all_buffer_ptrs[i][j]: bytes read per key, or a "
+          "negative code.")
       .def(
           "get_into_ranges",
           [](PyStore& s, const std::vector<int64_t>& ptrs,

@@ -258,6 +258,24 @@ def test_get_into_ranges(client):
     results = client.get_into_ranges([p0], [["gr-1"]], [[[0, 30]]],
                                      [[[60, 0]]], [[[8, 4]]])
     assert results == [[[INVALID_PARAMS, INVALID_PARAMS]]]
+    # Per-key lists that do not match fail that key alone (one entry); a key
+    # with no fragments gets an empty list; a missing key fails only itself.
+    b0[:] = [0] * 32
+    results = client.get_into_ranges(
+        [p0, p1],
+        [["gr-1", "gr-2", "gr-1"], ["gr-missing", "gr-2"]],
+        [[[0, 1], [4], []], [[0], [8]]],
+        [[[0], [0], []], [[0], [2]]],
+        [[[2, 2], [4], []], [[1], [3]]],
+    )
+    assert results == [[[INVALID_PARAMS], [4], []],
+                       [[OBJECT_NOT_FOUND], [3]]]
+    assert bytes(b0[0:2]) == b"\0\0"  # the malformed key read nothing
+    assert bytes(b0[4:8]) == bytes(range(100, 104))
+    assert bytes(b1[8:11]) == bytes(range(102, 105))
+    # Lists of different lengths across buffers: every entry fails.
+    assert client.get_into_ranges([p0], [["gr-1"]], [], [], []) \
+        == [[[INVALID_PARAMS]]]
     assert client.unregister_buffer(p0) == 0
     assert client.unregister_buffer(p1) == 0
 
@@ -323,8 +341,15 @@ def test_replicate_config_defaults_and_validation(client):
     c.replica_num = 0
     assert client.put("rc-bad", b"x", c) == INVALID_PARAMS
     c.replica_num = 1
-    c.soft_pin_ttl_ms = -5
-    assert client.put("rc-bad", b"x", c) == INVALID_PARAMS
+    # Mooncake's soft_pin_ttl_ms is Optional[uint64]: None, or an int that
+    # fits; anything else is a TypeError at assignment.
+    for bad in (-5, 1 << 64, "5", 1.5):
+        with pytest.raises(TypeError):
+            c.soft_pin_ttl_ms = bad
+    c.soft_pin_ttl_ms = (1 << 64) - 1
+    assert c.soft_pin_ttl_ms == (1 << 64) - 1
+    c.soft_pin_ttl_ms = None
+    assert c.soft_pin_ttl_ms is None
     assert client.put("rc-none", b"x", None) == 0
     assert "replica_num=1" in str(c)
 
@@ -356,7 +381,7 @@ def test_pinned_objects_are_evicted_last():
                       "--eviction_ratio=0.05")
     s = MooncakeDistributedStore()
     try:
-        assert s.setup("127.0.0.1", "", 16 * MiB, 0, "tcp", "",
+        assert s.setup("127.0.0.1", "", 16 * MiB, 2 * MiB, "tcp", "",
                        m.address) == 0
         value = b"v" * MiB
 
@@ -416,3 +441,207 @@ def test_install_as_mooncake_makes_mooncake_store_importable():
         assert ImportedConfig is ReplicateConfig
     finally:
         del sys.modules["mooncake"], sys.modules["mooncake.store"]
+
+
+# ------------------------------------------- Mooncake's semantics, matched
+
+
+def test_setup_sizes_as_mooncake_writes_them(master):
+    s = MooncakeDistributedStore()
+    base = {"local_hostname": "127.0.0.1",
+            "master_server_address": master.address}
+    for size in ("16MB", "16 MB", "16mb", "16 MiB", "16777216", "0.015625 GB"):
+        assert s.setup(dict(base, global_segment_size=size,
+                            local_buffer_size="1 MB")) == 0, size
+        assert s.put("size-" + size, b"ok") == 0
+        assert s.close() == 0
+    for bad in ("50%", "16 XB", "lots", ""):
+        assert s.setup(dict(base, global_segment_size=bad)) != 0, bad
+
+
+def test_hostname_without_port_takes_mooncakes_port_range(master, client):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "",
+                   master.address) == 0
+    try:
+        host, port = s.get_hostname().rsplit(":", 1)
+        assert host == "127.0.0.1" and 12300 <= int(port) <= 14300
+        c = ReplicateConfig()
+        c.preferred_segment = s.get_hostname()
+        assert client.put("port-range", b"here", c) == 0
+        [d] = client.get_replica_desc("port-range")
+        assert d.node_id == s.get_hostname()
+    finally:
+        assert s.close() == 0
+
+
+def test_close_unmounts_and_the_store_sets_up_again(master, client):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "",
+                   master.address) == 0
+    c = ReplicateConfig()
+    c.preferred_segment = s.get_hostname()
+    assert s.put("close-only-here", b"gone soon", c) == 0
+    assert client.get("close-only-here") == b"gone soon"
+    assert s.close() == 0
+    # Its segment is gone, and the keys that lived only there with it.
+    assert wait_until(lambda: client.is_exist("close-only-here") == 0)
+    assert client.get("close-only-here") == b""
+    assert s.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "",
+                   master.address) == 0
+    try:
+        assert s.get("close-only-here") == b""
+        assert s.put("close-again", b"works") == 0
+        assert s.get("close-again") == b"works"
+    finally:
+        assert s.close() == 0
+
+
+def test_soft_pin_ttl_needs_a_soft_pin(client):
+    def cfg(**kw):
+        c = ReplicateConfig()
+        for k, v in kw.items():
+            setattr(c, k, v)
+        return c
+    assert client.upsert("sp-1", b"v", cfg(soft_pin_ttl_ms=1000)) \
+        == INVALID_PARAMS
+    assert client.upsert("sp-1", b"v", cfg(
+        soft_pin_ttl_ms=1000, soft_pin_action=SoftPinAction.DISABLE)) \
+        == INVALID_PARAMS
+    assert client.put("sp-1", b"v", cfg(soft_pin_ttl_ms=1000)) \
+        == INVALID_PARAMS
+    assert client.is_exist("sp-1") == 0
+    assert client.put("sp-1", b"v", cfg(
+        soft_pin_ttl_ms=1000, soft_pin_action=SoftPinAction.ENABLE)) == 0
+    assert client.upsert("sp-1", b"w", cfg(
+        soft_pin_ttl_ms=1000, with_soft_pin=True)) == 0
+    assert client.get("sp-1") == b"w"
+
+
+def test_no_local_buffer_means_no_put_from_python_bytes(master, host):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "", 0, 0, "tcp", "", master.address) == 0
+    try:
+        for call in (lambda: s.put("nolb-1", b"v"),
+                     lambda: s.upsert("nolb-1", b"v"),
+                     lambda: s.put_parts("nolb-1", b"a", b"b"),
+                     lambda: s.put_batch(["nolb-1"], [b"v"])):
+            assert call() != 0
+        assert host.is_exist("nolb-1") == 0
+        # Zero-copy puts from registered memory still work, as in Mooncake.
+        buf = (ctypes.c_ubyte * 64)()
+        ptr = ctypes.addressof(buf)
+        assert s.register_buffer(ptr, 64) == 0
+        assert s.put_from("nolb-2", ptr, 64) == 0
+        assert host.get("nolb-2") == bytes(64)
+    finally:
+        s.close()
+
+
+# ------------------------------------------------- multi-buffer and upserts
+
+
+def _registered(store, size, fill=None):
+    buf = (ctypes.c_ubyte * size)()
+    if fill is not None:
+        ctypes.memmove(buf, fill, len(fill))
+    assert store.register_buffer(ctypes.addressof(buf), size) == 0
+    return buf, ctypes.addressof(buf)
+
+
+def test_multi_buffer_put_and_get(client):
+    # Two keys, each the concatenation of three layer pages.
+    pages = [bytes([i]) * (1000 + 100 * i) for i in range(6)]
+    src, sp = _registered(client, 1 << 16, b"".join(pages))
+    offs = [0]
+    for p in pages:
+        offs.append(offs[-1] + len(p))
+    keys = ["mb-1", "mb-2"]
+    ptrs = [[sp + offs[i] for i in range(3)], [sp + offs[i] for i in range(3, 6)]]
+    sizes = [[len(pages[i]) for i in range(3)],
+             [len(pages[i]) for i in range(3, 6)]]
+    assert client.batch_put_from_multi_buffers(keys, ptrs, sizes) == [0, 0]
+    assert client.get("mb-1") == b"".join(pages[:3])
+    assert client.get("mb-2") == b"".join(pages[3:])
+    # Read back scattered over other buffers (a different split).
+    dst, dp = _registered(client, 1 << 16)
+    total = [sum(sizes[0]), sum(sizes[1])]
+    got = client.batch_get_into_multi_buffers(
+        keys + ["mb-missing"], [[dp, dp + 500], [dp + 8000], [dp + 20000]],
+        [[500, total[0] - 500], [total[1]], [64]])
+    assert got == [total[0], total[1], OBJECT_NOT_FOUND]
+    assert bytes(dst[0:total[0]]) == b"".join(pages[:3])
+    assert bytes(dst[8000:8000 + total[1]]) == b"".join(pages[3:])
+    # Too little room: INVALID_PARAMS, as Mooncake.
+    assert client.batch_get_into_multi_buffers(
+        ["mb-1"], [[dp]], [[total[0] - 1]]) == [INVALID_PARAMS]
+    # Ranges: only the bytes asked for.
+    dst[0:16] = [0] * 16
+    assert client.batch_get_into_multi_buffer_ranges(
+        ["mb-1", "mb-2"], [[dp, dp + 4], [dp + 8]], [[4, 4], [8]],
+        [[1000, 2100], [0]]) == [8, 8]
+    assert bytes(dst[0:4]) == b"\1" * 4 and bytes(dst[4:8]) == b"\2" * 4
+    assert bytes(dst[8:16]) == b"\3" * 8
+    assert client.batch_get_into_multi_buffer_ranges(
+        ["mb-1"], [[dp]], [[8]], [[total[0] - 4]]) == [INVALID_PARAMS]
+    # Bad input: mismatched lists fail every key (Mooncake), unregistered or
+    # negative buffers fail their key, never a crash.
+    assert client.batch_put_from_multi_buffers(
+        ["mb-x", "mb-y"], [[sp], [sp, sp]], [[4], [4]]) \
+        == [INVALID_PARAMS, INVALID_PARAMS]
+    assert client.batch_put_from_multi_buffers(["mb-x"], [[sp]], []) \
+        == [INVALID_PARAMS]
+    other = (ctypes.c_ubyte * 64)()
+    assert client.batch_put_from_multi_buffers(
+        ["mb-x", "mb-y"], [[ctypes.addressof(other)], [sp]], [[64], [-1]]) \
+        == [INVALID_PARAMS, INVALID_PARAMS]
+    assert client.batch_get_into_multi_buffers(
+        ["mb-1"], [[ctypes.addressof(other)]], [[64]]) == [INVALID_PARAMS]
+    assert client.batch_is_exist(["mb-x", "mb-y"]) == [0, 0]
+    client.unregister_buffer(sp)
+    client.unregister_buffer(dp)
+
+
+def test_upsert_forms_and_metadata_put(client):
+    src, sp = _registered(client, 4096, b"A" * 1024 + b"B" * 1024 + b"M" * 16)
+    assert client.upsert_from("up-1", sp, 1024) == 0
+    assert client.get("up-1") == b"A" * 1024
+    assert client.upsert_from("up-1", sp + 1024, 1000) == 0
+    assert client.get("up-1") == b"B" * 1000
+    assert client.batch_upsert_from(["up-1", "up-2"], [sp, sp + 1024],
+                                    [10, 20]) == [0, 0]
+    assert client.get_batch(["up-1", "up-2"]) == [b"A" * 10, b"B" * 20]
+    assert client.batch_upsert_from(["up-1"], [sp], [1, 2]) == [INVALID_PARAMS]
+    assert client.upsert_parts("up-3", b"x", b"yz") == 0
+    assert client.upsert_parts("up-3", b"1", b"23", b"4") == 0
+    assert client.get("up-3") == b"1234"
+    assert client.upsert_batch(["up-3", "up-4"], [b"new", b"four"]) == 0
+    assert client.get_batch(["up-3", "up-4"]) == [b"new", b"four"]
+    assert client.upsert_batch(["up-3"], []) == INVALID_PARAMS
+    # put_from_with_metadata: the object is metadata then data.
+    assert client.put_from_with_metadata("up-md", sp, sp + 2048, 8, 16) == 0
+    assert client.get("up-md") == b"M" * 16 + b"A" * 8
+    assert client.put_from_with_metadata("up-md2", sp, 0, 8, 16) \
+        == INVALID_PARAMS
+    client.unregister_buffer(sp)
+
+
+def test_batch_remove_and_setup_keywords(master, client):
+    assert client.put_batch(["br-1", "br-2"], [b"1", b"2"]) == 0
+    assert client.batch_remove(["br-1", "br-missing", "br-2"], force=True) \
+        == [0, OBJECT_NOT_FOUND, 0]
+    assert client.batch_is_exist(["br-1", "br-2"]) == [0, 0]
+    # SGLang passes these as keywords after the seven positional arguments.
+    t = MooncakeDistributedStore()
+    assert t.setup("127.0.0.1", "P2PHANDSHAKE", 0, MiB, "tcp", "",
+                   master.address, tenant_id="kw-tenant",
+                   enable_ssd_offload=False, ssd_offload_path="") == 0
+    try:
+        assert t.put("kw-1", b"tenant's") == 0
+        assert client.is_exist("kw-1") == 0  # another tenant's key
+        assert t.get("kw-1") == b"tenant's"
+    finally:
+        t.close()
+    # SSD offload asked for without a path is a clear error.
+    assert t.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "", master.address,
+                   enable_ssd_offload=True) == INVALID_PARAMS

@@ -3,17 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-
-#include "common/size_parse.h"
+#include <cmath>
+#include <limits>
 
 namespace kvpool::compat {
 
 Result<ReplicateConfig> ToReplicateConfig(const MooncakeReplicateConfig& rc) {
   if (rc.replica_num < 1 || rc.replica_num > 64) {
     return Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 64]");
-  }
-  if (rc.soft_pin_ttl_ms && *rc.soft_pin_ttl_ms < 0) {
-    return Status(ErrorCode::INVALID_PARAMS, "soft_pin_ttl_ms must be >= 0");
   }
   ReplicateConfig out;
   out.replica_num = static_cast<int>(rc.replica_num);
@@ -32,8 +29,15 @@ Result<ReplicateConfig> ToReplicateConfig(const MooncakeReplicateConfig& rc) {
       break;
   }
   if (rc.soft_pin_ttl_ms) {
+    // As Mooncake: a TTL is a property of a soft pin, and one without it is
+    // a caller's mistake rather than something to ignore.
+    if (!out.with_soft_pin) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "soft_pin_ttl_ms is set but the put takes no soft pin");
+    }
     if (*rc.soft_pin_ttl_ms == 0) out.with_soft_pin = false;
-    out.soft_pin_ttl_ms = *rc.soft_pin_ttl_ms;
+    out.soft_pin_ttl_ms = static_cast<int64_t>(std::min<uint64_t>(
+        *rc.soft_pin_ttl_ms, std::numeric_limits<int64_t>::max()));
   }
   return out;
 }
@@ -55,6 +59,64 @@ Status SetupConfig::Validate() const {
   if (enable_ssd_offload && ssd_offload_path.empty())
     return bad("enable_ssd_offload needs ssd_offload_path");
   return Status::OK();
+}
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+Result<uint64_t> ParseMooncakeSize(const std::string& text) {
+  const std::string t = Trim(text);
+  auto bad = [&] {
+    return Status(ErrorCode::INVALID_PARAMS, "not a size: '" + text + "'");
+  };
+  size_t i = 0;
+  while (i < t.size() &&
+         (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) {
+    ++i;
+  }
+  if (i == 0) return bad();
+  std::string unit = Trim(t.substr(i));
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  int shift = -1;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "K" || unit == "KB" || unit == "KIB") {
+    shift = 10;
+  } else if (unit == "M" || unit == "MB" || unit == "MIB") {
+    shift = 20;
+  } else if (unit == "G" || unit == "GB" || unit == "GIB") {
+    shift = 30;
+  } else if (unit == "T" || unit == "TB" || unit == "TIB") {
+    shift = 40;
+  }
+  if (shift < 0) return bad();
+  const std::string number = t.substr(0, i);
+  if (number.find('.') == std::string::npos) {
+    uint64_t n = 0;
+    auto [end, ec] =
+        std::from_chars(number.data(), number.data() + number.size(), n);
+    if (ec != std::errc() || end != number.data() + number.size() ||
+        (shift > 0 && n > (std::numeric_limits<uint64_t>::max() >> shift))) {
+      return bad();
+    }
+    return n << shift;
+  }
+  double d = 0;
+  auto [end, ec] =
+      std::from_chars(number.data(), number.data() + number.size(), d);
+  if (ec != std::errc() || end != number.data() + number.size()) return bad();
+  const double bytes = std::floor(std::ldexp(d, shift));
+  if (!(bytes >= 0) || bytes >= 18446744073709551616.0) return bad();
+  return static_cast<uint64_t>(bytes);
 }
 
 namespace {
@@ -89,7 +151,7 @@ Status ParseInt(const std::string& key, const std::string& v, int64_t* out) {
 
 Status ParseSizeKey(const std::string& key, const std::string& v,
                     uint64_t* out) {
-  auto r = ParseSize(v);
+  auto r = ParseMooncakeSize(v);
   if (!r.ok()) return Status(ErrorCode::INVALID_PARAMS, key + ": " + v);
   *out = r.value();
   return Status::OK();
@@ -122,7 +184,7 @@ Result<SetupConfig> SetupConfigFromDict(
       c.rdma_devices = v;
     } else if (key == "master_server_addr" || key == "master_server_address") {
       c.master_server_addr = v;
-    } else if (key == "tenant") {
+    } else if (key == "tenant" || key == "tenant_id") {
       c.tenant = v;
     } else if (key == "transport") {
       std::string t = Lower(v);

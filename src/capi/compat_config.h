@@ -31,16 +31,21 @@ struct MooncakeReplicateConfig {
   bool with_soft_pin = false;
   SoftPinAction soft_pin_action = SoftPinAction::kPreserve;
   // Unset: the master's default_kv_soft_pin_ttl. 0: no soft pin (Mooncake
-  // registers none for a zero TTL). > 0: this TTL.
-  std::optional<int64_t> soft_pin_ttl_ms;
+  // registers none for a zero TTL). > 0: this TTL. Set only with a soft pin
+  // (ENABLE, or PRESERVE with with_soft_pin), else INVALID_PARAMS.
+  std::optional<uint64_t> soft_pin_ttl_ms;
   bool with_hard_pin = false;
   std::string preferred_segment;
   std::vector<std::string> preferred_segments;
   // Accepted for compatibility; kvpool places by the preferred segments.
   bool prefer_alloc_in_same_node = false;
+  // Mooncake's object groups (evicted and removed together there). Kept and
+  // shown; kvpool places and evicts each key on its own (docs/python.md).
+  std::optional<std::vector<std::string>> group_ids;
 };
 
-// INVALID_PARAMS for replica_num < 1 or a negative TTL.
+// INVALID_PARAMS for replica_num outside [1, 64], or a TTL without a soft
+// pin.
 Result<ReplicateConfig> ToReplicateConfig(const MooncakeReplicateConfig& rc);
 
 // The arguments of Mooncake's setup(), plus kvpool's own keys (setup(dict)
@@ -78,6 +83,12 @@ struct SetupConfig {
 
   Status Validate() const;
 };
+
+// A size as Mooncake's setup() takes it: a number (decimals allowed) and an
+// optional unit B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (powers of 1024,
+// any case), with or without a space between ("16MB", "16 MB", "1.5 GB").
+// Anything else, a percentage among them, is INVALID_PARAMS.
+Result<uint64_t> ParseMooncakeSize(const std::string& text);
 
 // setup(config_dict): every value arrives as a string (Python passes str()
 // of it); sizes take suffixes ("4GiB"), booleans true/false/1/0. Mooncake's

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -17,7 +19,7 @@ namespace kvpool::compat {
 namespace {
 
 constexpr int kInvalid = static_cast<int>(ErrorCode::INVALID_PARAMS);
-constexpr int kNodeStartAttempts = 3;
+constexpr int kNodeStartAttempts = 5;
 
 int Code(const Status& s) { return static_cast<int>(s.code()); }
 
@@ -43,24 +45,42 @@ bool SplitHostPort(const std::string& s, std::string* host, int* port) {
   return *port <= 65535;
 }
 
-// A port the kernel reports free now. The node id must name the data port
-// before the data server binds it, so the port is chosen here; a lost race
-// makes Node::Start fail and the caller retries with a new one.
-int PickFreePort(const std::string& bind_address) {
+// Mooncake's range for ports it picks itself (its AutoPortBinder).
+constexpr int kAutoPortMin = 12300;
+constexpr int kAutoPortMax = 14300;
+constexpr int kPortProbes = 64;
+
+bool PortFree(const std::string& bind_address, int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, bind_address.c_str(), &addr.sin_addr);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
+  const bool ok =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return port;
+  return ok;
+}
+
+// A port of Mooncake's automatic range that is free now, from a random
+// start so that stores set up at once rarely collide; 0 if none of the
+// probes is free. The node id must name the data port before the data
+// server binds it, so the port is chosen here; a lost race makes
+// Node::Start fail and the caller retries with another.
+int PickFreePort(const std::string& bind_address) {
+  static std::atomic<uint64_t> seq{0};
+  const uint64_t salt =
+      static_cast<uint64_t>(getpid()) * 7919 + seq.fetch_add(1) * 104729 +
+      static_cast<uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+  const int span = kAutoPortMax - kAutoPortMin + 1;
+  for (int i = 0; i < kPortProbes; ++i) {
+    const int port =
+        kAutoPortMin + static_cast<int>((salt + uint64_t(i) * 127) % span);
+    if (PortFree(bind_address, port)) return port;
+  }
+  return 0;
 }
 
 // The items of a batch with a buffer and a non-negative size, with their
@@ -138,6 +158,7 @@ int MooncakeStore::Setup(const SetupConfig& config) {
       nc.local_hostname = host;
       nc.data_bind_address = bind;
       nc.data_port = port > 0 ? port : PickFreePort(bind);
+      if (nc.data_port == 0) continue;
       nc.node_id = host + ":" + std::to_string(nc.data_port);
       nc.heartbeat_interval_ms = config.heartbeat_interval_ms;
       nc.rpc_timeout_ms = config.rpc_timeout_ms;
@@ -152,8 +173,10 @@ int MooncakeStore::Setup(const SetupConfig& config) {
       node = std::make_unique<Node>(nc);
       started = node->Start();
       if (started.ok() || port > 0) break;
+      node.reset();
     }
     if (!started.ok()) return Code(started);
+    if (!node) return static_cast<int>(ErrorCode::INTERNAL_ERROR);  // no port
   } else if (auto stat = client.value()->Stat();
              !stat.ok() && !IsPermissionDenied(stat.status())) {
     // Mooncake's setup fails when the master is unreachable; a pure client
@@ -203,49 +226,64 @@ int MooncakeStore::CloseLocked() {
 
 int MooncakeStore::Put(std::string_view key, Bytes value,
                        const MooncakeReplicateConfig& rc) {
-  std::shared_lock lock(mu_);
-  if (!client_) return kInvalid;
-  auto cfg = ToReplicateConfig(rc);
-  if (!cfg.ok()) return Code(cfg.status());
-  return Code(client_->Put(key, std::string_view(value.data(), value.size()),
-                           cfg.value()));
+  return PutBytes({std::string(key)}, {{value}}, rc, false);
 }
 
 int MooncakeStore::Upsert(std::string_view key, Bytes value,
                           const MooncakeReplicateConfig& rc) {
-  std::shared_lock lock(mu_);
-  if (!client_) return kInvalid;
-  auto cfg = ToReplicateConfig(rc);
-  if (!cfg.ok()) return Code(cfg.status());
-  return Code(client_->Upsert(key, std::string_view(value.data(), value.size()),
-                              cfg.value()));
+  return PutBytes({std::string(key)}, {{value}}, rc, true);
 }
 
 int MooncakeStore::PutParts(std::string_view key,
                             const std::vector<Bytes>& parts,
                             const MooncakeReplicateConfig& rc) {
-  // One object from several parts: kvpool's put takes one contiguous value.
-  std::string joined;
-  size_t total = 0;
-  for (const auto& p : parts) total += p.size();
-  joined.reserve(total);
-  for (const auto& p : parts) joined.append(p.data(), p.size());
-  return Put(key, Bytes(joined.data(), joined.size()), rc);
+  return PutBytes({std::string(key)}, {parts}, rc, false);
+}
+
+int MooncakeStore::UpsertParts(std::string_view key,
+                               const std::vector<Bytes>& parts,
+                               const MooncakeReplicateConfig& rc) {
+  return PutBytes({std::string(key)}, {parts}, rc, true);
 }
 
 int MooncakeStore::PutBatch(const std::vector<std::string>& keys,
                             const std::vector<Bytes>& values,
                             const MooncakeReplicateConfig& rc) {
   if (keys.size() != values.size()) return kInvalid;
+  std::vector<std::vector<Bytes>> parts;
+  parts.reserve(values.size());
+  for (const auto& v : values) parts.push_back({v});
+  return PutBytes(keys, parts, rc, false);
+}
+
+int MooncakeStore::UpsertBatch(const std::vector<std::string>& keys,
+                               const std::vector<Bytes>& values,
+                               const MooncakeReplicateConfig& rc) {
+  if (keys.size() != values.size()) return kInvalid;
+  std::vector<std::vector<Bytes>> parts;
+  parts.reserve(values.size());
+  for (const auto& v : values) parts.push_back({v});
+  return PutBytes(keys, parts, rc, true);
+}
+
+int MooncakeStore::PutBytes(const std::vector<std::string>& keys,
+                            const std::vector<std::vector<Bytes>>& values,
+                            const MooncakeReplicateConfig& rc, bool upsert) {
   std::shared_lock lock(mu_);
   if (!client_) return kInvalid;
+  // Mooncake stages bytes from Python in its local buffer: with none, such
+  // puts fail (and store nothing). kvpool writes them directly, so a value
+  // larger than the local buffer is still taken.
+  if (!local_buffer_) return kInvalid;
   auto cfg = ToReplicateConfig(rc);
   if (!cfg.ok()) return Code(cfg.status());
-  std::vector<std::string_view> views;
-  views.reserve(values.size());
-  for (const auto& v : values) views.emplace_back(v.data(), v.size());
-  for (const Status& s : client_->BatchPut(keys, views, cfg.value())) {
-    if (!s.ok()) return Code(s);
+  std::vector<std::vector<ConstSlice>> parts(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    for (const auto& p : values[i]) parts[i].push_back({p.data(), p.size()});
+  }
+  for (const Status& st :
+       client_->BatchPutParts(keys, parts, cfg.value(), upsert)) {
+    if (!st.ok()) return Code(st);
   }
   return 0;
 }
@@ -350,10 +388,11 @@ int MooncakeStore::Remove(std::string_view key, bool force) {
 
 std::vector<int> MooncakeStore::BatchRemove(
     const std::vector<std::string>& keys, bool force) {
-  std::vector<int> out;
-  out.reserve(keys.size());
-  // kvpool's master removes one key per RPC.
-  for (const auto& k : keys) out.push_back(Remove(k, force));
+  std::vector<int> out(keys.size(), kInvalid);
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto r = client_->BatchRemove(keys, force);
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
   return out;
 }
 
@@ -430,6 +469,142 @@ std::vector<int> MooncakeStore::BatchPutFrom(
   return out;
 }
 
+std::vector<int> MooncakeStore::BatchUpsertFrom(
+    const std::vector<std::string>& keys, const std::vector<const void*>& bufs,
+    const std::vector<int64_t>& sizes, const MooncakeReplicateConfig& rc) {
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) {
+    return std::vector<int>(keys.size(), kInvalid);
+  }
+  std::vector<std::vector<const void*>> b(keys.size());
+  std::vector<std::vector<int64_t>> n(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    b[i] = {bufs[i]};
+    n[i] = {sizes[i]};
+  }
+  return BatchPutFromMultiBuffers(keys, b, n, rc, /*upsert=*/true);
+}
+
+int MooncakeStore::PutFromWithMetadata(std::string_view key, const void* buf,
+                                       const void* metadata, int64_t size,
+                                       int64_t metadata_size,
+                                       const MooncakeReplicateConfig& rc) {
+  return BatchPutFromMultiBuffers({std::string(key)}, {{metadata, buf}},
+                                  {{metadata_size, size}}, rc)[0];
+}
+
+std::vector<int> MooncakeStore::BatchPutFromMultiBuffers(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<const void*>>& bufs,
+    const std::vector<std::vector<int64_t>>& sizes,
+    const MooncakeReplicateConfig& rc, bool upsert) {
+  std::vector<int> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i].size() != sizes[i].size()) return out;  // all fail
+  }
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) {
+    std::fill(out.begin(), out.end(), Code(cfg.status()));
+    return out;
+  }
+  std::vector<std::string> k;
+  std::vector<std::vector<ConstSlice>> parts;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<ConstSlice> p;
+    bool valid = true;
+    for (size_t j = 0; j < bufs[i].size(); ++j) {
+      if (bufs[i][j] == nullptr || sizes[i][j] < 0) valid = false;
+      p.push_back({bufs[i][j], static_cast<uint64_t>(sizes[i][j])});
+    }
+    if (!valid) continue;
+    k.push_back(keys[i]);
+    parts.push_back(std::move(p));
+    idx.push_back(i);
+  }
+  if (k.empty()) return out;
+  auto r = client_->BatchPutFromParts(k, parts, cfg.value(), upsert);
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = Code(r[j]);
+  return out;
+}
+
+std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBuffers(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<void*>>& bufs,
+    const std::vector<std::vector<int64_t>>& sizes) {
+  std::vector<int64_t> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  std::vector<std::string> k;
+  std::vector<std::vector<ConstSlice>> dst;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i].size() != sizes[i].size()) continue;
+    std::vector<ConstSlice> d;
+    bool valid = true;
+    for (size_t j = 0; j < bufs[i].size(); ++j) {
+      if (bufs[i][j] == nullptr || sizes[i][j] < 0) valid = false;
+      d.push_back({bufs[i][j], static_cast<uint64_t>(sizes[i][j])});
+    }
+    if (!valid) continue;
+    k.push_back(keys[i]);
+    dst.push_back(std::move(d));
+    idx.push_back(i);
+  }
+  if (k.empty()) return out;
+  auto r = client_->BatchGetIntoParts(k, dst);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    out[idx[j]] =
+        r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
+  }
+  return out;
+}
+
+std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBufferRanges(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<void*>>& bufs,
+    const std::vector<std::vector<int64_t>>& sizes,
+    const std::vector<std::vector<int64_t>>& offsets) {
+  std::vector<int64_t> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size() ||
+      offsets.size() != keys.size()) {
+    return out;
+  }
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  std::vector<std::string> k;
+  std::vector<std::vector<ValueRange>> ranges;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i].size() != sizes[i].size() ||
+        offsets[i].size() != sizes[i].size()) {
+      continue;
+    }
+    std::vector<ValueRange> r;
+    bool valid = true;
+    for (size_t j = 0; j < bufs[i].size(); ++j) {
+      if (bufs[i][j] == nullptr || sizes[i][j] < 0 || offsets[i][j] < 0)
+        valid = false;
+      r.push_back({static_cast<uint64_t>(offsets[i][j]), bufs[i][j],
+                   static_cast<uint64_t>(sizes[i][j])});
+    }
+    if (!valid) continue;
+    k.push_back(keys[i]);
+    ranges.push_back(std::move(r));
+    idx.push_back(i);
+  }
+  if (k.empty()) return out;
+  auto r = client_->BatchGetRanges(k, ranges);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    out[idx[j]] =
+        r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
+  }
+  return out;
+}
+
 int64_t MooncakeStore::GetInto(std::string_view key, void* buf, int64_t size) {
   return BatchGetInto({std::string(key)}, {buf}, {size})[0];
 }
@@ -457,63 +632,74 @@ MooncakeStore::Ranges MooncakeStore::GetIntoRanges(
     const std::vector<void*>& bufs,
     const std::vector<std::vector<std::string>>& keys,
     const Ranges& dst_offsets, const Ranges& src_offsets, const Ranges& sizes) {
-  // The answer has the shape of `sizes` where it is well formed, so a bad
-  // entry fails alone (Mooncake reports per-entry errors the same way).
+  // results[i][j] has one entry per fragment where the request is well
+  // formed, so a bad entry fails alone (Mooncake reports per-entry errors
+  // the same way); a key whose lists differ in length gets one error.
   Ranges out(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
+  const size_t nb = keys.size();
+  const bool shaped = bufs.size() == nb && dst_offsets.size() == nb &&
+                      src_offsets.size() == nb && sizes.size() == nb;
+  for (size_t i = 0; i < nb; ++i) {
     out[i].resize(keys[i].size());
     for (size_t j = 0; j < keys[i].size(); ++j) {
-      size_t n = 1;
-      if (i < sizes.size() && j < sizes[i].size()) n = sizes[i][j].size();
-      out[i][j].assign(n, kInvalid);
+      const bool ok = shaped && dst_offsets[i].size() == keys[i].size() &&
+                      src_offsets[i].size() == keys[i].size() &&
+                      sizes[i].size() == keys[i].size() &&
+                      dst_offsets[i][j].size() == sizes[i][j].size() &&
+                      src_offsets[i][j].size() == sizes[i][j].size();
+      out[i][j].assign(ok ? sizes[i][j].size() : 1, kInvalid);
     }
   }
-  const size_t nb = keys.size();
-  if (bufs.size() != nb || dst_offsets.size() != nb ||
-      src_offsets.size() != nb || sizes.size() != nb) {
-    return out;
-  }
+  if (!shaped) return out;
   std::shared_lock lock(mu_);
   if (!client_) return out;
-  // kvpool's data plane reads whole values: read each distinct key once.
+  // Every fragment that fits its buffer, grouped by key so that each key is
+  // looked up once and only the fragments are read.
+  struct Where {
+    size_t i, j, k;
+  };
   std::vector<std::string> unique;
   std::unordered_map<std::string, size_t> pos;
-  for (const auto& ks : keys) {
-    for (const auto& k : ks) {
-      if (pos.emplace(k, unique.size()).second) unique.push_back(k);
-    }
-  }
-  auto values = client_->BatchGet(unique);
+  std::vector<std::vector<ValueRange>> ranges;
+  std::vector<std::vector<Where>> where;
   for (size_t i = 0; i < nb; ++i) {
     const uint64_t cap = bufs[i] ? RegisteredCapacity(bufs[i]) : 0;
-    const size_t nk = keys[i].size();
-    if (dst_offsets[i].size() != nk || src_offsets[i].size() != nk ||
-        sizes[i].size() != nk) {
-      continue;
-    }
-    for (size_t j = 0; j < nk; ++j) {
+    for (size_t j = 0; j < keys[i].size(); ++j) {
+      if (out[i][j].size() != sizes[i][j].size()) continue;  // malformed
       const auto& d = dst_offsets[i][j];
-      const auto& s = src_offsets[i][j];
+      const auto& src = src_offsets[i][j];
       const auto& n = sizes[i][j];
-      if (d.size() != n.size() || s.size() != n.size()) continue;
-      const auto& value = values[pos[keys[i][j]]];
       for (size_t k = 0; k < n.size(); ++k) {
-        if (!value.ok()) {
-          out[i][j][k] = Code(value.status());
-          continue;
-        }
-        const uint64_t len = value->size();
-        if (cap == 0 || d[k] < 0 || s[k] < 0 || n[k] < 0 ||
+        if (cap == 0 || d[k] < 0 || src[k] < 0 || n[k] < 0 ||
             static_cast<uint64_t>(d[k]) > cap ||
-            static_cast<uint64_t>(n[k]) > cap - d[k] ||
-            static_cast<uint64_t>(s[k]) > len ||
-            static_cast<uint64_t>(n[k]) > len - s[k]) {
-          continue;  // stays -600
+            static_cast<uint64_t>(n[k]) > cap - d[k]) {
+          continue;  // stays INVALID_PARAMS: outside the buffer
         }
-        std::memcpy(static_cast<char*>(bufs[i]) + d[k], value->data() + s[k],
-                    static_cast<size_t>(n[k]));
-        out[i][j][k] = n[k];
+        auto [it, fresh] = pos.emplace(keys[i][j], unique.size());
+        if (fresh) {
+          unique.push_back(keys[i][j]);
+          ranges.emplace_back();
+          where.emplace_back();
+        }
+        ranges[it->second].push_back(ValueRange{
+            static_cast<uint64_t>(src[k]), static_cast<char*>(bufs[i]) + d[k],
+            static_cast<uint64_t>(n[k])});
+        where[it->second].push_back(Where{i, j, k});
       }
+    }
+  }
+  if (unique.empty()) return out;
+  std::vector<std::vector<bool>> outside;
+  auto r = client_->BatchGetRanges(unique, ranges, &outside);
+  for (size_t u = 0; u < unique.size(); ++u) {
+    for (size_t f = 0; f < where[u].size(); ++f) {
+      const Where& w = where[u][f];
+      int64_t& slot = out[w.i][w.j][w.k];
+      if (!r[u].ok()) {
+        slot = Code(r[u].status());
+      } else if (!outside[u][f]) {
+        slot = static_cast<int64_t>(ranges[u][f].length);
+      }  // else: past the end of the value, stays INVALID_PARAMS
     }
   }
   return out;

@@ -56,10 +56,15 @@ class MooncakeStore {
              const MooncakeReplicateConfig& rc = {});
   int PutParts(std::string_view key, const std::vector<Bytes>& parts,
                const MooncakeReplicateConfig& rc = {});
+  int UpsertParts(std::string_view key, const std::vector<Bytes>& parts,
+                  const MooncakeReplicateConfig& rc = {});
   // 0 when every key was stored, else the first key's error.
   int PutBatch(const std::vector<std::string>& keys,
                const std::vector<Bytes>& values,
                const MooncakeReplicateConfig& rc = {});
+  int UpsertBatch(const std::vector<std::string>& keys,
+                  const std::vector<Bytes>& values,
+                  const MooncakeReplicateConfig& rc = {});
 
   // The whole value (OBJECT_NOT_FOUND on a miss).
   Result<std::string> Get(std::string_view key);
@@ -74,6 +79,7 @@ class MooncakeStore {
   std::vector<int> BatchIsExist(const std::vector<std::string>& keys);
 
   int Remove(std::string_view key, bool force = false);
+  // One master call for all keys.
   std::vector<int> BatchRemove(const std::vector<std::string>& keys,
                                bool force = false);
   int64_t RemoveAll(bool force = false);  // objects removed
@@ -88,12 +94,43 @@ class MooncakeStore {
                                 const std::vector<const void*>& bufs,
                                 const std::vector<int64_t>& sizes,
                                 const MooncakeReplicateConfig& rc = {});
+  std::vector<int> BatchUpsertFrom(const std::vector<std::string>& keys,
+                                   const std::vector<const void*>& bufs,
+                                   const std::vector<int64_t>& sizes,
+                                   const MooncakeReplicateConfig& rc = {});
+  // The value is the metadata then the data (both registered).
+  int PutFromWithMetadata(std::string_view key, const void* buf,
+                          const void* metadata, int64_t size,
+                          int64_t metadata_size,
+                          const MooncakeReplicateConfig& rc = {});
+  // Key i's value is the concatenation of its buffers, written with no
+  // staging copy. Mismatched list lengths fail every key (as Mooncake).
+  std::vector<int> BatchPutFromMultiBuffers(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<const void*>>& bufs,
+      const std::vector<std::vector<int64_t>>& sizes,
+      const MooncakeReplicateConfig& rc = {}, bool upsert = false);
+  // Key i's value scattered over its buffers in order: the value's size, or
+  // INVALID_PARAMS when the buffers hold fewer bytes.
+  std::vector<int64_t> BatchGetIntoMultiBuffers(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<void*>>& bufs,
+      const std::vector<std::vector<int64_t>>& sizes);
+  // Only the ranges asked for: sizes[i][j] bytes at offsets[i][j] of key
+  // i's value into bufs[i][j]. Bytes read per key, or a negative code.
+  std::vector<int64_t> BatchGetIntoMultiBufferRanges(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<void*>>& bufs,
+      const std::vector<std::vector<int64_t>>& sizes,
+      const std::vector<std::vector<int64_t>>& offsets);
   int64_t GetInto(std::string_view key, void* buf, int64_t size);
   std::vector<int64_t> BatchGetInto(const std::vector<std::string>& keys,
                                     const std::vector<void*>& bufs,
                                     const std::vector<int64_t>& sizes);
   // results[i][j][k]: bytes copied for fragment k of key j into buffer i, or
-  // a negative code. Each distinct key is read once, whole.
+  // a negative code. Only the fragments are read, each key's in one go. A
+  // key whose lists of offsets and sizes differ in length fails alone (one
+  // negative entry); a key with no fragments gets an empty list.
   Ranges GetIntoRanges(const std::vector<void*>& bufs,
                        const std::vector<std::vector<std::string>>& keys,
                        const Ranges& dst_offsets, const Ranges& src_offsets,
@@ -102,7 +139,9 @@ class MooncakeStore {
   // The read-only tier lookup (no lease).
   std::vector<Result<TierInfo>> BatchGetReplicaDesc(
       const std::vector<std::string>& keys);
-  // "host:port": the hosted segment's node id; "host:0" for a pure client.
+  // "host:port": the hosted segment's node id. A hosting store given no
+  // port takes one in Mooncake's range for automatic ports, [12300, 14300];
+  // "host:0" for a pure client.
   std::string GetHostname() const;
   // 0 when the master answers and the hosted segment (if any) is mounted.
   int HealthCheck();
@@ -112,6 +151,11 @@ class MooncakeStore {
 
  private:
   int CloseLocked();
+  // The puts of bytes from the caller's memory (Python bytes): key i's value
+  // is the concatenation of values[i]. 0, or the first key's error.
+  int PutBytes(const std::vector<std::string>& keys,
+               const std::vector<std::vector<Bytes>>& values,
+               const MooncakeReplicateConfig& rc, bool upsert);
   // Capacity from `p` to the end of the registered buffer holding it; 0 if
   // none does.
   uint64_t RegisteredCapacity(const void* p) const;

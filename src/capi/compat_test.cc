@@ -58,8 +58,16 @@ TEST(CompatConfigTest, SoftPinActionsAndTtl) {
   EXPECT_EQ(ToReplicateConfig(rc)->soft_pin_ttl_ms, 250);
   rc.soft_pin_ttl_ms = 0;  // Mooncake: a zero TTL registers no soft pin
   EXPECT_FALSE(ToReplicateConfig(rc)->with_soft_pin);
-  rc.soft_pin_ttl_ms = -1;
+  // A TTL without a soft pin is a mistake (Mooncake: INVALID_PARAMS).
+  rc.soft_pin_ttl_ms = 250;
+  rc.soft_pin_action = SoftPinAction::kDisable;
   EXPECT_EQ(ToReplicateConfig(rc).code(), ErrorCode::INVALID_PARAMS);
+  rc.soft_pin_action = SoftPinAction::kPreserve;
+  EXPECT_EQ(ToReplicateConfig(rc).code(), ErrorCode::INVALID_PARAMS);
+  rc.with_soft_pin = true;
+  EXPECT_EQ(ToReplicateConfig(rc)->soft_pin_ttl_ms, 250);
+  rc.soft_pin_ttl_ms = ~uint64_t{0};  // clamped, never negative
+  EXPECT_EQ(ToReplicateConfig(rc)->soft_pin_ttl_ms, INT64_MAX);
   rc.soft_pin_ttl_ms.reset();
   rc.replica_num = 0;
   EXPECT_EQ(ToReplicateConfig(rc).code(), ErrorCode::INVALID_PARAMS);
@@ -102,4 +110,29 @@ TEST(CompatConfigTest, SetupDictParsesMooncakeAndKvpoolKeys) {
 }
 
 }  // namespace
+TEST(CompatConfigTest, MooncakeSizes) {
+  EXPECT_EQ(ParseMooncakeSize("16MB").value(), 16u << 20);
+  EXPECT_EQ(ParseMooncakeSize("16 MB").value(), 16u << 20);
+  EXPECT_EQ(ParseMooncakeSize(" 16 mb ").value(), 16u << 20);
+  EXPECT_EQ(ParseMooncakeSize("4GiB").value(), 4ull << 30);
+  EXPECT_EQ(ParseMooncakeSize("1.5 GB").value(), 3ull << 29);
+  EXPECT_EQ(ParseMooncakeSize("2K").value(), 2048u);
+  EXPECT_EQ(ParseMooncakeSize("1t").value(), 1ull << 40);
+  EXPECT_EQ(ParseMooncakeSize("4096").value(), 4096u);
+  EXPECT_EQ(ParseMooncakeSize("4096 B").value(), 4096u);
+  for (const char* bad : {"50%", "", "MB", "-1", "1e3", "16 XB", "1..5G",
+                          "99999999999999999999", "20000000T", "infinite"}) {
+    EXPECT_EQ(ParseMooncakeSize(bad).code(), ErrorCode::INVALID_PARAMS) << bad;
+  }
+  auto c = SetupConfigFromDict(
+      {{"local_hostname", "h"}, {"global_segment_size", "50%"}});
+  EXPECT_EQ(c.code(), ErrorCode::INVALID_PARAMS);
+  c = SetupConfigFromDict({{"local_hostname", "h"},
+                           {"global_segment_size", "16 MB"},
+                           {"tenant_id", "t1"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->global_segment_size, 16u << 20);
+  EXPECT_EQ(c->tenant, "t1");
+}
+
 }  // namespace kvpool::compat

@@ -236,13 +236,14 @@ ClientCounters Client::counters() const {
 
 // -------------------------------------------------------------------- put
 
-std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
-                                    const std::vector<const uint8_t*>& bufs,
-                                    const std::vector<uint64_t>& sizes,
-                                    const ReplicateConfig& rc, bool upsert) {
+std::vector<Status> Client::PutMany(
+    const std::vector<std::string>& keys,
+    const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
+    const ReplicateConfig& rc, bool upsert,
+    const std::vector<std::vector<ValueRange>>* pieces) {
   std::vector<std::string> unreachable;
   std::vector<Status> out =
-      PutManyOnce(keys, bufs, sizes, rc, upsert, {}, &unreachable);
+      PutManyOnce(keys, bufs, sizes, rc, upsert, {}, &unreachable, pieces);
   if (unreachable.empty()) return out;
   // A node that refuses or drops the data connection (crashed, not yet
   // declared dead) must not fail the put when the pool has other room:
@@ -256,14 +257,16 @@ std::vector<Status> Client::PutMany(const std::vector<std::string>& keys,
   std::vector<std::string> k;
   std::vector<const uint8_t*> b;
   std::vector<uint64_t> s;
+  std::vector<std::vector<ValueRange>> p;
   for (size_t i : again) {
     k.push_back(keys[i]);
     b.push_back(bufs[i]);
     s.push_back(sizes[i]);
+    if (pieces) p.push_back((*pieces)[i]);
   }
   std::vector<std::string> still;
-  std::vector<Status> retried =
-      PutManyOnce(k, b, s, rc, upsert, unreachable, &still);
+  std::vector<Status> retried = PutManyOnce(k, b, s, rc, upsert, unreachable,
+                                            &still, pieces ? &p : nullptr);
   for (size_t j = 0; j < again.size(); ++j) out[again[j]] = retried[j];
   state_->put_retries.fetch_add(again.size(), std::memory_order_relaxed);
   return out;
@@ -274,17 +277,27 @@ std::vector<Status> Client::PutManyOnce(
     const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
     const ReplicateConfig& rc, bool upsert,
     const std::vector<std::string>& excluded,
-    std::vector<std::string>* unreachable) {
+    std::vector<std::string>* unreachable,
+    const std::vector<std::vector<ValueRange>>* pieces) {
   const size_t n = keys.size();
   if (upsert) ForgetCached(keys);
   std::vector<Status> out(n);
-  if (bufs.size() != n || sizes.size() != n) {
+  if (bufs.size() != n || sizes.size() != n ||
+      (pieces != nullptr && pieces->size() != n)) {
     std::fill(out.begin(), out.end(),
               Status(ErrorCode::INVALID_PARAMS,
                      "keys, buffers and sizes differ in length"));
     return out;
   }
   if (n == 0) return out;
+  // Each key's pieces, in the data plane's form (kept until the writes end).
+  std::vector<std::vector<ValuePiece>> gathered(pieces ? n : 0);
+  for (size_t i = 0; i < gathered.size(); ++i) {
+    for (const auto& r : (*pieces)[i]) {
+      gathered[i].push_back(
+          ValuePiece{r.value_offset, static_cast<uint8_t*>(r.buf), r.length});
+    }
+  }
   rpc::BatchPutStartRequest start;
   rpc::ReplicateConfig prc = ToProto(rc);
   for (size_t i = 0; i < n; ++i) {
@@ -322,8 +335,10 @@ std::vector<Status> Client::PutManyOnce(
       continue;
     }
     for (const auto& rep : r.replicas()) {
-      items.push_back(
-          TransferItem{&rep.memory(), const_cast<uint8_t*>(bufs[i]), sizes[i]});
+      items.push_back(TransferItem{.loc = &rep.memory(),
+                                   .buf = const_cast<uint8_t*>(bufs[i]),
+                                   .length = sizes[i]});
+      if (pieces) items.back().pieces = gathered[i];
       owner.push_back(i);
     }
   }
@@ -475,6 +490,68 @@ std::vector<Status> Client::BatchPutFrom(const std::vector<std::string>& keys,
   return out;
 }
 
+std::vector<Status> Client::BatchPutFromParts(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ConstSlice>>& parts,
+    const ReplicateConfig& rc, bool upsert) {
+  return PutParts(keys, parts, rc, upsert, true);
+}
+
+std::vector<Status> Client::BatchPutParts(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ConstSlice>>& parts,
+    const ReplicateConfig& rc, bool upsert) {
+  return PutParts(keys, parts, rc, upsert, false);
+}
+
+std::vector<Status> Client::PutParts(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ConstSlice>>& parts,
+    const ReplicateConfig& rc, bool upsert, bool require_registered) {
+  if (parts.size() != keys.size()) {
+    return std::vector<Status>(
+        keys.size(), Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+  }
+  std::vector<Status> out(keys.size());
+  std::vector<std::string> k2;
+  std::vector<const uint8_t*> b2;
+  std::vector<uint64_t> s2;
+  std::vector<std::vector<ValueRange>> p2;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<ValueRange> pieces;
+    uint64_t total = 0;
+    bool valid = true;
+    for (const auto& part : parts[i]) {
+      if (part.size == 0) continue;
+      if (part.data == nullptr ||
+          (require_registered && !state_->Registered(part.data, part.size))) {
+        valid = false;
+        break;
+      }
+      pieces.push_back(
+          ValueRange{total, const_cast<void*>(part.data), part.size});
+      total += part.size;
+    }
+    if (!valid) {
+      out[i] =
+          Status(ErrorCode::INVALID_PARAMS,
+                 require_registered ? "a part is not inside a registered buffer"
+                                    : "a part has no buffer");
+      continue;
+    }
+    k2.push_back(keys[i]);
+    b2.push_back(pieces.empty() ? nullptr
+                                : static_cast<const uint8_t*>(pieces[0].buf));
+    s2.push_back(total);
+    p2.push_back(std::move(pieces));
+    idx.push_back(i);
+  }
+  auto r = PutMany(k2, b2, s2, rc, upsert, &p2);
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = r[j];
+  return out;
+}
+
 // -------------------------------------------------------------------- get
 
 namespace {
@@ -488,6 +565,12 @@ struct ReadJob {
   int next_replica = 0;
   Result<uint64_t> result = ErrorCode::INTERNAL_ERROR;
   std::string owned;  // for Get: the value's own storage
+  // Non-empty: read these pieces instead of the whole value into `dest`.
+  // A DRAM replica serves them directly; an SSD read (whole values only)
+  // stages the value in `owned` and copies them out.
+  std::vector<ValuePiece> pieces;
+  uint64_t piece_bytes = 0;  // what a successful read returns
+  bool staged = false;       // the last attempt read into `owned`
 };
 }  // namespace
 
@@ -510,12 +593,21 @@ static void RunReads(DataPlane& data, const std::string& tenant,
       if (j.result.ok() || j.reply == nullptr) continue;
       if (j.next_replica >= j.reply->replicas_size()) continue;
       const auto& rep = j.reply->replicas(j.next_replica++);
+      j.staged = false;
       if (rep.kind() == rpc::MEMORY) {
-        items.push_back(TransferItem{&rep.memory(), j.dest, j.reply->size()});
+        items.push_back(TransferItem{
+            .loc = &rep.memory(), .buf = j.dest, .length = j.reply->size()});
+        items.back().pieces = j.pieces;
         item_owner.push_back(i);
       } else {
+        uint8_t* dest = j.dest;
+        if (!j.pieces.empty()) {
+          j.owned.resize(j.reply->size());
+          dest = reinterpret_cast<uint8_t*>(j.owned.data());
+          j.staged = true;
+        }
         disk.push_back(KeyReadOp{tenant, std::string(j.key), j.reply->size(),
-                                 j.dest, ErrorCode::OK, rep.disk_capability()});
+                                 dest, ErrorCode::OK, rep.disk_capability()});
         disk_peer.emplace_back(rep.disk_data_endpoint(), rep.disk_node_id());
         disk_owner.push_back(i);
       }
@@ -535,7 +627,17 @@ static void RunReads(DataPlane& data, const std::string& tenant,
     auto settle = [&](size_t owner, ErrorCode code) {
       auto& j = jobs[owner];
       if (code == ErrorCode::OK) {
-        j.result = j.reply->size();
+        if (j.pieces.empty()) {
+          j.result = j.reply->size();
+        } else {
+          if (j.staged) {
+            for (const auto& piece : j.pieces) {
+              std::memcpy(piece.buf, j.owned.data() + piece.value_offset,
+                          piece.length);
+            }
+          }
+          j.result = j.piece_bytes;
+        }
       } else {
         j.result = Status(code, "reading the value failed");
         progress = true;  // try the next replica
@@ -702,6 +804,128 @@ std::vector<Result<uint64_t>> Client::ReadInto(
   RunReads(state_->data, state_->config.tenant, jobs, state_->prefetcher.get());
   for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
   return out;
+}
+
+std::vector<Result<uint64_t>> Client::ReadPieces(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ValueRange>>& pieces, PieceMode mode,
+    std::vector<std::vector<bool>>* outside) {
+  const size_t n = keys.size();
+  if (outside) {
+    outside->assign(pieces.size(), {});
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      (*outside)[i].assign(pieces[i].size(), false);
+    }
+  }
+  std::vector<Result<uint64_t>> out(n, ErrorCode::INTERNAL_ERROR);
+  if (pieces.size() != n) {
+    std::fill(out.begin(), out.end(),
+              Status(ErrorCode::INVALID_PARAMS, "length mismatch"));
+    return out;
+  }
+  std::vector<std::string_view> asked_keys;
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < n; ++i) {
+    bool valid = true;
+    for (const auto& p : pieces[i]) {
+      valid &= p.buf != nullptr && state_->Registered(p.buf, p.length);
+    }
+    if (!valid) {
+      out[i] = Status(ErrorCode::INVALID_PARAMS,
+                      "a buffer is not inside a registered buffer");
+      continue;
+    }
+    asked_keys.push_back(keys[i]);
+    asked.push_back(i);
+  }
+  if (asked.empty()) return out;
+  Replies replies = FetchReplies(asked_keys);
+  if (!replies.status.ok()) {
+    for (size_t i : asked) out[i] = replies.status;
+    return out;
+  }
+  std::vector<ReadJob> jobs(asked.size());
+  for (size_t j = 0; j < asked.size(); ++j) {
+    const auto& r = *replies.items[j];
+    const size_t i = asked[j];
+    auto& job = jobs[j];
+    if (r.error_code() != 0) {
+      job.result = Status(ErrorCodeFromInt(r.error_code()));
+      continue;
+    }
+    const uint64_t size = r.size();
+    bool fits = true;
+    if (mode == PieceMode::kScatter) {
+      // The value fills the buffers in order.
+      uint64_t at = 0;
+      for (const auto& p : pieces[i]) {
+        if (at == size) break;
+        const uint64_t len = std::min(p.length, size - at);
+        if (len > 0) {
+          job.pieces.push_back(
+              ValuePiece{at, static_cast<uint8_t*>(p.buf), len});
+        }
+        at += len;
+      }
+      fits = at == size;
+      job.piece_bytes = size;
+    } else {
+      for (size_t k = 0; k < pieces[i].size(); ++k) {
+        const auto& p = pieces[i][k];
+        if (p.value_offset > size || p.length > size - p.value_offset) {
+          if (outside) {
+            (*outside)[i][k] = true;
+            continue;
+          }
+          fits = false;
+          break;
+        }
+        if (p.length == 0) continue;
+        job.pieces.push_back(
+            ValuePiece{p.value_offset, static_cast<uint8_t*>(p.buf), p.length});
+        job.piece_bytes += p.length;
+      }
+    }
+    if (!fits) {
+      job.result = Status(ErrorCode::INVALID_PARAMS,
+                          mode == PieceMode::kScatter
+                              ? "the buffers hold fewer bytes than the value"
+                              : "a range lies outside the value");
+      continue;
+    }
+    if (job.pieces.empty()) {
+      job.result = job.piece_bytes;  // nothing to move (an empty value)
+      continue;
+    }
+    job.reply = &r;
+    job.lease_deadline_ms = replies.lease_deadline_ms[j];
+    job.key = keys[i];
+    // Never used as a destination (every job has pieces); names the first.
+    job.dest = job.pieces[0].buf;
+    job.result = Status(ErrorCode::OBJECT_NOT_FOUND, "no readable replica");
+  }
+  RunReads(state_->data, state_->config.tenant, jobs, state_->prefetcher.get());
+  for (size_t j = 0; j < asked.size(); ++j) out[asked[j]] = jobs[j].result;
+  return out;
+}
+
+std::vector<Result<uint64_t>> Client::BatchGetIntoParts(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ConstSlice>>& bufs) {
+  std::vector<std::vector<ValueRange>> pieces(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    for (const auto& b : bufs[i]) {
+      pieces[i].push_back(ValueRange{0, const_cast<void*>(b.data), b.size});
+    }
+  }
+  return ReadPieces(keys, pieces, PieceMode::kScatter);
+}
+
+std::vector<Result<uint64_t>> Client::BatchGetRanges(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<ValueRange>>& ranges,
+    std::vector<std::vector<bool>>* outside) {
+  return ReadPieces(keys, ranges, PieceMode::kRanges, outside);
 }
 
 std::vector<Result<uint64_t>> Client::BatchGetInto(
@@ -892,6 +1116,36 @@ Status Client::Remove(std::string_view key, bool force) {
   if (Status s = state_->master.Call(&Stub::Remove, req, &resp); !s.ok())
     return s;
   return Status(ErrorCodeFromInt(resp.error_code()));
+}
+
+std::vector<Status> Client::BatchRemove(const std::vector<std::string>& keys,
+                                        bool force) {
+  std::vector<Status> out(keys.size());
+  if (keys.empty()) return out;
+  ForgetCached(keys);
+  rpc::BatchRemoveRequest req;
+  req.set_tenant(state_->config.tenant);
+  for (const auto& k : keys) req.add_keys(k);
+  req.set_force(force);
+  rpc::BatchKeyStatus resp;
+  Status s = state_->master.Call(&Stub::BatchRemove, req, &resp);
+  if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+    for (size_t i = 0; i < keys.size(); ++i) out[i] = Remove(keys[i], force);
+    return out;
+  }
+  if (!s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  if (resp.error_codes_size() != static_cast<int>(keys.size())) {
+    std::fill(out.begin(), out.end(),
+              Status(ErrorCode::RPC_FAIL, "short BatchRemove reply"));
+    return out;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i] = Status(ErrorCodeFromInt(resp.error_codes(static_cast<int>(i))));
+  }
+  return out;
 }
 
 Result<uint64_t> Client::RemoveAll(bool force) {

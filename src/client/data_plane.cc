@@ -86,7 +86,7 @@ void DataPlane::MaybeSweep() {
 const uint8_t* DataPlane::ResolveShm(const rpc::MemoryLocation& loc,
                                      uint64_t length,
                                      std::shared_ptr<const ShmSegment>* hold) {
-  TransferItem item{&loc, nullptr, length};
+  TransferItem item{.loc = &loc, .length = length};
   uint8_t* p = nullptr;
   return Choose(item, &p, hold) == Path::kShm ? p : nullptr;
 }
@@ -100,6 +100,13 @@ DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr,
       loc.length() > loc.segment_size() - loc.offset()) {
     item.result = ErrorCode::INVALID_REPLICA;
     return Path::kInvalid;
+  }
+  for (const auto& piece : item.pieces) {
+    if (piece.buf == nullptr || piece.value_offset > item.length ||
+        piece.length > item.length - piece.value_offset) {
+      item.result = ErrorCode::INVALID_PARAMS;
+      return Path::kInvalid;
+    }
   }
   bool same_host = !loc.shm_path().empty() && loc.host_id() == LocalHostId();
   if (mode_ != TransportMode::kTcp && same_host) {
@@ -129,27 +136,38 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
     uint8_t* p = nullptr;
     std::shared_ptr<const ShmSegment> hold;  // mapped until the copy is done
     Path path = Choose(item, &p, &hold);
+    // The whole value is one piece at offset 0.
+    const ValuePiece whole{0, item.buf, item.length};
+    const std::span<const ValuePiece> pieces =
+        item.pieces.empty() ? std::span<const ValuePiece>(&whole, 1)
+                            : item.pieces;
     if (path == Path::kShm) {
-      if (write) {
-        std::memcpy(p, item.buf, item.length);
-        shm_bytes_written += item.length;
-      } else {
-        std::memcpy(item.buf, p, item.length);
-        shm_bytes_read += item.length;
+      for (const auto& piece : pieces) {
+        if (write) {
+          std::memcpy(p + piece.value_offset, piece.buf, piece.length);
+          shm_bytes_written += piece.length;
+        } else {
+          std::memcpy(piece.buf, p + piece.value_offset, piece.length);
+          shm_bytes_read += piece.length;
+        }
       }
     } else if (path == Path::kTcp) {
-      Op op;
-      op.segment_id = item.loc->segment_id();
-      op.offset = item.loc->offset();
-      op.length = item.length;
-      op.grant = GrantOf(*item.loc);
-      if constexpr (std::is_same_v<Op, ReadOp>) {
-        op.dest = item.buf;
-      } else {
-        op.src = item.buf;
+      // One range per piece, each under the grant of the whole value.
+      auto& node_ops =
+          by_node[{item.loc->data_endpoint(), item.loc->node_id()}];
+      for (const auto& piece : pieces) {
+        Op op;
+        op.segment_id = item.loc->segment_id();
+        op.offset = item.loc->offset() + piece.value_offset;
+        op.length = piece.length;
+        op.grant = GrantOf(*item.loc);
+        if constexpr (std::is_same_v<Op, ReadOp>) {
+          op.dest = piece.buf;
+        } else {
+          op.src = piece.buf;
+        }
+        node_ops.emplace_back(op, &item);
       }
-      by_node[{item.loc->data_endpoint(), item.loc->node_id()}].emplace_back(
-          op, &item);
     }
   }
   for (auto& [node, pairs] : by_node) {
@@ -165,7 +183,8 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
     }
     for (size_t i = 0; i < ops.size(); ++i) {
       ErrorCode r = s.ok() ? ops[i].result : ErrorCode::TRANSFER_FAIL;
-      pairs[i].second->result = r;
+      // An item of several pieces fails with its first failed piece.
+      if (pairs[i].second->result == ErrorCode::OK) pairs[i].second->result = r;
       if (r == ErrorCode::OK)
         (write ? tcp_bytes_written : tcp_bytes_read) += ops[i].length;
     }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,25 @@
 
 namespace kvpool {
 
+// A contiguous part of a value: `length` bytes at `value_offset` of the
+// value, read into or written from `buf`.
+struct ValuePiece {
+  uint64_t value_offset = 0;
+  uint8_t* buf = nullptr;
+  uint64_t length = 0;
+};
+
 struct TransferItem {
   const rpc::MemoryLocation* loc = nullptr;
   uint8_t* buf = nullptr;  // destination of a read, source of a write
   uint64_t length = 0;     // must equal loc->length()
   ErrorCode result = ErrorCode::OK;
+  // Non-empty: moves these pieces instead of the whole value at `buf` (a
+  // scatter/gather with no staging copy: one memcpy per piece on shared
+  // memory, one range per piece on TCP). Each must lie inside [0, length),
+  // else INVALID_PARAMS; a write's pieces must cover the value exactly once
+  // (the caller's duty).
+  std::span<const ValuePiece> pieces;
 };
 
 class DataPlane {

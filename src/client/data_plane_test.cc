@@ -58,7 +58,9 @@ TEST_F(DataPlaneTest, ARemountedOrIdleSegmentIsUnmappedOnceNothingHoldsIt) {
   // The node mounted again (a master restart): a new id, the same file.
   std::string buf(100, '\0');
   std::vector<TransferItem> items = {
-      {&new_mount, reinterpret_cast<uint8_t*>(buf.data()), 100}};
+      {.loc = &new_mount,
+       .buf = reinterpret_cast<uint8_t*>(buf.data()),
+       .length = 100}};
   dp.Read(items);
   ASSERT_EQ(items[0].result, ErrorCode::OK);
   EXPECT_EQ(buf, std::string(100, '\7'));
@@ -76,6 +78,40 @@ TEST_F(DataPlaneTest, ARemountedOrIdleSegmentIsUnmappedOnceNothingHoldsIt) {
   const std::string path = seg_->path();
   seg_.reset();
   EXPECT_EQ(MappingsOf(path), 0);
+}
+
+TEST_F(DataPlaneTest, PiecesScatterAndGatherOverSharedMemory) {
+  DataPlane dp(TransportMode::kShm);
+  const rpc::MemoryLocation loc = Loc(1);
+  // A value of 100 bytes written from three caller buffers.
+  std::string a(30, 'a'), b(50, 'b'), c(20, 'c');
+  const ValuePiece parts[] = {{0, reinterpret_cast<uint8_t*>(a.data()), 30},
+                              {30, reinterpret_cast<uint8_t*>(b.data()), 50},
+                              {80, reinterpret_cast<uint8_t*>(c.data()), 20}};
+  std::vector<TransferItem> w = {{.loc = &loc, .length = 100}};
+  w[0].pieces = parts;
+  dp.Write(w);
+  ASSERT_EQ(w[0].result, ErrorCode::OK);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(seg_->data()) + 4096, 100),
+            a + b + c);
+  // Two ranges read back into separate buffers; nothing else is touched.
+  std::string x(10, '.'), y(10, '.');
+  const ValuePiece ranges[] = {{25, reinterpret_cast<uint8_t*>(x.data()), 10},
+                               {90, reinterpret_cast<uint8_t*>(y.data()), 10}};
+  std::vector<TransferItem> r = {{.loc = &loc, .length = 100}};
+  r[0].pieces = ranges;
+  dp.Read(r);
+  ASSERT_EQ(r[0].result, ErrorCode::OK);
+  EXPECT_EQ(x, "aaaaabbbbb");
+  EXPECT_EQ(y, std::string(10, 'c'));
+  // A piece past the end of the value is refused before any byte moves.
+  const ValuePiece past[] = {{0, reinterpret_cast<uint8_t*>(x.data()), 5},
+                             {95, reinterpret_cast<uint8_t*>(y.data()), 6}};
+  x.assign(10, '.');
+  r[0].pieces = past;
+  dp.Read(r);
+  EXPECT_EQ(r[0].result, ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(x, std::string(10, '.'));
 }
 
 }  // namespace

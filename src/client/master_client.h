@@ -87,7 +87,8 @@ inline bool IsPermissionDenied(const Status& s) {
   X(BatchPromotionAllocStart) \
   X(BatchPromotionNotify)     \
   X(RegisterPrefetchTask)     \
-  X(BatchPrefetchToMemory)
+  X(BatchPrefetchToMemory)    \
+  X(BatchRemove)
 
 // The full gRPC name ("/kvpool.rpc.MasterService/PutStart") of a stub
 // method, or nullptr for one missing from KVPOOL_MASTER_RPCS.

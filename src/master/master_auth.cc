@@ -65,6 +65,7 @@ constexpr MethodRule kRules[] = {
     {KVPOOL_RPC(BatchPromotionNotify), kNode | kAdmin, kNone},
     {KVPOOL_RPC(RegisterPrefetchTask), kTenant | kAdmin | kNode, kNone},
     {KVPOOL_RPC(BatchPrefetchToMemory), kTenant | kAdmin | kRouter, kNone},
+    {KVPOOL_RPC(BatchRemove), kTenant | kAdmin, kNone},
 };
 #undef KVPOOL_RPC
 

@@ -49,6 +49,7 @@ enum class RpcMethod : uint8_t {
   kBatchPromotionNotify,
   kRegisterPrefetchTask,
   kBatchPrefetchToMemory,
+  kBatchRemove,
   kNumMethods,
 };
 

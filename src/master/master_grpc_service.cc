@@ -545,6 +545,19 @@ grpc::Status MasterGrpcService::Remove(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status MasterGrpcService::BatchRemove(grpc::ServerContext* ctx,
+                                            const rpc::BatchRemoveRequest* req,
+                                            rpc::BatchKeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kBatchRemove, *req); !auth.ok())
+    return auth;
+  if (req->keys_size() > kMaxBatch) return TooLarge();
+  for (const auto& key : req->keys()) {
+    resp->add_error_codes(
+        ToInt(svc_->Remove(req->tenant(), key, req->force()).code()));
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status MasterGrpcService::RemoveAll(grpc::ServerContext* ctx,
                                           const rpc::RemoveAllRequest* req,
                                           rpc::RemoveAllResponse* resp) {

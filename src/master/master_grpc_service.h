@@ -87,6 +87,8 @@ class MasterGrpcService final
                       rpc::KeyStatus*) override;
   grpc::Status RemoveAll(grpc::ServerContext*, const rpc::RemoveAllRequest*,
                          rpc::RemoveAllResponse*) override;
+  grpc::Status BatchRemove(grpc::ServerContext*, const rpc::BatchRemoveRequest*,
+                           rpc::BatchKeyStatus*) override;
   grpc::ServerUnaryReactor* BatchQueryReadOnly(
       grpc::CallbackServerContext*, const rpc::BatchKeyRequest*,
       rpc::BatchQueryReadOnlyResponse*) override;
