@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev libre2-dev libssl-dev openssl fio
   nlohmann-json3-dev
-  python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib
+  python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib python3-torch
 )
 
 missing=()

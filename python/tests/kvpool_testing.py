@@ -32,7 +32,9 @@ class MasterProcess:
         port_file = os.path.join(self._dir.name, "port")
         self.proc = subprocess.Popen(
             [os.path.join(BIN_DIR, "kvpool-master"), "--rpc_port=0",
-             "--metrics_port=-1", "--port_file=" + port_file, *flags],
+             "--port_file=" + port_file, *flags]
+            + ([] if any(f.startswith("--metrics_port") for f in flags)
+               else ["--metrics_port=-1"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ok = wait_until(lambda: os.path.exists(port_file)
                         or self.proc.poll() is not None)

@@ -645,3 +645,43 @@ def test_batch_remove_and_setup_keywords(master, client):
     # SSD offload asked for without a path is a clear error.
     assert t.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "", master.address,
                    enable_ssd_offload=True) == INVALID_PARAMS
+
+
+def test_master_lists_segments_as_mooncakes_http_api():
+    """SGLang's check_server polls GET /get_all_segments on the master's
+    metrics port until the answer is not empty."""
+    import socket
+    import urllib.error
+    import urllib.request
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        http_port = probe.getsockname()[1]
+    m = MasterProcess("--metrics_port=%d" % http_port)
+    base = "http://127.0.0.1:%d" % http_port
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    s = MooncakeDistributedStore()
+    try:
+        assert get("/get_all_segments") == (200, "")
+        assert s.setup("127.0.0.1", "", 8 * MiB, MiB, "tcp", "",
+                       m.address) == 0
+        name = s.get_hostname()
+        assert get("/get_all_segments") == (200, name + "\n")
+        assert s.put("http-1", b"x" * 1000) == 0
+        status, body = get("/query_segment?segment=" + name)
+        lines = body.splitlines()
+        assert status == 200 and lines[0] == name
+        assert int(lines[1].split(":")[1]) >= 1000
+        assert lines[2] == "Capacity(bytes) : %d" % (8 * MiB)
+        assert get("/query_segment?segment=nope:1")[0] == 404
+        assert get("/query_segment")[0] == 400
+        assert s.close() == 0
+        assert get("/get_all_segments") == (200, "")
+    finally:
+        s.close()
+        m.stop()

@@ -38,6 +38,10 @@ HttpEndpoint::HttpEndpoint(TextFn metrics, TextFn status_json,
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
+void HttpEndpoint::AddTextRoute(const std::string& path, RouteFn fn) {
+  routes_.emplace_back(path, std::move(fn));
+}
+
 Status HttpEndpoint::Start(const std::string& host, int port) {
   Stop();
   server_ = std::make_unique<BoundedHttpServer>(limits_);
@@ -50,6 +54,16 @@ Status HttpEndpoint::Start(const std::string& host, int port) {
                [this](const httplib::Request&, httplib::Response& res) {
                  res.set_content(status_(), "application/json");
                });
+  for (const auto& [path, fn] : routes_) {
+    server_->Get(
+        path, [fn = fn](const httplib::Request& req, httplib::Response& res) {
+          Params params;
+          for (const auto& [k, v] : req.params) params.emplace(k, v);
+          std::string body;
+          res.status = fn(params, &body);
+          res.set_content(body, "text/plain; version=0.0.4");
+        });
+  }
   if (Status s = server_->Start(host, port); !s.ok()) {
     server_.reset();
     port_ = -1;

@@ -6,8 +6,10 @@
 #define KVPOOL_COMMON_HTTP_ENDPOINT_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/http_limits.h"
 #include "kvpool/status.h"
@@ -19,9 +21,15 @@ class BoundedHttpServer;
 class HttpEndpoint {
  public:
   using TextFn = std::function<std::string()>;
+  // A plain-text GET route: gets the query parameters, fills `body`,
+  // returns the HTTP status.
+  using Params = std::map<std::string, std::string>;
+  using RouteFn = std::function<int(const Params&, std::string* body)>;
   HttpEndpoint(TextFn metrics, TextFn status_json,
                HttpLimits limits = HttpLimits());
   ~HttpEndpoint();
+  // Before Start().
+  void AddTextRoute(const std::string& path, RouteFn fn);
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
@@ -32,6 +40,7 @@ class HttpEndpoint {
  private:
   TextFn metrics_;
   TextFn status_;
+  std::vector<std::pair<std::string, RouteFn>> routes_;
   const HttpLimits limits_;
   std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;

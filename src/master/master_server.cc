@@ -80,6 +80,7 @@ Status MasterServer::Start() {
     http_ = std::make_unique<HttpEndpoint>(
         [this] { return service_->metrics().RenderPrometheus(); },
         [this] { return service_->StatusJson(); });
+    AddMooncakeRoutes(http_.get());
     if (Status s = http_->Start(config_.rpc_address, config_.metrics_port);
         !s.ok()) {
       Stop();
@@ -90,6 +91,41 @@ Status MasterServer::Start() {
   spdlog::info("kvpool-master serving on {} (metrics port {}); {}", address(),
                metrics_port(), config_.ToString());
   return Status::OK();
+}
+
+// Mooncake master's segment listing, which integrations poll to see that
+// the pool is up (SGLang's check_server waits for a non-empty answer): the
+// names of mounted DRAM segments, one per line, and one segment's use.
+void MasterServer::AddMooncakeRoutes(HttpEndpoint* http) {
+  http->AddTextRoute("/get_all_segments",
+                     [this](const HttpEndpoint::Params&, std::string* body) {
+                       for (const auto& seg : service_->Stats().segments) {
+                         if (seg.info.kind != SegmentKind::kMain) continue;
+                         *body += seg.info.node_id + "\n";
+                       }
+                       return 200;
+                     });
+  http->AddTextRoute(
+      "/query_segment",
+      [this](const HttpEndpoint::Params& params, std::string* body) {
+        auto it = params.find("segment");
+        if (it == params.end() || it->second.empty()) {
+          *body = "missing parameter: segment\n";
+          return 400;
+        }
+        for (const auto& seg : service_->Stats().segments) {
+          if (seg.info.kind != SegmentKind::kMain ||
+              seg.info.node_id != it->second) {
+            continue;
+          }
+          *body =
+              seg.info.node_id + "\nUsed(bytes): " + std::to_string(seg.used) +
+              "\nCapacity(bytes) : " + std::to_string(seg.info.capacity) + "\n";
+          return 200;
+        }
+        *body = "segment not found\n";
+        return 404;
+      });
 }
 
 void MasterServer::Stop() {

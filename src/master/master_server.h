@@ -40,6 +40,7 @@ class MasterServer {
   std::unique_ptr<MasterGrpcService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpEndpoint> http_;
+  void AddMooncakeRoutes(HttpEndpoint* http);
   int rpc_port_ = 0;
 };
 
