@@ -136,6 +136,38 @@ class Client {
       const std::vector<std::vector<ValueRange>>& ranges,
       std::vector<std::vector<bool>>* outside = nullptr);
 
+  // Put sessions (two-phase puts, Mooncake's batch_put_session_*): Start
+  // reserves `sizes[i]` bytes for key i, Write fills ranges of it (any
+  // order, any number of calls), End publishes it, Revoke drops it. A key
+  // is readable only after End. Writes must end within the master's write
+  // grant (write_capability_ttl_ms plus 10 ms per MiB, 5 s by default);
+  // a session never ended is reclaimed by the master's put timeouts. A
+  // key with a session open is refused by another Start (INVALID_PARAMS)
+  // until it ends.
+  std::vector<Status> BatchPutSessionStart(const std::vector<std::string>& keys,
+                                           const std::vector<uint64_t>& sizes,
+                                           const ReplicateConfig& rc = {},
+                                           bool upsert = false);
+  // Bytes written per key; ranges must lie inside the reserved size and
+  // inside registered buffers, else INVALID_PARAMS. OBJECT_NOT_FOUND for a
+  // key without an open session.
+  std::vector<Result<uint64_t>> BatchPutSessionWrite(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ValueRange>>& ranges);
+  std::vector<Status> BatchPutSessionEnd(const std::vector<std::string>& keys);
+  std::vector<Status> BatchPutSessionRevoke(
+      const std::vector<std::string>& keys);
+  // Get sessions: one lookup (and one lease) for several range reads of the
+  // same keys, e.g. layer by layer. Reads after the lease ends fail with
+  // LEASE_EXPIRED (the master may have reused the memory); start a new
+  // session then. End forgets the keys' replica lists.
+  std::vector<Status> BatchGetSessionStart(
+      const std::vector<std::string>& keys);
+  std::vector<Result<uint64_t>> BatchGetSessionRead(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<ValueRange>>& ranges);
+  Status BatchGetSessionEnd(const std::vector<std::string>& keys);
+
   // true / false, or an error (RPC_FAIL, INVALID_KEY).
   Result<bool> IsExist(std::string_view key, const ExistOptions& opts = {});
   std::vector<Result<bool>> BatchIsExist(const std::vector<std::string>& keys,
@@ -177,8 +209,10 @@ class Client {
   bool WaitPrefetchIdle(int64_t timeout_ms);
   const ClientConfig& config() const;
 
- private:
+  // What a client holds; internal to src/client (client_state.h).
   struct State;
+
+ private:
   explicit Client(std::unique_ptr<State> state);
   struct Replies;
   Replies FetchReplies(const std::vector<std::string_view>& keys);

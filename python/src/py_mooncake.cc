@@ -565,6 +565,61 @@ void BindMooncake(py::module_& m) {
           "key i into all_buffer_ptrs[i][j]: bytes read per key, or a "
           "negative code.")
       .def(
+          "batch_put_session_start",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<int64_t>& sizes,
+             const MooncakeReplicateConfig* rc) {
+            return s.impl->BatchPutSessionStart(keys, sizes, Or(rc));
+          },
+          py::arg("keys"), py::arg("sizes"), py::arg("config") = py::none(),
+          Release(),
+          "Reserves sizes[i] bytes for key i (not readable until "
+          "batch_put_session_end). 0 or a negative code per key.")
+      .def(
+          "batch_put_from_multi_buffer_ranges",
+          [](PyStore& s, const std::vector<std::string>& keys,
+             const std::vector<std::vector<int64_t>>& ptrs,
+             const std::vector<std::vector<int64_t>>& sizes,
+             const std::vector<std::vector<int64_t>>& offsets) {
+            std::vector<std::vector<const void*>> b(ptrs.size());
+            for (size_t i = 0; i < ptrs.size(); ++i) {
+              for (int64_t p : ptrs[i]) b[i].push_back(Ptr(p));
+            }
+            return s.impl->BatchPutFromMultiBufferRanges(keys, b, sizes,
+                                                         offsets);
+          },
+          py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"),
+          py::arg("all_dst_offsets"), Release(),
+          "Writes all_sizes[i][j] bytes from all_buffer_ptrs[i][j] at "
+          "all_dst_offsets[i][j] of key i's open put session: bytes written "
+          "per key, or a negative code.")
+      .def(
+          "batch_put_session_end",
+          [](PyStore& s, const std::vector<std::string>& keys) {
+            return s.impl->BatchPutSessionEnd(keys);
+          },
+          py::arg("keys"), Release())
+      .def(
+          "batch_put_session_revoke",
+          [](PyStore& s, const std::vector<std::string>& keys) {
+            return s.impl->BatchPutSessionRevoke(keys);
+          },
+          py::arg("keys"), Release())
+      .def(
+          "batch_get_session_start",
+          [](PyStore& s, const std::vector<std::string>& keys) {
+            return s.impl->BatchGetSessionStart(keys);
+          },
+          py::arg("keys"), Release(),
+          "One lookup and lease for the ranges reads of these keys until "
+          "batch_get_session_end (LEASE_EXPIRED once the lease ends).")
+      .def(
+          "batch_get_session_end",
+          [](PyStore& s, const std::vector<std::string>& keys) {
+            return s.impl->BatchGetSessionEnd(keys);
+          },
+          py::arg("keys"), Release())
+      .def(
           "get_into_ranges",
           [](PyStore& s, const std::vector<int64_t>& ptrs,
              const std::vector<std::vector<std::string>>& keys,

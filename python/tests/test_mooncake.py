@@ -685,3 +685,90 @@ def test_master_lists_segments_as_mooncakes_http_api():
     finally:
         s.close()
         m.stop()
+
+
+LEASE_EXPIRED = -707
+
+
+def test_put_and_get_sessions_layer_by_layer(client):
+    """Mooncake's session API: reserve, write layer by layer, publish; read
+    layer by layer under one lease."""
+    layers, page = 3, 4096
+    src, sp = _registered(client, layers * page * 2,
+                          bytes(range(256)) * (layers * page * 2 // 256))
+    dst, dp = _registered(client, layers * page * 2)
+    keys = ["ss-1", "ss-2"]
+    assert client.batch_put_session_start(keys, [layers * page] * 2) == [0, 0]
+    # Not readable before the end.
+    assert client.is_exist("ss-1") == 0
+    assert client.batch_put_session_start(["ss-1"], [page]) == [INVALID_PARAMS]
+    for layer in range(layers):
+        got = client.batch_put_from_multi_buffer_ranges(
+            keys,
+            [[sp + layer * page], [sp + (layers + layer) * page]],
+            [[page], [page]],
+            [[layer * page], [layer * page]])
+        assert got == [page, page]
+    # A range past the reserved size fails its key, never writes.
+    assert client.batch_put_from_multi_buffer_ranges(
+        ["ss-1"], [[sp]], [[page]], [[layers * page - 1]]) == [INVALID_PARAMS]
+    assert client.batch_put_session_end(keys) == [0, 0]
+    assert client.batch_put_session_end(keys) == [OBJECT_NOT_FOUND] * 2
+    assert client.get("ss-1") == bytes(src[0:layers * page])
+    assert client.get("ss-2") == bytes(src[layers * page:2 * layers * page])
+    # Revoked sessions leave nothing.
+    assert client.batch_put_session_start(["ss-3"], [page]) == [0]
+    assert client.batch_put_session_revoke(["ss-3"]) == [0]
+    assert client.is_exist("ss-3") == 0
+    assert client.batch_put_from_multi_buffer_ranges(
+        ["ss-3"], [[sp]], [[page]], [[0]]) == [OBJECT_NOT_FOUND]
+
+    # Read sessions: one lookup, then layer by layer.
+    assert client.batch_get_session_start(keys + ["ss-missing"]) \
+        == [0, 0, OBJECT_NOT_FOUND]
+    for layer in reversed(range(layers)):
+        got = client.batch_get_into_multi_buffer_ranges(
+            keys, [[dp + layer * page], [dp + (layers + layer) * page]],
+            [[page], [page]], [[layer * page], [layer * page]])
+        assert got == [page, page]
+    assert bytes(dst[:]) == bytes(src[:])
+    # Past the lease (2 s in this fixture), the session's reads fail; a new
+    # session reads again.
+    assert wait_until(lambda: client.batch_get_into_multi_buffer_ranges(
+        ["ss-1"], [[dp]], [[page]], [[0]]) == [LEASE_EXPIRED], timeout=10)
+    assert client.batch_get_session_start(["ss-1"]) == [0]
+    assert client.batch_get_into_multi_buffer_ranges(
+        ["ss-1"], [[dp]], [[page]], [[0]]) == [page]
+    assert client.batch_get_session_end(keys) == 0
+    client.unregister_buffer(sp)
+    client.unregister_buffer(dp)
+
+
+def test_multi_buffer_over_tcp(master, host):
+    """The same calls with the TCP data plane (one range per buffer)."""
+    s = MooncakeDistributedStore()
+    assert s.setup({"local_hostname": "127.0.0.1", "global_segment_size": "0",
+                    "local_buffer_size": "1MB", "transport": "tcp",
+                    "master_server_address": master.address}) == 0
+    try:
+        src, sp = _registered(s, 1 << 16, bytes(range(256)) * 256)
+        dst, dp = _registered(s, 1 << 16)
+        assert s.batch_put_from_multi_buffers(
+            ["tcp-mb"], [[sp, sp + 1000, sp + 5000]], [[1000, 4000, 3000]]) \
+            == [0]
+        assert host.get("tcp-mb") == bytes(src[0:8000])
+        assert s.batch_get_into_multi_buffers(
+            ["tcp-mb"], [[dp + 100, dp + 3100]], [[3000, 5000]]) == [8000]
+        assert bytes(dst[100:8100]) == bytes(src[0:8000])
+        assert s.batch_get_into_multi_buffer_ranges(
+            ["tcp-mb"], [[dp, dp + 10]], [[10, 10]], [[7990, 0]]) == [20]
+        assert bytes(dst[0:10]) == bytes(src[7990:8000])
+        assert bytes(dst[10:20]) == bytes(src[0:10])
+        assert s.batch_put_session_start(["tcp-ss"], [8192]) == [0]
+        assert s.batch_put_from_multi_buffer_ranges(
+            ["tcp-ss"], [[sp + 4096, sp]], [[4096, 4096]], [[0, 4096]]) \
+            == [8192]
+        assert s.batch_put_session_end(["tcp-ss"]) == [0]
+        assert host.get("tcp-ss") == bytes(src[4096:8192]) + bytes(src[0:4096])
+    finally:
+        s.close()

@@ -217,6 +217,10 @@ int MooncakeStore::CloseLocked() {
   // Live buffer handles keep the mapping alive until they go.
   local_buffer_.reset();
   hostname_.clear();
+  {
+    std::lock_guard<std::mutex> sl(session_mu_);
+    get_sessions_.clear();
+  }
   std::lock_guard<std::mutex> reg(reg_mu_);
   registered_.clear();
   return 0;
@@ -597,12 +601,149 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBufferRanges(
     idx.push_back(i);
   }
   if (k.empty()) return out;
-  auto r = client_->BatchGetRanges(k, ranges);
+  // Keys with an open get session read under its lease; others look up now.
+  std::vector<bool> in_session(k.size());
+  {
+    std::lock_guard<std::mutex> sl(session_mu_);
+    for (size_t j = 0; j < k.size(); ++j)
+      in_session[j] = get_sessions_.count(k[j]) > 0;
+  }
+  std::vector<std::string> ks[2];
+  std::vector<std::vector<ValueRange>> rs[2];
+  std::vector<size_t> at[2];
+  for (size_t j = 0; j < k.size(); ++j) {
+    const int g = in_session[j] ? 1 : 0;
+    ks[g].push_back(k[j]);
+    rs[g].push_back(std::move(ranges[j]));
+    at[g].push_back(idx[j]);
+  }
+  for (int g = 0; g < 2; ++g) {
+    if (ks[g].empty()) continue;
+    auto r = g == 1 ? client_->BatchGetSessionRead(ks[g], rs[g])
+                    : client_->BatchGetRanges(ks[g], rs[g]);
+    for (size_t j = 0; j < at[g].size(); ++j) {
+      out[at[g][j]] =
+          r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
+    }
+  }
+  return out;
+}
+
+std::vector<int> MooncakeStore::BatchPutSessionStart(
+    const std::vector<std::string>& keys, const std::vector<int64_t>& sizes,
+    const MooncakeReplicateConfig& rc) {
+  std::vector<int> out(keys.size(), kInvalid);
+  if (sizes.size() != keys.size()) return out;
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto cfg = ToReplicateConfig(rc);
+  if (!cfg.ok()) {
+    std::fill(out.begin(), out.end(), Code(cfg.status()));
+    return out;
+  }
+  std::vector<std::string> k;
+  std::vector<uint64_t> n;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (sizes[i] <= 0) continue;
+    k.push_back(keys[i]);
+    n.push_back(static_cast<uint64_t>(sizes[i]));
+    idx.push_back(i);
+  }
+  auto r = client_->BatchPutSessionStart(k, n, cfg.value());
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = Code(r[j]);
+  return out;
+}
+
+std::vector<int64_t> MooncakeStore::BatchPutFromMultiBufferRanges(
+    const std::vector<std::string>& keys,
+    const std::vector<std::vector<const void*>>& bufs,
+    const std::vector<std::vector<int64_t>>& sizes,
+    const std::vector<std::vector<int64_t>>& offsets) {
+  std::vector<int64_t> out(keys.size(), kInvalid);
+  if (bufs.size() != keys.size() || sizes.size() != keys.size() ||
+      offsets.size() != keys.size()) {
+    return out;
+  }
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  std::vector<std::string> k;
+  std::vector<std::vector<ValueRange>> ranges;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (bufs[i].size() != sizes[i].size() ||
+        offsets[i].size() != sizes[i].size()) {
+      continue;
+    }
+    std::vector<ValueRange> r;
+    bool valid = true;
+    for (size_t j = 0; j < bufs[i].size(); ++j) {
+      if (bufs[i][j] == nullptr || sizes[i][j] < 0 || offsets[i][j] < 0)
+        valid = false;
+      r.push_back({static_cast<uint64_t>(offsets[i][j]),
+                   const_cast<void*>(bufs[i][j]),
+                   static_cast<uint64_t>(sizes[i][j])});
+    }
+    if (!valid) continue;
+    k.push_back(keys[i]);
+    ranges.push_back(std::move(r));
+    idx.push_back(i);
+  }
+  if (k.empty()) return out;
+  auto r = client_->BatchPutSessionWrite(k, ranges);
   for (size_t j = 0; j < idx.size(); ++j) {
     out[idx[j]] =
         r[j].ok() ? static_cast<int64_t>(r[j].value()) : Code(r[j].status());
   }
   return out;
+}
+
+std::vector<int> MooncakeStore::BatchPutSessionEnd(
+    const std::vector<std::string>& keys) {
+  std::vector<int> out(keys.size(), kInvalid);
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto r = client_->BatchPutSessionEnd(keys);
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
+  return out;
+}
+
+std::vector<int> MooncakeStore::BatchPutSessionRevoke(
+    const std::vector<std::string>& keys) {
+  std::vector<int> out(keys.size(), kInvalid);
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto r = client_->BatchPutSessionRevoke(keys);
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
+  return out;
+}
+
+std::vector<int> MooncakeStore::BatchGetSessionStart(
+    const std::vector<std::string>& keys) {
+  std::vector<int> out(keys.size(), kInvalid);
+  std::shared_lock lock(mu_);
+  if (!client_) return out;
+  auto r = client_->BatchGetSessionStart(keys);
+  std::lock_guard<std::mutex> sl(session_mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i] = Code(r[i]);
+    if (r[i].ok()) {
+      get_sessions_.insert(keys[i]);
+    } else {
+      get_sessions_.erase(keys[i]);
+    }
+  }
+  return out;
+}
+
+int MooncakeStore::BatchGetSessionEnd(const std::vector<std::string>& keys) {
+  std::shared_lock lock(mu_);
+  if (!client_) return kInvalid;
+  {
+    std::lock_guard<std::mutex> sl(session_mu_);
+    for (const auto& k : keys) get_sessions_.erase(k);
+  }
+  return Code(client_->BatchGetSessionEnd(keys));
 }
 
 int64_t MooncakeStore::GetInto(std::string_view key, void* buf, int64_t size) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -123,6 +124,24 @@ class MooncakeStore {
       const std::vector<std::vector<void*>>& bufs,
       const std::vector<std::vector<int64_t>>& sizes,
       const std::vector<std::vector<int64_t>>& offsets);
+  // Put sessions (Mooncake's batch_put_session_*): start reserves the
+  // sizes, the ranges calls fill them, end publishes, revoke drops.
+  std::vector<int> BatchPutSessionStart(const std::vector<std::string>& keys,
+                                        const std::vector<int64_t>& sizes,
+                                        const MooncakeReplicateConfig& rc = {});
+  // sizes[i][j] bytes from bufs[i][j] to offsets[i][j] of key i's reserved
+  // object: bytes written per key, or a negative code.
+  std::vector<int64_t> BatchPutFromMultiBufferRanges(
+      const std::vector<std::string>& keys,
+      const std::vector<std::vector<const void*>>& bufs,
+      const std::vector<std::vector<int64_t>>& sizes,
+      const std::vector<std::vector<int64_t>>& offsets);
+  std::vector<int> BatchPutSessionEnd(const std::vector<std::string>& keys);
+  std::vector<int> BatchPutSessionRevoke(const std::vector<std::string>& keys);
+  // Get sessions: the ranges reads of these keys use one lookup and its
+  // lease (LEASE_EXPIRED once it ends) until end.
+  std::vector<int> BatchGetSessionStart(const std::vector<std::string>& keys);
+  int BatchGetSessionEnd(const std::vector<std::string>& keys);
   int64_t GetInto(std::string_view key, void* buf, int64_t size);
   std::vector<int64_t> BatchGetInto(const std::vector<std::string>& keys,
                                     const std::vector<void*>& bufs,
@@ -165,6 +184,8 @@ class MooncakeStore {
   std::unique_ptr<Node> node_;
   std::shared_ptr<LocalBuffer> local_buffer_;
   std::string hostname_;
+  std::mutex session_mu_;
+  std::set<std::string> get_sessions_;  // keys with an open get session
   mutable std::mutex reg_mu_;
   std::map<uintptr_t, uint64_t> registered_;  // base -> size
 };

@@ -12,9 +12,7 @@
 
 #include <google/protobuf/arena.h>
 
-#include "client/data_plane.h"
-#include "client/master_client.h"
-#include "client/ssd_prefetcher.h"
+#include "client/client_state.h"
 #include "common/host_id.h"
 
 namespace kvpool {
@@ -22,12 +20,6 @@ namespace kvpool {
 namespace {
 using Stub = rpc::MasterService::Stub;
 constexpr size_t kLeaseCacheEntries = 65536;
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A value never below SteadyMs() at the moment of the call, read from the
 // tick-granular clock: ~4 ns instead of ~30 on a VM, where it is the largest
@@ -47,9 +39,8 @@ int64_t SteadyMsNoEarlierThanNow() {
   return ns / 1000000 + 1;
 }
 
-// Bumped by every Register/UnregisterBuffer of every client, so that a
-// thread's memo of the last registered region it met (see Registered) is
-// never trusted across a change, nor for another client.
+}  // namespace
+
 std::atomic<uint64_t> g_buffer_generation{1};
 
 rpc::ReplicateConfig ToProto(const ReplicateConfig& rc) {
@@ -62,7 +53,6 @@ rpc::ReplicateConfig ToProto(const ReplicateConfig& rc) {
   out.set_with_hard_pin(rc.with_hard_pin);
   return out;
 }
-}  // namespace
 
 std::string TierInfo::BestTier() const {
   bool disk = false;
@@ -74,7 +64,6 @@ std::string TierInfo::BestTier() const {
   return disk ? "local_disk" : "processing";
 }
 
-namespace {
 TcpDataClientOptions TcpOptions(const ClientConfig& c) {
   TcpDataClientOptions o;
   o.connect_timeout = std::chrono::milliseconds(c.data_connect_timeout_ms);
@@ -84,6 +73,8 @@ TcpDataClientOptions TcpOptions(const ClientConfig& c) {
   o.handshake_timeout = std::min(o.handshake_timeout, o.connect_timeout);
   return o;
 }
+
+namespace {
 
 Result<MasterSecurityFiles> SecurityFiles(const ClientConfig& c) {
   MasterSecurityFiles f;
@@ -101,95 +92,6 @@ Result<MasterSecurityFiles> SecurityFiles(const ClientConfig& c) {
   return f;
 }
 }  // namespace
-
-struct Client::State {
-  State(const ClientConfig& c, MasterSecurity security)
-      : config(c),
-        master(c.master_server_address, c.rpc_timeout_ms, std::move(security)),
-        data(c.transport, TcpOptions(c)) {
-    if (c.enable_ssd_prefetch) {
-      SsdPrefetcherConfig pc;
-      pc.throttle.dedup_ttl_ms = c.ssd_prefetch_dedup_ttl_sec * 1000;
-      pc.throttle.cooldown_ms = c.ssd_prefetch_cooldown_sec * 1000;
-      pc.allow_local_holder = c.transport != TransportMode::kTcp;
-      prefetcher =
-          std::make_unique<SsdPrefetcher>(pc, &master, &data, c.tenant);
-    }
-  }
-  // Jobs hold pointers to master and data: drain them first.
-  ~State() {
-    if (prefetcher) prefetcher->Shutdown();
-  }
-  ClientConfig config;
-  MasterClient master;
-  DataPlane data;
-  std::unique_ptr<SsdPrefetcher>
-      prefetcher;  // null when enable_ssd_prefetch is off
-  struct CachedReply {
-    std::shared_ptr<const rpc::GetReplicaListResponse> reply;
-    int64_t deadline_ms =
-        0;  // steady clock: end of the lease this client holds
-    int64_t margin_ms = 0;
-    // The first MEMORY replica's bytes in a local mapping, once resolved
-    // (`resolved`); nullptr when none is reachable through shared memory.
-    const uint8_t* shm_src = nullptr;
-    std::shared_ptr<const ShmSegment> shm_seg;  // keeps shm_src mapped
-    bool resolved = false;
-  };
-  struct KeyHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
-  std::mutex cache_mu;
-  // lease_cache only; looked up by string_view (no key copy per get).
-  std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache;
-  std::atomic<uint64_t> lease_cache_hits{0};
-  uint64_t master_incarnation = 0;  // guarded by cache_mu; 0 = none seen
-  // Entries whose lease ended are dropped every few seconds (guarded by
-  // cache_mu): each holds its segment's mapping.
-  int64_t next_cache_sweep_ms = 0;
-  std::atomic<uint64_t> lease_cache_resets{0};
-  std::atomic<uint64_t> put_retries{0};  // keys re-put away from a dead node
-  std::shared_mutex buf_mu;
-  std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
-
-  // Generation of `buffers` (from g_buffer_generation); changes under
-  // buf_mu held exclusively.
-  std::atomic<uint64_t> buffers_generation{
-      g_buffer_generation.fetch_add(1, std::memory_order_relaxed)};
-
-  bool Registered(const void* p, uint64_t size) {
-    // Each thread remembers the last region it found, so that the hot path
-    // of a get into the same registered buffer takes no lock.
-    struct Memo {
-      const State* owner = nullptr;
-      uint64_t generation = 0;
-      uintptr_t base = 0;
-      uint64_t len = 0;
-    };
-    thread_local Memo memo;
-    auto a = reinterpret_cast<uintptr_t>(p);
-    auto inside = [&](uintptr_t base, uint64_t len) {
-      return a >= base && size <= len && a - base <= len - size;
-    };
-    if (memo.owner == this &&
-        memo.generation == buffers_generation.load(std::memory_order_acquire) &&
-        inside(memo.base, memo.len)) {
-      return true;
-    }
-    std::shared_lock lock(buf_mu);
-    for (const auto& [base, len] : buffers) {
-      if (inside(base, len)) {
-        memo = Memo{this, buffers_generation.load(std::memory_order_relaxed),
-                    base, len};
-        return true;
-      }
-    }
-    return false;
-  }
-};
 
 Result<std::unique_ptr<Client>> Client::Create(const ClientConfig& config) {
   if (config.master_server_address.empty()) {
@@ -554,30 +456,8 @@ std::vector<Status> Client::PutParts(
 
 // -------------------------------------------------------------------- get
 
-namespace {
-// One key's read: where to put it and what the master said.
-struct ReadJob {
-  std::string_view key;
-  int64_t lease_deadline_ms = 0;  // steady clock
-  uint8_t* dest = nullptr;
-  uint64_t capacity = 0;
-  const rpc::GetReplicaListResponse* reply = nullptr;
-  int next_replica = 0;
-  Result<uint64_t> result = ErrorCode::INTERNAL_ERROR;
-  std::string owned;  // for Get: the value's own storage
-  // Non-empty: read these pieces instead of the whole value into `dest`.
-  // A DRAM replica serves them directly; an SSD read (whole values only)
-  // stages the value in `owned` and copies them out.
-  std::vector<ValuePiece> pieces;
-  uint64_t piece_bytes = 0;  // what a successful read returns
-  bool staged = false;       // the last attempt read into `owned`
-};
-}  // namespace
-
-// Reads every job whose reply is OK; tries the next replica when a transfer
-// fails, so a dead holder of one replica does not fail the read.
-static void RunReads(DataPlane& data, const std::string& tenant,
-                     std::vector<ReadJob>& jobs, SsdPrefetcher* prefetcher) {
+void RunReads(DataPlane& data, const std::string& tenant,
+              std::vector<ReadJob>& jobs, SsdPrefetcher* prefetcher) {
   bool kicked = false;
   bool progress = true;
   while (progress) {
@@ -658,12 +538,6 @@ static void RunReads(DataPlane& data, const std::string& tenant,
     }
   }
 }
-
-struct Client::Replies {
-  Status status;  // an RPC failure, for every key
-  std::vector<std::shared_ptr<const rpc::GetReplicaListResponse>> items;
-  std::vector<int64_t> lease_deadline_ms;  // steady clock
-};
 
 // Replica lists for `keys`, one master RPC for all of them; with the lease
 // cache on, a key whose lease this client still holds is answered from the
