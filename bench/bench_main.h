@@ -17,7 +17,9 @@ struct BenchOptions {
   // transfer: value sizes and batch sizes to run (all by default).
   std::vector<uint64_t> transfer_sizes = {64ull << 10, 1ull << 20, 4ull << 20};
   std::vector<int> transfer_batches = {1, 16};
-  bool transfer_security = false;  // run RunSecurityCostBench instead
+  bool transfer_security = false;      // run RunSecurityCostBench instead
+  bool transfer_multi_buffer = false;  // run RunMultiBufferBench instead
+  bool master_calls_only = false;  // master: only the per-call latency stage
   uint64_t pressure_dram_bytes = 256ull << 20;
   std::string dir;  // scratch directory for SSD files (default /tmp)
 
@@ -59,6 +61,7 @@ int RunRouterPrefetchBench(const BenchOptions& opts);
 int RunRestartBench(const BenchOptions& opts);
 // transfer --security: the cost of authentication and capabilities.
 int RunSecurityCostBench(const BenchOptions& opts);
+int RunMultiBufferBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 

@@ -220,6 +220,10 @@ int main(int argc, char** argv) {
       "--security", bench_opts.transfer_security,
       "instead: the cost of authentication and data-plane capabilities "
       "(an open and a secure cluster side by side, batch 1)");
+  bench_transfer->add_flag(
+      "--multi-buffer", bench_opts.transfer_multi_buffer,
+      "instead: multi-buffer (scatter/gather) puts and gets against the "
+      "single-buffer calls moving the same bytes (batch 16)");
   auto* bench_master =
       bench->add_subcommand("master", "tier lookups/s and bytes per object");
   bench_master->add_option("--json", bench_opts.json_path,
@@ -231,6 +235,9 @@ int main(int argc, char** argv) {
   bench_master
       ->add_option("--seconds", bench_opts.seconds_per_case, "time per case")
       ->capture_default_str();
+  bench_master->add_flag(
+      "--calls-only", bench_opts.master_calls_only,
+      "only the per-call latency of exist/get/put at batch 1 and 128");
 
   auto* bench_pressure = bench->add_subcommand(
       "pressure",
@@ -413,6 +420,8 @@ int main(int argc, char** argv) {
   if (*demo) return kvpool::RunDemo(demo_opts);
   if (replay_cmd->chosen()) return replay_cmd->Run();
   if (*bench_transfer) {
+    if (bench_opts.transfer_multi_buffer)
+      return kvpool::RunMultiBufferBench(bench_opts);
     return bench_opts.transfer_security
                ? kvpool::RunSecurityCostBench(bench_opts)
                : kvpool::RunTransferBench(bench_opts);

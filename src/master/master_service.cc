@@ -9,6 +9,7 @@
 #include "common/capability.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 namespace kvpool {
@@ -122,10 +123,34 @@ void MasterService::BackgroundLoop() {
 }
 
 void MasterService::CountResult(const char* op, ErrorCode code) {
-  metrics_
-      .GetCounter(fmt::format("kvpool_master_{}_total", op),
-                  fmt::format("result=\"{}\"", ErrorCodeName(code)))
-      .Inc();
+  // Every put, get and exist of every key lands here: the counter is looked
+  // up by name once per (op, code) and then found by index, so the hot path
+  // formats nothing and takes no registry lock.
+  const int slot = -static_cast<int>(code);
+  if (slot < 0 || slot >= kResultCodeSlots) {
+    metrics_
+        .GetCounter(fmt::format("kvpool_master_{}_total", op),
+                    fmt::format("result=\"{}\"", ErrorCodeName(code)))
+        .Inc();
+    return;
+  }
+  int o = 0;
+  while (o < kResultOps && std::strcmp(kResultOpNames[o], op) != 0) ++o;
+  if (o == kResultOps) {
+    metrics_
+        .GetCounter(fmt::format("kvpool_master_{}_total", op),
+                    fmt::format("result=\"{}\"", ErrorCodeName(code)))
+        .Inc();
+    return;
+  }
+  auto& cell = result_counters_[o * kResultCodeSlots + slot];
+  Counter* c = cell.load(std::memory_order_acquire);
+  if (c == nullptr) {
+    c = &metrics_.GetCounter(fmt::format("kvpool_master_{}_total", op),
+                             fmt::format("result=\"{}\"", ErrorCodeName(code)));
+    cell.store(c, std::memory_order_release);  // the same counter if raced
+  }
+  c->Inc();
 }
 
 Status MasterService::ValidateKey(std::string_view key) const {

@@ -463,6 +463,14 @@ class MasterService {
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
+  // CountResult's counters, by op and -code, resolved on first use.
+  static constexpr int kResultOps = 3;
+  static constexpr const char* kResultOpNames[kResultOps] = {"puts", "gets",
+                                                             "exists"};
+  static constexpr int kResultCodeSlots = 1300;  // codes 0 .. -1299
+  std::unique_ptr<std::atomic<Counter*>[]> result_counters_ {
+    new std::atomic<Counter*>[ kResultOps * kResultCodeSlots ]()
+  };
   Result<uint64_t> RemoveMatching(const std::string& tenant, bool force,
                                   const re2::RE2* key_regex);
   // Router promotions that will land in a holder's prefetch buffer reserve
