@@ -44,6 +44,9 @@ from ._mooncake_tensor import (
     TensorParallelism,
 )
 
+_INVALID_PARAMS = -600
+_RPC_FAIL = -900
+
 #: mooncake.store's name for a replica's buffer descriptor.
 Descriptor = BufferDescriptor
 
@@ -85,6 +88,59 @@ class MooncakeDistributedStore(_TensorMethods, _kvpool.MooncakeDistributedStore)
     query_task = _unsupported("query_task")
     allocate_and_mount_segment = _unsupported("allocate_and_mount_segment")
     unmount_and_free_segment = _unsupported("unmount_and_free_segment")
+    mount_segment = _unsupported("mount_segment")
+    unmount_segment = _unsupported("unmount_segment")
+
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        """Mooncake's standalone mode (SGLang's ``standalone_storage``): this
+        process keeps no segment and talks to a hosting process on this
+        host. On kvpool that process is a ``kvpool-node`` (or any node) and
+        ``server_address`` is its HTTP endpoint (``--metrics_port``): the
+        store asks it for the master and becomes a pure client, reading the
+        node's DRAM through shared memory. ``mem_pool_size`` is accepted
+        and unused (kvpool needs no pool shared with the hosting process).
+        0, or a negative code (INVALID_PARAMS for a malformed address,
+        RPC_FAIL when the node does not answer)."""
+        import json
+        import urllib.error
+        import urllib.request
+        host, sep, port = str(server_address).rpartition(":")
+        if (not sep or not host or not port.isdigit()
+                or int(mem_pool_size) < 0 or int(local_buffer_size) < 0):
+            return _INVALID_PARAMS
+        try:
+            with urllib.request.urlopen(
+                    "http://%s:%s/status" % (host, port), timeout=5) as r:
+                status = json.loads(r.read().decode())
+            master = status["master_server_address"]
+        except (OSError, ValueError, KeyError, urllib.error.URLError):
+            return _RPC_FAIL
+        return self.setup({
+            "local_hostname": host,
+            "global_segment_size": 0,
+            "local_buffer_size": int(local_buffer_size),
+            "master_server_address": master,
+        })
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Mooncake's replica clear: drops the keys whose lease has ended
+        and returns those it dropped. With ``segment_name`` (a node id, as
+        get_hostname() returns), only keys whose every replica is on that
+        segment are dropped: kvpool removes a key whole, never one replica
+        of it, so a key with a copy elsewhere is left as it is."""
+        keys = list(keys)
+        if not keys:
+            return []
+        if segment_name:
+            descs = self.batch_get_replica_desc(keys)
+            keys = [k for k in keys if descs.get(k) and all(
+                d.node_id == segment_name for d in descs[k])]
+            if not keys:
+                return []
+        codes = self.batch_remove(keys, False)
+        if not isinstance(codes, list):
+            return []
+        return [k for k, c in zip(keys, codes) if c == 0]
 
 
 def bind_to_numa_node(node):

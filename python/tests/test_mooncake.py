@@ -772,3 +772,46 @@ def test_multi_buffer_over_tcp(master, host):
         assert host.get("tcp-ss") == bytes(src[4096:8192]) + bytes(src[0:4096])
     finally:
         s.close()
+
+
+def test_setup_dummy_talks_to_a_hosting_node_process(master):
+    """Standalone mode: a kvpool-node hosts the DRAM; the engine's store
+    keeps none and finds the master through the node."""
+    import os
+    import subprocess
+    from kvpool_testing import BIN_DIR
+    node = subprocess.Popen(
+        [os.path.join(BIN_DIR, "kvpool-node"),
+         "--master_server_address=" + master.address,
+         "--global_segment_size=16MiB", "--metrics_port=0",
+         "--local_hostname=127.0.0.1", "--data_bind_address=127.0.0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    s = MooncakeDistributedStore()
+    try:
+        m = None
+        for line in node.stdout:  # spdlog also writes to stdout
+            m = re.search(r"^kvpool-node (\S+) .*metrics_port=(\d+)", line)
+            if m:
+                break
+        assert m
+        node_id, http_port = m.group(1), int(m.group(2))
+        assert s.setup_dummy(0, MiB, "127.0.0.1:nope") == INVALID_PARAMS
+        assert s.setup_dummy(0, MiB, "127.0.0.1:1") == -900  # nothing there
+        assert s.setup_dummy(64 * MiB, MiB, "127.0.0.1:%d" % http_port) == 0
+        assert s.get_hostname() == "127.0.0.1:0"  # hosts nothing itself
+        c = ReplicateConfig()
+        c.preferred_segment = node_id
+        assert s.put("dummy-1", b"standalone", c) == 0
+        assert s.get("dummy-1") == b"standalone"
+        [d] = s.get_replica_desc("dummy-1")
+        assert d.node_id == node_id
+        # batch_replica_clear: only keys whose every replica is on the
+        # named segment, and only once no lease holds them.
+        assert s.batch_replica_clear(["dummy-1"], "other:1") == []
+        assert wait_until(lambda: s.batch_replica_clear(["dummy-1"], node_id)
+                          == ["dummy-1"], timeout=10)
+        assert s.is_exist("dummy-1") == 0
+    finally:
+        s.close()
+        node.terminate()
+        node.wait(timeout=10)

@@ -510,11 +510,12 @@ void Node::Stop() {
 std::string Node::StatusJson() const {
   const auto& st = data_server_->stats();
   return fmt::format(
-      R"({{"node_id":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
+      R"({{"node_id":"{}","master_server_address":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
       R"("prefetch_buffer":{{"segment_id":{},"size":{}}},"promotion_pull":{},)"
       R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{},"ssd":{}}})",
-      config_.node_id, segment_id_.load(), config_.global_segment_size,
-      data_endpoint(), buffer_id_.load(), config_.prefetch_buffer_segment,
+      config_.node_id, config_.master_server_address, segment_id_.load(),
+      config_.global_segment_size, data_endpoint(), buffer_id_.load(),
+      config_.prefetch_buffer_segment,
       config_.promotion_pull ? "true" : "false", st.bytes_read.load(),
       st.bytes_written.load(), st.bad_frames.load(),
       ssd_ ? ssd_->StatusJson() : std::string("null"));
