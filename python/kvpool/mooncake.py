@@ -16,7 +16,7 @@ unused: kvpool moves bytes over shared memory on one host and TCP otherwise.
 
 The torch tensor methods (put_tensor, get_tensor, the _with_tp and
 _with_parallelism families, ...) store Mooncake's tensor object format; see
-kvpool/_mooncake_tensor.py. Mooncake methods kvpool does not support raise
+kvpool/_mooncake_tensor_format.py. Mooncake methods kvpool does not support raise
 NotImplementedError (docs/python.md, "Mooncake drop-in").
 """
 
@@ -37,10 +37,10 @@ from ._kvpool import (
     SoftPinAction,
 )
 from ._mooncake_host_alloc import MooncakeHostMemAllocator
-from ._mooncake_tensor import (
+from ._mooncake_tensor import TensorMethods as _TensorMethods
+from ._mooncake_tensor_format import (
     ParallelAxis,
     ReadTarget,
-    TensorMethods as _TensorMethods,
     TensorParallelism,
 )
 
