@@ -815,3 +815,21 @@ def test_setup_dummy_talks_to_a_hosting_node_process(master):
         s.close()
         node.terminate()
         node.wait(timeout=10)
+
+
+def test_empty_values_are_puts_that_store_nothing(client):
+    """Mooncake answers 0 for an empty put and stores nothing."""
+    buf, ptr = _registered(client, 4096, b"abcdefgh")
+    assert client.put("empty-1", b"") == 0
+    assert client.put_parts("empty-2", b"", b"") == 0
+    assert client.put_from("empty-3", ptr, 0) == 0
+    assert client.batch_put_from(["empty-4", "full-4"], [ptr, ptr], [0, 8]) \
+        == [0, 0]
+    assert client.batch_put_from_multi_buffers(
+        ["empty-5", "full-5"], [[ptr], [ptr, ptr]], [[0], [0, 8]]) == [0, 0]
+    assert client.batch_is_exist(
+        ["empty-%d" % i for i in range(1, 6)]) == [0] * 5
+    assert client.get_batch(["full-4", "full-5"]) == [b"abcdefgh"] * 2
+    # A zero-sized session cannot hold anything: refused.
+    assert client.batch_put_session_start(["empty-6"], [0]) == [INVALID_PARAMS]
+    client.unregister_buffer(ptr)

@@ -87,6 +87,7 @@ int PickFreePort(const std::string& bind_address) {
 // positions; the others keep their INVALID_PARAMS answer.
 template <typename Ptr>
 struct ValidItems {
+  ValidItems() = default;
   ValidItems(const std::vector<std::string>& all_keys,
              const std::vector<Ptr>& all_bufs,
              const std::vector<int64_t>& all_sizes) {
@@ -275,18 +276,29 @@ int MooncakeStore::PutBytes(const std::vector<std::string>& keys,
                             const MooncakeReplicateConfig& rc, bool upsert) {
   std::shared_lock lock(mu_);
   if (!client_) return kInvalid;
+  // As Mooncake, an empty value is a successful put that stores nothing.
+  std::vector<std::string> k;
+  std::vector<std::vector<ConstSlice>> parts;
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::vector<ConstSlice> p;
+    uint64_t total = 0;
+    for (const auto& v : values[i]) {
+      p.push_back({v.data(), v.size()});
+      total += v.size();
+    }
+    if (total == 0) continue;
+    k.push_back(keys[i]);
+    parts.push_back(std::move(p));
+  }
+  if (k.empty()) return 0;
   // Mooncake stages bytes from Python in its local buffer: with none, such
   // puts fail (and store nothing). kvpool writes them directly, so a value
   // larger than the local buffer is still taken.
   if (!local_buffer_) return kInvalid;
   auto cfg = ToReplicateConfig(rc);
   if (!cfg.ok()) return Code(cfg.status());
-  std::vector<std::vector<ConstSlice>> parts(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    for (const auto& p : values[i]) parts[i].push_back({p.data(), p.size()});
-  }
   for (const Status& st :
-       client_->BatchPutParts(keys, parts, cfg.value(), upsert)) {
+       client_->BatchPutParts(k, parts, cfg.value(), upsert)) {
     if (!st.ok()) return Code(st);
   }
   return 0;
@@ -466,9 +478,22 @@ std::vector<int> MooncakeStore::BatchPutFrom(
     return out;
   }
   ValidItems<const void*> v(keys, bufs, sizes);
-  if (v.keys.empty()) return out;
-  auto r = client_->BatchPutFrom(v.keys, v.bufs, v.sizes, cfg.value());
-  const auto& idx = v.index;
+  // As Mooncake, an empty value is a successful put that stores nothing.
+  ValidItems<const void*> nonempty;
+  for (size_t j = 0; j < v.keys.size(); ++j) {
+    if (v.sizes[j] == 0) {
+      out[v.index[j]] = 0;
+      continue;
+    }
+    nonempty.keys.push_back(v.keys[j]);
+    nonempty.bufs.push_back(v.bufs[j]);
+    nonempty.sizes.push_back(v.sizes[j]);
+    nonempty.index.push_back(v.index[j]);
+  }
+  if (nonempty.keys.empty()) return out;
+  auto r = client_->BatchPutFrom(nonempty.keys, nonempty.bufs, nonempty.sizes,
+                                 cfg.value());
+  const auto& idx = nonempty.index;
   for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = Code(r[j]);
   return out;
 }
@@ -519,11 +544,17 @@ std::vector<int> MooncakeStore::BatchPutFromMultiBuffers(
   for (size_t i = 0; i < keys.size(); ++i) {
     std::vector<ConstSlice> p;
     bool valid = true;
+    uint64_t total = 0;
     for (size_t j = 0; j < bufs[i].size(); ++j) {
       if (bufs[i][j] == nullptr || sizes[i][j] < 0) valid = false;
       p.push_back({bufs[i][j], static_cast<uint64_t>(sizes[i][j])});
+      total += static_cast<uint64_t>(std::max<int64_t>(sizes[i][j], 0));
     }
     if (!valid) continue;
+    if (total == 0) {  // as Mooncake: nothing to store, and no error
+      out[i] = 0;
+      continue;
+    }
     k.push_back(keys[i]);
     parts.push_back(std::move(p));
     idx.push_back(i);
