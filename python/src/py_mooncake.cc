@@ -226,9 +226,7 @@ void BindMooncake(py::module_& m) {
               d[py::str(item.first)] = py::str(item.second);
             }
             py::gil_scoped_release g;
-            auto c = compat::SetupConfigFromDict(d);
-            if (!c.ok()) return static_cast<int>(c.code());
-            return s.impl->Setup(c.value());
+            return s.impl->SetupFromDict(d);
           },
           py::arg("config"),
           "setup from a dict (Mooncake's keys, plus kvpool's: tenant, "

@@ -90,14 +90,33 @@ def test_setup_errors_and_calls_before_setup():
     assert s.get_buffer("k") is None
     assert s.register_buffer(1234, 10) == INVALID_PARAMS
     assert s.health_check() == INVALID_PARAMS
-    assert s.setup({"global_segment_size": "1MiB"}) == INVALID_PARAMS
-    assert s.setup({"local_hostname": "h", "global_segment_size": "lots"}) \
-        == INVALID_PARAMS
-    assert s.setup("h:notaport", "", 0, 0, "tcp", "", "127.0.0.1:1") \
-        == INVALID_PARAMS
+    # Each failed setup needs a close() before the next (Mooncake's rule).
+    for bad in (lambda: s.setup({"global_segment_size": "1MiB"}),
+                lambda: s.setup({"local_hostname": "h",
+                                 "global_segment_size": "lots"}),
+                lambda: s.setup("h:notaport", "", 0, 0, "tcp", "",
+                                "127.0.0.1:1")):
+        assert bad() == INVALID_PARAMS
+        assert s.close() == 0
     # Nothing listens on port 1: the master is unreachable.
     rc = s.setup("127.0.0.1", "", 0, 0, "tcp", "", "127.0.0.1:1")
     assert rc < 0 and rc != INVALID_PARAMS
+    assert s.close() == 0
+
+
+def test_setup_again_needs_a_close_first(master):
+    s = MooncakeDistributedStore()
+    cfg = {"local_hostname": "127.0.0.1", "global_segment_size": "8MB",
+           "local_buffer_size": "1MB", "master_server_address": master.address}
+    assert s.setup(cfg) == 0
+    name = s.get_hostname()
+    assert s.setup(cfg) == INVALID_PARAMS  # the first store stays
+    assert s.get_hostname() == name and s.health_check() == 0
+    assert s.close() == 0
+    assert s.setup(dict(cfg, global_segment_size="50%")) == INVALID_PARAMS
+    assert s.setup(cfg) == INVALID_PARAMS  # failed: close() first
+    assert s.close() == 0
+    assert s.setup(cfg) == 0
     assert s.close() == 0
 
 

@@ -123,9 +123,7 @@ int kvpool_store_setup_dict(kvpool_store_t* store, const char* const* keys,
       if (keys[i] == nullptr || values[i] == nullptr) return kInvalid;
       dict[keys[i]] = values[i];
     }
-    auto c = kvpool::compat::SetupConfigFromDict(dict);
-    if (!c.ok()) return static_cast<int>(c.code());
-    return store->impl.Setup(c.value());
+    return store->impl.SetupFromDict(dict);
   });
 }
 

@@ -121,13 +121,28 @@ Client* MooncakeStore::client() {
   return client_.get();
 }
 
+int MooncakeStore::SetupFromDict(
+    const std::map<std::string, std::string>& dict) {
+  auto c = SetupConfigFromDict(dict);
+  if (!c.ok()) {
+    std::unique_lock lock(mu_);
+    if (setup_attempted_) return kInvalid;
+    setup_attempted_ = true;  // a failed setup also needs a close()
+    return static_cast<int>(c.code());
+  }
+  return Setup(c.value());
+}
+
 int MooncakeStore::Setup(const SetupConfig& config) {
+  std::unique_lock lock(mu_);
+  // As Mooncake: every setup, failed or not, must be followed by close()
+  // before the next one, so a store is never replaced under its callers.
+  if (setup_attempted_) return kInvalid;
+  setup_attempted_ = true;
   if (!config.Validate().ok()) return kInvalid;
   std::string host;
   int port = -1;
   if (!SplitHostPort(config.local_hostname, &host, &port)) return kInvalid;
-  std::unique_lock lock(mu_);
-  CloseLocked();
 
   ClientConfig cc;
   cc.master_server_address = config.master_server_addr;
@@ -210,6 +225,7 @@ int MooncakeStore::Close() {
 }
 
 int MooncakeStore::CloseLocked() {
+  setup_attempted_ = false;
   // The client first: it may read the hosted segment through its own
   // mapping, never through the node, so the order only matters for clarity.
   client_.reset();

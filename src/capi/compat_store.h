@@ -46,8 +46,12 @@ class MooncakeStore {
   MooncakeStore(const MooncakeStore&) = delete;
   MooncakeStore& operator=(const MooncakeStore&) = delete;
 
-  // A second setup() closes the first (as Mooncake replaces its client).
+  // As Mooncake, each setup(), whether it succeeded or failed, must be
+  // followed by close() before another: a second one answers
+  // INVALID_PARAMS and leaves the store as it is.
   int Setup(const SetupConfig& config);
+  // setup(config_dict): the keys of SetupConfigFromDict.
+  int SetupFromDict(const std::map<std::string, std::string>& dict);
   int Close();
   bool is_setup() const;
 
@@ -184,6 +188,7 @@ class MooncakeStore {
   std::unique_ptr<Node> node_;
   std::shared_ptr<LocalBuffer> local_buffer_;
   std::string hostname_;
+  bool setup_attempted_ = false;  // since the last close(); guarded by mu_
   std::mutex session_mu_;
   std::set<std::string> get_sessions_;  // keys with an open get session
   mutable std::mutex reg_mu_;

@@ -40,7 +40,9 @@ std::string MetricsRegistry::RenderPrometheus() const {
   for (const auto& [name, f] : families_) {
     if (!f.help.empty()) out << "# HELP " << name << " " << f.help << "\n";
     out << "# TYPE " << name << (f.is_gauge ? " gauge" : " counter") << "\n";
-    auto series = [&](const std::string& labels) {
+    // Captured by an init-capture: clang before 16 cannot capture a
+    // structured binding.
+    auto series = [&, &name = name](const std::string& labels) {
       return labels.empty() ? name : name + "{" + labels + "}";
     };
     for (const auto& [labels, c] : f.counters) {
