@@ -13,9 +13,14 @@ namespace kvpool::replay {
 
 using bench::NowSec;
 
+// Returns only once NowSec() >= t: sleep_for truncates the wait to whole
+// nanoseconds, so one sleep can end a hair before t, and a step the model
+// says ends at t must not be seen to end earlier (a request admitted after
+// it would appear admitted before the step that freed its memory).
 inline void SleepUntilSec(double t) {
-  double d = t - NowSec();
-  if (d > 0) std::this_thread::sleep_for(std::chrono::duration<double>(d));
+  for (double d = t - NowSec(); d > 0; d = t - NowSec()) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(d));
+  }
 }
 
 }  // namespace kvpool::replay
