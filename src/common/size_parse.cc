@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <limits>
 
 namespace kvpool {
@@ -12,9 +13,11 @@ Result<uint64_t> ParseSize(const std::string& text) {
     ++i;
   if (i == 0)
     return Status(ErrorCode::INVALID_PARAMS, "not a size: '" + text + "'");
-  if (i > 19)
+  // Any number of digits (leading zeros, or the 20 of values from 1e19 up,
+  // which FormatSize writes); only a value past 64 bits is too large.
+  uint64_t n = 0;
+  if (std::from_chars(text.data(), text.data() + i, n).ec != std::errc())
     return Status(ErrorCode::INVALID_PARAMS, "size too large: " + text);
-  uint64_t n = std::stoull(text.substr(0, i));
   std::string suffix = text.substr(i);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
                  [](unsigned char c) { return std::tolower(c); });

@@ -26,4 +26,18 @@ TEST(SizeParse, FormatsRoundTrip) {
   EXPECT_EQ(ParseSize(FormatSize(3u << 30)).value(), 3u << 30);
 }
 
+// Found by fuzz_size_parse: values of 20 digits (1e19 and up) that are no
+// multiple of 1 KiB were formatted but refused ("size too large"), and so
+// were sizes written with more than 19 digits of leading zeros.
+TEST(SizeParse, TwentyDigitValuesRoundTrip) {
+  EXPECT_EQ(FormatSize(UINT64_MAX), "18446744073709551615");
+  EXPECT_EQ(ParseSize(FormatSize(UINT64_MAX)).value(), UINT64_MAX);
+  EXPECT_EQ(ParseSize("10000000000000000001").value(), 10000000000000000001u);
+  EXPECT_EQ(ParseSize("000000000000000000004096").value(), 4096u);
+  EXPECT_EQ(ParseSize("18446744073709551616").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseSize("99999999999999999999999").code(),
+            ErrorCode::INVALID_PARAMS);
+}
+
 }  // namespace kvpool

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <unordered_set>
 
 namespace kvpool::replay {
@@ -21,10 +22,28 @@ Result<std::vector<TraceRequest>> ReadTrace(const std::string& path,
     TraceRequest r;
     try {
       auto j = nlohmann::json::parse(line);
-      r.timestamp_ms = j.at("timestamp").get<double>();
-      r.input_length = j.at("input_length").get<uint64_t>();
-      r.output_length = j.at("output_length").get<uint64_t>();
-      r.hash_ids = j.at("hash_ids").get<std::vector<uint64_t>>();
+      // nlohmann's get<uint64_t> wraps a negative number and truncates a
+      // fraction (and takes true as 1): a foreign value must be an error,
+      // not a count of 2^64 - 512 tokens.
+      auto count = [](const nlohmann::json& v, const char* what) {
+        if (!v.is_number_unsigned()) {
+          throw std::invalid_argument(std::string(what) +
+                                      " must be a non-negative integer");
+        }
+        return v.get<uint64_t>();
+      };
+      const auto& ts = j.at("timestamp");
+      if (!ts.is_number()) {
+        throw std::invalid_argument("timestamp must be a number");
+      }
+      r.timestamp_ms = ts.get<double>();
+      r.input_length = count(j.at("input_length"), "input_length");
+      r.output_length = count(j.at("output_length"), "output_length");
+      const auto& ids = j.at("hash_ids");
+      if (!ids.is_array()) {
+        throw std::invalid_argument("hash_ids must be an array");
+      }
+      for (const auto& id : ids) r.hash_ids.push_back(count(id, "hash id"));
     } catch (const std::exception& e) {
       return Status(ErrorCode::INVALID_PARAMS,
                     fmt::format("{}:{}: {}", path, line_no, e.what()));

@@ -42,6 +42,33 @@ TEST(TraceTest, MalformedLineIsAnErrorNamingTheLine) {
   std::filesystem::remove(path);
 }
 
+// Found by fuzz_trace: nlohmann's get<uint64_t> turned -512 into 2^64 - 512
+// tokens (and 1.5 into 1, true into 1) instead of refusing the line.
+TEST(TraceTest, NegativeFractionalOrBoolCountsAreRejected) {
+  const char* bad[] = {
+      R"({"timestamp": 0, "input_length": -512, "output_length": 6, "hash_ids": [0]})",
+      R"({"timestamp": 0, "input_length": 512, "output_length": 1.5, "hash_ids": [0]})",
+      R"({"timestamp": 0, "input_length": 512, "output_length": 6, "hash_ids": [-1]})",
+      R"({"timestamp": true, "input_length": 512, "output_length": 6, "hash_ids": []})",
+      R"({"timestamp": 0, "input_length": true, "output_length": 6, "hash_ids": []})",
+  };
+  for (const char* line : bad) {
+    std::string path = testing::TempPath("neg.jsonl");
+    std::ofstream(path) << line << "\n";
+    auto r = ReadTrace(path);
+    EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS) << line;
+    std::filesystem::remove(path);
+  }
+  std::string path = testing::TempPath("ok.jsonl");
+  std::ofstream(path)
+      << R"({"timestamp": 1.5, "input_length": 512, "output_length": 6, "hash_ids": [18446744073709551615]})"
+      << "\n";
+  auto r = ReadTrace(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].hash_ids[0], UINT64_MAX);
+  std::filesystem::remove(path);
+}
+
 TEST(TraceTest, DecreasingTimestampsAreRejected) {
   std::string path = testing::TempPath("t3.jsonl");
   {

@@ -13,6 +13,8 @@ namespace kvpool::storage {
 namespace {
 
 using testing::FlipByte;
+using testing::HandHeader;
+using testing::HandHeaderBlock;
 using testing::Key;
 using testing::Pattern;
 using testing::StorageTest;
@@ -154,6 +156,33 @@ TEST_P(CorruptionTest, GarbageOverARecordIsSkippedUpToTheNextOne) {
   EXPECT_EQ(fs->GetStats().corrupt_skipped, 1u);
   EXPECT_EQ(fs->GetStats().records, 2u);
   ExpectNeighboursIntact(*fs);
+}
+
+// Found by fuzz_ssd_record: a header with a valid checksum whose value_len
+// is near 2^64 made RecordSpan wrap to one block, so the scan took the
+// record as fitting and hashed 2^64 bytes (SEGV). It is a torn tail now.
+TEST_P(CorruptionTest, HugeValueLengthIsATornTailNotARead) {
+  const FileStorageConfig c = Config();
+  const uint64_t b = WriteThree(c);
+  // Replace "b"'s header with a valid one announcing 2^64 - 6 bytes.
+  HandHeader h;
+  h.file_id = 1;
+  h.offset = b;
+  h.seq = 2;
+  h.value_len = ~uint64_t{0} - 5;
+  h.tenant = "t";
+  h.key = "b";
+  const auto block = HandHeaderBlock(h);
+  int fd = ::open(SegPath(1).c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, block.data(), block.size(), off_t(b)),
+            ssize_t(block.size()));
+  ::close(fd);
+  auto fs = MustOpen(c);
+  ASSERT_NE(fs, nullptr);
+  EXPECT_EQ(fs->GetStats().corrupt_skipped, 1u);
+  EXPECT_EQ(fs->LookupSize("t", "b").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_TRUE(*Get(*fs, "a") == Pattern(6000, 1));
 }
 
 // A value that holds the image of a real record (here: the segment file

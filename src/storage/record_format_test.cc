@@ -125,7 +125,10 @@ TEST(RecordFormat, V1HeaderBlockReadsWithObjectVersionZero) {
   // v1 names may fill the whole rest of the block...
   const std::string key(kMaxTenantPlusKeyV1 - 3, 'k');
   h.key = key;
-  p = ParseHeaderBlock(HandHeaderBlock(h).data(), 3, 4096);
+  // Named: p's views point into the block (a temporary would be freed
+  // before they are read; ASan).
+  const auto full = HandHeaderBlock(h);
+  p = ParseHeaderBlock(full.data(), 3, 4096);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->key, key);
   // ...but not more.

@@ -83,7 +83,9 @@ Status ScanSegment(IoBackend* io, const SegmentFile& file, uint64_t file_size,
     const RecordHeader& h = parsed->header;
     const uint64_t span = RecordSpan(h.value_len);
     counts->max_seq = std::max(counts->max_seq, h.seq);
-    if (span > file_size - pos) {
+    // value_len comes from disk: RecordSpan wraps for lengths near 2^64,
+    // so the length itself is checked against the room left first.
+    if (h.value_len > file_size - pos - kBlockSize || span > file_size - pos) {
       // Torn tail: the value was cut by a crash or a truncation.
       if (parsed->kind() == RecordKind::kData) ++counts->corrupt;
       break;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -91,8 +92,12 @@ inline std::vector<uint8_t> HandHeaderBlock(const HandHeader& h) {
   put(32, h.seq);
   put(40, h.value_len);
   put(48, h.data_checksum);
-  std::memcpy(&b[64], h.tenant.data(), h.tenant.size());
-  std::memcpy(&b[64 + h.tenant.size()], h.key.data(), h.key.size());
+  // Names longer than the block (for blocks the reader must refuse) are
+  // cut at its end; the length fields above keep the full sizes.
+  const size_t tenant_n = std::min(h.tenant.size(), kBlockSize - 64);
+  const size_t key_n = std::min(h.key.size(), kBlockSize - 64 - tenant_n);
+  std::memcpy(&b[64], h.tenant.data(), tenant_n);
+  std::memcpy(&b[64 + tenant_n], h.key.data(), key_n);
   // XXH3-64 of the block while the checksum field (56..63) is still zero.
   put(56, uint64_t{XXH3_64bits(b.data(), b.size())});
   return b;
