@@ -23,7 +23,10 @@ def put(target, name, data):
 
 # ---- fuzz_size_parse: text sizes (the first 8 bytes also seed a u64).
 for i, s in enumerate(["4096", "64MiB", "1gib", "512K", "3TB", "0",
-                       "18446744073709551615", "1.5GiB", " 2 MB ", "16b"]):
+                       "18446744073709551615", "1.5GiB", " 2 MB ", "16b",
+                       # Regression: more than 19 digits (FormatSize's
+                       # 20-digit values, leading zeros) were refused.
+                       "10000000000000000000", "000000000000000000004096"]):
     put("fuzz_size_parse", f"seed{i}", s)
 
 # ---- fuzz_trace: byte 0 = limit (mod 4), then JSON lines.
@@ -37,6 +40,14 @@ put("fuzz_trace", "three", b"\x02" + "\n".join(
      trace_line(10.5, 2048, 9, [0, 1, 2, 3])]).encode() + b"\n")
 put("fuzz_trace", "blank_lines", b"\x00\n  \n" +
     trace_line(1, 1, 1, []).encode() + b"\r\n\t\n")
+# Regression: counts that nlohmann would wrap (negative), truncate (1.5) or
+# take from a bool must be errors, not 2^64 - 512 tokens.
+put("fuzz_trace", "regress_negative_count", b"\x00" +
+    b'{"timestamp": 0, "input_length": -512, "output_length": 6, '
+    b'"hash_ids": [0]}\n')
+put("fuzz_trace", "regress_fraction_and_bool", b"\x00" +
+    b'{"timestamp": 0, "input_length": 1.5, "output_length": true, '
+    b'"hash_ids": [-1]}\n')
 put("fuzz_trace", "decreasing", b"\x00" + "\n".join(
     [trace_line(5, 1, 1, [1]), trace_line(4, 1, 1, [1])]).encode())
 
@@ -93,6 +104,11 @@ put("fuzz_ssd_record", "dead", bytes([7, 0xFF]) + seg(
      lambda p: record(1, p, 2, b"", b"k", b"", kind=2)]))
 put("fuzz_ssd_record", "torn", bytes([6, 0xFF]) + f1[:BLOCK + 100])
 put("fuzz_ssd_record", "unverified", bytes([2, 0xFF]) + f1)
+# Regression: a header (checksum fixed by mode bit 1) whose value_len is near
+# 2^64 made the record's span wrap to one block and the scan hash 2^64 bytes.
+huge = bytearray(record(1, 0, 1, b"", b"big", b"v"))
+struct.pack_into("<Q", huge, 40, 2**64 - 100)
+put("fuzz_ssd_record", "regress_huge_value_len", bytes([3, 0xFF]) + huge)
 
 # ---- fuzz_wire_frame: byte 0 bit 0 = the harness sends a valid HELLO
 # first; bit 1 = the server without SSD_READ/PREFETCH handlers.
