@@ -136,6 +136,11 @@ TEST_F(ClusterTest, BadInputGetsClearErrorsAndStoreStaysConsistent) {
   EXPECT_EQ(c->Put("empty", "").code(), ErrorCode::INVALID_PARAMS);
   std::string huge((64 << 20) + 1, 'x');
   EXPECT_EQ(c->Put("huge", huge).code(), ErrorCode::INVALID_PARAMS);
+  // The master's reason reaches the caller, not only "refused".
+  EXPECT_NE(c->Put("huge", huge).message().find("exceeds the largest segment"),
+            std::string::npos);
+  EXPECT_NE(c->Put("empty", "").message().find("size must be > 0"),
+            std::string::npos);
   EXPECT_EQ(c->Get("unknown").code(), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(c->GetSize("unknown").code(), ErrorCode::OBJECT_NOT_FOUND);
   ASSERT_TRUE(c->Put("k", RandomBytes(1000, 1)).ok());

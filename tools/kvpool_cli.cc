@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bench/bench_main.h"
+#include "bench/soak_bench.h"
 #include "bench/ssd_bench.h"
 #include "common/auth.h"
 #include "kvpool/client.h"
@@ -350,6 +351,37 @@ int main(int argc, char** argv) {
                           "run the directory-off baseline for the largest N "
                           "only (by default for every N)");
 
+  kvpool::SoakOptions soak_opts;
+  auto* bench_soak = bench->add_subcommand(
+      "soak",
+      "master + 2 nodes (processes, SSD tier, prefetch) under a mixed load "
+      "that checks every read; RSS/fds/threads/SSD/latency over time");
+  bench_soak->add_option("--minutes", soak_opts.minutes, "how long to run")
+      ->capture_default_str();
+  bench_soak
+      ->add_option("--clients", soak_opts.clients,
+                   "load threads, each with its own Client and key prefix")
+      ->capture_default_str();
+  bench_soak
+      ->add_option("--sample-seconds", soak_opts.sample_seconds,
+                   "sampling interval")
+      ->capture_default_str();
+  bench_soak->add_option("--dir", soak_opts.dir,
+                         "scratch directory for SSD files and logs (a "
+                         "kvpool-soak-PID directory inside it, removed at "
+                         "the end; default: the temp directory)");
+  bench_soak->add_option("--json", soak_opts.json_path, "also write JSON here");
+  bench_soak->add_option("--svg", soak_opts.svg_prefix,
+                         "write PREFIX_rss.svg and PREFIX_p99.svg");
+  bench_soak->add_option("--keys", soak_opts.keys_per_client, "keys per client")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*bench_soak, "--dram", &soak_opts.node_dram_bytes,
+                      "DRAM per node");
+  kvpool::AddSizeFlag(*bench_soak, "--ssd", &soak_opts.node_ssd_bytes,
+                      "SSD capacity per node");
+  bench_soak->add_flag("--keep_dir", soak_opts.keep_dir,
+                       "leave the scratch directory (logs, SSD files)");
+
   kvpool::SsdBenchOptions ssd_opts;
   auto* bench_ssd =
       bench->add_subcommand("ssd", "FileStorage O_DIRECT reads vs fio");
@@ -433,6 +465,7 @@ int main(int argc, char** argv) {
   if (*bench_exist) return kvpool::RunExistPrefetchBench(bench_opts);
   if (*bench_tier) return kvpool::RunTierLatencyBench(bench_opts);
   if (*bench_restart) return kvpool::RunRestartBench(bench_opts);
+  if (*bench_soak) return kvpool::RunSoakBench(soak_opts);
 
   auto created = kvpool::Client::Create(cc);
   if (!created.ok()) return Fail(created.status());

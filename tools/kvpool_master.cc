@@ -149,6 +149,16 @@ int main(int argc, char** argv) {
                  "write the bound rpc port here (for scripts/tests)");
   CLI11_PARSE(app, argc, argv);
 
+  // Stop from a plain thread: gRPC shutdown is not async-signal-safe. The
+  // signals are blocked before Start makes any thread, as threads inherit
+  // the mask: a thread that left them unblocked would take SIGTERM with its
+  // default action and kill the master without a clean Stop.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
   kvpool::MasterServer server(c);
   if (auto s = server.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());
@@ -159,12 +169,6 @@ int main(int argc, char** argv) {
               server.address().c_str(), server.metrics_port());
   std::fflush(stdout);
   g_server = &server;
-  // Stop from a plain thread: gRPC shutdown is not async-signal-safe.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&set, &sig);

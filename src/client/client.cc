@@ -233,7 +233,9 @@ std::vector<Status> Client::PutManyOnce(
       continue;
     }
     if (code != ErrorCode::OK) {
-      out[i] = Status(code, "PutStart refused");
+      out[i] = Status(code, r.error_message().empty()
+                                ? std::string("PutStart refused")
+                                : "PutStart refused: " + r.error_message());
       continue;
     }
     for (const auto& rep : r.replicas()) {

@@ -128,7 +128,10 @@ std::vector<Status> Client::BatchPutSessionStart(
     if (r.error_code() != 0) {
       // Unlike a plain put, an existing key is an error here: the caller
       // would otherwise write into nothing.
-      out[i] = Status(ErrorCodeFromInt(r.error_code()), "PutStart refused");
+      out[i] = Status(ErrorCodeFromInt(r.error_code()),
+                      r.error_message().empty()
+                          ? std::string("PutStart refused")
+                          : "PutStart refused: " + r.error_message());
       continue;
     }
     State::PutSession ps;

@@ -411,6 +411,7 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
     opts.excluded_nodes.push_back(req.excluded_nodes(i));
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
   resp->set_error_code(ToInt(r.code()));
+  if (!r.ok()) resp->set_error_message(r.status().message());
   if (r.ok()) {
     const CapGrant g = WriteGrant(*svc_, req.size());
     for (const auto& d : r.value()) ToProto(d, g, resp->add_replicas());

@@ -424,6 +424,10 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   if (size == 0)
     return fail(Status(ErrorCode::INVALID_PARAMS, "size must be > 0"));
   uint64_t largest = segments_.LargestCapacity(SegmentKind::kMain);
+  if (largest == 0) {
+    return fail(Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                       "no DRAM segment is mounted: no node has joined"));
+  }
   if (size > largest) {
     return fail(
         Status(ErrorCode::INVALID_PARAMS,

@@ -42,6 +42,22 @@ class MasterServiceTest : public ::testing::Test {
   std::unique_ptr<MasterService> svc_;
 };
 
+TEST_F(MasterServiceTest, PutRefusalsSayWhyWithTheirOwnCodes) {
+  // Nothing mounted yet: no room anywhere, not a bad argument.
+  auto none = svc_->PutStart("", "k", 1000, {});
+  EXPECT_EQ(none.code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_NE(none.status().message().find("no DRAM segment is mounted"),
+            std::string::npos);
+  EXPECT_EQ(svc_->PutStart("", "", 1000, {}).code(), ErrorCode::INVALID_KEY);
+  Mount("a", 1 << 20);
+  auto big = svc_->PutStart("", "k", 2 << 20, {});
+  EXPECT_EQ(big.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(big.status().message().find("exceeds the largest segment"),
+            std::string::npos);
+  EXPECT_EQ(svc_->PutStart("", "k", 0, {}).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_TRUE(svc_->PutStart("", "k", 1000, {}).ok());
+}
+
 TEST_F(MasterServiceTest, PutGetLifecycle) {
   Mount("a", 1 << 20);
   auto r = svc_->PutStart("", "k", 1000, {});
