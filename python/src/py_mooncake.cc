@@ -91,6 +91,24 @@ MooncakeReplicateConfig ConfigArg(const py::object& o) {
   return o.cast<MooncakeReplicateConfig>();
 }
 
+// Read-only views of Python bytes-like objects (held while the spans are
+// used) and their spans, for the puts of several values or parts.
+class Parts {
+ public:
+  template <typename Seq>
+  explicit Parts(const Seq& objects) {
+    for (const auto& o : objects) {
+      views_.push_back(std::make_unique<BufferView>(o, false));
+      spans_.emplace_back(views_.back()->data(), views_.back()->size());
+    }
+  }
+  const std::vector<MooncakeStore::Bytes>& spans() const { return spans_; }
+
+ private:
+  std::vector<std::unique_ptr<BufferView>> views_;
+  std::vector<MooncakeStore::Bytes> spans_;
+};
+
 // Holds the store so that BufferHandles and calls in flight outlive close().
 struct PyStore {
   std::shared_ptr<MooncakeStore> impl = std::make_shared<MooncakeStore>();
@@ -269,15 +287,10 @@ void BindMooncake(py::module_& m) {
           "put_parts",
           [](PyStore& s, const std::string& key, py::args parts,
              py::object config) {
-            std::vector<std::unique_ptr<BufferView>> views;
-            std::vector<MooncakeStore::Bytes> spans;
-            for (auto p : parts) {
-              views.push_back(std::make_unique<BufferView>(p, false));
-              spans.emplace_back(views.back()->data(), views.back()->size());
-            }
+            Parts views(parts);
             MooncakeReplicateConfig cfg = ConfigArg(config);
             py::gil_scoped_release g;
-            return s.impl->PutParts(key, spans, cfg);
+            return s.impl->PutParts(key, views.spans(), cfg);
           },
           py::arg("key"), py::arg("config") = py::none(),
           "put_parts(key, *parts, config=None): one object from the parts.")
@@ -285,15 +298,10 @@ void BindMooncake(py::module_& m) {
           "upsert_parts",
           [](PyStore& s, const std::string& key, py::args parts,
              py::object config) {
-            std::vector<std::unique_ptr<BufferView>> views;
-            std::vector<MooncakeStore::Bytes> spans;
-            for (auto p : parts) {
-              views.push_back(std::make_unique<BufferView>(p, false));
-              spans.emplace_back(views.back()->data(), views.back()->size());
-            }
+            Parts views(parts);
             MooncakeReplicateConfig cfg = ConfigArg(config);
             py::gil_scoped_release g;
-            return s.impl->UpsertParts(key, spans, cfg);
+            return s.impl->UpsertParts(key, views.spans(), cfg);
           },
           py::arg("key"), py::arg("config") = py::none(),
           "upsert_parts(key, *parts, config=None): replaces the object with "
@@ -303,15 +311,10 @@ void BindMooncake(py::module_& m) {
           [](PyStore& s, const std::vector<std::string>& keys,
              const std::vector<py::object>& values,
              const MooncakeReplicateConfig* rc) {
-            std::vector<std::unique_ptr<BufferView>> views;
-            std::vector<MooncakeStore::Bytes> spans;
-            for (const auto& v : values) {
-              views.push_back(std::make_unique<BufferView>(v, false));
-              spans.emplace_back(views.back()->data(), views.back()->size());
-            }
+            Parts views(values);
             MooncakeReplicateConfig cfg = Or(rc);
             py::gil_scoped_release g;
-            return s.impl->UpsertBatch(keys, spans, cfg);
+            return s.impl->UpsertBatch(keys, views.spans(), cfg);
           },
           py::arg("keys"), py::arg("values"), py::arg("config") = py::none(),
           "0 when every key was stored, else the first error.")
@@ -320,15 +323,10 @@ void BindMooncake(py::module_& m) {
           [](PyStore& s, const std::vector<std::string>& keys,
              const std::vector<py::object>& values,
              const MooncakeReplicateConfig* rc) {
-            std::vector<std::unique_ptr<BufferView>> views;
-            std::vector<MooncakeStore::Bytes> spans;
-            for (const auto& v : values) {
-              views.push_back(std::make_unique<BufferView>(v, false));
-              spans.emplace_back(views.back()->data(), views.back()->size());
-            }
+            Parts views(values);
             MooncakeReplicateConfig cfg = Or(rc);
             py::gil_scoped_release g;
-            return s.impl->PutBatch(keys, spans, cfg);
+            return s.impl->PutBatch(keys, views.spans(), cfg);
           },
           py::arg("keys"), py::arg("values"), py::arg("config") = py::none(),
           "0 when every key was stored, else the first error.")

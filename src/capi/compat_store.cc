@@ -105,6 +105,36 @@ struct ValidItems {
   std::vector<size_t> index;
 };
 
+// One key's buffers and sizes (and object offsets) in the client's form;
+// false when the lists differ in length or hold a null buffer or a
+// negative number.
+template <typename P>
+bool ToSlices(const std::vector<P>& bufs, const std::vector<int64_t>& sizes,
+              std::vector<ConstSlice>* out, uint64_t* total) {
+  if (bufs.size() != sizes.size()) return false;
+  for (size_t j = 0; j < bufs.size(); ++j) {
+    if (bufs[j] == nullptr || sizes[j] < 0) return false;
+    out->push_back({bufs[j], static_cast<uint64_t>(sizes[j])});
+    *total += static_cast<uint64_t>(sizes[j]);
+  }
+  return true;
+}
+
+template <typename P>
+bool ToRanges(const std::vector<P>& bufs, const std::vector<int64_t>& sizes,
+              const std::vector<int64_t>& offsets,
+              std::vector<ValueRange>* out) {
+  if (bufs.size() != sizes.size() || offsets.size() != sizes.size())
+    return false;
+  for (size_t j = 0; j < bufs.size(); ++j) {
+    if (bufs[j] == nullptr || sizes[j] < 0 || offsets[j] < 0) return false;
+    out->push_back({static_cast<uint64_t>(offsets[j]),
+                    const_cast<void*>(static_cast<const void*>(bufs[j])),
+                    static_cast<uint64_t>(sizes[j])});
+  }
+  return true;
+}
+
 }  // namespace
 
 MooncakeStore::MooncakeStore() = default;
@@ -559,14 +589,8 @@ std::vector<int> MooncakeStore::BatchPutFromMultiBuffers(
   std::vector<size_t> idx;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::vector<ConstSlice> p;
-    bool valid = true;
     uint64_t total = 0;
-    for (size_t j = 0; j < bufs[i].size(); ++j) {
-      if (bufs[i][j] == nullptr || sizes[i][j] < 0) valid = false;
-      p.push_back({bufs[i][j], static_cast<uint64_t>(sizes[i][j])});
-      total += static_cast<uint64_t>(std::max<int64_t>(sizes[i][j], 0));
-    }
-    if (!valid) continue;
+    if (!ToSlices(bufs[i], sizes[i], &p, &total)) continue;
     if (total == 0) {  // as Mooncake: nothing to store, and no error
       out[i] = 0;
       continue;
@@ -593,14 +617,9 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBuffers(
   std::vector<std::vector<ConstSlice>> dst;
   std::vector<size_t> idx;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (bufs[i].size() != sizes[i].size()) continue;
     std::vector<ConstSlice> d;
-    bool valid = true;
-    for (size_t j = 0; j < bufs[i].size(); ++j) {
-      if (bufs[i][j] == nullptr || sizes[i][j] < 0) valid = false;
-      d.push_back({bufs[i][j], static_cast<uint64_t>(sizes[i][j])});
-    }
-    if (!valid) continue;
+    uint64_t total = 0;
+    if (!ToSlices(bufs[i], sizes[i], &d, &total)) continue;
     k.push_back(keys[i]);
     dst.push_back(std::move(d));
     idx.push_back(i);
@@ -630,19 +649,8 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBufferRanges(
   std::vector<std::vector<ValueRange>> ranges;
   std::vector<size_t> idx;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (bufs[i].size() != sizes[i].size() ||
-        offsets[i].size() != sizes[i].size()) {
-      continue;
-    }
     std::vector<ValueRange> r;
-    bool valid = true;
-    for (size_t j = 0; j < bufs[i].size(); ++j) {
-      if (bufs[i][j] == nullptr || sizes[i][j] < 0 || offsets[i][j] < 0)
-        valid = false;
-      r.push_back({static_cast<uint64_t>(offsets[i][j]), bufs[i][j],
-                   static_cast<uint64_t>(sizes[i][j])});
-    }
-    if (!valid) continue;
+    if (!ToRanges(bufs[i], sizes[i], offsets[i], &r)) continue;
     k.push_back(keys[i]);
     ranges.push_back(std::move(r));
     idx.push_back(i);
@@ -718,20 +726,8 @@ std::vector<int64_t> MooncakeStore::BatchPutFromMultiBufferRanges(
   std::vector<std::vector<ValueRange>> ranges;
   std::vector<size_t> idx;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (bufs[i].size() != sizes[i].size() ||
-        offsets[i].size() != sizes[i].size()) {
-      continue;
-    }
     std::vector<ValueRange> r;
-    bool valid = true;
-    for (size_t j = 0; j < bufs[i].size(); ++j) {
-      if (bufs[i][j] == nullptr || sizes[i][j] < 0 || offsets[i][j] < 0)
-        valid = false;
-      r.push_back({static_cast<uint64_t>(offsets[i][j]),
-                   const_cast<void*>(bufs[i][j]),
-                   static_cast<uint64_t>(sizes[i][j])});
-    }
-    if (!valid) continue;
+    if (!ToRanges(bufs[i], sizes[i], offsets[i], &r)) continue;
     k.push_back(keys[i]);
     ranges.push_back(std::move(r));
     idx.push_back(i);
