@@ -115,6 +115,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       "/dev/shm/kvpool-fuzz-config-" + std::to_string(getpid()) + ".toml";
   static const std::string again = path + ".again.toml";
   WriteFile(path, std::string(reinterpret_cast<const char*>(data), size));
+  // Removed on every return: libFuzzer and the seed driver exit without
+  // running destructors, and a file per run would pile up in /dev/shm.
+  struct Unlink {
+    ~Unlink() { ::unlink(path.c_str()); }
+  } unlink_at_return;
 
   Config c;
   if (!ParseFile(path, &c)) return 0;

@@ -230,6 +230,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   static const std::string dir =
       "/dev/shm/kvpool-fuzz-ssd-" + std::to_string(getpid());
+  // The scratch directory goes when the process exits (libFuzzer's runs end
+  // with exit(), which runs atexit handlers), not one per run left behind.
+  static const bool cleanup = [] {
+    return std::atexit([] {
+             std::error_code ec;
+             std::filesystem::remove_all(dir, ec);
+           }) == 0;
+  }();
+  (void)cleanup;
   ResetDir(dir);
   for (uint32_t i = 0; i < 2; ++i) {
     WriteFile(dir + "/" + SegmentFileName(i + 1), files[i]);

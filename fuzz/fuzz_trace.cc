@@ -65,6 +65,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   static const std::string path = TempPath("in");
   static const std::string again = TempPath("again");
+  // Both files go when the process exits (atexit runs at libFuzzer's and
+  // the seed driver's exit), not a pair per run left in /dev/shm.
+  static const bool cleanup = [] {
+    return std::atexit([] {
+             ::unlink(path.c_str());
+             ::unlink(again.c_str());
+           }) == 0;
+  }();
+  (void)cleanup;
   WriteFile(path, text);
 
   auto full = ReadTrace(path, 0);
