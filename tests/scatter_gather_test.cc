@@ -13,10 +13,10 @@
 namespace kvpool {
 namespace {
 
+using kvpool::testing::kValue;
 using kvpool::testing::RandomBytes;
 using kvpool::testing::SsdFixture;
 using kvpool::testing::WaitUntil;
-using kvpool::testing::kValue;
 
 class ScatterGatherTest : public SsdFixture,
                           public ::testing::WithParamInterface<TransportMode> {
@@ -54,8 +54,8 @@ TEST_P(ScatterGatherTest, PartsRangesAndSessionsRoundTrip) {
   // Read back scattered differently; too little room is INVALID_PARAMS.
   auto got = c->BatchGetIntoParts(
       {"sg-a", "sg-b", "sg-missing"},
-      {Slices(dst.data(), {7, 299993}), Slices(dst.data() + a.size(), {2000, 3000}),
-       Slices(dst.data(), {10})});
+      {Slices(dst.data(), {7, 299993}),
+       Slices(dst.data() + a.size(), {2000, 3000}), Slices(dst.data(), {10})});
   ASSERT_TRUE(got[0].ok() && got[1].ok());
   EXPECT_EQ(got[0].value(), a.size());
   EXPECT_EQ(got[1].value(), b.size());
