@@ -83,7 +83,9 @@ class Result {
   ErrorCode code() const { return status_.code(); }
   T& value() & { return value_; }
   const T& value() const& { return value_; }
-  T&& value() && { return std::move(value_); }
+  // By value, not T&&: `for (auto& x : F().value().items)` would otherwise
+  // iterate a member of a temporary that is already gone (ASan found one).
+  T value() && { return std::move(value_); }
   T* operator->() { return &value_; }
   const T* operator->() const { return &value_; }
   T& operator*() { return value_; }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs test suites in a sanitizer build of their own (docs/sanitizers.md):
+#   scripts/sanitize.sh asan   every ctest entry, built with ASan+UBSan
+#                              (build-asan/), Python tests included
+#   scripts/sanitize.sh tsan   the concurrent suites (master, transport,
+#                              client, router, cluster) built with TSan
+#                              (build-tsan/)
+# Extra arguments go to ctest (e.g. -R master_test). Env: JOBS (ninja -j,
+# default nproc), CTEST_JOBS (default 2). Any sanitizer report fails the
+# test that printed it: halt_on_error / exitcode below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CCACHE_BASEDIR="$ROOT"
+JOBS=${JOBS:-$(nproc)}
+CTEST_JOBS=${CTEST_JOBS:-2}
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 asan|tsan [ctest args...]" >&2
+  exit 2
+fi
+kind=$1
+shift
+SUPP=$ROOT/tests/sanitizers
+
+case $kind in
+  asan)
+    build=$ROOT/build-asan sanitize=address
+    # The whole suite: every target the normal build has.
+    targets=(all)
+    # The leak check stays on for the C++ binaries; Python (interpreter and
+    # torch) keeps objects alive until exit by design, so python_*_test set
+    # detect_leaks=0 for themselves (python/CMakeLists.txt).
+    export ASAN_OPTIONS="abort_on_error=1:halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp"
+    export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
+    ctest_filter=()
+    ;;
+  tsan)
+    build=$ROOT/build-tsan sanitize=thread
+    # The suites whose tests run threads against each other, and the
+    # binaries they start.
+    targets=(master_test transport_test client_test router_test cluster_test
+             kvpool-master kvpool-node)
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:print_suppressions=0"
+    ctest_filter=(-R '^(master|transport|client|router|cluster)_test$')
+    ;;
+  *)
+    echo "unknown sanitizer '$kind' (asan or tsan)" >&2
+    exit 2
+    ;;
+esac
+
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DKVPOOL_SANITIZE=$sanitize >/dev/null
+fi
+echo "== $kind: building ${targets[*]} in $build"
+log=$build/build.log
+if ! ninja -C "$build" -j"$JOBS" "${targets[@]}" >"$log" 2>&1; then
+  grep -E -A20 '^FAILED|ninja: error' "$log" | head -80
+  exit 1
+fi
+echo "== $kind: running tests"
+cd "$build"
+# Sanitized binaries are 2-10x slower: the timeouts of ctest scale with them.
+ctest --output-on-failure -j "$CTEST_JOBS" --timeout 900 "${ctest_filter[@]}" "$@"
