@@ -153,4 +153,264 @@ put("fuzz_wire_client", "prefetch", bytes([3, 2]) + resp(5, [0, -704]))
 put("fuzz_wire_client", "refused", bytes([0, 1]) +
     HDR.pack(KV, 3, 1, 0, -600, 0))
 
+# ---- protobuf wire format, for the master's requests (proto/kvpool.proto).
+def varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def fv(num, v):  # varint field: ints, bools, enums
+    return varint(num << 3) + varint(int(v))
+
+
+def fb(num, b):  # length-delimited field: strings, bytes, messages
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(num << 3 | 2) + varint(len(b)) + b
+
+
+def msg(*fields):
+    return b"".join(fields)
+
+
+# ---- fuzz_master_rpc: byte 0 = mode (bits 0-4 the RPC, bits 5-6 the config
+# variant, bit 7 a sequence of [type][length][message] records). The RPCs in
+# the harness's order (Rpcs()); 29-31 are steps (clock, eviction, heartbeats).
+RPC = {n: i for i, n in enumerate([
+    "MountSegment", "UnmountSegment", "Heartbeat", "PullPromotionTasks",
+    "PutStart", "BatchPutStart", "PutEnd", "BatchPutEnd", "PutRevoke",
+    "BatchPutRevoke", "GetReplicaList", "BatchGetReplicaList", "ExistKey",
+    "BatchExistKey", "Remove", "RemoveAll", "BatchRemove",
+    "BatchQueryReadOnly", "GetClusterStats", "NotifyOffload",
+    "RegisterMemoryObjects", "RegisterDiskObjects", "RemoveDiskReplicas",
+    "PromotionAllocStart", "NotifyPromotion", "BatchPromotionAllocStart",
+    "BatchPromotionNotify", "RegisterPrefetchTask", "BatchPrefetchToMemory",
+    "StepClock", "StepEvict", "StepBeat"])}
+# The harness's cluster (SetUpCluster): segments 1 (node-a), 2 (node-b),
+# 3 (node-b's prefetch buffer), 4 (node-c, re-mounted, directory not in);
+# default tenant: k0 4096 (SSD copy on node-a), k1 65536 x2, k2 1000 soft
+# pin, k3 100 hard pin, p0 2048 being put, u0 300 (an upsert to 600 in
+# progress), d0 8192, d1 300 and d3 1500 SSD-only on node-a, d2 2500
+# SSD-only on node-b; tenant t1: k0 512, d0 4096 SSD-only on node-b.
+# Promotion tasks: 1 = d0 (router), 2 = d1 (on hit, staged), both in node-a's
+# mailbox; 3 = t1/d0 (exist, node-b). The next task is 4.
+
+
+def key_req(t, k):
+    return msg(fb(1, t), fb(2, k))
+
+
+def keys_req(t, keys, *extra):
+    return msg(fb(1, t), *[fb(2, k) for k in keys], *extra)
+
+
+def put_req(t, k, size, replicas=0, upsert=False, pref="", soft=False,
+            hard=False, excluded=()):
+    cfg = msg(fv(1, replicas) if replicas else b"", fb(2, pref) if pref else b"",
+              fv(3, 1) if soft else b"", fv(4, 1) if hard else b"")
+    return msg(fb(1, t), fb(2, k), fv(3, size), fb(4, cfg),
+               fv(5, 1) if upsert else b"", *[fb(6, n) for n in excluded])
+
+
+def disk_obj(t, k, size, version=0):
+    return msg(fb(1, t), fb(2, k), fv(3, size), fv(4, version) if version else b"")
+
+
+def mem_obj(t, k, off, size, version=0):
+    return msg(fb(1, t), fb(2, k), fv(3, off), fv(4, size),
+               fv(5, version) if version else b"")
+
+
+def promo_req(node, t, k, size, task):
+    return msg(fb(1, node), fb(2, t), fb(3, k), fv(4, size), fv(5, task))
+
+
+def notify_req(node, t, k, task, success, expired=False):
+    return msg(fb(1, node), fb(2, t), fb(3, k), fv(4, task),
+               fv(5, 1) if success else b"", fv(6, 1) if expired else b"")
+
+
+MR = "fuzz_master_rpc"
+single = {
+    "mount": ("MountSegment", msg(fb(1, "node-d"), fb(2, "host-d"),
+                                  fv(4, 1 << 20), fb(6, "node-d:7000"),
+                                  fv(7, 1), fv(8, 1), fv(10, 1))),
+    "mount_buffer": ("MountSegment", msg(fb(1, "node-a"), fv(3, 1),
+                                         fv(4, 65536))),
+    "remount_node_a": ("MountSegment", msg(fb(1, "node-a"), fv(4, 1 << 20),
+                                           fv(9, 1), fv(10, 1))),
+    "unmount": ("UnmountSegment", msg(fb(1, "node-b"), fv(2, 2))),
+    "heartbeat": ("Heartbeat", msg(fb(1, "node-b"), fv(3, 8), fv(4, 3))),
+    "pull": ("PullPromotionTasks", msg(fb(1, "node-b"), fv(2, 8))),
+    "put": ("PutStart", put_req("", "k9", 5000, replicas=2)),
+    "put_upsert": ("PutStart", put_req("", "k0", 700, upsert=True,
+                                       pref="node-b", soft=True)),
+    "put_excluded": ("PutStart", put_req("t2", "k5", 100, hard=True,
+                                         excluded=["node-a"])),
+    "batch_put": ("BatchPutStart", msg(fb(1, put_req("", "x1", 10)),
+                                       fb(1, put_req("t1", "x2", 20)))),
+    "put_end": ("PutEnd", key_req("", "p0")),
+    "put_end_upsert": ("PutEnd", key_req("", "u0")),
+    "batch_put_end": ("BatchPutEnd", keys_req("", ["p0", "u0", "k0"])),
+    "revoke": ("PutRevoke", key_req("", "u0")),
+    "batch_revoke": ("BatchPutRevoke", keys_req("", ["p0", "u0"])),
+    "get": ("GetReplicaList", key_req("", "k1")),
+    "get_ssd": ("GetReplicaList", key_req("t1", "d0")),
+    "batch_get": ("BatchGetReplicaList", keys_req("", ["k0", "d0", "p0", "zz"])),
+    "exist": ("ExistKey", keys_req("", ["k0", "p0", "d1", "nope"])),
+    "batch_exist": ("BatchExistKey", keys_req("t1", ["k0", "d0"], fv(3, 1))),
+    "remove": ("Remove", msg(fb(1, ""), fb(2, "k1"))),
+    "remove_force": ("Remove", msg(fb(1, ""), fb(2, "k0"), fv(3, 1))),
+    "remove_all": ("RemoveAll", msg(fb(1, ""), fv(2, 1))),
+    "remove_regex": ("RemoveAll", msg(fb(1, ""), fb(3, "k[0-9]"))),
+    "batch_remove": ("BatchRemove", keys_req("", ["k2", "d0", "p0"], fv(3, 1))),
+    "query": ("BatchQueryReadOnly", keys_req("", ["k0", "k1", "d0", "p0", "u0"])),
+    "stats": ("GetClusterStats", b""),
+    "offload": ("NotifyOffload", msg(fb(1, "node-b"), fb(2, msg(
+        fb(1, ""), fb(2, "k3"), fv(3, 4), fv(4, 0))))),
+    "register_memory": ("RegisterMemoryObjects", msg(
+        fb(1, "node-c"), fv(2, 4), fb(3, mem_obj("", "c0", 0, 1000, 100)),
+        fb(3, mem_obj("", "k0", 4096, 4096, 1)), fv(4, 1))),
+    "register_disk": ("RegisterDiskObjects", msg(
+        fb(1, "node-b"), fb(2, disk_obj("", "k1", 65536, 2)),
+        fb(2, disk_obj("t2", "e0", 77)))),
+    "remove_disk": ("RemoveDiskReplicas", msg(
+        fb(1, "node-a"), fb(2, disk_obj("", "d0", 8192)),
+        fb(2, disk_obj("", "k0", 4096)))),
+    "promotion_alloc": ("PromotionAllocStart", promo_req("node-a", "", "d0",
+                                                         8192, 1)),
+    "promotion_notify": ("NotifyPromotion", notify_req("node-a", "", "d1", 2,
+                                                       True)),
+    "batch_promotion_alloc": ("BatchPromotionAllocStart", msg(
+        fb(1, promo_req("node-a", "", "d0", 8192, 1)),
+        fb(1, promo_req("node-b", "t1", "d0", 4096, 3)))),
+    "batch_promotion_notify": ("BatchPromotionNotify", msg(
+        fb(1, notify_req("node-a", "", "d1", 2, True)),
+        fb(1, notify_req("node-a", "", "d0", 1, False, True)))),
+    "register_prefetch": ("RegisterPrefetchTask", msg(
+        fb(1, "node-a"), fb(2, ""), fb(3, "d0"), fb(3, "d1"))),
+    "prefetch": ("BatchPrefetchToMemory", msg(fb(1, ""), fb(2, "d0"),
+                                              fb(2, "d1"), fb(2, "k0"),
+                                              fv(3, 50))),
+    "step_clock": ("StepClock", bytes([0xE8, 0x03, 5])),
+    "step_beat": ("StepBeat", bytes([0x0B])),
+}
+for name, (rpc, body) in single.items():
+    put(MR, name, bytes([RPC[rpc]]) + body)
+# The same under the other config variants (tight limits; other policies).
+for name in ("put", "register_memory", "prefetch", "remove_force"):
+    rpc, body = single[name]
+    put(MR, name + "_v1", bytes([RPC[rpc] | 0x20]) + body)
+    put(MR, name + "_v2", bytes([RPC[rpc] | 0x40]) + body)
+
+
+def seq(variant, *records):
+    out = bytearray([0x80 | variant << 5])
+    for rpc, body in records:
+        assert len(body) < 256
+        out += bytes([RPC[rpc], len(body)]) + body
+    return bytes(out)
+
+put(MR, "seq_put_get_remove", seq(0, ("PutStart", put_req("", "k9", 3000)),
+                                  ("PutEnd", key_req("", "k9")),
+                                  ("GetReplicaList", key_req("", "k9")),
+                                  ("StepClock", bytes([0x10, 0x27, 0])),
+                                  ("Remove", msg(fb(1, ""), fb(2, "k9")))))
+put(MR, "seq_promotion", seq(0, ("PromotionAllocStart",
+                                 promo_req("node-a", "", "d0", 8192, 1)),
+                             ("NotifyPromotion",
+                              notify_req("node-a", "", "d0", 1, True)),
+                             ("GetReplicaList", key_req("", "d0")),
+                             ("StepBeat", bytes([0x01]))))
+put(MR, "seq_offload_evict", seq(2, ("StepBeat", bytes([0x03])),
+                                 ("StepEvict", bytes([0xFF, 0xFF, 0])),
+                                 ("BatchQueryReadOnly",
+                                  keys_req("", ["k0", "k1", "k2"]))))
+put(MR, "seq_directory", seq(0, ("RegisterMemoryObjects", msg(
+    fb(1, "node-c"), fv(2, 4), fb(3, mem_obj("", "c0", 0, 1000, 100)))),
+    ("RegisterMemoryObjects", msg(fb(1, "node-c"), fv(2, 4),
+                                  fb(3, mem_obj("", "c1", 1024, 64)), fv(4, 1))),
+    ("StepClock", bytes([0xE8, 0x03, 3])),
+    ("PutStart", put_req("", "c2", 500, pref="node-c")),
+    ("StepBeat", bytes([0x01]))))
+put(MR, "seq_node_dies", seq(0, ("StepClock", bytes([20, 0, 63])),
+                             ("StepClock", bytes([20, 0, 63])),
+                             ("BatchGetReplicaList",
+                              keys_req("", ["k0", "k1", "d0"]))))
+put(MR, "seq_router_buffer", seq(0, (
+    "BatchPrefetchToMemory", msg(fb(1, ""), fb(2, "d2"), fb(2, "d3"))),
+    ("PullPromotionTasks", msg(fb(1, "node-b"), fv(2, 8))),
+    ("PromotionAllocStart", promo_req("node-b", "", "d2", 2500, 4)),
+    ("NotifyPromotion", notify_req("node-b", "", "d2", 4, True)),
+    ("Heartbeat", msg(fb(1, "node-a"), fv(3, 8))),
+    ("GetReplicaList", key_req("", "d2"))))
+put(MR, "seq_deadline_expires", seq(0, (
+    "BatchPrefetchToMemory", msg(fb(1, ""), fb(2, "d3"), fv(3, 5))),
+    ("StepClock", bytes([1, 0, 0])),
+    ("Heartbeat", msg(fb(1, "node-a"), fv(3, 8)))))
+put(MR, "seq_deadline_holder_expired", seq(0, (
+    "BatchPrefetchToMemory", msg(fb(1, ""), fb(2, "d2"), fv(3, 500))),
+    ("NotifyPromotion", notify_req("node-b", "", "d2", 4, False, True))))
+put(MR, "seq_hit_promotes", seq(0, ("GetReplicaList", key_req("", "d3")),
+                                ("Heartbeat", msg(fb(1, "node-a"), fv(3, 8))),
+                                ("PromotionAllocStart",
+                                 promo_req("node-a", "", "d3", 1500, 4)),
+                                ("NotifyPromotion",
+                                 notify_req("node-a", "", "d3", 4, True))))
+put(MR, "seq_prefetch_deadline", seq(0, (
+    "BatchPrefetchToMemory", msg(fb(1, ""), fb(2, "d0"), fb(2, "d1"),
+                                 fv(3, 5))),
+    ("StepClock", bytes([1, 0, 0])),
+    ("StepBeat", bytes([0x19])),
+    ("PullPromotionTasks", msg(fb(1, "node-b"), fv(2, 8)))))
+
+# ---- fuzz_router_http: byte 0 % 3 = handler (0 /route, 1 /complete,
+# 2 /stats), then the body. The harness's cluster: default tenant m0-m3 and
+# b0 in DRAM (b0 also on SSD), d0-d3 SSD-only (d0, d1 on node-a; d2, d3 on
+# node-b), p0 being put; tenant t1: m0 in DRAM, d0 SSD-only. Engines e0
+# (node-a), e1 (node-b), e2 (no node).
+RH = "fuzz_router_http"
+
+
+def route(body):
+    return b"\x00" + (body if isinstance(body, bytes) else
+                      json.dumps(body).encode())
+
+
+def complete(body):
+    return b"\x01" + (body if isinstance(body, bytes) else
+                      json.dumps(body).encode())
+
+put(RH, "route_memory", route({"request_id": "r1",
+                               "block_keys": ["m0", "m1", "m2"]}))
+put(RH, "route_ssd", route({"request_id": "r2", "tenant": "default",
+                            "block_keys": ["m0", "d0", "d1", "x9", "m1"]}))
+put(RH, "route_node_b", route({"request_id": "r3",
+                               "block_keys": ["d2", "d3", "m3", "b0"]}))
+put(RH, "route_processing", route({"request_id": "r4",
+                                   "block_keys": ["m0", "p0", "m1"]}))
+put(RH, "route_tenant", route({"request_id": "r5", "tenant": "t1",
+                               "block_keys": ["m0", "d0", "m1"]}))
+put(RH, "route_miss", route({"request_id": "", "tenant": "",
+                             "block_keys": ["nope"]}))
+put(RH, "route_empty_keys", route({"request_id": "r6", "block_keys": []}))
+put(RH, "route_bad_key", route({"request_id": "r7", "block_keys": ["m0", ""]}))
+put(RH, "route_long_tenant", route({"request_id": "r8", "tenant": "t" * 300,
+                                    "block_keys": ["m0"]}))
+put(RH, "route_wrong_types", route({"request_id": 7, "block_keys": "m0"}))
+put(RH, "route_not_json", route(b'{"request_id": "r9", "block_keys": [m0]'))
+put(RH, "route_not_object", route(b'["m0"]'))
+put(RH, "route_unicode", route('{"request_id": "\\u00e9\\ud83d\\ude00", '
+                               '"block_keys": ["m\\u0000", "d0"]}'.encode()))
+put(RH, "complete", complete({"engine_id": "e0"}))
+put(RH, "complete_e1", complete({"engine_id": "e1"}))
+put(RH, "complete_unknown", complete({"engine_id": "e9"}))
+put(RH, "complete_bad", complete({"engine": "e0"}))
+put(RH, "stats", b"\x02")
+
 print("seeds written under", os.path.join(HERE, "corpus"))

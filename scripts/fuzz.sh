@@ -12,8 +12,11 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD_DIR:-$ROOT/build-fuzz}
 JOBS=${JOBS:-1}
+# ccache across clones (CI builds a fresh clone in another folder): paths
+# relative to the checkout, and no build-directory hash despite -g.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 TARGETS=(fuzz_size_parse fuzz_trace fuzz_config fuzz_ssd_record
-         fuzz_wire_frame fuzz_wire_client)
+         fuzz_wire_frame fuzz_wire_client fuzz_master_rpc fuzz_router_http)
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 TARGET|all SECONDS   (targets: ${TARGETS[*]})" >&2
