@@ -69,4 +69,13 @@ echo "== $kind: running tests"
 cd "$build"
 # Sanitized binaries are 2-10x slower: their ctest timeouts are scaled in
 # CMakeLists.txt (KVPOOL_TEST_TIMEOUT).
-ctest --output-on-failure -j "$CTEST_JOBS" "${ctest_filter[@]}" "$@"
+rc=0
+ctest --output-on-failure -j "$CTEST_JOBS" "${ctest_filter[@]}" "$@" || rc=$?
+if [[ $rc -ne 0 ]]; then
+  # The reports again, short and last: a CI log cut in the middle keeps its
+  # tail, and the access stacks are what a reader needs first.
+  echo "== $kind: sanitizer reports (first 70 lines of each)"
+  awk '/^(WARNING|ERROR): .*Sanitizer|^==[0-9]+==ERROR|runtime error:/ {n=70}
+       n > 0 {print; n--}' Testing/Temporary/LastTest.log | head -400 || true
+fi
+exit $rc

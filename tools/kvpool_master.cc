@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
                  "tenants besides the default one kept at once; a put that "
                  "would create one more is refused")
       ->capture_default_str();
+  app.add_option("--version_floor_slots", c.version_floor_slots,
+                 "slots of the table of version floors that keeps restarted "
+                 "nodes from re-registering removed copies (8 bytes each)")
+      ->capture_default_str();
   app.add_option("--cluster_secret_file", c.cluster_secret_file,
                  "file holding the cluster secret (hex, mode 0600); empty = "
                  "no authentication (docs/security.md)");

@@ -69,6 +69,8 @@ Status MasterConfig::Validate() const {
   // Tenant ids are 32-bit and skip those in use when they wrap.
   if (max_tenants < 0 || max_tenants > (int64_t{1} << 30))
     return bad("max_tenants must be in [0, 2^30]");
+  if (version_floor_slots < 1 || version_floor_slots > (int64_t{1} << 30))
+    return bad("version_floor_slots must be in [1, 2^30]");
   // A day at most: beyond it the window stops bounding replays at all.
   if (auth_max_clock_skew_ms <= 0 || auth_max_clock_skew_ms > 86400000)
     return bad("auth_max_clock_skew_ms must be in (0, 86400000]");
@@ -90,7 +92,8 @@ std::string MasterConfig::ToString() const {
       "promotion_admission_threshold={} promotion_queue_limit={} "
       "promotion_task_ttl_sec={} holder_ack_timeout_ms={} "
       "put_waits_for_holders={} max_key_bytes={} max_tenant_name_bytes={} "
-      "max_tenants={} auth={} auth_max_clock_skew_ms={} tls={} "
+      "max_tenants={} version_floor_slots={} auth={} auth_max_clock_skew_ms={} "
+      "tls={} "
       "tls_client_certs={} data_capabilities={} write_capability_ttl_ms={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio,
@@ -99,7 +102,7 @@ std::string MasterConfig::ToString() const {
       offload_force_evict, offloading_queue_limit, promotion_on_hit,
       promotion_admission_threshold, promotion_queue_limit,
       promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders,
-      max_key_bytes, max_tenant_name_bytes, max_tenants,
+      max_key_bytes, max_tenant_name_bytes, max_tenants, version_floor_slots,
       cluster_secret_file.empty() ? "off" : cluster_secret_file,
       auth_max_clock_skew_ms, tls_cert_file.empty() ? "off" : tls_cert_file,
       tls_ca_file.empty() ? "off" : tls_ca_file, data_capabilities,

@@ -99,6 +99,13 @@ struct MasterConfig {
   // that would create one more is refused with NO_AVAILABLE_HANDLE. A
   // tenant holding nothing any more is forgotten and no longer counts.
   int64_t max_tenants = 4096;
+  // Slots of the table of version floors (8 bytes each, rounded down to a
+  // power of two): the oldest version of a key a restarted node may
+  // re-register. Keys share slots by hash; a shared slot only refuses a
+  // copy that is older than another key's removal (a clean miss, never a
+  // stale read), so fewer slots cost hit rate after restarts, not safety.
+  // The tenants' table (remove_all) gets a sixteenth of it, at most 2^16.
+  int64_t version_floor_slots = int64_t{1} << 20;
 
   // ---- identity and TLS on the control plane (docs/security.md) ----
   // File holding the cluster secret (hex, mode 0600). Empty: no

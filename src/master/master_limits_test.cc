@@ -133,6 +133,15 @@ TEST_F(LimitsTest, DefaultsMatchTheDataPlaneAndAreValidated) {
   EXPECT_NE(c.Validate().message().find("max_tenants"), std::string::npos);
   EXPECT_NE(MasterConfig().ToString().find("max_tenants=4096"),
             std::string::npos);
+  c = MasterConfig();
+  EXPECT_EQ(c.version_floor_slots, int64_t{1} << 20);
+  c.version_floor_slots = 0;
+  EXPECT_NE(c.Validate().message().find("version_floor_slots"),
+            std::string::npos);
+  c.version_floor_slots = (int64_t{1} << 30) + 1;
+  EXPECT_FALSE(c.Validate().ok());
+  EXPECT_NE(MasterConfig().ToString().find("version_floor_slots=1048576"),
+            std::string::npos);
 }
 
 // Every request that names a tenant or a key: an over-long one is refused

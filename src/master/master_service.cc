@@ -41,7 +41,12 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                                        config_.client_ttl * 1000 / 4))),
       incarnation_(std::random_device{}() |
                    (uint64_t(std::random_device{}()) << 32) | 1),
-      emulate_pre_prefetch_(config_.emulate_pre_prefetch_master) {
+      emulate_pre_prefetch_(config_.emulate_pre_prefetch_master),
+      floor_(static_cast<size_t>(
+          std::max<int64_t>(1, config_.version_floor_slots))),
+      // Tenants come and go far less often than keys.
+      tenant_floor_(static_cast<size_t>(std::clamp<int64_t>(
+          config_.version_floor_slots / 16, 1, int64_t{1} << 16))) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   metrics_.AddGauge(

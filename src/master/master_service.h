@@ -505,7 +505,7 @@ class MasterService {
   // and must still be refused. Fixed memory however many tenants come and
   // go; a tenant sharing a slot with another only has copies older than
   // that one's remove_all refused (a clean miss), never a stale one taken.
-  VersionFloor tenant_floor_{size_t{1} << 16};
+  VersionFloor tenant_floor_;  // version_floor_slots / 16, at most 2^16
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     bool awaiting_directory = false;
