@@ -6,10 +6,21 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "kvpool/status.h"
+
 namespace kvpool::bench {
+
+// A failed setup step ends the benchmark: timing a broken state would
+// print numbers that mean nothing.
+inline void MustOk(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "bench: %s failed: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
 
 inline double NowSec() {
   return std::chrono::duration<double>(

@@ -220,7 +220,7 @@ std::vector<CostRow> RunCost(const BenchOptions& opts, const std::string& root,
     fresh.pairs.push_back(p);
     int in_dram = Settle(*on, batch, base, 20);
     *promoted_fresh += in_dram;
-    for (const auto& k : batch) on->Remove(k, /*force=*/true);
+    for (const auto& k : batch) on->Remove(k, /*force=*/true).IgnoreError();
     WaitDramFree(*on, 0.25, 10);
     PrefetchStats st = on->prefetch_stats();
     std::fprintf(stderr,
@@ -330,11 +330,13 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
                           2 * opts.node_dram_bytes);
   // Warm each client's connections and data-plane path on a key that is not
   // in the pool (its read may go to SSD; that changes nothing for the pool).
-  clients[0]->Put("share-warm", Value(0, opts.value_bytes));
+  bench::MustOk(clients[0]->Put("share-warm", Value(0, opts.value_bytes)),
+                "warm-up put");
   storage::AlignedBuffer buf(opts.value_bytes);
   for (auto& c : clients) {
     for (int i = 0; i < 5; ++i) {
-      c->GetInto("share-warm", buf.data(), buf.size());
+      bench::MustOk(c->GetInto("share-warm", buf.data(), buf.size()).status(),
+                    "warm-up get");
     }
   }
   std::vector<ShareCell> out;
@@ -379,7 +381,7 @@ std::vector<ShareCell> RunShare(const BenchOptions& opts,
       // Let this cell's promotions finish before the next cell is timed.
       cell.in_dram_after = col.prefetch ? Settle(c, keys, base, 10)
                                         : CountTier(c, keys, "memory");
-      for (const auto& k : keys) c.Remove(k, /*force=*/true);
+      for (const auto& k : keys) c.Remove(k, /*force=*/true).IgnoreError();
       if (col.prefetch) WaitDramFree(c, 0.25, 10);
       PrefetchStats after = c.prefetch_stats();
       cell.failed = after.failed - base.failed;

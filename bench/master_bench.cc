@@ -25,8 +25,8 @@ void Fill(MasterService& svc, uint64_t n) {
   uint64_t step = std::max<uint64_t>(1, n / 10);
   for (uint64_t i = 0; i < n; ++i) {
     std::string k = KeyOf(i);
-    svc.PutStart("", k, 4096, {});
-    svc.PutEnd("", k);
+    bench::MustOk(svc.PutStart("", k, 4096, {}).status(), "PutStart");
+    bench::MustOk(svc.PutEnd("", k), "PutEnd");
     if ((i + 1) % step == 0)
       std::fprintf(stderr, "  filled %lu/%lu\n", i + 1, n);
   }
@@ -64,7 +64,7 @@ int RunMasterBench(const BenchOptions& opts) {
   seg.node_id = "bench-node";
   seg.capacity = 64ull << 40;  // virtual: the master never touches bytes
   seg.data_endpoint = "127.0.0.1:1";
-  svc.MountSegment(seg);
+  bench::MustOk(svc.MountSegment(seg).status(), "MountSegment");
   uint64_t rss1 = bench::RssBytes();
   Fill(svc, n);
   double master_bytes_per = double(bench::RssBytes() - rss1) / double(n);

@@ -61,8 +61,8 @@ int RunMultiBufferBench(const BenchOptions& opts) {
   for (size_t i = 0; i < src.size(); ++i)
     src[i] = static_cast<uint8_t>(i * 131 + 7);
   for (auto* c : {shm.value().get(), tcp.value().get()}) {
-    c->RegisterBuffer(src.data(), src.size());
-    c->RegisterBuffer(dst.data(), dst.size());
+    bench::MustOk(c->RegisterBuffer(src.data(), src.size()), "RegisterBuffer");
+    bench::MustOk(c->RegisterBuffer(dst.data(), dst.size()), "RegisterBuffer");
   }
 
   std::vector<MultiRow> rows;

@@ -126,18 +126,20 @@ int RunSecurityCostBench(const BenchOptions& opts) {
       for (size_t i = 0; i < size; ++i) value[i] = char(i * 131 + 7);
       std::vector<uint8_t> dst(size);
       for (Client* c : clients) {
-        c->RegisterBuffer(value.data(), value.size());
-        c->RegisterBuffer(dst.data(), dst.size());
+        bench::MustOk(c->RegisterBuffer(value.data(), value.size()),
+                      "RegisterBuffer");
+        bench::MustOk(c->RegisterBuffer(dst.data(), dst.size()),
+                      "RegisterBuffer");
         if (!c->Put("v", value).ok()) {
           std::fprintf(stderr, "error: put failed\n");
           return 1;
         }
       }
       int n = 0;
-      auto put = [&](Client* c) {
-        c->PutFrom(fmt::format("p{}", n++), value.data(), size);
-      };
       bool ok = true;
+      auto put = [&](Client* c) {
+        ok &= c->PutFrom(fmt::format("p{}", n++), value.data(), size).ok();
+      };
       auto get = [&](Client* c) {
         ok &= c->GetInto("v", dst.data(), size).ok();
       };
@@ -159,8 +161,9 @@ int RunSecurityCostBench(const BenchOptions& opts) {
           for (int a = 1; a < kArms; ++a) ratios[a].push_back(p50[a] / p50[0]);
           // Puts fill the segment: start every round from an empty one.
           if (op == 1) {
-            for (Client* c : clients) c->RemoveAll(true);
-            for (Client* c : clients) c->Put("v", value);
+            for (Client* c : clients)
+              bench::MustOk(c->RemoveAll(true).status(), "RemoveAll");
+            for (Client* c : clients) bench::MustOk(c->Put("v", value), "put");
           }
         }
         CostRow row{op == 0 ? "get" : "put", path, size, {}, {}};
@@ -173,13 +176,14 @@ int RunSecurityCostBench(const BenchOptions& opts) {
         rows.push_back(row);
       }
       if (!ok || std::string(dst.begin(), dst.end()) != value) {
-        std::fprintf(stderr, "error: a get failed or read wrong bytes\n");
+        std::fprintf(stderr,
+                     "error: a put or get failed, or a get read wrong bytes\n");
         return 1;
       }
       for (Client* c : clients) {
-        c->RemoveAll(true);
-        c->UnregisterBuffer(value.data());
-        c->UnregisterBuffer(dst.data());
+        bench::MustOk(c->RemoveAll(true).status(), "RemoveAll");
+        bench::MustOk(c->UnregisterBuffer(value.data()), "UnregisterBuffer");
+        bench::MustOk(c->UnregisterBuffer(dst.data()), "UnregisterBuffer");
       }
     }
   }

@@ -182,8 +182,11 @@ int RunTierLatencyBench(const BenchOptions& opts) {
   // Warm connections and data-plane paths (untimed).
   for (auto* c : {local.get(), remote.get()}) {
     for (size_t s = 0; s < sizes.size(); ++s) {
-      c->GetInto(dram_pool[s][0], buf.data(), buf.size());
-      c->GetInto(ssd_pool[s][0], buf.data(), buf.size());
+      bench::MustOk(
+          c->GetInto(dram_pool[s][0], buf.data(), buf.size()).status(),
+          "warm-up get");
+      bench::MustOk(c->GetInto(ssd_pool[s][0], buf.data(), buf.size()).status(),
+                    "warm-up get");
     }
   }
   std::fprintf(stderr, "[2/3] %d samples per case in %d rounds\n", samples,

@@ -157,8 +157,8 @@ int RunTransferBench(const BenchOptions& opts) {
   std::memcpy(page_src.get(), src.data(), max_bytes);
   for (auto* c : {shm_client.value().get(), tcp_client.value().get(),
                   shm_lc_client.value().get(), tcp_lc_client.value().get()}) {
-    c->RegisterBuffer(src.data(), src.size());
-    c->RegisterBuffer(dst.data(), dst.size());
+    bench::MustOk(c->RegisterBuffer(src.data(), src.size()), "RegisterBuffer");
+    bench::MustOk(c->RegisterBuffer(dst.data(), dst.size()), "RegisterBuffer");
   }
   RawTcpCopy raw(max_bytes);
 
@@ -207,7 +207,7 @@ int RunTransferBench(const BenchOptions& opts) {
           ++round;
           client->BatchPutFrom(keys, srcs, lens);
         });
-        client->RemoveAll(true);
+        bench::MustOk(client->RemoveAll(true).status(), "RemoveAll");
         // Keys to read: put once, read many times.
         keys.clear();
         for (int j = 0; j < batch; ++j)
@@ -268,7 +268,7 @@ int RunTransferBench(const BenchOptions& opts) {
                 Percentile(get_lat, 50) * 1e6, Percentile(get_lat, 99) * 1e6,
                 Gbps(bytes, Percentile(base_lat, 50)),
                 ratios[ratios.size() / 2], is_shm ? "memcpy" : "raw_tcp"});
-        client->RemoveAll(true);
+        bench::MustOk(client->RemoveAll(true).status(), "RemoveAll");
       }
     }
   }

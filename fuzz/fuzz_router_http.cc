@@ -134,7 +134,7 @@ void SetUp() {
   put("t1", "m0", 500, "node-b", true);
   // b0 gets an SSD copy on node-a too (its tier stays "memory").
   NodeTasks tasks;
-  s.Heartbeat("node-a", 0, 64, &tasks);
+  if (!s.Heartbeat("node-a", 0, 64, &tasks).ok()) Fail("setup: heartbeat");
   bool copied = false;
   for (const auto& t : tasks.offloads) {
     if (t.key != "b0") continue;

@@ -7,7 +7,11 @@ JOBS="${JOBS:-$(nproc)}"
 # Paths relative to the checkout, so ccache hits across clones (CI builds a
 # fresh clone in another folder).
 export CCACHE_BASEDIR="$PWD"
+# -Werror: the supported compiler is Debian 12's GCC, and a warning there is
+# a failed build (sanitizer and fuzz builds keep warnings as warnings).
 if [ ! -f build/build.ninja ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPOOL_WERROR=ON >/dev/null
+else
+  cmake -S . -B build -DKVPOOL_WERROR=ON >/dev/null  # a tree from before
 fi
 cmake --build build -j "$JOBS"

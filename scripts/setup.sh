@@ -11,7 +11,7 @@ PACKAGES=(
   libxxhash-dev libre2-dev libssl-dev openssl fio
   nlohmann-json3-dev
   python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib python3-torch
-  clang-14 libfuzzer-14-dev libclang-rt-14-dev
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format-14
 )
 
 missing=()

@@ -159,7 +159,7 @@ TEST_F(SsdClusterTest, UpsertNeverLetsARestartServeTheOldValue) {
     ASSERT_TRUE(c->Put(Key(i), RandomBytes(kValue, 100 + i)).ok());
   ASSERT_TRUE(WaitUntil([&] { return Tier(*c, key) == "local_disk"; },
                         std::chrono::seconds(20)));
-  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true);
+  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true).IgnoreError();
   const std::string v2 = RandomBytes(kValue / 2, 2);
   ASSERT_TRUE(c->Upsert(key, v2).ok());
   FileStorage* st = cluster_->node(0).ssd()->storage();
@@ -242,7 +242,7 @@ TEST_F(SsdClusterTest, PromoteOnHitBringsHotKeyBackToDram) {
   ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "local_disk"; },
                         std::chrono::seconds(20)));
   // Make room so the watermark gate admits the promotion.
-  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true);
+  for (int i = 0; i < 40; ++i) c->Remove(Key(i), true).IgnoreError();
   for (int i = 0; i < 3; ++i)
     ASSERT_EQ(c->Get("hot").value(), RandomBytes(kValue, 7));
   ASSERT_TRUE(WaitUntil([&] { return Tier(*c, "hot") == "memory"; },

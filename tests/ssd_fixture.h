@@ -99,7 +99,8 @@ class SsdFixture : public ::testing::Test {
           return true;
         },
         std::chrono::seconds(20)));
-    for (int i = 0; i < 40; ++i) c.Remove("filler-" + std::to_string(i), true);
+    for (int i = 0; i < 40; ++i)
+      c.Remove("filler-" + std::to_string(i), true).IgnoreError();
     EXPECT_TRUE(DirectoriesSettled());
     return keys;
   }

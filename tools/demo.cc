@@ -35,8 +35,18 @@ int RunDemo(const DemoOptions& opts) {
   LocalClusterOptions lco;
   lco.num_nodes = 2;
   lco.segment_size = 64ull << 20;
-  // Each node spills to its own SSD directory (removed at the end).
-  std::string ssd_root = "/tmp/kvpool-demo-" + std::to_string(getpid());
+  // Each node spills to its own SSD directory, removed however the demo
+  // ends (after the cluster has stopped: the guard is destroyed last).
+  const std::string ssd_root = (std::filesystem::temp_directory_path() /
+                                ("kvpool-demo-" + std::to_string(getpid())))
+                                   .string();
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_ssd_root{ssd_root};
   lco.enable_ssd = true;
   lco.ssd_root = ssd_root;
   lco.ssd_capacity_bytes = 1ull << 30;

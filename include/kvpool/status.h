@@ -53,7 +53,7 @@ inline int32_t ToInt(ErrorCode c) { return static_cast<int32_t>(c); }
 ErrorCode ErrorCodeFromInt(int32_t v);
 
 // A code plus a human-readable message. Cheap to copy on success.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(ErrorCode code, std::string msg) : code_(code), msg_(std::move(msg)) {}
@@ -65,6 +65,9 @@ class Status {
   const std::string& message() const { return msg_; }
   // "OBJECT_NOT_FOUND (-704): message"
   std::string ToString() const;
+  // Says, where a status is dropped on purpose (best-effort cleanup), that
+  // it was not forgotten: Status is [[nodiscard]].
+  void IgnoreError() const {}
 
  private:
   ErrorCode code_ = ErrorCode::OK;
@@ -73,7 +76,7 @@ class Status {
 
 // A value or an error; the value is meaningful only when ok().
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT

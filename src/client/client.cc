@@ -294,7 +294,7 @@ std::vector<Status> Client::PutManyOnce(
     rpc::BatchKeyStatus revoked;
     // Best effort: if this fails, the master reclaims the put after its
     // put timeouts, and readers never saw it.
-    state_->master.Call(&Stub::BatchPutRevoke, revoke, &revoked);
+    state_->master.Call(&Stub::BatchPutRevoke, revoke, &revoked).IgnoreError();
   }
   return out;
 }

@@ -527,21 +527,21 @@ TEST_F(LimitsTest, RacingRequestsLeaveNoTenantBehind) {
             o.upsert = rng() % 2;
             if (svc_->PutStart(t, k, 100, o).ok()) {
               if (rng() % 4 == 0) {
-                svc_->PutRevoke(t, k);
+                svc_->PutRevoke(t, k).IgnoreError();
               } else {
-                svc_->PutEnd(t, k);
+                svc_->PutEnd(t, k).IgnoreError();
               }
             }
             break;
           }
           case 2:
-            svc_->Remove(t, k, rng() % 2);
+            svc_->Remove(t, k, rng() % 2).IgnoreError();
             break;
           case 3:
-            svc_->RemoveAll(t, true);
+            svc_->RemoveAll(t, true).status().IgnoreError();
             break;
           default:
-            svc_->GetReplicaList(t, k);
+            svc_->GetReplicaList(t, k).status().IgnoreError();
             svc_->ExistKey(t, k, false);
         }
       }
@@ -549,7 +549,8 @@ TEST_F(LimitsTest, RacingRequestsLeaveNoTenantBehind) {
   }
   for (auto& th : threads) th.join();
   EXPECT_LE(svc_->tenant_count(), 4u);
-  for (int t = 0; t < 4; ++t) svc_->RemoveAll(fmt::format("t{}", t), true);
+  for (int t = 0; t < 4; ++t)
+    EXPECT_TRUE(svc_->RemoveAll(fmt::format("t{}", t), true).ok());
   EXPECT_EQ(svc_->Stats().objects, 0u);
   EXPECT_EQ(svc_->tenant_count(), 0u);
 }

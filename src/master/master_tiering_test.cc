@@ -174,7 +174,9 @@ TEST_F(MasterTieringTest, EvictionTakesKeysWithSsdCopyFirst) {
     std::string k = "k" + std::to_string(i);
     EXPECT_TRUE(HasMemory(k) || HasDisk(k)) << k;
     ssd_only += !HasMemory(k);
-    if (i < 4) EXPECT_TRUE(HasMemory(k)) << k;
+    if (i < 4) {
+      EXPECT_TRUE(HasMemory(k)) << k;
+    }
   }
   EXPECT_EQ(ssd_only, 2);
 }

@@ -69,7 +69,8 @@ class PrefetchBufferTest : public ::testing::Test {
   uint32_t Land(const PromotionTaskMsg& t, bool success = true) {
     auto r = svc_->PromotionAllocStart("holder", "", t.key, t.size, t.task_id);
     if (!r.ok()) {
-      svc_->NotifyPromotion("holder", "", t.key, t.task_id, false);
+      svc_->NotifyPromotion("holder", "", t.key, t.task_id, false)
+          .IgnoreError();
       return 0;
     }
     EXPECT_TRUE(
@@ -145,7 +146,8 @@ TEST_F(PrefetchBufferTest, RouterPromotionLandsOnlyInTheBuffer) {
   auto r = svc_->PromotionAllocStart("holder", "", "b", kBlock, reg[0].task_id);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value().segment->id, main_id_);
-  svc_->NotifyPromotion("holder", "", "b", reg[0].task_id, true);
+  EXPECT_TRUE(
+      svc_->NotifyPromotion("holder", "", "b", reg[0].task_id, true).ok());
   ExpectInvariant();
 }
 
@@ -545,8 +547,7 @@ TEST_F(PrefetchDeadlineTest, ReTriggerExtendsOrClearsTheDeadline) {
   auto got = Pull();
   ASSERT_EQ(got.size(), 2u);
   for (const auto& t : got) {
-    if (t.key == "a") EXPECT_EQ(t.deadline_in_ms, 800);
-    if (t.key == "b") EXPECT_EQ(t.deadline_in_ms, 0);
+    EXPECT_EQ(t.deadline_in_ms, t.key == "a" ? 800 : 0) << t.key;
   }
   EXPECT_EQ(svc_->promotion_counters().expired, 0u);
 }

@@ -497,7 +497,10 @@ void Node::Stop() {
     req.set_node_id(config_.node_id);
     req.set_segment_id(id->load());
     rpc::UnmountSegmentResponse resp;
-    master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp);
+    // Best effort: a master that cannot be told forgets the segment when
+    // the node's heartbeats stop.
+    master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp)
+        .IgnoreError();
     *id = 0;
   }
   if (http_) http_->Stop();

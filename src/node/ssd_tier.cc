@@ -129,6 +129,19 @@ bool RefusedForGood(int code) {
 }
 }  // namespace
 
+void SsdTier::DropCopy(const std::string& tenant, const std::string& key,
+                       uint64_t version) {
+  Status s = storage_->RemoveIfVersion(tenant, key, version);
+  if (s.ok() || s.code() == ErrorCode::OBJECT_NOT_FOUND) return;
+  metrics_
+      .GetCounter("kvpool_node_ssd_remove_failures_total", "",
+                  "SSD copies dropped from the index but not marked dead on "
+                  "disk")
+      .Inc();
+  spdlog::warn("node {}: SSD copy of {}/{} v{}: {}", node_id_, tenant, key,
+               version, s.ToString());
+}
+
 void SsdTier::RegisterWithMaster() {
   std::vector<StoredObject> all = storage_->List();
   size_t dropped = 0, kept = 0;
@@ -167,8 +180,7 @@ void SsdTier::RegisterWithMaster() {
         ++kept;
         continue;
       }
-      storage_->RemoveIfVersion(all[i].tenant, all[i].key,
-                                all[i].object_version);
+      DropCopy(all[i].tenant, all[i].key, all[i].object_version);
       ++dropped;
     }
   }
@@ -415,8 +427,7 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
       // Refused (stale value) or the master could not be told: roll back,
       // so no copy exists that the master does not know of. Only the record
       // this batch wrote: a newer one of the key stays.
-      storage_->RemoveIfVersion(batch[i].tenant(), batch[i].key(),
-                                batch[i].version());
+      DropCopy(batch[i].tenant(), batch[i].key(), batch[i].version());
       ++rolled_back;
     }
   }
@@ -842,8 +853,7 @@ void SsdTier::EvictIfNeeded() {
   for (size_t i = 0; i < cands.size() && int(i) < resp.error_codes_size();
        ++i) {
     if (resp.error_codes(int(i)) == 0) {
-      storage_->RemoveIfVersion(cands[i].tenant, cands[i].key,
-                                cands[i].object_version);
+      DropCopy(cands[i].tenant, cands[i].key, cands[i].object_version);
       ++freed;
     } else {
       ++kept;

@@ -171,6 +171,12 @@ class SsdTier {
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
   void RegisterPrefetches(PrefetchRequest req);
+  // Deletes this version of the key's SSD copy. A copy already gone (or
+  // replaced by a newer one) is fine; one that could not be marked dead on
+  // disk is logged and counted: the master's version floor refuses it if a
+  // restart brings it back.
+  void DropCopy(const std::string& tenant, const std::string& key,
+                uint64_t version);
 
   const SsdTierConfig config_;
   const std::string node_id_;

@@ -49,8 +49,9 @@ BatchingEngine::BatchingEngine(EngineConfig config, Client* client,
 
 BatchingEngine::~BatchingEngine() {
   Drain();
-  for (auto& b : load_bufs_) client_->UnregisterBuffer(b.data());
-  client_->UnregisterBuffer(put_buf_.data());
+  // Teardown: a buffer the client no longer knows is already unregistered.
+  for (auto& b : load_bufs_) client_->UnregisterBuffer(b.data()).IgnoreError();
+  client_->UnregisterBuffer(put_buf_.data()).IgnoreError();
 }
 
 Status BatchingEngine::Start() {

@@ -173,7 +173,7 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
     double x = TimeBatch(c, ssd_only, s, opt.batch, bb, buf.data(), true);
     if (x >= 0) ssd_ms.push_back(x);
   }
-  c.UnregisterBuffer(buf.data());
+  c.UnregisterBuffer(buf.data()).IgnoreError();  // teardown
   if (dram_ms.empty() || ssd_ms.empty()) {
     return Status(ErrorCode::INTERNAL_ERROR,
                   fmt::format("calibration reads: {} DRAM and {} SSD batches "
@@ -232,7 +232,7 @@ Result<Calibration> Calibrate(LocalClusterOptions o,
         if (d >= 0) ms.push_back(d);
       }
       const ClientCounters after = c.counters();
-      c.UnregisterBuffer(pbuf.data());
+      c.UnregisterBuffer(pbuf.data()).IgnoreError();  // teardown
       cal.promoted_batches = int(ms.size());
       cal.promoted_dram_ms = bench::Percentile(ms, 50) / opt.batch;
       cal.promoted_shm_bytes = after.shm_bytes_read - before.shm_bytes_read;

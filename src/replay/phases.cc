@@ -21,7 +21,7 @@ BlockWriter::BlockWriter(Client& client, uint64_t block_bytes, size_t batch)
 }
 
 BlockWriter::~BlockWriter() {
-  if (registered_) client_.UnregisterBuffer(buf_.data());
+  if (registered_) client_.UnregisterBuffer(buf_.data()).IgnoreError();
 }
 
 uint64_t BlockWriter::Put(const std::vector<std::string>& keys,

@@ -21,7 +21,7 @@ SerialEngine::SerialEngine(EngineConfig config, Client* client,
 
 SerialEngine::~SerialEngine() {
   Drain();
-  client_->UnregisterBuffer(buf_.data());
+  client_->UnregisterBuffer(buf_.data()).IgnoreError();  // teardown
 }
 
 Status SerialEngine::Start() {

@@ -1653,7 +1653,9 @@ TEST_F(TcpDataPlaneTest, LoneReadResponsesAreTakenWholeOrRefused) {
     Status s = client.Read(peer.Endpoint(), kNodeId, {&op, 1});
     EXPECT_EQ(s.code(), c.call) << c.name << ": " << s.ToString();
     EXPECT_EQ(op.result, c.op) << c.name;
-    if (c.op == ErrorCode::OK) EXPECT_EQ(out, payload) << c.name;
+    if (c.op == ErrorCode::OK) {
+      EXPECT_EQ(out, payload) << c.name;
+    }
   }
 }
 
