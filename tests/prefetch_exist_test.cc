@@ -212,5 +212,94 @@ TEST_F(PrefetchExistTest, ShutdownDrainsBeforeTheClientGoes) {
     EXPECT_EQ(other->Get(keys[i]).value(), RandomBytes(kValue, i));
 }
 
+// The exist arm's cost (issue #14): an engine's exist is followed at once by
+// its get, which reads the block from the SSD (it never waits), while the
+// promotion the exist triggered waits in the holder's queue and then read
+// the same block from the SSD again. With ssd_read_share_bytes the get's
+// bytes serve the waiting promotion: one disk read for both.
+class SharedReadTest : public PrefetchExistTest,
+                       public ::testing::WithParamInterface<TransportMode> {
+ protected:
+  uint64_t DiskValuesRead() {
+    return cluster_->node(0).ssd()->storage()->GetStats().values_read;
+  }
+  // Exist-triggers a promotion of an SSD-only key, holds it in the holder's
+  // queue, gets the key, then lets the promotion run. Returns the values the
+  // holder read from its disk meanwhile.
+  uint64_t GetWhilePromotionWaits(const std::string& key, Client& c) {
+    SsdTier& tier = *cluster_->node(0).ssd();
+    tier.PausePromotionsForTest(true);
+    const uint64_t before = DiskValuesRead();
+    ExistOptions opts;
+    opts.prefetch_to_memory = true;
+    EXPECT_TRUE(c.BatchIsExist({key}, opts)[0].value());
+    EXPECT_TRUE(WaitUntil([&] { return tier.queued_promotions() == 1; },
+                          std::chrono::seconds(20)));
+    EXPECT_EQ(c.Get(key).value(), RandomBytes(kValue, 0));  // from the SSD
+    tier.PausePromotionsForTest(false);
+    EXPECT_TRUE(WaitUntil([&] { return Tier(c, key) == "memory"; },
+                          std::chrono::seconds(20)));
+    return DiskValuesRead() - before;
+  }
+};
+
+TEST_P(SharedReadTest, GetAndItsWaitingPromotionReadTheDiskOnce) {
+  opts_.num_nodes = 1;
+  opts_.ssd_read_share_bytes = 8 * kValue;
+  Start();
+  auto c = NewClient(true, GetParam());
+  auto keys = MakeSsdOnly(*c, 1);
+  EXPECT_EQ(GetWhilePromotionWaits(keys[0], *c), 1u);
+  SsdTier& tier = *cluster_->node(0).ssd();
+  EXPECT_EQ(
+      tier.metrics().CounterValue("kvpool_node_promotion_shared_reads_total"),
+      1u);
+  // The promoted replica holds the value, and the next get reads it there.
+  const uint64_t ssd_before = c->counters().ssd_bytes_read;
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);
+  // In process the client sees the promotion complete; over TCP it handed
+  // the key to the holder.
+  if (GetParam() == TransportMode::kTcp) {
+    EXPECT_EQ(c->prefetch_stats().delegations, 1u);
+  } else {
+    EXPECT_EQ(c->prefetch_stats().completed, 1u);
+  }
+  EXPECT_EQ(tier.shared_read_stats().held_bytes, 0u);  // nothing kept now
+  EXPECT_EQ(tier.shared_read_stats().offered, 1u);
+}
+
+TEST_P(SharedReadTest, OffByDefaultEveryPromotionReadsTheDisk) {
+  opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient(true, GetParam());
+  auto keys = MakeSsdOnly(*c, 1);
+  EXPECT_EQ(GetWhilePromotionWaits(keys[0], *c), 2u);  // the RFC's chain
+  EXPECT_EQ(cluster_->node(0).ssd()->metrics().CounterValue(
+                "kvpool_node_promotion_shared_reads_total"),
+            0u);
+}
+
+TEST_P(SharedReadTest, BytesOverTheBudgetAreNotKept) {
+  opts_.num_nodes = 1;
+  opts_.ssd_read_share_bytes = kValue / 2;  // smaller than one value
+  Start();
+  auto c = NewClient(true, GetParam());
+  auto keys = MakeSsdOnly(*c, 1);
+  EXPECT_EQ(GetWhilePromotionWaits(keys[0], *c), 2u);
+  EXPECT_EQ(cluster_->node(0).ssd()->shared_read_stats().refused, 1u);
+  EXPECT_EQ(cluster_->node(0).ssd()->shared_read_stats().held_bytes, 0u);
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, SharedReadTest,
+                         ::testing::Values(TransportMode::kAuto,
+                                           TransportMode::kTcp),
+                         [](const auto& info) {
+                           return info.param == TransportMode::kTcp
+                                      ? std::string("Tcp")
+                                      : std::string("SharedMemory");
+                         });
+
 }  // namespace
 }  // namespace kvpool

@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
                       &c.promotion_inflight_bytes,
                       "pipelined promotion executor: bytes in flight at most "
                       "(0 = the RFC's single sequential worker)");
+  kvpool::AddSizeFlag(app, "--ssd_read_share_bytes", &c.ssd_read_share_bytes,
+                      "bytes a get's SSD read may keep for a queued promotion "
+                      "of the same key (0 = off: promotions read the disk)");
   app.add_option("--promotion_workers", c.promotion_workers,
                  "pipelined promotion executor: worker threads")
       ->capture_default_str()

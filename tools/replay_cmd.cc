@@ -154,6 +154,9 @@ class ReplayCommandImpl : public ReplayCommand {
                 &o.promotion_inflight_bytes,
                 "holders' pipelined promotion executor: bytes in flight (0 = "
                 "the RFC's sequential worker)");
+    AddSizeFlag(*cmd_, "--ssd_read_share_bytes", &o.ssd_read_share_bytes,
+                "holders: bytes a get's SSD read may keep for a queued "
+                "promotion of the same key (0 = off)");
     cmd_->add_option("--promotion_workers", o.promotion_workers,
                      "pipelined promotion executor: workers per holder")
         ->capture_default_str();

@@ -60,6 +60,7 @@ Status LocalCluster::Start() {
       nc.promotion_read_batch = options_.promotion_read_batch;
       nc.promotion_inflight_bytes = options_.promotion_inflight_bytes;
       nc.promotion_workers = options_.promotion_workers;
+      nc.ssd_read_share_bytes = options_.ssd_read_share_bytes;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

@@ -44,6 +44,8 @@ Status NodeConfig::Validate() const {
     return bad("promotion_read_batch must be in [1, 1024]");
   if (promotion_workers <= 0 || promotion_workers > 64)
     return bad("promotion_workers must be in [1, 64]");
+  if (ssd_read_share_bytes > 0 && !enable_ssd_offload)
+    return bad("ssd_read_share_bytes needs enable_ssd_offload");
   if (promotion_inflight_bytes > 0 && !enable_ssd_offload)
     return bad("promotion_inflight_bytes needs enable_ssd_offload");
   if ((prefetch_buffer_segment > 0 || promotion_pull) && !enable_ssd_offload)
@@ -152,6 +154,7 @@ Status Node::Start() {
     sc.promotion_read_batch = size_t(config_.promotion_read_batch);
     sc.promotion_inflight_bytes = config_.promotion_inflight_bytes;
     sc.promotion_workers = int(config_.promotion_workers);
+    sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
                                      &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;

@@ -60,6 +60,10 @@ struct NodeConfig {
   // bytes in flight (SsdTierConfig).
   uint64_t promotion_inflight_bytes = 0;
   int64_t promotion_workers = 8;
+  // Bytes a get's SSD read may keep for a queued promotion of the same key,
+  // so one disk read serves both (SharedReads). 0 (the default): off, every
+  // promotion reads the disk.
+  uint64_t ssd_read_share_bytes = 0;
 
   // Grace (ms) past a data-plane capability's expiry before this node
   // refuses it: the bound on how far its wall clock may lag the master's

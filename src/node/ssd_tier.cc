@@ -67,6 +67,24 @@ Status SsdTier::Start() {
     return double(config_.promotion_inflight_bytes);
   });
   metrics_.AddGauge(
+      "kvpool_node_ssd_read_share_held_bytes", "",
+      [this] { return double(shared_reads_.stats().held_bytes); },
+      "bytes of gets' SSD reads kept for queued promotions");
+  metrics_.AddGauge("kvpool_node_ssd_read_share_budget_bytes", "",
+                    [this] { return double(config_.ssd_read_share_bytes); });
+  for (const char* event : {"kept", "refused", "unused"}) {
+    metrics_.AddGauge(
+        "kvpool_node_ssd_read_share_events", fmt::format("event=\"{}\"", event),
+        [this, e = std::string(event)] {
+          auto s = shared_reads_.stats();
+          return double(e == "kept"      ? s.offered
+                        : e == "refused" ? s.refused
+                                         : s.dropped);
+        },
+        "gets' SSD reads kept for a queued promotion, refused for the "
+        "budget, and kept but unused (the promotion went first)");
+  }
+  metrics_.AddGauge(
       "kvpool_node_ssd_disk_full", "",
       [this] { return storage_->GetStats().disk_full ? 1.0 : 0.0; },
       "1 while the SSD's filesystem is full (writes fail fast)");
@@ -217,6 +235,7 @@ void SsdTier::EnqueuePromotions(
                     job.deadline->time_since_epoch())
                     .count();
       }
+      shared_reads_.Want(TenantName(t.tenant()), t.key());
       promotions_.Push(std::move(job), order);
     }
   }
@@ -500,6 +519,8 @@ void SsdTier::PromotionLoop() {
       promo_inflight_ -= bytes;
     }
     cv_.notify_all();
+    for (const auto& j : jobs)
+      shared_reads_.Unwant(TenantName(j.task.tenant()), j.task.key());
     for (size_t k = 0; k < run.size(); ++k) {
       const PromotionJob& j = jobs[run[k]];
       if (j.done) j.done(j.task.key(), got[k].code());
@@ -531,6 +552,7 @@ std::vector<ErrorCode> SsdTier::PrefetchKeys(
       for (auto& c : codes) c = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
       return codes;  // the job is dropped, as the seed asks of a stopped pool
     }
+    for (const auto& k : req.keys) shared_reads_.Want(req.tenant, k);
     prefetches_.push_back(std::move(req));
   }
   cv_.notify_all();
@@ -577,6 +599,7 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
                       fmt::format("result=\"{}\"", ErrorCodeName(code)))
           .Inc();
       if (req.done) req.done(req.keys[i], code);
+      shared_reads_.Unwant(req.tenant, req.keys[i]);
       continue;
     }
     rpc::PromotionTask t;
@@ -662,6 +685,11 @@ class PromotionReporter {
 };
 }  // namespace
 
+const std::string& SsdTier::TenantName(const std::string& tenant) {
+  static const std::string kDefault = "default";
+  return tenant.empty() ? kDefault : tenant;
+}
+
 void SsdTier::ReportExpired(std::span<const rpc::PromotionTask> tasks) {
   if (tasks.empty()) return;
   PromotionReporter report(master_, &metrics_, node_id_, tasks, &batch_rpcs_,
@@ -742,21 +770,49 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   // into directly (O_DIRECT, no staging buffer, no copy: if the read fails
   // the replica's bytes are garbage, but the master drops a replica whose
   // promotion failed). Any other goes through a staging buffer.
+  //
+  // A key whose bytes a get has just read from this SSD (SharedReads) is
+  // not read again: those bytes, from the record version still on disk, are
+  // copied in instead.
   std::vector<std::unique_ptr<storage::AlignedBuffer>> buffers(staged.size());
   std::vector<ReadItem> reads;
+  std::vector<Result<uint64_t>> got(staged.size(), ErrorCode::INTERNAL_ERROR);
+  std::vector<size_t> from_disk;  // indices into staged
+  std::vector<bool> shared_used(staged.size(), false);
   for (size_t j = 0; j < staged.size(); ++j) {
     const size_t i = staged[j];
     const rpc::MemoryLocation& loc = locs[i];
     uint8_t* dst =
         segments_->Resolve(loc.segment_id(), loc.offset(), loc.length());
+    const std::string& tenant = TenantName(tasks[i].tenant());
+    SharedReads::Bytes shared = shared_reads_.Take(tenant, tasks[i].key());
+    if (shared.data && shared.size == tasks[i].size()) {
+      auto now = storage_->LookupVersion(tenant, tasks[i].key());
+      if (now.ok() && now.value() == shared.version) {
+        if (dst != nullptr) {
+          std::memcpy(dst, shared.data->data(), shared.size);
+        } else {
+          buffers[j] = std::move(shared.data);
+        }
+        got[j] = shared.size;
+        shared_used[j] = true;
+        metrics_.GetCounter("kvpool_node_promotion_shared_reads_total").Inc();
+        continue;
+      }
+    }
     if (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 4096 != 0) {
       buffers[j] = std::make_unique<storage::AlignedBuffer>(tasks[i].size());
       dst = buffers[j]->data();
     }
     reads.push_back(
         ReadItem{tasks[i].tenant(), tasks[i].key(), dst, tasks[i].size()});
+    from_disk.push_back(j);
   }
-  auto got = storage_->BatchRead(reads);
+  if (!reads.empty()) {
+    auto read = storage_->BatchRead(reads);
+    for (size_t r = 0; r < from_disk.size(); ++r)
+      got[from_disk[r]] = std::move(read[r]);
+  }
   // 3. Write each into its staged replica: a local segment directly, a
   // remote one over the data plane.
   for (size_t j = 0; j < staged.size(); ++j) {
@@ -771,7 +827,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       continue;
     }
     if (!buffers[j]) {
-      metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
+      if (!shared_used[j])  // read by O_DIRECT straight into the replica
+        metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
     } else if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
                                                  loc.length())) {
       std::memcpy(dst, buffers[j]->data(), tasks[i].size());
@@ -802,6 +859,16 @@ void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
     items.push_back(ReadItem{op.tenant.empty() ? "default" : op.tenant, op.key,
                              op.dest, op.length});
   }
+  // A key a queued promotion wants: note its record's version before the
+  // read, so the bytes are kept only if the record did not change under it.
+  std::vector<std::optional<uint64_t>> share(ops.size());
+  if (shared_reads_.enabled()) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!shared_reads_.Wanted(items[i].tenant, items[i].key)) continue;
+      auto v = storage_->LookupVersion(items[i].tenant, items[i].key);
+      if (v.ok()) share[i] = v.value();
+    }
+  }
   auto got = storage_->BatchRead(items);
   uint64_t bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -815,6 +882,14 @@ void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
     } else {
       ops[i].result = ErrorCode::OK;
       bytes += ops[i].length;
+      auto after = share[i]
+                       ? storage_->LookupVersion(items[i].tenant, items[i].key)
+                       : Result<uint64_t>(ErrorCode::OBJECT_NOT_FOUND);
+      if (after.ok() && after.value() == *share[i]) {
+        shared_reads_.Offer(
+            items[i].tenant, items[i].key, *share[i],
+            {static_cast<const uint8_t*>(ops[i].dest), ops[i].length});
+      }
     }
   }
   metrics_.GetCounter("kvpool_node_ssd_read_bytes_total").Inc(bytes);

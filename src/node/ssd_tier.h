@@ -33,6 +33,7 @@
 #include "common/deadline_queue.h"
 #include "common/metrics.h"
 #include "kvpool.pb.h"
+#include "node/shared_reads.h"
 #include "storage/file_storage.h"
 #include "transport/data_plane_types.h"
 #include "transport/segment_table.h"
@@ -69,6 +70,10 @@ struct SsdTierConfig {
   // starts no second batch (it runs as the sequential worker would).
   uint64_t promotion_inflight_bytes = 0;
   int promotion_workers = 8;
+  // Budget of SharedReads: a get's SSD read of a key whose promotion waits
+  // in this holder's queue is kept (copied) for it, and the promotion then
+  // skips its disk read. 0: off.
+  uint64_t ssd_read_share_bytes = 0;
 };
 
 // What the pull thread did (tests and benches check the RFC's cadence).
@@ -131,6 +136,8 @@ class SsdTier {
   // Promotion bytes in flight now, and the most there ever were.
   uint64_t promotion_inflight_bytes() const;
   uint64_t promotion_inflight_peak() const { return promo_peak_.load(); }
+  // Gets' SSD reads kept for queued promotions (ssd_read_share_bytes).
+  SharedReads::Stats shared_read_stats() const { return shared_reads_.stats(); }
   // False once an older master refused the batch promotion RPCs.
   bool batch_rpcs() const { return batch_rpcs_.load(); }
   // Test hook: a holder that stops pulling (its tasks wait for the reaper).
@@ -171,6 +178,8 @@ class SsdTier {
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
   void RegisterPrefetches(PrefetchRequest req);
+  // The master's name for the empty tenant ("default"), as offload stored.
+  static const std::string& TenantName(const std::string& tenant);
   // Deletes this version of the key's SSD copy. A copy already gone (or
   // replaced by a newer one) is fine; one that could not be marked dead on
   // disk is logged and counted: the master's version floor refuses it if a
@@ -185,6 +194,7 @@ class SsdTier {
   TcpDataClient* tcp_;
   std::unique_ptr<FileStorage> storage_;
   MetricsRegistry metrics_;
+  SharedReads shared_reads_{config_.ssd_read_share_bytes};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -130,6 +130,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.promotion_read_batch = o.promotion_read_batch;
   c.promotion_inflight_bytes = o.promotion_inflight_bytes;
   c.promotion_workers = o.promotion_workers;
+  c.ssd_read_share_bytes = o.ssd_read_share_bytes;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }

@@ -261,6 +261,8 @@ class ProcessCluster : public ReplayCluster {
                                  o_.promotion_inflight_bytes));
         na.push_back(
             fmt::format("--promotion_workers={}", o_.promotion_workers));
+        na.push_back(
+            fmt::format("--ssd_read_share_bytes={}", o_.ssd_read_share_bytes));
       }
       auto n = Spawn(id, bin_dir_ + "/kvpool-node", na, nlog);
       if (!n.ok()) return n.status();

@@ -433,6 +433,7 @@ json BuildReport(const ReportInput& in) {
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
       {"promotion_workers", o.promotion_workers},
+      {"ssd_read_share_bytes", o.ssd_read_share_bytes},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
       {"engine", EngineKindName(o.engine)},

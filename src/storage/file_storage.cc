@@ -731,6 +731,7 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
         std::memcpy(p.dest + p.direct, p.bounce.data(), e.value_len - p.direct);
       }
       out[p.item] = e.value_len;
+      values_read_.fetch_add(1);
     }
     todo = std::move(retry);
   }
@@ -1042,6 +1043,7 @@ FileStorageStats FileStorage::GetStats() const {
   s.records = index_.size();
   s.corrupt_skipped = corrupt_skipped_.load();
   s.corrupt_reads = corrupt_reads_.load();
+  s.values_read = values_read_.load();
   s.read_errors = read_errors_.load();
   s.write_errors = write_errors_.load();
   s.gc_runs = gc_runs_.load();

@@ -97,6 +97,7 @@ struct FileStorageStats {
   uint64_t records = 0;
   uint64_t corrupt_skipped = 0;  // damaged records skipped by the Open scan
   uint64_t corrupt_reads = 0;    // reads that failed a checksum
+  uint64_t values_read = 0;      // values read from the disk and verified
   uint64_t read_errors = 0;
   uint64_t write_errors = 0;
   uint64_t gc_runs = 0;
@@ -219,6 +220,7 @@ class FileStorage {
   std::atomic<uint64_t> bytes_live_{0};
   std::atomic<uint64_t> corrupt_skipped_{0};
   std::atomic<uint64_t> corrupt_reads_{0};
+  std::atomic<uint64_t> values_read_{0};
   std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> write_errors_{0};
   std::atomic<uint64_t> gc_runs_{0};
