@@ -36,9 +36,13 @@ struct BenchOptions {
 
   // router-prefetch
   uint64_t router_block_bytes = 1ull << 20;
-  int router_requests = 6;     // requests per (window, holder mode)
-  int router_blocks = 4;       // SSD-only blocks per request
-  int router_rate_keys = 256;  // blocks triggered at once for the rate
+  int router_requests = 6;        // requests per (window, holder mode)
+  int router_blocks = 4;          // SSD-only blocks per request
+  int router_rate_keys = 256;     // blocks triggered at once for the rate
+  bool router_rate_only = false;  // skip part (a)
+  std::vector<std::string> router_rate_modes;  // empty: every mode
+  int router_rate_rounds = 1;    // each round: every mode's cell, then its fio
+  bool router_rate_puts = true;  // a client puts while promotions run
 
   // restart
   std::vector<uint64_t> restart_objects = {10000, 100000, 1000000};

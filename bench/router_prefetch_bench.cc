@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -293,7 +294,8 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   std::atomic<bool> promoting{true};
   std::atomic<int> put_failures{0};
   std::thread puts([&] {
-    for (int i = 0; promoting.load() && i < 1000; ++i) {
+    for (int i = 0; opts.router_rate_puts && promoting.load() && i < 1000;
+         ++i) {
       const double t = NowSec();
       if (!putter
                ->Put(fmt::format("put-under-{}", i), Value(uint64_t(i), value))
@@ -362,6 +364,112 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   return row;
 }
 
+// The median over rounds of each mode's cell: keys/s, fio and put
+// latencies each by its own median; queued/promoted/keys from the round
+// whose rate is the median.
+std::vector<RateRow> MedianRows(
+    const std::vector<std::vector<RateRow>>& by_round) {
+  std::vector<RateRow> out;
+  if (by_round.empty()) return out;
+  for (size_t m = 0; m < by_round[0].size(); ++m) {
+    std::vector<const RateRow*> cells;
+    for (const auto& round : by_round) cells.push_back(&round[m]);
+    std::sort(cells.begin(), cells.end(),
+              [](const RateRow* a, const RateRow* b) {
+                return a->KeysPerSec() < b->KeysPerSec();
+              });
+    RateRow r = *cells[cells.size() / 2];
+    auto median = [&](auto field) {
+      std::vector<double> v;
+      for (const auto* c : cells) v.push_back(field(*c));
+      return Percentile(v, 50);
+    };
+    r.fio_blocks_per_s =
+        median([](const RateRow& c) { return c.fio_blocks_per_s; });
+    r.put_p50_ms = median([](const RateRow& c) { return c.put_p50_ms; });
+    r.put_p99_ms = median([](const RateRow& c) { return c.put_p99_ms; });
+    r.quiet_put_p50_ms =
+        median([](const RateRow& c) { return c.quiet_put_p50_ms; });
+    r.quiet_put_p99_ms =
+        median([](const RateRow& c) { return c.quiet_put_p99_ms; });
+    out.push_back(r);
+  }
+  return out;
+}
+
+void PrintRates(const BenchOptions& opts, const std::vector<RateRow>& rates,
+                const std::vector<std::vector<RateRow>>& by_round) {
+  std::printf(
+      "\n(b) promotions per second of one holder, %d x 1 MiB blocks "
+      "triggered at once (RFC single-worker ceiling: 100-200 keys/s)\n",
+      opts.router_rate_keys);
+  std::printf("%-17s %9s %9s %10s %12s %6s %12s %8s %22s %18s\n", "holder",
+              "keys", "promoted", "seconds", "keys/s", "depth", "fio_blk/s",
+              "vs_fio", "put p50/p99 promoting", "put p50/p99 quiet");
+  for (const auto& r : rates) {
+    std::string rate =
+        r.Throttled() ? fmt::format("throttled ({}/{} queued{})", r.queued,
+                                    r.keys, r.settled ? "" : ", not settled")
+                      : fmt::format("{:.0f}", r.KeysPerSec());
+    std::string ratio =
+        !r.Throttled() && r.fio_blocks_per_s > 0
+            ? fmt::format("{:.0f}%", 100 * r.KeysPerSec() / r.fio_blocks_per_s)
+            : "-";
+    std::printf(
+        "%-17s %9d %9d %10.2f %12s %6d %12.0f %8s %22s %18s\n", r.mode.c_str(),
+        r.keys, r.promoted, r.seconds, rate.c_str(), r.depth,
+        r.fio_blocks_per_s, ratio.c_str(),
+        fmt::format("{:.1f}/{:.1f} ms (n={})", r.put_p50_ms, r.put_p99_ms,
+                    r.puts)
+            .c_str(),
+        fmt::format("{:.1f}/{:.1f} ms", r.quiet_put_p50_ms, r.quiet_put_p99_ms)
+            .c_str());
+    if (!r.fio_error.empty()) {
+      std::printf("  fio: %s\n", r.fio_error.c_str());
+    }
+  }
+  if (rates.size() == std::size(kRateModes) && rates[1].KeysPerSec() > 0) {
+    std::printf(
+        "ratio to the sequential pull worker: batch8 %.2fx, batch32 %.2fx, "
+        "batch32 taking 128 per pull %.2fx, heartbeat delivery %.2fx\n",
+        rates[2].KeysPerSec() / rates[1].KeysPerSec(),
+        rates[3].KeysPerSec() / rates[1].KeysPerSec(),
+        rates[4].KeysPerSec() / rates[1].KeysPerSec(),
+        rates[0].KeysPerSec() / rates[1].KeysPerSec());
+    std::printf(
+        "pull-* take at most 32 tasks per 100 ms pull (a 320 keys/s cap) "
+        "unless named otherwise; batchN = N SSD reads per submission and "
+        "one AllocStart/Notify round trip per N keys.\n");
+  }
+
+  if (by_round.size() > 1) {
+    std::printf(
+        "\n%zu rounds (modes take turns in each, fio right after each cell); "
+        "the rows above are medians. Per round, keys/s / fio blocks/s:\n",
+        by_round.size());
+    for (size_t m = 0; m < rates.size(); ++m) {
+      std::vector<double> ratios;
+      std::string line;
+      for (const auto& round : by_round) {
+        const RateRow& c = round[m];
+        if (c.Throttled() || c.fio_blocks_per_s <= 0) {
+          line += " -";
+          continue;
+        }
+        ratios.push_back(c.KeysPerSec() / c.fio_blocks_per_s);
+        line += fmt::format(" {:.0f}/{:.0f}={:.0f}%", c.KeysPerSec(),
+                            c.fio_blocks_per_s, 100 * ratios.back());
+      }
+      std::printf(
+          "%-17s median ratio %s:%s\n", rates[m].mode.c_str(),
+          ratios.empty()
+              ? "-"
+              : fmt::format("{:.0f}%", 100 * Percentile(ratios, 50)).c_str(),
+          line.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int RunRouterPrefetchBench(const BenchOptions& opts) {
@@ -372,9 +480,27 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
   double t0 = NowSec();
   std::vector<ShareCell> share;
   std::vector<double> main_ratios;
+  std::vector<HolderMode> rate_modes;
+  for (const auto& m : kRateModes) {
+    if (opts.router_rate_modes.empty() ||
+        std::find(opts.router_rate_modes.begin(), opts.router_rate_modes.end(),
+                  m.name) != opts.router_rate_modes.end()) {
+      rate_modes.push_back(m);
+    }
+  }
+  if (rate_modes.size() < std::max<size_t>(1, opts.router_rate_modes.size())) {
+    std::fprintf(stderr, "unknown holder mode in --rate_modes; known:");
+    for (const auto& m : kRateModes)
+      std::fprintf(stderr, " %s", m.name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  const int rounds = std::max(1, opts.router_rate_rounds);
   int step = 0;
-  const int steps = int(std::size(kShareModes) + std::size(kRateModes));
+  const int steps = (opts.router_rate_only ? 0 : int(std::size(kShareModes))) +
+                    rounds * int(rate_modes.size());
   for (const auto& mode : kShareModes) {
+    if (opts.router_rate_only) break;
     std::fprintf(stderr, "[%d/%d] DRAM share vs window, holder %s\n", ++step,
                  steps, mode.name.c_str());
     double ratio = 0;
@@ -382,15 +508,28 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
     main_ratios.push_back(ratio);
     share.insert(share.end(), cells.begin(), cells.end());
   }
-  std::vector<RateRow> rates;
-  for (const auto& mode : kRateModes) {
-    std::fprintf(stderr, "[%d/%d] promotion rate, holder %s\n", ++step, steps,
-                 mode.name.c_str());
-    rates.push_back(RunRate(opts, root + "/rate-" + mode.name, mode));
+  // rounds[r][m]: round r of mode m. Modes take turns within a round, so a
+  // drifting disk moves every mode's cells alike.
+  std::vector<std::vector<RateRow>> by_round;
+  for (int r = 0; r < rounds; ++r) {
+    by_round.emplace_back();
+    for (const auto& mode : rate_modes) {
+      std::fprintf(stderr, "[%d/%d] promotion rate, holder %s (round %d)\n",
+                   ++step, steps, mode.name.c_str(), r + 1);
+      by_round.back().push_back(RunRate(
+          opts, fmt::format("{}/rate-{}-{}", root, mode.name, r), mode));
+      std::filesystem::remove_all(
+          fmt::format("{}/rate-{}-{}", root, mode.name, r));
+    }
   }
   std::filesystem::remove_all(root);
   std::fprintf(stderr, "done in %.1f s\n", NowSec() - t0);
-  if (share.empty() || rates.empty()) return 1;
+  const std::vector<RateRow> rates = MedianRows(by_round);
+  if ((!opts.router_rate_only && share.empty()) || rates.empty()) return 1;
+  if (opts.router_rate_only) {
+    PrintRates(opts, rates, by_round);
+    return 0;
+  }
 
   std::printf(
       "\nkvpool bench router-prefetch: 2 nodes x %s main DRAM held at "
@@ -435,48 +574,7 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
       "errors %d, throttled triggers %d.\n",
       errors, throttled);
 
-  std::printf(
-      "\n(b) promotions per second of one holder, %d x 1 MiB blocks "
-      "triggered at once (RFC single-worker ceiling: 100-200 keys/s)\n",
-      opts.router_rate_keys);
-  std::printf("%-17s %9s %9s %10s %12s %6s %12s %8s %22s %18s\n", "holder",
-              "keys", "promoted", "seconds", "keys/s", "depth", "fio_blk/s",
-              "vs_fio", "put p50/p99 promoting", "put p50/p99 quiet");
-  for (const auto& r : rates) {
-    std::string rate =
-        r.Throttled() ? fmt::format("throttled ({}/{} queued{})", r.queued,
-                                    r.keys, r.settled ? "" : ", not settled")
-                      : fmt::format("{:.0f}", r.KeysPerSec());
-    std::string ratio =
-        !r.Throttled() && r.fio_blocks_per_s > 0
-            ? fmt::format("{:.0f}%", 100 * r.KeysPerSec() / r.fio_blocks_per_s)
-            : "-";
-    std::printf(
-        "%-17s %9d %9d %10.2f %12s %6d %12.0f %8s %22s %18s\n", r.mode.c_str(),
-        r.keys, r.promoted, r.seconds, rate.c_str(), r.depth,
-        r.fio_blocks_per_s, ratio.c_str(),
-        fmt::format("{:.1f}/{:.1f} ms (n={})", r.put_p50_ms, r.put_p99_ms,
-                    r.puts)
-            .c_str(),
-        fmt::format("{:.1f}/{:.1f} ms", r.quiet_put_p50_ms, r.quiet_put_p99_ms)
-            .c_str());
-    if (!r.fio_error.empty()) {
-      std::printf("  fio: %s\n", r.fio_error.c_str());
-    }
-  }
-  if (rates[1].KeysPerSec() > 0) {
-    std::printf(
-        "ratio to the sequential pull worker: batch8 %.2fx, batch32 %.2fx, "
-        "batch32 taking 128 per pull %.2fx, heartbeat delivery %.2fx\n",
-        rates[2].KeysPerSec() / rates[1].KeysPerSec(),
-        rates[3].KeysPerSec() / rates[1].KeysPerSec(),
-        rates[4].KeysPerSec() / rates[1].KeysPerSec(),
-        rates[0].KeysPerSec() / rates[1].KeysPerSec());
-    std::printf(
-        "pull-* take at most 32 tasks per 100 ms pull (a 320 keys/s cap) "
-        "unless named otherwise; batchN = N SSD reads per submission and "
-        "one AllocStart/Notify round trip per N keys.\n");
-  }
+  PrintRates(opts, rates, by_round);
 
   if (!opts.json_path.empty()) {
     std::ofstream out(opts.json_path);

@@ -314,6 +314,22 @@ int main(int argc, char** argv) {
       ->add_option("--rate_keys", bench_opts.router_rate_keys,
                    "blocks triggered at once for the promotion rate")
       ->capture_default_str();
+  bench_router->add_flag("--rate_only", bench_opts.router_rate_only,
+                         "only part (b), the promotion rate");
+  bench_router
+      ->add_option("--rate_modes", bench_opts.router_rate_modes,
+                   "holder modes of part (b) (default: all)")
+      ->delimiter(',');
+  bench_router
+      ->add_option("--rate_rounds", bench_opts.router_rate_rounds,
+                   "rounds of part (b): every mode, then fio, per round; "
+                   "medians reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  bench_router
+      ->add_option("--rate_puts", bench_opts.router_rate_puts,
+                   "a second client puts 1 MiB values while promotions run")
+      ->capture_default_str();
   kvpool::AddSizeFlag(*bench_router, "--block_size",
                       &bench_opts.router_block_bytes, "bytes per block");
   kvpool::AddSizeFlag(*bench_router, "--dram", &bench_opts.node_dram_bytes,
