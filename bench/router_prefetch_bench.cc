@@ -55,6 +55,7 @@ struct HolderMode {
   int64_t max_per_pull = 32;
   uint64_t inflight_bytes = 0;  // > 0: the pipelined promotion executor
   int workers = 4;
+  uint64_t staging_bytes = 0;  // > 0: huge-page staging pool for the reads
   // Reads the holder keeps at the disk at once, for fio's queue depth.
   int Depth(uint64_t value) const {
     if (inflight_bytes == 0) return int(read_batch);
@@ -85,6 +86,10 @@ const HolderMode kRateModes[] = {
     {"pipe-32MiB", false, 8, 32, 32ull << 20},
     {"pipe-32MiB-b16", false, 16, 32, 32ull << 20},
     {"pipe-32MiB-w8", false, 8, 32, 32ull << 20, 8},
+    // The same with the reads staged in huge pages and copied, instead of
+    // read into the (4 KiB-page) segment in place.
+    {"pipe-32MiB-w8-huge", false, 8, 32, 32ull << 20, 8, 32ull << 20},
+    {"pipe-32MiB-huge", false, 8, 32, 32ull << 20, 4, 32ull << 20},
 };
 
 LocalClusterOptions ClusterOptions(const BenchOptions& opts,
@@ -110,6 +115,7 @@ LocalClusterOptions ClusterOptions(const BenchOptions& opts,
   o.promotion_max_per_pull = mode.max_per_pull;
   o.promotion_inflight_bytes = mode.inflight_bytes;
   o.promotion_workers = mode.workers;
+  o.promotion_staging_bytes = mode.staging_bytes;
   return o;
 }
 

@@ -4,11 +4,15 @@
 // id (both printed by /status).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "client/master_client.h"
+#include "common/capability.h"
 #include "kvpool/local_cluster.h"
+#include "master/master_server.h"
 #include "node/node.h"
 #include "tests/test_util.h"
 #include "transport/tcp_data_client.h"
@@ -164,6 +168,136 @@ TEST_F(CapabilityClusterTest, AValidWriteTokenCannotChangeACompleteValue) {
   EXPECT_EQ(w[0].result, ErrorCode::INVALID_WRITE);
   EXPECT_EQ(client_->Get("done").value(), v);
 }
+
+// A put's write token outlives its value by a few seconds: A is put, then
+// removed, and B takes A's range while A's token is still valid. A's WRITE
+// must not land on B. The node refuses it because B's grant has a newer
+// write generation than A's and has written the range (write generations,
+// docs/security.md), whether or not its DRAM directory knows B yet, and on
+// a node without a directory at all. Parameter: NodeConfig::dram_directory.
+class StaleWriteTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    LocalClusterOptions o;
+    o.num_nodes = 1;
+    o.dram_directory = GetParam();
+    // The node hands freed ranges back at its heartbeat.
+    o.heartbeat_interval_ms = 50;
+    cluster_ = std::make_unique<LocalCluster>(o);
+    ASSERT_TRUE(cluster_->Start().ok());
+    ClientConfig c;
+    c.transport = TransportMode::kTcp;
+    client_ = cluster_->NewClient(c).value();
+    master_ = std::make_unique<MasterClient>(cluster_->master_address(), 5000);
+  }
+
+  rpc::MemoryLocation PutStart(const std::string& key, uint64_t size) {
+    rpc::PutStartRequest ps;
+    ps.set_tenant("default");
+    ps.set_key(key);
+    ps.set_size(size);
+    rpc::PutStartResponse pr;
+    EXPECT_TRUE(
+        master_->Call(&rpc::MasterService::Stub::PutStart, ps, &pr).ok());
+    EXPECT_EQ(pr.error_code(), 0);
+    EXPECT_EQ(pr.replicas_size(), 1);
+    return pr.replicas_size() == 1 ? pr.replicas(0).memory()
+                                   : rpc::MemoryLocation();
+  }
+
+  void PutEnd(const std::string& key) {
+    rpc::KeyRequest end;
+    end.set_tenant("default");
+    end.set_key(key);
+    rpc::KeyStatus es;
+    ASSERT_TRUE(
+        master_->Call(&rpc::MasterService::Stub::PutEnd, end, &es).ok());
+    ASSERT_EQ(es.error_code(), 0);
+  }
+
+  // A raw WRITE of `bytes` into the whole of `loc`, with `loc`'s token.
+  ErrorCode RawWrite(const rpc::MemoryLocation& loc, const std::string& bytes) {
+    Node& node = cluster_->node(0);
+    std::vector<WriteOp> w = {{loc.segment_id(), loc.offset(), loc.length(),
+                               reinterpret_cast<const uint8_t*>(bytes.data())}};
+    w[0].grant = GrantOf(loc);
+    EXPECT_TRUE(raw_.Write(node.data_endpoint(), node.node_id(), w).ok());
+    return w[0].result;
+  }
+
+  // Puts A through the raw data plane, keeping its location and write
+  // token, then removes it and waits until its range is free again.
+  rpc::MemoryLocation PutAndRemoveA(uint64_t size) {
+    const rpc::MemoryLocation a = PutStart("a", size);
+    EXPECT_EQ(RawWrite(a, RandomBytes(size, 21)), ErrorCode::OK);
+    PutEnd("a");
+    EXPECT_TRUE(client_->Remove("a").ok());
+    // With a directory the range is reusable once the node has dropped A.
+    EXPECT_TRUE(kvpool::testing::WaitUntil(
+        [&] {
+          return cluster_->master().service().segments().HeldBytes(
+                     SegmentKind::kMain) == 0;
+        },
+        std::chrono::seconds(10)));
+    return a;
+  }
+
+  static uint64_t Generation(const rpc::MemoryLocation& loc) {
+    return loc.capability().size() == cap::kTokenSize
+               ? cap::TokenGeneration(
+                     reinterpret_cast<const uint8_t*>(loc.capability().data()))
+               : 0;
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<MasterClient> master_;
+  TcpDataClient raw_;
+};
+
+// B is complete (put by a client over TCP) when A's write arrives.
+TEST_P(StaleWriteTest, ARemovedValuesTokenCannotOverwriteItsSuccessor) {
+  constexpr uint64_t kSize = 64 << 10;
+  const rpc::MemoryLocation a = PutAndRemoveA(kSize);
+  const std::string b = RandomBytes(kSize, 22);
+  ASSERT_TRUE(client_->Put("b", b).ok());
+  rpc::KeyRequest req;
+  req.set_tenant("default");
+  req.set_key("b");
+  rpc::GetReplicaListResponse got;
+  ASSERT_TRUE(
+      master_->Call(&rpc::MasterService::Stub::GetReplicaList, req, &got).ok());
+  ASSERT_EQ(got.replicas_size(), 1);
+  ASSERT_EQ(got.replicas(0).memory().segment_id(), a.segment_id());
+  ASSERT_EQ(got.replicas(0).memory().offset(), a.offset());  // A's range
+  // A read token carries no generation.
+  EXPECT_EQ(Generation(got.replicas(0).memory()), 0u);
+
+  EXPECT_EQ(RawWrite(a, std::string(kSize, 'X')), ErrorCode::INVALID_WRITE);
+  EXPECT_EQ(client_->Get("b").value(), b);
+}
+
+// B's put is still in flight (written, not yet complete) when A's write
+// arrives: the window the directory guard cannot close.
+TEST_P(StaleWriteTest, ARemovedValuesTokenCannotOverwriteAPutInFlight) {
+  constexpr uint64_t kSize = 64 << 10;
+  const rpc::MemoryLocation a = PutAndRemoveA(kSize);
+  const rpc::MemoryLocation b_loc = PutStart("b", kSize);
+  ASSERT_EQ(b_loc.segment_id(), a.segment_id());
+  ASSERT_EQ(b_loc.offset(), a.offset());  // A's range
+  EXPECT_GT(Generation(b_loc), Generation(a));
+  const std::string b = RandomBytes(kSize, 23);
+  ASSERT_EQ(RawWrite(b_loc, b), ErrorCode::OK);
+
+  EXPECT_EQ(RawWrite(a, std::string(kSize, 'X')), ErrorCode::INVALID_WRITE);
+  PutEnd("b");
+  EXPECT_EQ(client_->Get("b").value(), b);
+}
+
+INSTANTIATE_TEST_SUITE_P(DramDirectory, StaleWriteTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "On" : "Off";
+                         });
 
 // Old-peer degradation: a master that signs nothing (an older one, or
 // --data_capabilities=false) gives the node no key, and the node serves

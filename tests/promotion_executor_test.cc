@@ -66,6 +66,29 @@ TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
   EXPECT_EQ(pc.in_flight, 0u);
 }
 
+TEST_F(PromotionExecutorTest, StagingPoolReadsThenCopiesEveryKeyIntact) {
+  // Two slots for four workers: some reads wait for no slot and fall back
+  // to reading in place; every value lands intact either way.
+  opts_.promotion_staging_bytes = 2 * kValue;
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 12);
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(client->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+  }
+  SsdTier* tier = cluster_->node(0).ssd();
+  const uint64_t pooled = tier->metrics().CounterValue(
+      "kvpool_node_promotion_staged_in_pool_total", "");
+  const uint64_t in_place =
+      tier->metrics().CounterValue("kvpool_node_promotion_in_place_total", "");
+  EXPECT_GT(pooled, 0u);
+  EXPECT_EQ(pooled + in_place, 12u);
+  EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 12u);
+}
+
 TEST_F(PromotionExecutorTest, ATaskLargerThanTheBudgetRunsAlone) {
   opts_.promotion_inflight_bytes = kValue / 2;
   Start();

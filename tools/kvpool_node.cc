@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
                       &c.promotion_inflight_bytes,
                       "pipelined promotion executor: bytes in flight at most "
                       "(0 = the RFC's single sequential worker)");
+  kvpool::AddSizeFlag(app, "--promotion_staging_bytes",
+                      &c.promotion_staging_bytes,
+                      "huge-page staging memory for promotion reads (0 = read "
+                      "straight into the replica)");
   kvpool::AddSizeFlag(app, "--ssd_read_share_bytes", &c.ssd_read_share_bytes,
                       "bytes a get's SSD read may keep for a queued promotion "
                       "of the same key (0 = off: promotions read the disk)");

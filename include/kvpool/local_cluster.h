@@ -52,7 +52,8 @@ struct LocalClusterOptions {
   int64_t promotion_read_batch = 1;
   uint64_t promotion_inflight_bytes = 0;  // 0 = the RFC's sequential worker
   int64_t promotion_workers = 8;
-  uint64_t ssd_read_share_bytes = 0;  // NodeConfig's; 0 = off
+  uint64_t ssd_read_share_bytes = 0;     // NodeConfig's; 0 = off
+  uint64_t promotion_staging_bytes = 0;  // NodeConfig's; 0 = off
   int64_t promotion_task_ttl_sec = 600;
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.
@@ -67,6 +68,8 @@ struct LocalClusterOptions {
   std::string data_tls_ca_file;
   // MasterConfig::data_capabilities (off only to measure their cost).
   bool data_capabilities = true;
+  // NodeConfig::dram_directory of every node.
+  bool dram_directory = true;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

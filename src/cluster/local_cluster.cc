@@ -46,6 +46,7 @@ Status LocalCluster::Start() {
     nc.data_tls_cert_file = options_.data_tls_cert_file;
     nc.data_tls_key_file = options_.data_tls_key_file;
     nc.data_tls_ca_file = options_.data_tls_ca_file;
+    nc.dram_directory = options_.dram_directory;
     if (options_.enable_ssd) {
       nc.enable_ssd_offload = true;
       nc.ssd_offload_path = options_.ssd_root + "/node" + std::to_string(i);
@@ -61,6 +62,7 @@ Status LocalCluster::Start() {
       nc.promotion_inflight_bytes = options_.promotion_inflight_bytes;
       nc.promotion_workers = options_.promotion_workers;
       nc.ssd_read_share_bytes = options_.ssd_read_share_bytes;
+      nc.promotion_staging_bytes = options_.promotion_staging_bytes;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

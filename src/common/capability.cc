@@ -180,4 +180,6 @@ int64_t WallNowMs() {
       .count();
 }
 
+uint64_t TokenGeneration(const uint8_t* token) { return GetLe64(token + 8); }
+
 }  // namespace kvpool::cap

@@ -8,7 +8,10 @@
 //
 // Token (kTokenSize bytes, little-endian):
 //    0 u64 expiry_ms   wall-clock ms (the master's clock) past which it is void
-//   8 u64 generation  the object version it was granted for (0 if none)
+//   8 u64 generation  WRITE range tokens: the grant's write generation,
+//                      greater than that of every earlier write grant of
+//                      the master (0 from a master before generations);
+//                      0 in every other token
 //   16 u32 ops         the kOp* bits it allows
 //   20 u32 reserved    0
 //   24 mac[16]         HMAC-SHA256(key, domain | subject | the fields above),
@@ -81,6 +84,10 @@ class Key {
 
 // Wall-clock ms, the clock tokens' expiries are in.
 int64_t WallNowMs();
+
+// The generation field of `token` (kTokenSize bytes). Only meaningful once
+// the token has verified.
+uint64_t TokenGeneration(const uint8_t* token);
 
 }  // namespace kvpool::cap
 

@@ -55,8 +55,13 @@ void ToProto(const ReplicaDesc& d, const CapGrant& g,
     m->set_data_endpoint(d.segment->data_endpoint);
     m->set_segment_size(d.segment->capacity);
     if (g.memory_ops != 0 && d.segment->cap_key) {
-      m->set_capability(d.segment->cap_key->SignRange(
-          d.segment->id, d.offset, d.length, g.memory_ops, g.expiry_ms, 0));
+      // A write token carries its grant's write generation, so the node can
+      // refuse it once a newer grant has written the range; read tokens 0.
+      const uint64_t generation =
+          (g.memory_ops & cap::kOpWrite) != 0 ? d.write_generation : 0;
+      m->set_capability(d.segment->cap_key->SignRange(d.segment->id, d.offset,
+                                                      d.length, g.memory_ops,
+                                                      g.expiry_ms, generation));
     }
   }
 }

@@ -569,8 +569,15 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
                                     ReplicaKind::kMemory,
                                     ReplicaStatus::kProcessing});
   }
+  // Drawn after the allocation and before the object is published (nobody
+  // can free these ranges before then), so it is greater than the
+  // generation of every earlier owner of any byte of them.
+  const uint64_t write_generation = write_generations_.Next();
   std::vector<ReplicaDesc> out;
-  for (const auto& r : meta.replicas) out.push_back(Describe(r, size));
+  for (const auto& r : meta.replicas) {
+    out.push_back(Describe(r, size));
+    out.back().write_generation = write_generation;
+  }
 
   std::lock_guard<std::mutex> lock(shard.mu);
   // Another put may have raced us between the check and the allocation.

@@ -72,6 +72,11 @@ struct ReplicaDesc {
   uint64_t length = 0;
   std::shared_ptr<const SegmentInfo> segment;  // kMemory
   std::shared_ptr<const NodeInfo> holder;      // kLocalDisk
+  // A replica to be written (PutStart, PromotionAllocStart): the write
+  // generation its WRITE token carries, drawn after its range was allocated
+  // and greater than that of every earlier write grant (docs/security.md).
+  // 0 otherwise.
+  uint64_t write_generation = 0;
 };
 
 struct GetResult {
@@ -495,6 +500,11 @@ class MasterService {
   FrequencySketch sketch_;
 
   VersionClock versions_;
+  // Generations of write grants: one per PutStart or PromotionAllocStart,
+  // drawn once its ranges are allocated and before anyone can free them, so
+  // a range's next owner always has a greater one than its last. A clock of
+  // its own, so that grants do not advance object versions.
+  VersionClock write_generations_;
   VersionFloor floor_;
   LostVersions lost_versions_;
   // Per tenant name (hashed into shared slots, as floor_ does keys):

@@ -58,6 +58,34 @@ TEST_F(MasterServiceTest, PutRefusalsSayWhyWithTheirOwnCodes) {
   EXPECT_TRUE(svc_->PutStart("", "k", 1000, {}).ok());
 }
 
+// Every write grant carries a write generation greater than that of every
+// earlier one, also when it takes the range of a removed value (the node
+// refuses the older value's WRITE token by it); descriptions for readers
+// carry none.
+TEST_F(MasterServiceTest, WriteGrantsCarryIncreasingGenerations) {
+  Mount("a", 1 << 20);
+  auto first = svc_->PutStart("", "first", 1000, {});
+  ASSERT_TRUE(first.ok());
+  const ReplicaDesc a = (*first)[0];
+  EXPECT_GT(a.write_generation, 0u);
+  ASSERT_TRUE(svc_->PutEnd("", "first").ok());
+  ASSERT_TRUE(svc_->Remove("", "first", false).ok());
+  auto second = svc_->PutStart("", "second", 1000, {});
+  ASSERT_TRUE(second.ok());
+  const ReplicaDesc b = (*second)[0];
+  EXPECT_EQ(b.offset, a.offset);  // the removed value's range
+  EXPECT_GT(b.write_generation, a.write_generation);
+  ASSERT_TRUE(svc_->PutEnd("", "second").ok());
+  auto got = svc_->GetReplicaList("", "second");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->replicas[0].write_generation, 0u);
+  PutOptions upsert;
+  upsert.upsert = true;
+  auto third = svc_->PutStart("", "second", 1000, upsert);
+  ASSERT_TRUE(third.ok());
+  EXPECT_GT((*third)[0].write_generation, b.write_generation);
+}
+
 TEST_F(MasterServiceTest, PutGetLifecycle) {
   Mount("a", 1 << 20);
   auto r = svc_->PutStart("", "k", 1000, {});

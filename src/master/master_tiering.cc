@@ -456,7 +456,10 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
   Replica staged{placements[0].offset, placements[0].segment,
                  placements[0].handle, ReplicaKind::kMemory,
                  ReplicaStatus::kProcessing};
-  return Describe(staged, size);
+  ReplicaDesc desc = Describe(staged, size);
+  // Under the shard lock, before the staged range can be freed.
+  desc.write_generation = write_generations_.Next();
+  return desc;
 }
 
 Status MasterService::NotifyPromotion(const std::string& node_id,

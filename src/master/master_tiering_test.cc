@@ -280,6 +280,8 @@ TEST_F(PromotionTest, FrequencyGateThenChainSucceeds) {
       svc_->PromotionAllocStart("ssd-node", "", "cold", 4096, tasks[0].task_id);
   ASSERT_TRUE(staged.ok()) << staged.status().ToString();
   EXPECT_EQ(staged->status, ReplicaStatus::kProcessing);
+  // Staging is a write grant: it has a write generation of its own.
+  EXPECT_GT(staged->write_generation, 0u);
   EXPECT_FALSE(HasMemory("cold"));  // invisible until success
   ASSERT_TRUE(
       svc_->NotifyPromotion("ssd-node", "", "cold", tasks[0].task_id, true)

@@ -44,6 +44,10 @@ Status NodeConfig::Validate() const {
     return bad("promotion_read_batch must be in [1, 1024]");
   if (promotion_workers <= 0 || promotion_workers > 64)
     return bad("promotion_workers must be in [1, 64]");
+  if (promotion_staging_bytes > (64ull << 30))
+    return bad("promotion_staging_bytes must be at most 64GiB");
+  if (promotion_staging_bytes > 0 && !enable_ssd_offload)
+    return bad("promotion_staging_bytes needs enable_ssd_offload");
   if (ssd_read_share_bytes > 0 && !enable_ssd_offload)
     return bad("ssd_read_share_bytes needs enable_ssd_offload");
   if (promotion_inflight_bytes > 0 && !enable_ssd_offload)
@@ -155,6 +159,7 @@ Status Node::Start() {
     sc.promotion_inflight_bytes = config_.promotion_inflight_bytes;
     sc.promotion_workers = int(config_.promotion_workers);
     sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
+    sc.promotion_staging_bytes = config_.promotion_staging_bytes;
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
                                      &table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;
@@ -219,6 +224,17 @@ Status Node::Start() {
         "kvpool_node_data_write_guard_refusals_total", "", [this] {
           return double(data_server_->stats().write_guard_refusals.load());
         });
+    metrics_.AddGauge(
+        "kvpool_node_data_write_generation_refusals_total", "", [this] {
+          return double(data_server_->stats().write_generation_refusals.load());
+        });
+    metrics_.AddGauge(
+        "kvpool_node_data_write_generation_waits_total", "", [this] {
+          return double(data_server_->stats().write_generation_waits.load());
+        });
+    metrics_.AddGauge("kvpool_node_data_write_record_intervals", "", [this] {
+      return double(data_server_->write_record_intervals());
+    });
     metrics_.AddGauge("kvpool_node_data_budget_refusals_total", "", [this] {
       return double(data_server_->stats().budget_refusals.load());
     });

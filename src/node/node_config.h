@@ -64,6 +64,8 @@ struct NodeConfig {
   // so one disk read serves both (SharedReads). 0 (the default): off, every
   // promotion reads the disk.
   uint64_t ssd_read_share_bytes = 0;
+  // Huge-page staging memory for promotion reads (SsdTierConfig's); 0: off.
+  uint64_t promotion_staging_bytes = 0;
 
   // Grace (ms) past a data-plane capability's expiry before this node
   // refuses it: the bound on how far its wall clock may lag the master's

@@ -765,20 +765,30 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     staged.push_back(i);
   }
   if (staged.empty()) return out;
-  // 2. Read every staged key from the SSD in one submission. A staged
-  // replica in this node's own segment at a 4096-aligned address is read
-  // into directly (O_DIRECT, no staging buffer, no copy: if the read fails
-  // the replica's bytes are garbage, but the master drops a replica whose
-  // promotion failed). Any other goes through a staging buffer.
-  //
+  // 2. Read every staged key from the SSD in one submission, into:
+  //  - the staged replica itself, when it is in this node's own segment at
+  //    a 4096-aligned address and no staging pool is configured (O_DIRECT,
+  //    no copy; if the read fails the replica's bytes are garbage, but the
+  //    master drops a replica whose promotion failed);
+  //  - a slot of the staging pool (huge pages: one disk request per value),
+  //    then copied;
+  //  - else a buffer of its own, then copied or written over the network.
   // A key whose bytes a get has just read from this SSD (SharedReads) is
   // not read again: those bytes, from the record version still on disk, are
   // copied in instead.
-  std::vector<std::unique_ptr<storage::AlignedBuffer>> buffers(staged.size());
+  std::vector<const uint8_t*> src(staged.size(), nullptr);  // null: in place
+  std::vector<std::unique_ptr<storage::AlignedBuffer>> owned(staged.size());
+  std::vector<uint8_t*> slots(staged.size(), nullptr);
+  struct SlotGuard {
+    StagingPool* pool;
+    std::vector<uint8_t*>& slots;
+    ~SlotGuard() {
+      for (uint8_t* s : slots) pool->Release(s);
+    }
+  } slot_guard{&staging_, slots};
   std::vector<ReadItem> reads;
   std::vector<Result<uint64_t>> got(staged.size(), ErrorCode::INTERNAL_ERROR);
   std::vector<size_t> from_disk;  // indices into staged
-  std::vector<bool> shared_used(staged.size(), false);
   for (size_t j = 0; j < staged.size(); ++j) {
     const size_t i = staged[j];
     const rpc::MemoryLocation& loc = locs[i];
@@ -789,23 +799,23 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     if (shared.data && shared.size == tasks[i].size()) {
       auto now = storage_->LookupVersion(tenant, tasks[i].key());
       if (now.ok() && now.value() == shared.version) {
-        if (dst != nullptr) {
-          std::memcpy(dst, shared.data->data(), shared.size);
-        } else {
-          buffers[j] = std::move(shared.data);
-        }
+        owned[j] = std::move(shared.data);
+        src[j] = owned[j]->data();
         got[j] = shared.size;
-        shared_used[j] = true;
         metrics_.GetCounter("kvpool_node_promotion_shared_reads_total").Inc();
         continue;
       }
     }
-    if (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 4096 != 0) {
-      buffers[j] = std::make_unique<storage::AlignedBuffer>(tasks[i].size());
-      dst = buffers[j]->data();
+    uint8_t* into = dst;
+    if ((slots[j] = staging_.TryAcquire(tasks[i].size())) != nullptr) {
+      into = slots[j];
+    } else if (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 4096 != 0) {
+      owned[j] = std::make_unique<storage::AlignedBuffer>(tasks[i].size());
+      into = owned[j]->data();
     }
+    if (into != dst) src[j] = into;
     reads.push_back(
-        ReadItem{tasks[i].tenant(), tasks[i].key(), dst, tasks[i].size()});
+        ReadItem{tasks[i].tenant(), tasks[i].key(), into, tasks[i].size()});
     from_disk.push_back(j);
   }
   if (!reads.empty()) {
@@ -826,16 +836,15 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       out[i] = Status(ErrorCode::INVALID_REPLICA, "size changed");
       continue;
     }
-    if (!buffers[j]) {
-      if (!shared_used[j])  // read by O_DIRECT straight into the replica
-        metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
+    if (src[j] == nullptr) {
+      metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
     } else if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
                                                  loc.length())) {
-      std::memcpy(dst, buffers[j]->data(), tasks[i].size());
+      std::memcpy(dst, src[j], tasks[i].size());
     } else {
       std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),
-                                          loc.length(), buffers[j]->data(),
-                                          ErrorCode::OK, GrantOf(loc)}};
+                                          loc.length(), src[j], ErrorCode::OK,
+                                          GrantOf(loc)}};
       Status w = tcp_->Write(loc.data_endpoint(), loc.node_id(), ops);
       if (!w.ok()) {
         out[i] = w;
@@ -846,6 +855,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
         continue;
       }
     }
+    if (slots[j] != nullptr)
+      metrics_.GetCounter("kvpool_node_promotion_staged_in_pool_total").Inc();
     reporter.Succeed(i);
   }
   return out;  // the reporter tells the master every outcome on its way out

@@ -34,6 +34,7 @@
 #include "common/metrics.h"
 #include "kvpool.pb.h"
 #include "node/shared_reads.h"
+#include "node/staging_pool.h"
 #include "storage/file_storage.h"
 #include "transport/data_plane_types.h"
 #include "transport/segment_table.h"
@@ -74,6 +75,12 @@ struct SsdTierConfig {
   // in this holder's queue is kept (copied) for it, and the promotion then
   // skips its disk read. 0: off.
   uint64_t ssd_read_share_bytes = 0;
+  // Bytes of huge-page staging memory for promotion reads (StagingPool):
+  // > 0 reads each promoted value into a slot and copies it into its
+  // replica; 0 (the default) reads straight into a replica in this node's
+  // segment (4 KiB pages: two disk requests per 1 MiB value on a virtio
+  // disk) and into a fresh buffer otherwise.
+  uint64_t promotion_staging_bytes = 0;
 };
 
 // What the pull thread did (tests and benches check the RFC's cadence).
@@ -195,6 +202,7 @@ class SsdTier {
   std::unique_ptr<FileStorage> storage_;
   MetricsRegistry metrics_;
   SharedReads shared_reads_{config_.ssd_read_share_bytes};
+  StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

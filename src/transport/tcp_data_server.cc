@@ -29,6 +29,7 @@
 
 #include "storage/aligned_buffer.h"
 #include "transport/wire_format.h"
+#include "transport/write_order.h"
 
 namespace kvpool {
 namespace {
@@ -313,14 +314,28 @@ class TcpDataServer::Impl {
     write_guard_ = std::move(guard);
   }
   void SetCapabilityKey(std::shared_ptr<const cap::Key> key) {
-    cap_key_.store(std::move(key));
+    std::lock_guard lock(cap_mu_);
+    const std::shared_ptr<const CapState> old = cap_state_.load();
+    // A second segment's mount hands over the same key again: the
+    // generations recorded under it still hold.
+    const bool same = old && old->key && key && old->key->raw() == key->raw();
+    const uint64_t epoch = old ? old->epoch + (same ? 0 : 1) : 1;
+    cap_state_.store(
+        std::make_shared<const CapState>(CapState{std::move(key), epoch}));
+    write_order_.Rekey(epoch);
     cap_locked_.store(false);
   }
   // The key to check tokens with, or null to check nothing; *locked when
-  // every op is to be refused.
-  std::shared_ptr<const cap::Key> CapKey(bool* locked) const {
+  // every op is to be refused. *epoch (if given): which key it is, for
+  // write_order_.
+  std::shared_ptr<const cap::Key> CapKey(bool* locked,
+                                         uint64_t* epoch = nullptr) const {
     *locked = cap_locked_.load();
-    return *locked ? nullptr : cap_key_.load();
+    if (*locked) return nullptr;
+    const std::shared_ptr<const CapState> st = cap_state_.load();
+    if (!st) return nullptr;
+    if (epoch != nullptr) *epoch = st->epoch;
+    return st->key;
   }
 
   Status Start(const std::string& host, uint16_t port);
@@ -328,6 +343,9 @@ class TcpDataServer::Impl {
   uint16_t port() const { return port_.load(std::memory_order_relaxed); }
   const std::string& node_id() const { return node_id_; }
   const TcpDataServerStats& stats() const { return stats_; }
+  size_t write_record_intervals() const {
+    return write_order_.interval_count();
+  }
 
  private:
   // Per-connection buffers, reused across requests. Lives in the session's
@@ -343,7 +361,12 @@ class TcpDataServer::Impl {
     std::vector<wire::Range> ranges;
     std::vector<uint8_t*> targets;  // resolved segment memory, null = rejected
     std::vector<ErrorCode> range_codes;  // why a range was rejected
-    std::vector<uint8_t> response;       // response header + result codes
+    // WRITE: the ops to order by generation (and which range each is), and
+    // the pass that keeps the admitted ones in flight until copied.
+    std::vector<WriteOrder::Op> order_ops;
+    std::vector<uint32_t> order_index;
+    WriteOrder::Pass write_pass;
+    std::vector<uint8_t> response;  // response header + result codes
     std::vector<asio::const_buffer> out;
     std::vector<asio::mutable_buffer> in;
     std::unique_ptr<uint8_t[]> scratch;
@@ -383,8 +406,13 @@ class TcpDataServer::Impl {
   asio::awaitable<bool> Greet(Stream& socket, const wire::Header& h,
                               SessionState& st);
   // Reads the ranges, resolves each against the segment table and fills in
-  // per-op result codes. Returns a reason when the frame is malformed.
+  // per-op result codes; for a WRITE, admits the ops by generation into
+  // write_order_ (st.write_pass). Returns a reason when the frame is
+  // malformed.
   const char* ResolveRanges(const wire::Header& h, SessionState& st);
+  // WRITE ops with a verified token, in write generation order: refuses the
+  // stale ones (INVALID_WRITE) and records the others.
+  void OrderWrites(uint64_t epoch, SessionState& st, uint64_t* rejected);
   void PrepareResponse(const wire::Header& h, ErrorCode status,
                        uint64_t data_len, SessionState& st);
   // A status-0 response whose result codes are st.codes.
@@ -425,10 +453,20 @@ class TcpDataServer::Impl {
   const int ssd_read_threads_;
   const uint64_t max_ssd_read_bytes_;
   const int64_t capability_skew_ms_;
-  // Null: capabilities are not enforced (no master has given this node a
-  // key yet, or an older master that does not sign). Swapped at a mount.
-  std::atomic<std::shared_ptr<const cap::Key>> cap_key_;
+  // The key and which one it is (`epoch` grows whenever its bytes change).
+  struct CapState {
+    std::shared_ptr<const cap::Key> key;
+    uint64_t epoch = 0;
+  };
+  // Null, or a null key: capabilities are not enforced (no master has given
+  // this node a key yet, or an older master that does not sign). Swapped at
+  // a mount.
+  std::atomic<std::shared_ptr<const CapState>> cap_state_;
+  std::mutex cap_mu_;  // serialises SetCapabilityKey
   std::atomic<bool> cap_locked_;
+  // The newest write generation that has written each range (WRITE tokens
+  // carry it), and the writes still copying.
+  WriteOrder write_order_;
   const size_t max_connections_;
   const int64_t idle_timeout_ms_;
   const uint64_t max_key_frame_body_;
@@ -621,6 +659,9 @@ void TcpDataServer::Impl::Stop() {
     ssd_pool_->Stop();
     ssd_pool_.reset();
   }
+  // Sessions waiting for an older write: their resumptions go the same way
+  // (posted unwinding, destroyed with the context), never run.
+  write_order_.DropWaiters();
   acceptor_.reset();
   // Destroying a context destroys every suspended session coroutine on it,
   // and with it each connection's socket; clients see the connection close.
@@ -815,7 +856,8 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
   // Only now, with the whole frame known to be well formed, are ranges
   // resolved; a malformed frame never reaches segment memory.
   bool locked = false;
-  const std::shared_ptr<const cap::Key> key = CapKey(&locked);
+  uint64_t epoch = 0;
+  const std::shared_ptr<const cap::Key> key = CapKey(&locked, &epoch);
   const uint32_t want = static_cast<wire::Op>(h.op) == wire::Op::kRead
                             ? cap::kOpRead
                             : cap::kOpWrite;
@@ -853,6 +895,9 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
           code != ErrorCode::OK ? code : ErrorCode::INVALID_PARAMS;
     }
   }
+  // Only a verified token's generation means anything: without a key,
+  // writes are not ordered.
+  if (key && want == cap::kOpWrite) OrderWrites(epoch, st, &rejected);
   if (rejected > 0) {
     stats_.rejected_ranges.fetch_add(rejected, std::memory_order_relaxed);
   }
@@ -860,6 +905,40 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
     stats_.capability_refusals.fetch_add(refused, std::memory_order_relaxed);
   }
   return nullptr;
+}
+
+void TcpDataServer::Impl::OrderWrites(uint64_t epoch, SessionState& st,
+                                      uint64_t* rejected) {
+  st.order_ops.clear();
+  st.order_index.clear();
+  bool ordered = false;
+  for (uint32_t i = 0; i < st.targets.size(); ++i) {
+    if (st.targets[i] == nullptr) continue;
+    const wire::Range& r = st.ranges[i];
+    const uint64_t generation = cap::TokenGeneration(r.token);
+    ordered = ordered || generation != 0;
+    st.order_ops.push_back(WriteOrder::Op{r.segment_id, r.offset, r.length,
+                                          r.grant_offset, r.grant_length,
+                                          generation});
+    st.order_index.push_back(i);
+  }
+  // Tokens of a master before write generations: nothing to order, and no
+  // lock taken.
+  if (!ordered) return;
+  st.write_pass = write_order_.Admit(epoch, st.order_ops);
+  uint64_t refused = 0;
+  for (size_t j = 0; j < st.order_ops.size(); ++j) {
+    if (st.order_ops[j].admitted) continue;
+    const uint32_t i = st.order_index[j];
+    st.targets[i] = nullptr;
+    st.range_codes[i] = ErrorCode::INVALID_WRITE;
+    ++refused;
+  }
+  if (refused > 0) {
+    *rejected += refused;
+    stats_.write_generation_refusals.fetch_add(refused,
+                                               std::memory_order_relaxed);
+  }
 }
 
 void TcpDataServer::Impl::PrepareResponse(const wire::Header& h,
@@ -1412,6 +1491,31 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
       continue;
     }
 
+    // An older write of an overlapping range may still be copying: this
+    // one's bytes go in after it has finished, never mixed with its stale
+    // ones. Bounded by that write's own transfer (its session ends at the
+    // latest when idle_timeout_ms closes it).
+    if (st.write_pass.blocked()) {
+      stats_.write_generation_waits.fetch_add(1, std::memory_order_relaxed);
+      slot->busy.store(true);
+      const auto ex = co_await asio::this_coro::executor;
+      co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(
+          [this, &st, ex](auto handler) {
+            auto resume =
+                std::make_shared<decltype(handler)>(std::move(handler));
+            auto post = [ex, resume] {
+              asio::post(ex, [resume] {
+                auto& resume_session = *resume;
+                resume_session();
+              });
+            };
+            if (!write_order_.Wait(st.write_pass, post)) post();
+          },
+          asio::use_awaitable);
+      slot->busy.store(false);
+      slot->last_active_ms.store(SteadyNowMs());
+    }
+
     // WRITE: payloads of accepted ops are read straight into the segment;
     // a rejected op's payload is drained so the next op's bytes line up.
     uint64_t written = 0;
@@ -1439,6 +1543,8 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
         left -= n;
       }
     }
+    // Every byte has landed: newer writes of these ranges may go ahead.
+    st.write_pass.Release();
     stats_.bytes_written.fetch_add(written, std::memory_order_relaxed);
     PrepareResponse(h, ErrorCode::OK, 0, st);
     co_await asio::async_write(socket, asio::buffer(st.response),
@@ -1486,6 +1592,10 @@ const std::string& TcpDataServer::node_id() const { return impl_->node_id(); }
 
 const TcpDataServerStats& TcpDataServer::stats() const {
   return impl_->stats();
+}
+
+size_t TcpDataServer::write_record_intervals() const {
+  return impl_->write_record_intervals();
 }
 
 }  // namespace kvpool

@@ -7,7 +7,9 @@
 // own node id, so a client that reaches a different process on a reused
 // port is refused instead of served the wrong segment's bytes. Every range
 // is bounds-checked against its segment; a malformed frame closes the
-// connection without touching memory.
+// connection without touching memory. With capabilities on, a WRITE whose
+// token's generation is older than one that has written its range already
+// is refused (transport/write_order.h).
 #ifndef KVPOOL_TRANSPORT_TCP_DATA_SERVER_H_
 #define KVPOOL_TRANSPORT_TCP_DATA_SERVER_H_
 
@@ -42,6 +44,12 @@ struct TcpDataServerStats {
   std::atomic<uint64_t> capability_refusals{0};
   // WRITE ops the write guard refused (a valid token, a complete value).
   std::atomic<uint64_t> write_guard_refusals{0};
+  // WRITE ops refused because a newer write grant has written part of their
+  // range (a valid token of a value whose range was given to another since).
+  std::atomic<uint64_t> write_generation_refusals{0};
+  // WRITE requests that waited for an older write of an overlapping range
+  // to finish copying before copying their own bytes.
+  std::atomic<uint64_t> write_generation_waits{0};
   // Connections closed at once because every slot was busy, connections
   // closed to make room for a new one (the longest idle first), and
   // connections closed for doing nothing for idle_timeout_ms.
@@ -136,7 +144,9 @@ class TcpDataServer {
   // PREFETCH op needs a token that verifies under it; null serves every op
   // unchecked (a node does so only for a master too old to sign). Any
   // time, thread-safe: a remount swaps it and requests in flight finish
-  // under the old one.
+  // under the old one. A key of other bytes than the current one also
+  // forgets the write generations recorded under the old one (WRITE tokens
+  // are ordered by their generation: transport/write_order.h).
   void SetCapabilityKey(std::shared_ptr<const cap::Key> key);
   // Binds host:port (port 0 = any free port) and starts serving.
   Status Start(const std::string& host, uint16_t port);
@@ -145,6 +155,9 @@ class TcpDataServer {
   uint16_t port() const;
   const std::string& node_id() const;
   const TcpDataServerStats& stats() const;
+  // Ranges in the record of write generations, over all segments (bounded
+  // by the ranges written since the key last changed; tests, metrics).
+  size_t write_record_intervals() const;
 
  private:
   class Impl;
