@@ -67,6 +67,10 @@ Status SsdTier::Start() {
     return double(config_.promotion_inflight_bytes);
   });
   metrics_.AddGauge(
+      "kvpool_node_ssd_values_read", "",
+      [this] { return double(storage_->GetStats().values_read); },
+      "values read from the SSD and verified (gets and promotions)");
+  metrics_.AddGauge(
       "kvpool_node_ssd_read_share_held_bytes", "",
       [this] { return double(shared_reads_.stats().held_bytes); },
       "bytes of gets' SSD reads kept for queued promotions");

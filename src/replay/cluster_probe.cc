@@ -18,6 +18,18 @@ uint64_t NodePromotions(LocalCluster& cluster, size_t i, bool ok) {
       ok ? "result=\"ok\"" : "result=\"failed\"");
 }
 
+uint64_t NodeDiskReads(LocalCluster& cluster, size_t i) {
+  SsdTier* ssd = cluster.node(i).ssd();
+  return ssd == nullptr ? 0 : ssd->storage()->GetStats().values_read;
+}
+
+uint64_t NodeSharedReads(LocalCluster& cluster, size_t i) {
+  SsdTier* ssd = cluster.node(i).ssd();
+  return ssd == nullptr ? 0
+                        : ssd->metrics().CounterValue(
+                              "kvpool_node_promotion_shared_reads_total");
+}
+
 void ReadStatusJson(const nlohmann::json& j, ClusterSnapshot* s) {
   auto u = [&](const nlohmann::json& o, const char* k) -> uint64_t {
     return o.contains(k) && o[k].is_number() ? o[k].get<uint64_t>() : 0;
@@ -62,6 +74,8 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
   s.promo_in_flight = p.in_flight;
   for (size_t i = 0; i < cluster.num_nodes(); ++i) {
     s.node_promotions_ok.push_back(NodePromotions(cluster, i, true));
+    s.node_disk_reads.push_back(NodeDiskReads(cluster, i));
+    s.node_shared_reads.push_back(NodeSharedReads(cluster, i));
   }
   return s;
 }

@@ -27,6 +27,9 @@ struct ClusterSnapshot {
   uint64_t promo_admitted = 0, promo_completed = 0, promo_failed = 0,
            promo_cancelled = 0, promo_expired = 0, promo_in_flight = 0;
   std::vector<uint64_t> node_promotions_ok;  // per node, in node order
+  // Per node: values its SSD tier read from the disk (gets and promotions),
+  // and promotions served from a get's read instead (ssd_read_share_bytes).
+  std::vector<uint64_t> node_disk_reads, node_shared_reads;
   double MainRatio() const {
     return main_capacity ? double(main_used) / double(main_capacity) : 0;
   }
@@ -41,6 +44,9 @@ void ReadStatusJson(const nlohmann::json& status, ClusterSnapshot* s);
 // Promotions node `i` reported to the master (its SSD tier's counter), ok or
 // failed.
 uint64_t NodePromotions(LocalCluster& cluster, size_t i, bool ok);
+// Node `i`'s disk reads and shared reads (see ClusterSnapshot).
+uint64_t NodeDiskReads(LocalCluster& cluster, size_t i);
+uint64_t NodeSharedReads(LocalCluster& cluster, size_t i);
 
 // Master counters the report needs, read once at the end of an arm.
 struct MasterCounters {

@@ -309,6 +309,13 @@ class ProcessCluster : public ReplayCluster {
     ReadStatusJson(Status_(), &s);
     for (size_t i = 0; i < node_ids_.size(); ++i) {
       s.node_promotions_ok.push_back(NodePromotions(i, true));
+      if (i < node_http_.size() && node_http_[i].second >= 0) {
+        const auto m = ParseMetrics(Get(node_http_[i], "/metrics"));
+        s.node_disk_reads.push_back(
+            Metric(m, "kvpool_node_ssd_values_read", ""));
+        s.node_shared_reads.push_back(
+            Metric(m, "kvpool_node_promotion_shared_reads_total", ""));
+      }
     }
     return s;
   }

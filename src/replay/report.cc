@@ -18,6 +18,16 @@ using nlohmann::json;
 
 namespace {
 
+// What the nodes' counters grew by over the measurement (0 where a node's
+// counter was not read).
+uint64_t SumDelta(const std::vector<uint64_t>& from,
+                  const std::vector<uint64_t>& to) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < std::min(from.size(), to.size()); ++i)
+    sum += to[i] >= from[i] ? to[i] - from[i] : 0;
+  return sum;
+}
+
 // Events per second in 1 s buckets over [t0, t1).
 std::vector<double> PerSecond(const std::vector<double>& times, double t0,
                               double t1) {
@@ -134,17 +144,23 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   j["kv_load_ms"] = Distribution(load);
   j["prefill_ms"] = Distribution(prefill);
   j["route_ms"] = Distribution(route_ms);
-  j["reads"] = {{"blocks_requested", blocks},
-                {"blocks_found", matched},
-                {"blocks_read", read},
-                {"from_dram", dram},
-                {"from_ssd", ssd},
-                {"found_not_read", matched - read},
-                {"corrupt", corrupt},
-                {"dram_share", read ? Round(double(dram) / double(read)) : 0},
-                {"blocks_put", put_blocks},
-                {"puts_failed", put_failed},
-                {"requests_probe_mismatch", probe_mismatch}};
+  j["reads"] = {
+      {"blocks_requested", blocks},
+      {"blocks_found", matched},
+      {"blocks_read", read},
+      {"from_dram", dram},
+      {"from_ssd", ssd},
+      {"found_not_read", matched - read},
+      {"corrupt", corrupt},
+      {"dram_share", read ? Round(double(dram) / double(read)) : 0},
+      {"blocks_put", put_blocks},
+      {"puts_failed", put_failed},
+      {"requests_probe_mismatch", probe_mismatch},
+      {"holder_disk_reads",
+       SumDelta(a.at_measure_start.node_disk_reads, a.at_end.node_disk_reads)},
+      {"promotions_from_get_reads",
+       SumDelta(a.at_measure_start.node_shared_reads,
+                a.at_end.node_shared_reads)}};
   j["routing"] = {{"routed", routed},
                   {"affinity_hits", affinity},
                   {"route_errors", a.route_errors},
@@ -681,17 +697,20 @@ std::string RenderMarkdown(const json& r) {
   md += "\n" + RenderPartsMarkdown(r);
   md +=
       "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
-      "DRAM share | found, not read | corrupt | puts | puts failed |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "DRAM share | found, not read | corrupt | puts | puts failed | "
+      "holders' disk reads | promotions from a get's read |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r["arms"]) {
     const auto& d = a["reads"];
     md += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
         a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
         d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),
         d["from_ssd"].get<uint64_t>(), Pct(Num(d, "dram_share")),
         d["found_not_read"].get<uint64_t>(), d["corrupt"].get<uint64_t>(),
-        d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>());
+        d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>(),
+        d.value("holder_disk_reads", uint64_t{0}),
+        d.value("promotions_from_get_reads", uint64_t{0}));
   }
   md +=
       "\n## Blocks SSD-only when routed: where their get read them\n\n"
