@@ -86,6 +86,11 @@ const HolderMode kRateModes[] = {
     {"pipe-32MiB", false, 8, 32, 32ull << 20},
     {"pipe-32MiB-b16", false, 16, 32, 32ull << 20},
     {"pipe-32MiB-w8", false, 8, 32, 32ull << 20, 8},
+    // More workers than the budget's batches: a worker's RPCs overlap the
+    // others' reads, so the disk sees the whole budget more of the time.
+    {"pipe-16MiB-w8-b2", false, 2, 32, 16ull << 20, 8},
+    {"pipe-32MiB-w16-b4", false, 4, 32, 32ull << 20, 16},
+    {"pipe-64MiB-w16-b4", false, 4, 32, 64ull << 20, 16},
     // The same with the reads staged in huge pages and copied, instead of
     // read into the (4 KiB-page) segment in place.
     {"pipe-32MiB-w8-huge", false, 8, 32, 32ull << 20, 8, 32ull << 20},
