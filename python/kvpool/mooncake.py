@@ -86,10 +86,6 @@ class MooncakeDistributedStore(_TensorMethods, _kvpool.MooncakeDistributedStore)
     create_copy_task = _unsupported("create_copy_task")
     create_move_task = _unsupported("create_move_task")
     query_task = _unsupported("query_task")
-    allocate_and_mount_segment = _unsupported("allocate_and_mount_segment")
-    unmount_and_free_segment = _unsupported("unmount_and_free_segment")
-    mount_segment = _unsupported("mount_segment")
-    unmount_segment = _unsupported("unmount_segment")
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
         """Mooncake's standalone mode (SGLang's ``standalone_storage``): this

@@ -262,6 +262,70 @@ void BindMooncake(py::module_& m) {
       .def(
           "health_check", [](PyStore& s) { return s.impl->HealthCheck(); },
           Release(), "0 when the master answers and the segment is mounted.")
+      // ------------------------------------------------- mount_segment
+      .def(
+          "mount_segment",
+          [](PyStore& s, const std::string& path, int64_t size, int64_t offset,
+             const std::string& /*protocol*/, const std::string& /*location*/) {
+            MooncakeStore::MountResult r;
+            {
+              py::gil_scoped_release g;
+              r = s.impl->MountSegment(path, size, offset);
+            }
+            py::dict d;
+            d["ret"] = r.ret;
+            d["segment_ids"] = py::cast(r.segment_ids);
+            return d;
+          },
+          py::arg("path"), py::arg("size"), py::arg("offset") = 0,
+          py::arg("protocol") = "tcp", py::arg("location") = "",
+          "Adds [offset, offset + size) of the file at path (offset a "
+          "multiple of the page size) to the pool as a further segment of "
+          "this hosting store, served over TCP only. {'ret': 0 or -1, "
+          "'segment_ids': [id]}; protocol and location are accepted and "
+          "unused.")
+      .def(
+          "unmount_segment",
+          [](PyStore& s, const std::vector<std::string>& ids,
+             int64_t grace_period_seconds) {
+            return s.impl->UnmountSegment(ids, grace_period_seconds);
+          },
+          py::arg("segment_ids"), py::arg("grace_period_seconds") = 0,
+          Release(),
+          "Takes mount_segment's segments out of the pool (their values "
+          "become misses) and stops using the file. 0, or the first error "
+          "(-1 for an unknown id). Unmounts at once whatever the grace "
+          "period.")
+      .def(
+          "allocate_and_mount_segment",
+          [](PyStore& s, int64_t size, const std::string& /*protocol*/,
+             const std::string& /*location*/) {
+            MooncakeStore::MountResult r;
+            {
+              py::gil_scoped_release g;
+              r = s.impl->AllocateAndMountSegment(size);
+            }
+            py::dict d;
+            d["ret"] = r.ret;
+            d["segment_ids"] = py::cast(r.segment_ids);
+            d["allocated_size"] = r.allocated_size;
+            return d;
+          },
+          py::arg("size"), py::arg("protocol") = "tcp",
+          py::arg("location") = "",
+          "Adds size bytes (rounded up to the page size) of new memory to "
+          "the pool as a further segment of this hosting store. {'ret', "
+          "'segment_ids', 'allocated_size'}.")
+      .def(
+          "unmount_and_free_segment",
+          [](PyStore& s, const std::vector<std::string>& ids,
+             int64_t grace_period_seconds) {
+            return s.impl->UnmountAndFreeSegment(ids, grace_period_seconds);
+          },
+          py::arg("segment_ids"), py::arg("grace_period_seconds") = 0,
+          Release(),
+          "Takes allocate_and_mount_segment's segments out of the pool and "
+          "frees their memory. 0, or the first error.")
       // ---------------------------------------------------------- puts
       .def(
           "put",

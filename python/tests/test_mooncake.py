@@ -3,6 +3,8 @@ started here: every method, Mooncake's return conventions, zero copy with
 ctypes and numpy buffers, and ReplicateConfig honoured by the master."""
 
 import ctypes
+import itertools
+import os
 import re
 
 import numpy as np
@@ -699,6 +701,12 @@ def test_master_lists_segments_as_mooncakes_http_api():
         assert lines[2] == "Capacity(bytes) : %d" % (8 * MiB)
         assert get("/query_segment?segment=nope:1")[0] == 404
         assert get("/query_segment")[0] == 400
+        # A mounted segment goes under the store's name: listed once, its
+        # capacity added.
+        assert s.allocate_and_mount_segment(4 * MiB)["ret"] == 0
+        assert get("/get_all_segments") == (200, name + "\n")
+        lines = get("/query_segment?segment=" + name)[1].splitlines()
+        assert lines[2] == "Capacity(bytes) : %d" % (12 * MiB)
         assert s.close() == 0
         assert get("/get_all_segments") == (200, "")
     finally:
@@ -852,3 +860,184 @@ def test_empty_values_are_puts_that_store_nothing(client):
     # A zero-sized session cannot hold anything: refused.
     assert client.batch_put_session_start(["empty-6"], [0]) == [INVALID_PARAMS]
     client.unregister_buffer(ptr)
+
+
+# ------------------------------------------------------------ mount_segment
+# Mooncake's mount_segment(path, size, offset=0, protocol="tcp", location="")
+# hands the pool a region of a file the caller maps itself (here a numpy
+# memmap of a file under /dev/shm, the caller's own memory).
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                  r"[0-9a-f]{12}")
+_caller_files = itertools.count()
+
+
+@pytest.fixture
+def caller_file():
+    """A page, then 8 MiB, of a file under /dev/shm mapped by this process
+    as a numpy array (0xAB everywhere)."""
+    path = "/dev/shm/kvpool_pytest_mount_%d_%d" % (os.getpid(),
+                                                    next(_caller_files))
+    with open(path, "wb") as f:
+        f.truncate(PAGE + 8 * MiB)
+    mem = np.memmap(path, dtype=np.uint8, mode="r+")
+    mem[:] = 0xAB
+    yield path, mem
+    del mem
+    os.unlink(path)
+
+
+def _mappings_of(path):
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if line.rstrip().endswith(path))
+
+
+@pytest.fixture
+def small_host(master):
+    """A hosting store whose own segment (1 MiB) cannot take a 2 MiB value:
+    such values land in what is mounted."""
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "", 1 * MiB, 4 * MiB, "tcp", "",
+                   master.address) == 0
+    yield s
+    s.close()
+
+
+def test_mount_segment_serves_a_callers_file_over_tcp(master, client,
+                                                      small_host,
+                                                      caller_file):
+    path, mem = caller_file
+    here = ReplicateConfig()
+    here.preferred_segment = small_host.get_hostname()
+    big = [bytes(np.random.default_rng(i).integers(0, 256, 2 * MiB,
+                                                   dtype=np.uint8))
+           for i in range(3)]
+    assert _mappings_of(path) == 1  # the caller's own
+    # Mooncake's positional order: path, size, offset, protocol, location.
+    r = small_host.mount_segment(path, 8 * MiB, PAGE, "tcp", "")
+    assert r["ret"] == 0, r
+    [sid] = r["segment_ids"]
+    assert UUID.fullmatch(sid)
+    assert _mappings_of(path) == 2
+
+    native = kvpool.Store(master.address)  # auto: shm where it can
+    try:
+        for i, v in enumerate(big):
+            assert small_host.put("mnt-%d" % i, v, here) == 0
+            # The value is in the caller's memory, where the master put it.
+            [rep] = native.get_tier_info("mnt-%d" % i).replicas
+            start = PAGE + rep.offset
+            assert bytes(mem[start:start + len(v)]) == v
+            # Read back by other clients, byte-exact, over TCP.
+            assert native.get("mnt-%d" % i) == v
+            assert client.get("mnt-%d" % i) == v
+        counters = native.counters()
+        assert counters["tcp_bytes_read"] == 3 * 2 * MiB
+        assert counters["shm_bytes_read"] == 0
+        assert all(b == 0xAB for b in bytes(mem[:PAGE]))  # outside the region
+
+        assert small_host.unmount_segment([sid]) == 0
+        assert _mappings_of(path) == 1
+        for i in range(3):
+            assert client.get("mnt-%d" % i) == b""
+            assert client.is_exist("mnt-%d" % i) == 0
+            assert client.get_size("mnt-%d" % i) == OBJECT_NOT_FOUND
+        # The caller has its memory back: what it writes is never read,
+        # and nothing is placed there any more (the store's own segment is
+        # too small: the value goes to another store's).
+        mem[:] = 0
+        assert small_host.put("mnt-again", big[0], here) == 0
+        [rep] = native.get_tier_info("mnt-again").replicas
+        assert rep.node_id != small_host.get_hostname()
+        assert client.get("mnt-again") == big[0]
+        assert client.get("mnt-0") == b""
+    finally:
+        native.close()
+
+
+def test_mount_segment_errors_answer_mooncakes_codes(master, client,
+                                                    small_host, caller_file):
+    path, mem = caller_file
+    fail = {"ret": -1, "segment_ids": []}
+    # Not set up, or a pure client (which hosts no segment): -1, as Mooncake
+    # answers for a store that is not a real, set up client.
+    assert MooncakeDistributedStore().mount_segment(path, MiB) == fail
+    assert MooncakeDistributedStore().unmount_segment(["x"]) == -1
+    assert client.mount_segment(path, MiB) == fail
+    assert client.allocate_and_mount_segment(MiB) == dict(fail,
+                                                          allocated_size=0)
+    s = small_host
+    assert s.mount_segment(path + ".missing", MiB) == fail
+    assert s.mount_segment("", MiB) == fail
+    assert s.mount_segment(path, MiB, 100) == fail          # unaligned offset
+    assert s.mount_segment(path, 9 * MiB, PAGE) == fail     # past the end
+    assert s.mount_segment(path, -1) == fail
+    assert s.mount_segment(path, MiB, -PAGE) == fail
+    # Zero bytes mount nothing and succeed, as in Mooncake (once the file
+    # opens and the offset is valid).
+    assert s.mount_segment(path, 0, PAGE) == {"ret": 0, "segment_ids": []}
+    assert s.mount_segment(path + ".missing", 0) == fail
+    assert s.mount_segment(path, 0, 100) == fail
+    # The hosting store's own segment file: its bytes are in use already.
+    own = "/dev/shm/kvpool-%d-%s" % (os.getpid(), s.get_hostname())
+    assert s.mount_segment(own, MiB) == fail
+    r = s.mount_segment(path, 4 * MiB, PAGE)
+    assert r["ret"] == 0
+    [sid] = r["segment_ids"]
+    # The same bytes twice would hand each range out twice: refused (where
+    # Mooncake would mount them again).
+    assert s.mount_segment(path, 4 * MiB, PAGE) == fail
+    assert s.mount_segment(path, 2 * PAGE) == fail
+    r2 = s.mount_segment(path, 4 * MiB, PAGE + 4 * MiB)  # the rest is free
+    assert r2["ret"] == 0
+    # Unknown and malformed ids: -1; the others in the list still go.
+    assert s.unmount_segment(["not-a-uuid"]) == -1
+    assert s.unmount_segment(["00000000-0000-0000-0000-000000000001"]) == -1
+    assert s.unmount_and_free_segment([sid]) == -1  # not an allocated one
+    assert s.unmount_segment([]) == 0
+    assert s.unmount_segment(["nope", sid]) == -1
+    assert s.unmount_segment([sid]) == -1  # gone already
+    with pytest.raises(TypeError):  # a list of ids, as in Mooncake
+        s.unmount_segment(r2["segment_ids"][0])
+    # The grace period is accepted (kvpool unmounts at once).
+    assert s.unmount_segment(r2["segment_ids"], 5) == 0
+    assert s.unmount_segment(r2["segment_ids"], grace_period_seconds=0) == -1
+    assert _mappings_of(path) == 1
+    assert s.health_check() == 0 and s.put("after-errors", b"ok") == 0
+    assert client.get("after-errors") == b"ok"
+
+
+def test_allocate_and_mount_segment_and_close(master, client, small_host,
+                                              caller_file):
+    s = small_host
+    here = ReplicateConfig()
+    here.preferred_segment = s.get_hostname()
+    r = s.allocate_and_mount_segment(4 * MiB + 1, "tcp", "")
+    assert r["ret"] == 0 and len(r["segment_ids"]) == 1
+    assert r["allocated_size"] == 4 * MiB + PAGE  # whole pages
+    v = bytes(range(256)) * (3 * MiB // 256)
+    assert s.put("alloc-1", v, here) == 0
+    # The store's own memory: a client on this host maps it.
+    native = kvpool.Store(master.address, transport="shm")
+    try:
+        assert native.get("alloc-1") == v
+        assert native.counters()["shm_bytes_read"] == len(v)
+    finally:
+        native.close()
+    assert s.unmount_segment(r["segment_ids"]) == -1  # not a mount_segment id
+    assert s.unmount_and_free_segment(r["segment_ids"]) == 0
+    assert client.get("alloc-1") == b""
+    assert s.allocate_and_mount_segment(0) == {
+        "ret": -1, "segment_ids": [], "allocated_size": 0}
+    # close() takes every mounted segment out of the pool, and the store
+    # lets go of the caller's file.
+    path, _ = caller_file
+    m = s.mount_segment(path, 4 * MiB, PAGE)
+    a = s.allocate_and_mount_segment(4 * MiB)
+    assert m["ret"] == 0 and a["ret"] == 0
+    assert s.put("close-mounted", v, here) == 0
+    assert client.get("close-mounted") == v
+    assert s.close() == 0
+    assert wait_until(lambda: client.is_exist("close-mounted") == 0)
+    assert _mappings_of(path) == 1

@@ -1,8 +1,11 @@
 #include "capi/compat_store.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -904,6 +907,138 @@ std::vector<Result<TierInfo>> MooncakeStore::BatchGetReplicaDesc(
 std::string MooncakeStore::GetHostname() const {
   std::shared_lock lock(mu_);
   return hostname_;
+}
+
+// ------------------------------------------------ mount_segment family
+
+namespace {
+// Mooncake's mount_segment reports every failure as -1.
+constexpr int kMountFailed = static_cast<int>(ErrorCode::INTERNAL_ERROR);
+
+// What Mooncake checks before it maps anything: the file opens read-write
+// and `offset` is a page-aligned position inside it.
+Status CheckFileAndOffset(const std::string& path, uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return Status(ErrorCode::FILE_NOT_FOUND,
+                  "cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (!ok || page <= 0 || offset % static_cast<uint64_t>(page) != 0 ||
+      offset > static_cast<uint64_t>(st.st_size)) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "offset " + std::to_string(offset) + " into " + path);
+  }
+  return Status::OK();
+}
+}  // namespace
+
+MooncakeStore::MountResult MooncakeStore::MountSegment(const std::string& path,
+                                                       int64_t size,
+                                                       int64_t offset) {
+  MountResult out;
+  std::shared_lock lock(mu_);
+  Status s;
+  if (!node_) {
+    s = Status(ErrorCode::INVALID_PARAMS,
+               client_ ? "a pure client (global_segment_size 0) hosts no "
+                         "segment to mount memory into"
+                       : "not set up");
+  } else if (size < 0 || offset < 0) {
+    s = Status(ErrorCode::INVALID_PARAMS, "negative size or offset");
+  } else if (size == 0) {
+    s = CheckFileAndOffset(path, static_cast<uint64_t>(offset));
+    if (s.ok()) return out;  // nothing to mount (Mooncake: 0, no ids)
+  } else {
+    auto name = node_->MountFileSegment(path, static_cast<uint64_t>(offset),
+                                        static_cast<uint64_t>(size));
+    if (name.ok()) {
+      out.segment_ids.push_back(std::move(name.value()));
+      return out;
+    }
+    s = name.status();
+  }
+  spdlog::warn("mount_segment({}, size {}, offset {}) failed: {}", path, size,
+               offset, s.ToString());
+  out.ret = kMountFailed;
+  return out;
+}
+
+MooncakeStore::MountResult MooncakeStore::AllocateAndMountSegment(
+    int64_t size) {
+  MountResult out;
+  std::shared_lock lock(mu_);
+  Status s;
+  if (!node_) {
+    s = Status(ErrorCode::INVALID_PARAMS,
+               client_ ? "a pure client (global_segment_size 0) hosts no "
+                         "segment to mount memory into"
+                       : "not set up");
+  } else if (size <= 0) {
+    s = Status(ErrorCode::INVALID_PARAMS, "size must be > 0");
+  } else {
+    auto name = node_->AllocateExtraSegment(static_cast<uint64_t>(size));
+    if (name.ok()) {
+      for (const auto& e : node_->extra_segments()) {
+        if (e.name == name.value()) out.allocated_size = e.size;
+      }
+      out.segment_ids.push_back(std::move(name.value()));
+      return out;
+    }
+    s = name.status();
+  }
+  spdlog::warn("allocate_and_mount_segment({}) failed: {}", size, s.ToString());
+  out.ret = kMountFailed;
+  return out;
+}
+
+int MooncakeStore::UnmountSegment(const std::vector<std::string>& segment_ids,
+                                  int64_t grace_period_seconds) {
+  return UnmountExtras(segment_ids, grace_period_seconds, false);
+}
+
+int MooncakeStore::UnmountAndFreeSegment(
+    const std::vector<std::string>& segment_ids, int64_t grace_period_seconds) {
+  return UnmountExtras(segment_ids, grace_period_seconds, true);
+}
+
+int MooncakeStore::UnmountExtras(const std::vector<std::string>& segment_ids,
+                                 int64_t grace_period_seconds, bool allocated) {
+  std::shared_lock lock(mu_);
+  if (!node_ || grace_period_seconds < 0) return kMountFailed;
+  // Which of ours each id is, to refuse one of the other call's kind (as
+  // Mooncake, which keeps the two apart).
+  std::map<std::string, bool> ours;
+  for (const auto& e : node_->extra_segments()) ours[e.name] = e.allocated;
+  int first_error = 0;
+  for (const auto& id : segment_ids) {
+    auto it = ours.find(id);
+    Status s;
+    if (it == ours.end() || it->second != allocated) {
+      s = Status(
+          ErrorCode::SEGMENT_NOT_FOUND,
+          "no segment " + id + " of this store's " +
+              (allocated ? "allocate_and_mount_segment" : "mount_segment"));
+    } else {
+      s = node_->UnmountExtraSegment(id);
+      ours.erase(it);  // the same id twice: the second is unknown
+    }
+    if (s.ok()) continue;
+    spdlog::warn("{}({}) failed: {}",
+                 allocated ? "unmount_and_free_segment" : "unmount_segment", id,
+                 s.ToString());
+    // Mooncake: -1 for an id it does not know, the master's code when the
+    // master refused.
+    if (first_error == 0) {
+      first_error = s.code() == ErrorCode::SEGMENT_NOT_FOUND
+                        ? kMountFailed
+                        : static_cast<int>(s.code());
+    }
+  }
+  return first_error;
 }
 
 int MooncakeStore::HealthCheck() {

@@ -169,11 +169,41 @@ class MooncakeStore {
   // 0 when the master answers and the hosted segment (if any) is mounted.
   int HealthCheck();
 
+  // Mooncake's mount_segment family: a hosting store (setup with a global
+  // segment size > 0) adds memory to the pool as further segments of its
+  // node (Node::MountFileSegment, Node::AllocateExtraSegment), each named
+  // by a UUID string, and takes it back. As in Mooncake, every failure of
+  // a mount is -1 (INTERNAL_ERROR; the reason is logged) with no ids.
+  struct MountResult {
+    int ret = 0;
+    std::vector<std::string> segment_ids;
+    uint64_t allocated_size = 0;  // AllocateAndMountSegment only
+  };
+  // [offset, offset + size) of the file at `path`, served over TCP only. A
+  // zero size mounts nothing and succeeds (as in Mooncake) once the file
+  // opens read-write and the offset is valid.
+  MountResult MountSegment(const std::string& path, int64_t size,
+                           int64_t offset);
+  // `size` rounded up to the page size, in a new segment file.
+  MountResult AllocateAndMountSegment(int64_t size);
+  // Takes segments out of the pool (their values become misses) and gives
+  // their memory back; each id must come from MountSegment, resp.
+  // AllocateAndMountSegment. 0, or the first error: -1 for an id that is
+  // not one (Mooncake's), the master's code when it cannot be told (that
+  // segment stays mounted). `grace_period_seconds` is accepted: kvpool
+  // unmounts at once.
+  int UnmountSegment(const std::vector<std::string>& segment_ids,
+                     int64_t grace_period_seconds);
+  int UnmountAndFreeSegment(const std::vector<std::string>& segment_ids,
+                            int64_t grace_period_seconds);
+
   // The client (nullptr before setup); for kvpool-specific calls.
   Client* client();
 
  private:
   int CloseLocked();
+  int UnmountExtras(const std::vector<std::string>& segment_ids,
+                    int64_t grace_period_seconds, bool allocated);
   // The puts of bytes from the caller's memory (Python bytes): key i's value
   // is the concatenation of values[i]. 0, or the first key's error.
   int PutBytes(const std::vector<std::string>& keys,

@@ -88,7 +88,8 @@ inline bool IsPermissionDenied(const Status& s) {
   X(BatchPromotionNotify)     \
   X(RegisterPrefetchTask)     \
   X(BatchPrefetchToMemory)    \
-  X(BatchRemove)
+  X(BatchRemove)              \
+  X(MountExtraSegment)
 
 // The full gRPC name ("/kvpool.rpc.MasterService/PutStart") of a stub
 // method, or nullptr for one missing from KVPOOL_MASTER_RPCS.

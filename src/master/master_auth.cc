@@ -66,6 +66,7 @@ constexpr MethodRule kRules[] = {
     {KVPOOL_RPC(RegisterPrefetchTask), kTenant | kAdmin | kNode, kNone},
     {KVPOOL_RPC(BatchPrefetchToMemory), kTenant | kAdmin | kRouter, kNone},
     {KVPOOL_RPC(BatchRemove), kTenant | kAdmin, kNone},
+    {KVPOOL_RPC(MountExtraSegment), kNode | kAdmin, kNone},
 };
 #undef KVPOOL_RPC
 

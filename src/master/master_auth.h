@@ -50,6 +50,7 @@ enum class RpcMethod : uint8_t {
   kRegisterPrefetchTask,
   kBatchPrefetchToMemory,
   kBatchRemove,
+  kMountExtraSegment,
   kNumMethods,
 };
 

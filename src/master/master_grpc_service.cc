@@ -104,6 +104,35 @@ grpc::Status MasterGrpcService::MountSegment(
   return grpc::Status::OK;
 }
 
+grpc::Status MasterGrpcService::MountExtraSegment(
+    grpc::ServerContext* ctx, const rpc::MountExtraSegmentRequest* req,
+    rpc::MountSegmentResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kMountExtraSegment, *req);
+      !auth.ok())
+    return auth;
+  // A master from before prefetch is older than this RPC too.
+  if (svc_->emulating_pre_prefetch()) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "MountExtraSegment");
+  }
+  if (req->open_segment_id() != 0) {
+    const Status s =
+        req->open_segment_id() > UINT32_MAX
+            ? Status(ErrorCode::SEGMENT_NOT_FOUND, "no such segment")
+            : svc_->OpenExtraSegment(
+                  req->node_id(),
+                  static_cast<uint32_t>(req->open_segment_id()));
+    resp->set_error_code(ToInt(s.code()));
+    if (s.ok()) resp->set_segment_id(req->open_segment_id());
+    return grpc::Status::OK;
+  }
+  auto r = svc_->MountExtraSegment(req->node_id(), req->size(), req->shm_path(),
+                                   req->remount());
+  resp->set_error_code(ToInt(r.code()));
+  // No key: the segment is signed with the node's, which the node has.
+  if (r.ok()) resp->set_segment_id(r.value());
+  return grpc::Status::OK;
+}
+
 grpc::Status MasterGrpcService::UnmountSegment(
     grpc::ServerContext* ctx, const rpc::UnmountSegmentRequest* req,
     rpc::UnmountSegmentResponse* resp) {

@@ -50,6 +50,9 @@ class MasterGrpcService final
   grpc::Status UnmountSegment(grpc::ServerContext*,
                               const rpc::UnmountSegmentRequest*,
                               rpc::UnmountSegmentResponse*) override;
+  grpc::Status MountExtraSegment(grpc::ServerContext*,
+                                 const rpc::MountExtraSegmentRequest*,
+                                 rpc::MountSegmentResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest*,
                          rpc::HeartbeatResponse*) override;
   grpc::Status BatchPromotionAllocStart(

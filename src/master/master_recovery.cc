@@ -82,6 +82,68 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
   return r;
 }
 
+Result<uint32_t> MasterService::MountExtraSegment(const std::string& node_id,
+                                                  uint64_t size,
+                                                  const std::string& shm_path,
+                                                  bool remount) {
+  if (size == 0)
+    return Status(ErrorCode::INVALID_PARAMS, "segment of zero bytes");
+  if (shm_path.size() > 4096) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "segment names too long (shm path at most 4096 bytes)");
+  }
+  // Only a node the master knows adds a segment: it shares that node's
+  // key, endpoint and host, and its liveness (a dead node's extra segments
+  // go with it).
+  auto idx = nodes_.IndexOf(node_id);
+  auto node = idx ? nodes_.Info(*idx) : nullptr;
+  if (!node) {
+    return Status(ErrorCode::CLIENT_NOT_FOUND,
+                  "unknown node " + node_id + ": mount its main segment first");
+  }
+  SegmentInfo info;
+  info.node_id = node_id;
+  info.kind = SegmentKind::kMain;
+  info.capacity = size;
+  info.host_id = node->host_id;
+  info.shm_path = shm_path;
+  info.data_endpoint = node->data_endpoint;
+  info.cap_key = node->cap_key;
+  info.extra = true;
+  // Closed from the start (before any allocation can see it): nothing is
+  // placed in it until the node serves it and says so (OpenExtraSegment),
+  // and, mounted again, until the leases an earlier master granted on its
+  // ranges have run out (as for a remounted main segment).
+  auto r = segments_.Mount(std::move(info), /*closed=*/true);
+  if (!r.ok()) return r;
+  {
+    std::lock_guard<std::mutex> lock(closed_mu_);
+    closed_[r.value()] = ClosedSegment{
+        remount ? clock_->NowMs() + config_.default_kv_lease_ttl : 0, true};
+  }
+  spdlog::info("mounted extra segment {} of node {} ({} bytes{})", r.value(),
+               node_id, size, shm_path.empty() ? ", TCP only" : "");
+  return r;
+}
+
+Status MasterService::OpenExtraSegment(const std::string& node_id,
+                                       uint32_t segment_id) {
+  auto info = segments_.Info(segment_id);
+  if (!info || info->node_id != node_id || !info->extra) {
+    return Status(
+        ErrorCode::SEGMENT_NOT_FOUND,
+        fmt::format("node {} has no extra segment {}", node_id, segment_id));
+  }
+  {
+    std::lock_guard<std::mutex> lock(closed_mu_);
+    auto it = closed_.find(segment_id);
+    if (it == closed_.end()) return Status::OK();  // open already
+    it->second.awaiting_directory = false;         // here: awaiting the node
+  }
+  ReopenSegments(clock_->NowMs());
+  return Status::OK();
+}
+
 void MasterService::ReopenSegments(int64_t now) {
   std::vector<uint32_t> open;
   {

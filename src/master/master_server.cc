@@ -1,5 +1,7 @@
 #include "master/master_server.h"
 
+#include <set>
+
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -95,12 +97,17 @@ Status MasterServer::Start() {
 
 // Mooncake master's segment listing, which integrations poll to see that
 // the pool is up (SGLang's check_server waits for a non-empty answer): the
-// names of mounted DRAM segments, one per line, and one segment's use.
+// names of mounted DRAM segments, one per line, and one segment's use. A
+// node's extra segments (mount_segment) go under its name, as in Mooncake,
+// where a client's segments share its hostname.
 void MasterServer::AddMooncakeRoutes(HttpEndpoint* http) {
   http->AddTextRoute("/get_all_segments",
                      [this](const HttpEndpoint::Params&, std::string* body) {
+                       std::set<std::string> seen;
                        for (const auto& seg : service_->Stats().segments) {
-                         if (seg.info.kind != SegmentKind::kMain) continue;
+                         if (seg.info.kind != SegmentKind::kMain ||
+                             !seen.insert(seg.info.node_id).second)
+                           continue;
                          *body += seg.info.node_id + "\n";
                        }
                        return 200;
@@ -113,18 +120,24 @@ void MasterServer::AddMooncakeRoutes(HttpEndpoint* http) {
           *body = "missing parameter: segment\n";
           return 400;
         }
+        bool found = false;
+        uint64_t used = 0, capacity = 0;
         for (const auto& seg : service_->Stats().segments) {
           if (seg.info.kind != SegmentKind::kMain ||
               seg.info.node_id != it->second) {
             continue;
           }
-          *body =
-              seg.info.node_id + "\nUsed(bytes): " + std::to_string(seg.used) +
-              "\nCapacity(bytes) : " + std::to_string(seg.info.capacity) + "\n";
-          return 200;
+          found = true;
+          used += seg.used;
+          capacity += seg.info.capacity;
         }
-        *body = "segment not found\n";
-        return 404;
+        if (!found) {
+          *body = "segment not found\n";
+          return 404;
+        }
+        *body = it->second + "\nUsed(bytes): " + std::to_string(used) +
+                "\nCapacity(bytes) : " + std::to_string(capacity) + "\n";
+        return 200;
       });
 }
 

@@ -585,6 +585,16 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     for (const auto& p : placements) segments_.Free(p);
     return fail(s);
   }
+  // A segment unmounted since the allocation (its node gone, or memory its
+  // owner took back: mount_segment) may have been swept from this shard
+  // already: a replica there must not be published. Checked under the
+  // shard lock, which the sweep takes after the unmount.
+  for (const auto& p : placements) {
+    if (segments_.IsMounted(p.segment)) continue;
+    for (const auto& q : placements) segments_.Free(q);
+    return fail(Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                       "a segment chosen for the put was unmounted meanwhile"));
+  }
   if (shard.objects.count(okey)) {
     shard.upserts[okey] = std::move(meta);
   } else {
@@ -1077,7 +1087,8 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
     return !shard.offloads.count(k);
   };
 
-  uint64_t freed = 0, queued = 0, forced = 0, kept = 0, dropped_ssd_full = 0;
+  uint64_t freed = 0, queued = 0, forced = 0, kept = 0, dropped_ssd_full = 0,
+           dropped_extra = 0;
   for (Round round : {Round{false, true}, Round{false, false},
                       Round{true, true}, Round{true, false}}) {
     if (freed >= bytes) break;
@@ -1125,12 +1136,13 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
             ++it;
             continue;
           }
-          if (!config_.offload_force_evict && !ssd_full) {
+          const bool extra_only = !ssd_full && OnlyInExtraSegments(m);
+          if (!config_.offload_force_evict && !ssd_full && !extra_only) {
             ++kept;
             ++it;
             continue;
           }
-          ++(ssd_full ? dropped_ssd_full : forced);
+          ++(ssd_full ? dropped_ssd_full : extra_only ? dropped_extra : forced);
         }
         auto& reps = m.replicas;
         std::vector<Replica> mem = m.TakeReplicas(of_kind);
@@ -1156,6 +1168,15 @@ uint64_t MasterService::EvictBytes(uint64_t bytes, SegmentKind kind) {
                     "keys dropped from DRAM with no SSD copy because their "
                     "holder's SSD refused writes (full)")
         .Inc(dropped_ssd_full);
+  }
+  if (dropped_extra) {
+    metrics_
+        .GetCounter("kvpool_master_evicted_without_copy_extra_segment_total",
+                    "",
+                    "keys dropped from DRAM with no SSD copy because they lay "
+                    "only in extra segments (mount_segment), which are not "
+                    "offloaded from")
+        .Inc(dropped_extra);
   }
   if (forced) {
     metrics_

@@ -193,6 +193,17 @@ class MasterService {
   // tests (a master "rolled back" and "forward" without a restart).
   bool emulating_pre_prefetch() const { return emulate_pre_prefetch_.load(); }
   void SetEmulatePrePrefetchForTest(bool on) { emulate_pre_prefetch_ = on; }
+  // A further MAIN segment of a mounted node (rpc::MountExtraSegmentRequest):
+  // it shares the node's key, endpoint and host and is never offloaded
+  // from; `shm_path` empty = reached over TCP only. CLIENT_NOT_FOUND if the
+  // node is unknown. Leaves the node's registration as it is (a second
+  // MountSegment of a main segment would take the node for a restarted one).
+  // It mounts closed: nothing is placed in it before OpenExtraSegment (the
+  // node serves it), nor, with `remount`, for default_kv_lease_ttl.
+  Result<uint32_t> MountExtraSegment(const std::string& node_id, uint64_t size,
+                                     const std::string& shm_path, bool remount);
+  // SEGMENT_NOT_FOUND unless `segment_id` is an extra segment of the node.
+  Status OpenExtraSegment(const std::string& node_id, uint32_t segment_id);
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):
   // the node must mount its segments again. With `tasks`, also hands over
@@ -462,6 +473,10 @@ class MasterService {
   // when a holder was skipped because its SSD refuses writes (full).
   bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
                     bool* holder_paused = nullptr);
+  // Every COMPLETE memory replica of `m` lies in an extra segment, which
+  // nothing offloads from: eviction drops such an object with no copy, as a
+  // store without an SSD tier would, rather than keeping it forever.
+  bool OnlyInExtraSegments(const ObjectMeta& m) const;
   // Promotion gates and admission (shard lock held).
   void MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m);
   void DropNode(const NodeInfo& node);
@@ -518,6 +533,8 @@ class MasterService {
   VersionFloor tenant_floor_;  // version_floor_slots / 16, at most 2^16
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
+    // A remounted node's directory is not in yet, or an extra segment's
+    // node does not serve it yet (OpenExtraSegment).
     bool awaiting_directory = false;
   };
   std::mutex closed_mu_;

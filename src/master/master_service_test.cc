@@ -557,5 +557,134 @@ TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
   EXPECT_EQ(svc_->Stats().objects, 0u);
 }
 
+// Mooncake's mount_segment: a further segment of a running node. It joins
+// the node (its key, endpoint and host; the node stays registered as it
+// is), and takes nothing until the node says it serves it.
+TEST_F(MasterServiceTest, AnExtraSegmentJoinsItsNodeAndOpensWhenServed) {
+  const uint32_t main_id = Mount("a", 1 << 20);
+  auto main_info = svc_->segments().Info(main_id);
+  EXPECT_EQ(svc_->MountExtraSegment("nobody", 1 << 20, "", false).code(),
+            ErrorCode::CLIENT_NOT_FOUND);
+  EXPECT_EQ(svc_->MountExtraSegment("a", 0, "", false).code(),
+            ErrorCode::INVALID_PARAMS);
+  auto extra = svc_->MountExtraSegment("a", 4 << 20, "", false);
+  ASSERT_TRUE(extra.ok());
+  auto info = svc_->segments().Info(extra.value());
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->extra);
+  EXPECT_FALSE(main_info->extra);
+  EXPECT_EQ(info->kind, SegmentKind::kMain);
+  EXPECT_EQ(info->cap_key, main_info->cap_key);  // the node's key, unchanged
+  EXPECT_EQ(info->data_endpoint, main_info->data_endpoint);
+  EXPECT_TRUE(info->shm_path.empty());               // TCP only
+  EXPECT_TRUE(svc_->segments().IsMounted(main_id));  // the node was not reset
+  // Closed: a value too big for the main segment finds no room yet.
+  EXPECT_FALSE(svc_->PutStart("", "big", 2 << 20, {}).ok());
+  EXPECT_EQ(svc_->OpenExtraSegment("a", main_id).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(svc_->OpenExtraSegment("b", extra.value()).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+  ASSERT_TRUE(svc_->OpenExtraSegment("a", extra.value()).ok());
+  EXPECT_TRUE(svc_->OpenExtraSegment("a", extra.value()).ok());  // idempotent
+  auto big = svc_->PutStart("", "big", 2 << 20, {});
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ((*big)[0].segment->id, extra.value());
+  ASSERT_TRUE(svc_->PutEnd("", "big").ok());
+  EXPECT_EQ(svc_->Stats().segments.size(), 2u);
+}
+
+// Unmounting an extra segment (the caller takes its memory back): its
+// values are clean misses at once, values elsewhere stay, and nothing is
+// ever placed in it again.
+TEST_F(MasterServiceTest, UnmountedExtraSegmentTakesItsValuesAndNothingMore) {
+  Mount("a", 1 << 20);
+  const uint32_t extra =
+      svc_->MountExtraSegment("a", 1 << 20, "/dev/shm/x", false).value();
+  ASSERT_TRUE(svc_->OpenExtraSegment("a", extra).ok());
+  PutOptions opts;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), 100 * 1024, opts).ok());
+  }
+  int in_extra = 0;
+  for (int i = 0; i < 8; ++i) {
+    auto q = svc_->QueryReadOnly("", "k" + std::to_string(i));
+    in_extra += q.replicas[0].segment->id == extra;
+  }
+  ASSERT_GT(in_extra, 0);
+  ASSERT_LT(in_extra, 8);
+  EXPECT_EQ(svc_->UnmountSegment("b", extra).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+  ASSERT_TRUE(svc_->UnmountSegment("a", extra).ok());
+  int left = 0;
+  for (int i = 0; i < 8; ++i) {
+    auto got = svc_->GetReplicaList("", "k" + std::to_string(i));
+    if (got.ok()) {
+      ++left;
+      for (const auto& r : got->replicas) EXPECT_NE(r.segment->id, extra);
+    } else {
+      EXPECT_EQ(got.code(), ErrorCode::OBJECT_NOT_FOUND);
+    }
+  }
+  EXPECT_EQ(left, 8 - in_extra);
+  for (int i = 0; i < 20; ++i) {
+    auto r = svc_->PutStart("", "after" + std::to_string(i), 4096, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_NE((*r)[0].segment->id, extra);
+  }
+  EXPECT_EQ(svc_->UnmountSegment("a", extra).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(svc_->OpenExtraSegment("a", extra).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+}
+
+// Mounted again after the master forgot the node: held closed for a lease
+// period even once the node serves it, as a remounted main segment.
+TEST_F(MasterServiceTest, RemountedExtraSegmentWaitsOutOldLeases) {
+  Mount("a", 64 * 1024);
+  const uint32_t extra =
+      svc_->MountExtraSegment("a", 1 << 20, "", /*remount=*/true).value();
+  ASSERT_TRUE(svc_->OpenExtraSegment("a", extra).ok());
+  EXPECT_TRUE(svc_->segments().IsClosed(extra));
+  EXPECT_FALSE(svc_->PutStart("", "k", 512 * 1024, {}).ok());
+  Run(config_.default_kv_lease_ttl + 100);
+  EXPECT_FALSE(svc_->segments().IsClosed(extra));
+  EXPECT_TRUE(svc_->PutStart("", "k", 512 * 1024, {}).ok());
+}
+
+// One the node never opens stays closed: memory it stopped serving is
+// never handed out.
+TEST_F(MasterServiceTest, UnopenedExtraSegmentStaysClosed) {
+  Mount("a", 64 * 1024);
+  const uint32_t extra =
+      svc_->MountExtraSegment("a", 1 << 20, "", false).value();
+  Run(10 * config_.default_kv_lease_ttl);
+  EXPECT_TRUE(svc_->segments().IsClosed(extra));
+  EXPECT_FALSE(svc_->PutStart("", "k", 512 * 1024, {}).ok());
+}
+
+// An allocation that picked a segment before it was unmounted places
+// nothing in it afterwards.
+TEST(SegmentManagerTest, NothingIsAllocatedInAnUnmountedSegment) {
+  SegmentManager m(SegmentManager::Strategy::kFreeRatioFirst);
+  SegmentInfo info;
+  info.node_id = "a";
+  info.capacity = 1 << 20;
+  const uint32_t id = m.Mount(info).value();
+  auto at = m.AllocateAt(id, 0, 4096);
+  ASSERT_TRUE(at.has_value());
+  ASSERT_TRUE(m.Unmount(id).ok());
+  EXPECT_TRUE(m.Allocate(4096, 1, SegmentKind::kMain, "").empty());
+  EXPECT_FALSE(m.AllocateOn(4096, SegmentKind::kMain, "a").has_value());
+  EXPECT_FALSE(m.AllocateAt(id, 8192, 4096).has_value());
+  EXPECT_TRUE(m.AllocateAllOf(id).empty());
+  m.Free(*at);  // ignored
+  // Mounted closed: allocations skip it until it is opened.
+  const uint32_t closed = m.Mount(info, /*closed=*/true).value();
+  EXPECT_TRUE(m.IsClosed(closed));
+  EXPECT_TRUE(m.Allocate(4096, 1, SegmentKind::kMain, "").empty());
+  m.SetClosed(closed, false);
+  EXPECT_EQ(m.Allocate(4096, 1, SegmentKind::kMain, "").size(), 1u);
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -163,7 +163,9 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
       continue;
     auto seg = segments_.Info(r.segment);
-    if (!seg) continue;
+    // An extra segment's memory goes back to its owner at unmount: the
+    // holder copies only from its own segments.
+    if (!seg || seg->extra) continue;
     auto idx = nodes_.IndexOf(seg->node_id);
     if (!idx) continue;
     auto node = nodes_.Info(*idx);
@@ -189,6 +191,18 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     return true;
   }
   return false;
+}
+
+bool MasterService::OnlyInExtraSegments(const ObjectMeta& m) const {
+  bool any = false;
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
+      continue;
+    auto seg = segments_.Info(r.segment);
+    if (seg && !seg->extra) return false;
+    any = any || seg != nullptr;
+  }
+  return any;
 }
 
 void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,

@@ -214,6 +214,41 @@ TEST_F(MasterTieringTest, ForceEvictDropsWithoutCopyAndCounts) {
             1u);
 }
 
+// An extra segment's memory goes back to its owner at unmount, so the
+// holder never copies out of it: no offload task names it, and eviction
+// drops what lies only there (counted) instead of keeping it for a copy
+// that can never come.
+TEST_F(MasterTieringTest, ExtraSegmentsAreNeverOffloadedFrom) {
+  config_.offload_on_evict = true;
+  Make();
+  auto extra = svc_->MountExtraSegment("ssd-node", 100 * 1024, "", false);
+  ASSERT_TRUE(extra.ok());
+  ASSERT_TRUE(svc_->OpenExtraSegment("ssd-node", extra.value()).ok());
+  // Fill the main segment so the next puts land in the extra one.
+  ASSERT_TRUE(Put("main", 90 * 1024).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Put("x" + std::to_string(i), 20 * 1024).ok());
+    auto q = svc_->QueryReadOnly("", "x" + std::to_string(i));
+    ASSERT_EQ(q.replicas.size(), 1u);
+    ASSERT_NE(q.replicas[0].segment, nullptr);
+    EXPECT_EQ(q.replicas[0].segment->id, extra.value());
+  }
+  clock_.Advance(2000);
+  EXPECT_GE(svc_->EvictBytes(100 * 1024), 60u * 1024);
+  NodeTasks t = Poll();
+  for (const auto& o : t.offloads) {
+    EXPECT_NE(o.segment, extra.value()) << o.key;
+    EXPECT_EQ(o.key, "main");
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(HasMemory("x" + std::to_string(i)));
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_evicted_without_copy_extra_segment_total"),
+            3u);
+  EXPECT_EQ(svc_->metrics().CounterValue(
+                "kvpool_master_force_evicted_without_copy_total"),
+            0u);
+}
+
 TEST_F(MasterTieringTest, RegisterDiskObjectsAfterRestart) {
   std::vector<DiskObjectIn> objs = {
       {"default", "a", 100}, {"t2", "b", 200}, {"default", "", 1}};

@@ -7,7 +7,7 @@ namespace kvpool {
 SegmentManager::SegmentManager(Strategy strategy, uint64_t seed)
     : strategy_(strategy), rng_(seed) {}
 
-Result<uint32_t> SegmentManager::Mount(SegmentInfo info) {
+Result<uint32_t> SegmentManager::Mount(SegmentInfo info, bool closed) {
   if (info.capacity == 0) {
     return Status(ErrorCode::INVALID_PARAMS, "segment size must be > 0");
   }
@@ -17,30 +17,54 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info) {
   std::unique_lock lock(mu_);
   info.id = next_id_++;
   uint32_t id = info.id;
-  segments_.emplace(id, std::make_shared<Segment>(std::move(info)));
+  auto seg = std::make_shared<Segment>(std::move(info));
+  seg->closed.store(closed);
+  segments_.emplace(id, std::move(seg));
   return id;
 }
 
+namespace {
+// An allocation may have picked the segment before it left the map: it
+// checks this flag under the segment's mutex before placing anything.
+template <typename Segment>
+void MarkUnmounted(const std::shared_ptr<Segment>& seg) {
+  std::lock_guard<std::mutex> lock(seg->mu);
+  seg->unmounted = true;
+}
+}  // namespace
+
 Status SegmentManager::Unmount(uint32_t id) {
-  std::unique_lock lock(mu_);
-  if (segments_.erase(id) == 0) {
-    return Status(ErrorCode::SEGMENT_NOT_FOUND,
-                  "segment " + std::to_string(id));
+  std::shared_ptr<Segment> seg;
+  {
+    std::unique_lock lock(mu_);
+    auto it = segments_.find(id);
+    if (it == segments_.end()) {
+      return Status(ErrorCode::SEGMENT_NOT_FOUND,
+                    "segment " + std::to_string(id));
+    }
+    seg = std::move(it->second);
+    segments_.erase(it);
   }
+  MarkUnmounted(seg);
   return Status::OK();
 }
 
 std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
-  std::unique_lock lock(mu_);
+  std::vector<std::shared_ptr<Segment>> gone;
   std::vector<uint32_t> ids;
-  for (auto it = segments_.begin(); it != segments_.end();) {
-    if (it->second->info.node_id == node_id) {
-      ids.push_back(it->first);
-      it = segments_.erase(it);
-    } else {
-      ++it;
+  {
+    std::unique_lock lock(mu_);
+    for (auto it = segments_.begin(); it != segments_.end();) {
+      if (it->second->info.node_id == node_id) {
+        ids.push_back(it->first);
+        gone.push_back(std::move(it->second));
+        it = segments_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
+  for (const auto& seg : gone) MarkUnmounted(seg);
   return ids;
 }
 
@@ -110,6 +134,7 @@ std::vector<Placement> SegmentManager::Allocate(
   for (const auto& seg : candidates) {
     if (static_cast<int>(out.size()) >= count) break;
     std::lock_guard<std::mutex> lock(seg->mu);
+    if (seg->unmounted) continue;
     auto a = seg->alloc.Allocate(size);
     if (!a) continue;
     seg->used.store(seg->alloc.used());
@@ -189,6 +214,7 @@ std::vector<Placement> SegmentManager::AllocateAllOf(uint32_t id) {
   auto seg = Find(id);
   if (!seg) return out;
   std::lock_guard<std::mutex> lock(seg->mu);
+  if (seg->unmounted) return out;
   // The largest free range each time: a fresh segment is one range, and the
   // loop ends when nothing allocatable is left.
   for (uint64_t size; (size = seg->alloc.LargestFree()) > 0;) {
@@ -206,6 +232,7 @@ std::optional<Placement> SegmentManager::AllocateAt(uint32_t id,
   auto seg = Find(id);
   if (!seg) return std::nullopt;
   std::lock_guard<std::mutex> lock(seg->mu);
+  if (seg->unmounted) return std::nullopt;
   auto a = seg->alloc.AllocateAt(offset, size);
   if (!a) return std::nullopt;
   seg->used.store(seg->alloc.used());
@@ -267,6 +294,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
   }
   for (const auto& seg : candidates) {
     std::lock_guard<std::mutex> lock(seg->mu);
+    if (seg->unmounted) continue;
     auto a = seg->alloc.Allocate(size);
     if (!a) continue;
     seg->used.store(seg->alloc.used());

@@ -37,6 +37,11 @@ struct SegmentInfo {
   std::string data_endpoint;
   // Signs capabilities for this segment's ranges (the node's key).
   std::shared_ptr<const cap::Key> cap_key;
+  // A further segment the node added while it runs (MountExtraSegment,
+  // Mooncake's mount_segment): its memory goes back to its owner at
+  // unmount, so nothing is offloaded from it (the node's SSD tier copies
+  // only from the node's own segments).
+  bool extra = false;
 };
 
 // One allocated range.
@@ -66,7 +71,11 @@ class SegmentManager {
 
   // Assigns a fresh id (ids are never reused, so a stale Placement can never
   // free a range of a newer segment).
-  Result<uint32_t> Mount(SegmentInfo info);
+  // `closed`: mounted closed (see SetClosed), so no allocation ever sees it
+  // open before the caller opens it.
+  Result<uint32_t> Mount(SegmentInfo info, bool closed = false);
+  // Once it returns, no allocation places anything in the segment any more,
+  // also one that picked it as a candidate before.
   Status Unmount(uint32_t id);
   // Unmounts every segment of a node; returns their ids.
   std::vector<uint32_t> UnmountNode(const std::string& node_id);
@@ -135,6 +144,7 @@ class SegmentManager {
     std::atomic<uint64_t> used{0};
     std::atomic<bool> closed{false};
     std::atomic<uint64_t> held{0};  // bytes of Hold()
+    bool unmounted = false;         // under mu: allocate nothing any more
     uint64_t counted_used() const {
       const uint64_t u = used.load(), h = held.load();
       return u > h ? u - h : 0;

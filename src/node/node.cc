@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/crypto.h"
 #include "common/host_id.h"
 #include "node/local_holders.h"
 
@@ -81,6 +82,17 @@ void RemoveStaleShmFiles() {
     }
   }
 }
+// Names of extra segments: random UUIDs in Mooncake's text form.
+std::string NewSegmentName() {
+  const std::string b = crypto::RandomBytes(16);
+  std::string hex;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) hex += '-';
+    hex += fmt::format("{:02x}", static_cast<uint8_t>(b[i]));
+  }
+  return hex;
+}
+
 TcpDataClientOptions PromotionClientOptions(const NodeConfig& c) {
   TcpDataClientOptions o;
   o.tls_ca_file = c.data_tls_ca_file;
@@ -160,8 +172,11 @@ Status Node::Start() {
     sc.promotion_workers = int(config_.promotion_workers);
     sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
     sc.promotion_staging_bytes = config_.promotion_staging_bytes;
+    // Only the node's own segments: an extra segment's memory may go back
+    // to its owner, and only the data server's requests on it are waited
+    // for (the tier reaches it over TCP, as another node's).
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
-                                     &table_, &tcp_);
+                                     &own_table_, &tcp_);
     if (Status s = ssd_->Start(); !s.ok()) return s;
     data_server_->SetSsdReadHandler(
         [tier = ssd_.get()](std::span<KeyReadOp> ops) {
@@ -249,6 +264,8 @@ Status Node::Start() {
     metrics_.AddGauge(
         "kvpool_node_segment_capacity_bytes", "kind=\"prefetch_buffer\"",
         [this] { return double(config_.prefetch_buffer_segment); });
+    metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"extra\"",
+                      [this] { return double(extra_bytes_.load()); });
     // The SSD tier keeps its own registry (offload, promotion, prefetch
     // counters); /metrics serves both.
     http_ = std::make_unique<HttpEndpoint>(
@@ -268,6 +285,10 @@ Status Node::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(extra_mu_);
+    extras_closed_ = false;
   }
   hb_thread_ = std::thread([this] {
     SetThreadName("kvp-heartbeat");
@@ -315,14 +336,188 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   // Serve the new id before dropping the old one so no window refuses reads.
   uint64_t old = id->exchange(resp.segment_id());
   table_.Add(resp.segment_id(), SegmentView{seg.data(), seg.size()});
-  if (old != 0 && old != resp.segment_id()) table_.Remove(old);
+  own_table_.Add(resp.segment_id(), SegmentView{seg.data(), seg.size()});
+  if (old != 0 && old != resp.segment_id()) {
+    table_.Remove(old);
+    own_table_.Remove(old);
+  }
   return Status::OK();
 }
 
+Status Node::MountExtra(Extra* e, bool remount) {
+  rpc::MountExtraSegmentRequest req;
+  req.set_node_id(config_.node_id);
+  req.set_size(e->memory->size());
+  // Only the node's own file is offered to same-host clients: a caller's
+  // file is read and written by this node alone, so nothing touches it
+  // once it is unmounted.
+  if (e->allocated) req.set_shm_path(e->memory->path());
+  req.set_remount(remount);
+  rpc::MountSegmentResponse resp;
+  if (Status s = master_->Call(&rpc::MasterService::Stub::MountExtraSegment,
+                               req, &resp);
+      !s.ok()) {
+    return s;
+  }
+  if (resp.error_code() != 0) {
+    return Status(ErrorCodeFromInt(resp.error_code()),
+                  "master refused the extra segment");
+  }
+  const uint64_t id = resp.segment_id();
+  // Served before it is opened: the master places nothing in it until then,
+  // so no put is granted a range this node does not serve yet.
+  table_.Add(id, SegmentView{e->memory->data(), e->memory->size()});
+  rpc::MountExtraSegmentRequest open;
+  open.set_node_id(config_.node_id);
+  open.set_open_segment_id(id);
+  rpc::MountSegmentResponse opened;
+  Status s = master_->Call(&rpc::MasterService::Stub::MountExtraSegment, open,
+                           &opened);
+  if (s.ok() && opened.error_code() != 0) {
+    s = Status(ErrorCodeFromInt(opened.error_code()),
+               "master did not open the extra segment");
+  }
+  if (!s.ok()) {
+    // Closed at the master, it takes nothing; take it out there too if we
+    // can (it goes with the node otherwise).
+    rpc::UnmountSegmentRequest un;
+    un.set_node_id(config_.node_id);
+    un.set_segment_id(id);
+    rpc::UnmountSegmentResponse unresp;
+    master_->Call(&rpc::MasterService::Stub::UnmountSegment, un, &unresp)
+        .IgnoreError();
+    table_.RemoveAndWait(id);
+    return s;
+  }
+  e->id = id;
+  return Status::OK();
+}
+
+bool Node::MountPendingExtras(bool remount) {
+  bool all = true;
+  for (auto& [name, e] : extras_) {
+    if (e.id != 0) continue;
+    if (Status s = MountExtra(&e, remount); !s.ok()) {
+      spdlog::warn("node {}: mounting extra segment {} again failed: {}",
+                   config_.node_id, name, s.ToString());
+      all = false;
+    }
+  }
+  return all;
+}
+
+Result<std::string> Node::AddExtra(std::unique_ptr<ShmSegment> memory,
+                                   bool allocated) {
+  std::lock_guard<std::mutex> lock(extra_mu_);
+  if (extras_closed_ || !master_ || !data_server_ || segment_id_.load() == 0) {
+    return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
+                  "the node is not running");
+  }
+  // Two segments over the same bytes would hand them out twice.
+  auto overlaps = [&](const ShmSegment* other) {
+    return other != nullptr && memory->Overlaps(*other);
+  };
+  bool shared = overlaps(segment_.get()) || overlaps(buffer_.get());
+  for (const auto& [name, e] : extras_)
+    shared = shared || overlaps(e.memory.get());
+  if (shared) {
+    return Status(ErrorCode::SEGMENT_ALREADY_EXISTS,
+                  memory->path() + " shares bytes with a segment of node " +
+                      config_.node_id);
+  }
+  Extra e{std::move(memory), allocated, 0};
+  if (Status s = MountExtra(&e, /*remount=*/false); !s.ok()) return s;
+  std::string name = NewSegmentName();
+  spdlog::info("node {}: extra segment {} ({} bytes of {}) mounted as {}",
+               config_.node_id, name, e.memory->size(), e.memory->path(), e.id);
+  extra_bytes_ += e.memory->size();
+  extras_.emplace(name, std::move(e));
+  return name;
+}
+
+Result<std::string> Node::MountFileSegment(const std::string& path,
+                                           uint64_t offset, uint64_t size) {
+  auto memory = ShmSegment::OpenRange(path, offset, size);
+  if (!memory.ok()) return memory.status();
+  return AddExtra(std::move(memory.value()), /*allocated=*/false);
+}
+
+Result<std::string> Node::AllocateExtraSegment(uint64_t size) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (size == 0 || size > UINT64_MAX - (page - 1)) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "extra segment size " + std::to_string(size));
+  }
+  const uint64_t rounded = (size + page - 1) / page * page;
+  std::string name = fmt::format("kvpool-{}-{}-extra{}", getpid(),
+                                 config_.node_id, ++extra_files_);
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  auto memory = ShmSegment::Create(name, rounded);
+  if (!memory.ok()) return memory.status();
+  return AddExtra(std::move(memory.value()), /*allocated=*/true);
+}
+
+Status Node::UnmountExtraSegment(const std::string& name) {
+  std::lock_guard<std::mutex> lock(extra_mu_);
+  auto it = extras_.find(name);
+  if (it == extras_.end()) {
+    return Status(ErrorCode::SEGMENT_NOT_FOUND, "no extra segment " + name);
+  }
+  Extra& e = it->second;
+  if (e.id != 0) {
+    // The master first: once it answers, it places nothing more in the
+    // segment and its values are gone (clean misses).
+    rpc::UnmountSegmentRequest req;
+    req.set_node_id(config_.node_id);
+    req.set_segment_id(e.id);
+    rpc::UnmountSegmentResponse resp;
+    Status s =
+        master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp);
+    if (s.ok()) s = Status(ErrorCodeFromInt(resp.error_code()), "unmount");
+    // SEGMENT_NOT_FOUND / CLIENT_NOT_FOUND: the master has forgotten the
+    // segment already (it restarted, or declared this node dead); a remount
+    // waits for extra_mu_, which we hold.
+    if (!s.ok() && s.code() != ErrorCode::SEGMENT_NOT_FOUND &&
+        s.code() != ErrorCode::CLIENT_NOT_FOUND) {
+      return s;
+    }
+    // Then the data server: requests that resolved the segment finish
+    // before its memory is let go.
+    table_.RemoveAndWait(e.id);
+  }
+  spdlog::info("node {}: extra segment {} ({}) unmounted", config_.node_id,
+               name, e.memory->path());
+  extra_bytes_ -= e.memory->size();
+  extras_.erase(it);  // unmaps it (and removes the node's own file)
+  return Status::OK();
+}
+
+std::vector<Node::ExtraSegmentInfo> Node::extra_segments() const {
+  std::lock_guard<std::mutex> lock(extra_mu_);
+  std::vector<ExtraSegmentInfo> out;
+  for (const auto& [name, e] : extras_) {
+    out.push_back(ExtraSegmentInfo{name, e.allocated, e.id, e.memory->size(),
+                                   e.memory->path(), e.memory->file_offset()});
+  }
+  return out;
+}
+
 Status Node::Mount() {
+  // Extra segments are mounted, unmounted and mounted again one at a time.
+  std::lock_guard<std::mutex> extra(extra_mu_);
   // A new registration at the master numbers its events from 1 again.
   directory_.ResetSequence();
   const bool remount = segment_id_.load() != 0;
+  if (remount) {
+    // The extra segments' ids are the forgotten mount's: out of the table
+    // before this mount's ids, which may reuse them, go in.
+    for (auto& [name, e] : extras_) {
+      if (e.id != 0) table_.Remove(e.id);
+      e.id = 0;
+    }
+  }
   if (Status s = MountOne(*segment_, rpc::MAIN, &segment_id_); !s.ok())
     return s;
   if (buffer_) {
@@ -330,6 +525,9 @@ Status Node::Mount() {
         !s.ok())
       return s;
   }
+  // Extra segments come back too (their values do not: the node keeps no
+  // directory of them), under new ids.
+  extras_pending_ = !MountPendingExtras(remount);
   if (remount && config_.dram_directory) {
     // What DRAM still holds comes back before the SSD's copies, so a value
     // in both places is one object with two replicas.
@@ -472,6 +670,12 @@ void Node::HeartbeatLoop() {
         directory_pending_[0] = !RegisterDirectory(0, *segment_, segment_id_);
       if (directory_pending_[1] && buffer_)
         directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
+      // Extra segments a remount could not mount (tried again, as mounted
+      // before; never waits behind a mount_segment call in flight).
+      if (std::unique_lock<std::mutex> extra(extra_mu_, std::try_to_lock);
+          extra.owns_lock() && extras_pending_) {
+        extras_pending_ = !MountPendingExtras(/*remount=*/true);
+      }
     }
     if (s.ok() && resp.error_code() == 0 && ssd_) {
       // Drops first: they are older than any offload of the same response.
@@ -510,6 +714,22 @@ void Node::Stop() {
     UnregisterLocalHolder(config_.node_id);
     ssd_->Stop();
   }
+  {
+    // Extra segments leave the pool first; their memory goes only once the
+    // data server has stopped (no request in flight can touch it then).
+    std::lock_guard<std::mutex> lock(extra_mu_);
+    extras_closed_ = true;
+    for (auto& [name, e] : extras_) {
+      if (!master_ || e.id == 0) continue;
+      rpc::UnmountSegmentRequest req;
+      req.set_node_id(config_.node_id);
+      req.set_segment_id(e.id);
+      rpc::UnmountSegmentResponse resp;
+      master_->Call(&rpc::MasterService::Stub::UnmountSegment, req, &resp)
+          .IgnoreError();
+      e.id = 0;
+    }
+  }
   for (auto* id : {&buffer_id_, &segment_id_}) {
     if (!master_ || id->load() == 0) continue;
     rpc::UnmountSegmentRequest req;
@@ -525,19 +745,32 @@ void Node::Stop() {
   if (http_) http_->Stop();
   if (data_server_) data_server_->Stop();
   table_.Clear();
+  own_table_.Clear();
+  {
+    std::lock_guard<std::mutex> lock(extra_mu_);
+    extras_.clear();
+    extra_bytes_ = 0;
+  }
   segment_.reset();
   buffer_.reset();
 }
 
 std::string Node::StatusJson() const {
   const auto& st = data_server_->stats();
+  std::string extras;
+  for (const auto& e : extra_segments()) {
+    extras += fmt::format(
+        R"({}{{"name":"{}","segment_id":{},"size":{},"allocated":{}}})",
+        extras.empty() ? "" : ",", e.name, e.segment_id, e.size,
+        e.allocated ? "true" : "false");
+  }
   return fmt::format(
       R"({{"node_id":"{}","master_server_address":"{}","segment_id":{},"segment_size":{},"data_endpoint":"{}",)"
-      R"("prefetch_buffer":{{"segment_id":{},"size":{}}},"promotion_pull":{},)"
+      R"("prefetch_buffer":{{"segment_id":{},"size":{}}},"extra_segments":[{}],"promotion_pull":{},)"
       R"("tcp_bytes_read":{},"tcp_bytes_written":{},"bad_frames":{},"ssd":{}}})",
       config_.node_id, config_.master_server_address, segment_id_.load(),
       config_.global_segment_size, data_endpoint(), buffer_id_.load(),
-      config_.prefetch_buffer_segment,
+      config_.prefetch_buffer_segment, extras,
       config_.promotion_pull ? "true" : "false", st.bytes_read.load(),
       st.bytes_written.load(), st.bad_frames.load(),
       ssd_ ? ssd_->StatusJson() : std::string("null"));

@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/master_client.h"
 #include "common/http_endpoint.h"
@@ -56,7 +58,61 @@ class Node {
   const DramDirectory& directory() const { return directory_; }
   std::string StatusJson() const;
 
+  // ---- extra segments: memory added while the node runs (Mooncake's
+  // mount_segment and allocate_and_mount_segment) ----
+  //
+  // A further segment of this node: the master places values in it like in
+  // the main one, under the node's capability key. Its memory goes back at
+  // UnmountExtraSegment, so the SSD tier never copies into or out of it
+  // directly (nothing is offloaded from it; a promotion into it goes over
+  // the data plane), and the data server's requests on it are waited for
+  // before the memory is let go. Each is named by a UUID string.
+  //
+  // Maps [offset, offset + size) of the regular file at `path` (offset a
+  // multiple of the page size, the range inside the file; the caller's file
+  // is never removed or resized). Served over TCP only: same-host clients
+  // do not map memory that is not the node's to share. INVALID_PARAMS or
+  // FILE_NOT_FOUND for a bad file or range; SEGMENT_ALREADY_EXISTS when it
+  // shares bytes with a segment of this node (two segments over one memory
+  // would hand out the same bytes twice); the master's code when it
+  // refuses (UNAVAILABLE_IN_CURRENT_STATUS: a master older than extra
+  // segments).
+  Result<std::string> MountFileSegment(const std::string& path, uint64_t offset,
+                                       uint64_t size);
+  // Creates a segment file of `size` bytes rounded up to the page size
+  // under /dev/shm and mounts it; same-host clients map it, as the main
+  // segment. The file is removed at unmount.
+  Result<std::string> AllocateExtraSegment(uint64_t size);
+  // Takes an extra segment out of the pool: the master first (its values
+  // become misses and nothing more is placed in it), then the data server
+  // (waits for the requests in flight on it), then the mapping. If the
+  // master cannot be told, nothing changes and its error is returned (try
+  // again). SEGMENT_NOT_FOUND for an unknown name.
+  Status UnmountExtraSegment(const std::string& name);
+  struct ExtraSegmentInfo {
+    std::string name;
+    bool allocated = false;   // AllocateExtraSegment's, else a caller's file
+    uint64_t segment_id = 0;  // the master's id; 0 while not mounted there
+    uint64_t size = 0;
+    std::string path;
+    uint64_t file_offset = 0;
+  };
+  std::vector<ExtraSegmentInfo> extra_segments() const;
+
  private:
+  struct Extra {
+    std::unique_ptr<ShmSegment> memory;
+    bool allocated = false;  // the node's own file: shm for same-host peers
+    uint64_t id = 0;         // 0: not mounted at the current master
+  };
+  Result<std::string> AddExtra(std::unique_ptr<ShmSegment> memory,
+                               bool allocated);
+  // Mounts (closed), serves, then opens it at the master (extra_mu_ held).
+  Status MountExtra(Extra* e, bool remount);
+  // Every extra segment not mounted at the current master (extra_mu_ held);
+  // false if one failed (tried again on the next heartbeat).
+  bool MountPendingExtras(bool remount);
+  // Mounts the node's segments (extra_mu_ taken: not held by the caller).
   Status Mount();
   Status MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
                   std::atomic<uint64_t>* id);
@@ -70,7 +126,10 @@ class Node {
   std::unique_ptr<MasterClient> master_;
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
-  SegmentTable table_;
+  SegmentTable table_;  // every segment: what the data server serves
+  // The node's own segments (main, prefetch buffer): what the SSD tier
+  // copies into and out of directly. Extra segments are left out.
+  SegmentTable own_table_;
   std::unique_ptr<TcpDataServer> data_server_;
   TcpDataClient tcp_;  // promotion writes into another node's segment
   std::shared_ptr<SsdTier> ssd_;  // shared with in-process readers
@@ -82,6 +141,15 @@ class Node {
   DramDirectory directory_;
   // Slots whose directory the master still has to hear (heartbeat thread).
   bool directory_pending_[DramDirectory::kSlots] = {false, false};
+
+  // Extra segments by name; their mount, unmount and remount are serialised
+  // by extra_mu_ (held across the master calls).
+  mutable std::mutex extra_mu_;
+  std::map<std::string, Extra> extras_;
+  bool extras_pending_ = false;  // some extra is not mounted at the master
+  bool extras_closed_ = false;   // Stop: no more extra segments
+  std::atomic<uint64_t> extra_files_{0};  // AllocateExtraSegment's files
+  std::atomic<uint64_t> extra_bytes_{0};  // their sizes (metrics, no lock)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

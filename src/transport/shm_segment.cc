@@ -33,8 +33,14 @@ class FdCloser {
 }  // namespace
 
 ShmSegment::ShmSegment(std::string path, uint8_t* base, uint64_t size,
-                       bool owner)
-    : path_(std::move(path)), base_(base), size_(size), owner_(owner) {}
+                       bool owner, uint64_t dev, uint64_t ino, uint64_t offset)
+    : path_(std::move(path)),
+      base_(base),
+      size_(size),
+      owner_(owner),
+      dev_(dev),
+      ino_(ino),
+      offset_(offset) {}
 
 ShmSegment::~ShmSegment() {
   if (base_ != nullptr) ::munmap(base_, size_);
@@ -88,6 +94,13 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
   // MAP_POPULATE sets up the page tables up front: page faults are costly
   // on some hosts, and the data plane would otherwise take one per 4 KiB on
   // the first write of every page.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::unlink(path.c_str());
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot stat " + path + ": " + ErrnoText(err));
+  }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) {
@@ -96,8 +109,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(
-      std::move(path), static_cast<uint8_t*>(base), size, /*owner=*/true));
+  return std::unique_ptr<ShmSegment>(
+      new ShmSegment(std::move(path), static_cast<uint8_t*>(base), size,
+                     /*owner=*/true, st.st_dev, st.st_ino, 0));
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
@@ -139,8 +153,68 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(
-      path, static_cast<uint8_t*>(base), expected_size, /*owner=*/false));
+  return std::unique_ptr<ShmSegment>(
+      new ShmSegment(path, static_cast<uint8_t*>(base), expected_size,
+                     /*owner=*/false, st.st_dev, st.st_ino, 0));
+}
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::OpenRange(
+    const std::string& path, uint64_t offset, uint64_t size) {
+  if (path.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS, "no file to map");
+  }
+  if (size == 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "a segment of " + path + " must have a non-zero size");
+  }
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (page <= 0 || offset % static_cast<uint64_t>(page) != 0) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "offset " + std::to_string(offset) + " into " + path +
+                      " is not a multiple of the page size (" +
+                      std::to_string(page) + ")");
+  }
+  constexpr uint64_t kMaxOff =
+      static_cast<uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset > kMaxOff || size > kMaxOff - offset) {
+    return Status(ErrorCode::INVALID_PARAMS, "range of " + path + " too large");
+  }
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    return Status(
+        err == ENOENT ? ErrorCode::FILE_NOT_FOUND : ErrorCode::INVALID_PARAMS,
+        "cannot open " + path + ": " + ErrnoText(err));
+  }
+  FdCloser closer(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot stat " + path + ": " + ErrnoText(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::INVALID_PARAMS, path + " is not a regular file");
+  }
+  // Past the end of the file a mapping faults (SIGBUS) instead of failing.
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (offset > file_size || size > file_size - offset) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "range [" + std::to_string(offset) + ", " +
+                      std::to_string(offset + size) + ") is not inside " +
+                      path + " (" + std::to_string(file_size) + " bytes)");
+  }
+  void* base =
+      ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+             fd, static_cast<off_t>(offset));
+  if (base == MAP_FAILED) {
+    int err = errno;
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "cannot mmap " + path + ": " + ErrnoText(err));
+  }
+  return std::unique_ptr<ShmSegment>(
+      new ShmSegment(path, static_cast<uint8_t*>(base), size,
+                     /*owner=*/false, st.st_dev, st.st_ino, offset));
 }
 
 }  // namespace kvpool

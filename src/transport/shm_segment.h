@@ -29,6 +29,16 @@ class ShmSegment {
   // foreign file is never used.
   static Result<std::unique_ptr<ShmSegment>> Open(const std::string& path,
                                                   uint64_t expected_size);
+  // Maps [offset, offset + size) of an existing regular file read-write
+  // (MAP_SHARED, page tables populated): memory a caller hands to the pool
+  // (Mooncake's mount_segment). `offset` must be a multiple of the page
+  // size and the range must lie inside the file (INVALID_PARAMS); a
+  // missing file is FILE_NOT_FOUND. The file stays the caller's: it is
+  // never removed or resized, and must keep its size while it is mapped
+  // (bytes cut off by a truncation would fault).
+  static Result<std::unique_ptr<ShmSegment>> OpenRange(const std::string& path,
+                                                       uint64_t offset,
+                                                       uint64_t size);
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
@@ -36,13 +46,27 @@ class ShmSegment {
   uint8_t* data() const { return base_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Which bytes of which file this maps: two segments share memory exactly
+  // when they map the same file (device and inode) at overlapping ranges.
+  uint64_t file_device() const { return dev_; }
+  uint64_t file_inode() const { return ino_; }
+  uint64_t file_offset() const { return offset_; }
+  bool Overlaps(const ShmSegment& other) const {
+    return dev_ == other.dev_ && ino_ == other.ino_ &&
+           offset_ < other.offset_ + other.size_ &&
+           other.offset_ < offset_ + size_;
+  }
 
  private:
-  ShmSegment(std::string path, uint8_t* base, uint64_t size, bool owner);
+  ShmSegment(std::string path, uint8_t* base, uint64_t size, bool owner,
+             uint64_t dev, uint64_t ino, uint64_t offset);
   std::string path_;
   uint8_t* base_;
   uint64_t size_;
   bool owner_;
+  uint64_t dev_;
+  uint64_t ino_;
+  uint64_t offset_;
 };
 
 }  // namespace kvpool

@@ -170,5 +170,54 @@ TEST(ShmSegmentTest, OwnerUnlinksOnDestructionOpenerDoesNot) {
   EXPECT_EQ(ShmSegment::Open(path, 4096).code(), ErrorCode::SEGMENT_NOT_FOUND);
 }
 
+// A caller's file region (Mooncake's mount_segment): the mapping shares the
+// file's bytes at the offset, and the file stays the caller's.
+TEST(ShmSegmentTest, OpenRangeMapsARegionOfACallersFile) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto file = ShmSegment::Create(UniqueName(), 4 * page);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  std::memset((*file)->data() + page, 'x', page);
+  {
+    auto region = ShmSegment::OpenRange((*file)->path(), page, page + 100);
+    ASSERT_TRUE(region.ok()) << region.status().ToString();
+    EXPECT_EQ((*region)->size(), uint64_t(page) + 100);
+    EXPECT_EQ((*region)->file_offset(), uint64_t(page));
+    EXPECT_EQ((*region)->data()[0], 'x');
+    (*region)->data()[page] = 'y';  // the file's byte at 2 * page
+    EXPECT_EQ((*file)->data()[2 * page], 'y');
+    // Same file, overlapping bytes: they share memory.
+    EXPECT_TRUE((*region)->Overlaps(**file));
+    auto after = ShmSegment::OpenRange((*file)->path(), 3 * page, page);
+    ASSERT_TRUE(after.ok());
+    EXPECT_FALSE((*region)->Overlaps(**after));
+    EXPECT_TRUE((*after)->Overlaps(**file));
+  }
+  EXPECT_TRUE(FileExists((*file)->path()));  // never removed
+}
+
+TEST(ShmSegmentTest, OpenRangeRefusesWhatItCannotMapSafely) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto file = ShmSegment::Create(UniqueName(), 2 * page);
+  ASSERT_TRUE(file.ok());
+  const std::string path = (*file)->path();
+  EXPECT_EQ(ShmSegment::OpenRange(path, 0, 0).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::OpenRange(path, 100, page).code(),
+            ErrorCode::INVALID_PARAMS);  // offset not page aligned
+  EXPECT_EQ(ShmSegment::OpenRange(path, page, page + 1).code(),
+            ErrorCode::INVALID_PARAMS);  // past the end: would fault
+  EXPECT_EQ(ShmSegment::OpenRange(path, 4 * page, 1).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::OpenRange(path, page, ~uint64_t{0}).code(),
+            ErrorCode::INVALID_PARAMS);  // overflow
+  EXPECT_EQ(ShmSegment::OpenRange("", 0, page).code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::OpenRange("/dev/shm", 0, page).code(),
+            ErrorCode::INVALID_PARAMS);  // not a regular file
+  EXPECT_EQ(ShmSegment::OpenRange(path + "-missing", 0, page).code(),
+            ErrorCode::FILE_NOT_FOUND);
+  EXPECT_TRUE(ShmSegment::OpenRange(path, page, page).ok());
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -633,6 +633,48 @@ TEST_F(TcpDataPlaneTest, RemovedSegmentIsRejected) {
   EXPECT_EQ(r.result, ErrorCode::INVALID_PARAMS);
 }
 
+// A segment whose memory goes back to its owner (RemoveAndWait: the node's
+// unmount of an extra segment) is waited for while a request that resolved
+// it is still moving bytes: the write lands whole before the remove
+// returns, and nothing later reaches the segment.
+TEST_F(TcpDataPlaneTest, RemoveAndWaitWaitsForAWriteInFlight) {
+  std::promise<void> resolved;
+  std::once_flag once;
+  TcpDataServer server(&table_, kNodeId, TcpDataServerOptions{});
+  // Called right after the range resolved (and pinned its segment).
+  server.SetWriteGuard([&](uint64_t, uint64_t, uint64_t) {
+    std::call_once(once, [&] { resolved.set_value(); });
+    return true;
+  });
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  tcp::socket s = RawConnect(true, server.port());
+  wire::Header h;
+  h.op = static_cast<uint16_t>(wire::Op::kWrite);
+  h.count = 1;
+  h.body_len = wire::kRangeSize + 8;
+  asio::write(s, asio::buffer(Frame(h, {{kSmallSegment, 16, 8}})));
+  asio::write(s, asio::buffer("abcd", 4));  // half the payload
+  resolved.get_future().wait();
+  auto removed = std::async(std::launch::async,
+                            [&] { table_.RemoveAndWait(kSmallSegment); });
+  EXPECT_EQ(removed.wait_for(std::chrono::milliseconds(100)),
+            std::future_status::timeout);
+  asio::write(s, asio::buffer("efgh", 4));
+  uint8_t resp[wire::kHeaderSize + wire::kResultSize];
+  asio::read(s, asio::buffer(resp));
+  EXPECT_EQ(wire::GetLe<uint32_t>(resp + wire::kHeaderSize), 0u);
+  removed.get();
+  EXPECT_EQ(std::memcmp(small_.data() + 16, "abcdefgh", 8), 0);
+  // Gone for the next request on the same connection.
+  h.op = static_cast<uint16_t>(wire::Op::kRead);
+  h.body_len = wire::kRangeSize;
+  asio::write(s, asio::buffer(Frame(h, {{kSmallSegment, 16, 8}})));
+  asio::read(s, asio::buffer(resp));
+  EXPECT_EQ(
+      static_cast<int32_t>(wire::GetLe<uint32_t>(resp + wire::kHeaderSize)),
+      ToInt(ErrorCode::INVALID_PARAMS));
+}
+
 TEST_F(TcpDataPlaneTest, MalformedFramesCloseTheConnection) {
   std::vector<uint8_t> sentinel = small_;
   const auto read_op = static_cast<uint16_t>(wire::Op::kRead);

@@ -360,6 +360,9 @@ class TcpDataServer::Impl {
     std::vector<uint8_t> ranges_raw;
     std::vector<wire::Range> ranges;
     std::vector<uint8_t*> targets;  // resolved segment memory, null = rejected
+    // The segments `targets` point into, held until the request's bytes
+    // have moved: a segment taken back meanwhile (RemoveAndWait) waits.
+    SegmentTable::Pins pins;
     std::vector<ErrorCode> range_codes;  // why a range was rejected
     // WRITE: the ops to order by generation (and which range each is), and
     // the pass that keeps the admitted ones in flight until copied.
@@ -879,9 +882,10 @@ const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,
     }
     // A zero-length range names no bytes; rejecting it keeps "OK" meaning
     // "these bytes were moved".
-    uint8_t* p = code != ErrorCode::OK || r.length == 0
-                     ? nullptr
-                     : segments_->Resolve(r.segment_id, r.offset, r.length);
+    uint8_t* p =
+        code != ErrorCode::OK || r.length == 0
+            ? nullptr
+            : segments_->Resolve(r.segment_id, r.offset, r.length, &st.pins);
     if (p != nullptr && want == cap::kOpWrite && write_guard_ &&
         !write_guard_(r.segment_id, r.offset, r.length)) {
       p = nullptr;
@@ -1487,6 +1491,7 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
       st.out[0] = asio::buffer(st.response);
       co_await asio::async_write(socket, st.out, TransferWhole{}, token);
       if (ec) co_return;
+      st.pins.Release();
       stats_.bytes_read.fetch_add(data_len, std::memory_order_relaxed);
       continue;
     }
@@ -1543,8 +1548,10 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
         left -= n;
       }
     }
-    // Every byte has landed: newer writes of these ranges may go ahead.
+    // Every byte has landed: newer writes of these ranges may go ahead, and
+    // the segments may be taken back.
     st.write_pass.Release();
+    st.pins.Release();
     stats_.bytes_written.fetch_add(written, std::memory_order_relaxed);
     PrepareResponse(h, ErrorCode::OK, 0, st);
     co_await asio::async_write(socket, asio::buffer(st.response),
