@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -24,9 +25,13 @@ inline constexpr uint64_t kValue = 1 << 20;
 class SsdFixture : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A parametrised test's name has a '/': keep the root one directory,
+    // so that TearDown removes all of it.
+    std::string name =
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
     root_ = std::filesystem::temp_directory_path() /
-            ("kvpool-ssd-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+            ("kvpool-ssd-" + std::to_string(getpid()) + "-" + name);
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_);
     opts_.num_nodes = 2;
