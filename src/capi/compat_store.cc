@@ -936,6 +936,13 @@ Status CheckFileAndOffset(const std::string& path, uint64_t offset) {
 }
 }  // namespace
 
+Status MooncakeStore::NotHosting() const {
+  return Status(ErrorCode::INVALID_PARAMS,
+                client_ ? "a pure client (global_segment_size 0) hosts no "
+                          "segment to mount memory into"
+                        : "not set up");
+}
+
 MooncakeStore::MountResult MooncakeStore::MountSegment(const std::string& path,
                                                        int64_t size,
                                                        int64_t offset) {
@@ -943,10 +950,7 @@ MooncakeStore::MountResult MooncakeStore::MountSegment(const std::string& path,
   std::shared_lock lock(mu_);
   Status s;
   if (!node_) {
-    s = Status(ErrorCode::INVALID_PARAMS,
-               client_ ? "a pure client (global_segment_size 0) hosts no "
-                         "segment to mount memory into"
-                       : "not set up");
+    s = NotHosting();
   } else if (size < 0 || offset < 0) {
     s = Status(ErrorCode::INVALID_PARAMS, "negative size or offset");
   } else if (size == 0) {
@@ -973,10 +977,7 @@ MooncakeStore::MountResult MooncakeStore::AllocateAndMountSegment(
   std::shared_lock lock(mu_);
   Status s;
   if (!node_) {
-    s = Status(ErrorCode::INVALID_PARAMS,
-               client_ ? "a pure client (global_segment_size 0) hosts no "
-                         "segment to mount memory into"
-                       : "not set up");
+    s = NotHosting();
   } else if (size <= 0) {
     s = Status(ErrorCode::INVALID_PARAMS, "size must be > 0");
   } else {

@@ -201,6 +201,8 @@ class MooncakeStore {
   Client* client();
 
  private:
+  // The refusal of a mount call on a store that hosts no node. Needs mu_.
+  Status NotHosting() const;
   int CloseLocked();
   int UnmountExtras(const std::vector<std::string>& segment_ids,
                     int64_t grace_period_seconds, bool allocated);
