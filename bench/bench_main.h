@@ -43,6 +43,7 @@ struct BenchOptions {
   std::vector<std::string> router_rate_modes;  // empty: every mode
   int router_rate_rounds = 1;    // each round: every mode's cell, then its fio
   bool router_rate_puts = true;  // a client puts while promotions run
+  std::string segment_dir = "/dev/shm";  // NodeConfig::segment_dir
 
   // restart
   std::vector<uint64_t> restart_objects = {10000, 100000, 1000000};

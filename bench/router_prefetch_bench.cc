@@ -32,6 +32,7 @@
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
+#include "node/node.h"
 #include "storage/aligned_buffer.h"
 
 namespace kvpool {
@@ -91,6 +92,11 @@ const HolderMode kRateModes[] = {
     {"pipe-16MiB-w8-b2", false, 2, 32, 16ull << 20, 8},
     {"pipe-32MiB-w16-b4", false, 4, 32, 32ull << 20, 16},
     {"pipe-64MiB-w16-b4", false, 4, 32, 64ull << 20, 16},
+    // Twice the batches the rings can read at once: while some batches are
+    // in their master round trips, the others keep the rings busy.
+    {"pipe-64MiB-w8", false, 8, 32, 64ull << 20, 8},
+    {"pipe-64MiB-w1", false, 8, 32, 64ull << 20, 1},
+    {"pipe-128MiB-w16", false, 8, 32, 128ull << 20, 16},
     // The same with the reads staged in huge pages and copied, instead of
     // read into the (4 KiB-page) segment in place.
     {"pipe-32MiB-w8-huge", false, 8, 32, 32ull << 20, 8, 32ull << 20},
@@ -121,6 +127,7 @@ LocalClusterOptions ClusterOptions(const BenchOptions& opts,
   o.promotion_inflight_bytes = mode.inflight_bytes;
   o.promotion_workers = mode.workers;
   o.promotion_staging_bytes = mode.staging_bytes;
+  o.segment_dir = opts.segment_dir;
   return o;
 }
 
@@ -355,6 +362,25 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
                "(main at %.0f%%)\n",
                mode.name.c_str(), row.queued, row.keys, row.promoted,
                row.seconds, row.KeysPerSec(), 100 * MainRatio(*c));
+  // Where the workers' time went, summed over the holders (the chain's
+  // steps; docs/ssd_tier.md).
+  {
+    std::string phases;
+    for (const char* phase :
+         {"alloc", "read", "write", "notify", "held_budget", "held_offload"}) {
+      uint64_t us = 0;
+      for (size_t i = 0; i < cluster.num_nodes(); ++i) {
+        if (SsdTier* t = cluster.node(i).ssd()) {
+          us += t->metrics().CounterValue(
+              "kvpool_node_promotion_phase_microseconds_total",
+              fmt::format("phase=\"{}\"", phase));
+        }
+      }
+      phases += fmt::format(" {} {:.2f} s", phase, double(us) / 1e6);
+    }
+    std::fprintf(stderr, "  %-12s worker time:%s\n", mode.name.c_str(),
+                 phases.c_str());
+  }
   // fio on the same holder's SSD files, at the block size and the number
   // of reads the holder keeps in flight.
   row.depth = mode.Depth(value);

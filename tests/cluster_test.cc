@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "node/node.h"
@@ -285,6 +287,44 @@ TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
   rc.preferred_segment = cluster.node(0).node_id();
   ASSERT_TRUE(c->Put("again", "v", rc).ok());
   EXPECT_EQ(c->Get("again").value(), "v");
+}
+
+// NodeConfig::segment_dir: the segment files live where the operator says
+// (a huge-page tmpfs, say), and same-host clients map them from there.
+TEST(ClusterSegmentDir, SegmentFilesLiveInTheConfiguredDirectory) {
+  std::string dir = "/dev/shm/kvpool_segdir_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{dir};
+  {
+    LocalClusterOptions o;
+    o.segment_dir = dir;
+    LocalCluster cluster(o);
+    ASSERT_TRUE(cluster.Start().ok());
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      EXPECT_EQ(e.path().filename().string().rfind("kvpool-", 0), 0u);
+      ++files;
+    }
+    EXPECT_EQ(files, cluster.num_nodes());
+    ClientConfig cc;
+    cc.transport = TransportMode::kShm;
+    auto writer = cluster.NewClient(cc).value();
+    auto reader = cluster.NewClient(cc).value();
+    const std::string v = RandomBytes(300000, 7);
+    ASSERT_TRUE(writer->Put("k", v).ok());
+    auto got = reader->Get("k");
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got.value(), v);
+  }
+  // The nodes removed their files on the way out.
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  LocalClusterOptions bad;
+  bad.segment_dir = "relative";
+  LocalCluster refused(bad);
+  EXPECT_EQ(refused.Start().code(), ErrorCode::INVALID_PARAMS);
 }
 
 TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {

@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "common/failpoint.h"
+#include "node/node.h"
 #include "tests/ssd_fixture.h"
 
 namespace kvpool {
@@ -64,6 +66,40 @@ TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
   EXPECT_EQ(pc.completed, 16u);
   EXPECT_EQ(pc.failed, 0u);
   EXPECT_EQ(pc.in_flight, 0u);
+}
+
+// The budget bounds bytes being staged, read or copied: a batch whose bytes
+// are in place gives its share back before the notify round trip, so the
+// next batch's reads need not wait for the master.
+TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 1);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_TRUE(ArmFailpoints("node.promotion.after_write=pause:3000@1").ok());
+  struct Disarm {
+    ~Disarm() { DisarmFailpoints(); }
+  } disarm;
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.value()[0], S::kQueued);
+  // The worker is held between its write and its notify.
+  ASSERT_TRUE(WaitUntil(
+      [&] { return FailpointPasses("node.promotion.after_write") >= 1; },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+  EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
+  EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 1u);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  // Where the worker's time went is counted, step by step.
+  for (const char* phase : {"alloc", "read", "notify"}) {
+    EXPECT_GT(tier->metrics().CounterValue(
+                  "kvpool_node_promotion_phase_microseconds_total",
+                  std::string("phase=\"") + phase + "\""),
+              0u)
+        << phase;
+  }
 }
 
 TEST_F(PromotionExecutorTest, StagingPoolReadsThenCopiesEveryKeyIntact) {

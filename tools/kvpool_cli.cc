@@ -330,6 +330,11 @@ int main(int argc, char** argv) {
       ->add_option("--rate_puts", bench_opts.router_rate_puts,
                    "a second client puts 1 MiB values while promotions run")
       ->capture_default_str();
+  bench_router
+      ->add_option("--segment_dir", bench_opts.segment_dir,
+                   "where the nodes create their segment files (a huge tmpfs "
+                   "gives them 2 MiB pages)")
+      ->capture_default_str();
   kvpool::AddSizeFlag(*bench_router, "--block_size",
                       &bench_opts.router_block_bytes, "bytes per block");
   kvpool::AddSizeFlag(*bench_router, "--dram", &bench_opts.node_dram_bytes,

@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   kvpool::AddSizeFlag(app, "--global_segment_size", &c.global_segment_size,
                       "DRAM this node contributes");
+  app.add_option("--segment_dir", c.segment_dir,
+                 "memory file system for the segment files (/dev/shm; a "
+                 "tmpfs mounted huge=always or hugetlbfs for 2 MiB pages)")
+      ->capture_default_str();
   app.add_option("--local_hostname", c.local_hostname,
                  "address other hosts use to reach us")
       ->capture_default_str();

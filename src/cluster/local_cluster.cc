@@ -47,6 +47,7 @@ Status LocalCluster::Start() {
     nc.data_tls_key_file = options_.data_tls_key_file;
     nc.data_tls_ca_file = options_.data_tls_ca_file;
     nc.dram_directory = options_.dram_directory;
+    nc.segment_dir = options_.segment_dir;
     if (options_.enable_ssd) {
       nc.enable_ssd_offload = true;
       nc.ssd_offload_path = options_.ssd_root + "/node" + std::to_string(i);

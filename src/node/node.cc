@@ -29,6 +29,8 @@ Status NodeConfig::Validate() const {
   if (heartbeat_interval_ms <= 0)
     return bad("heartbeat_interval_ms must be > 0");
   if (data_threads <= 0) return bad("data_threads must be > 0");
+  if (segment_dir.empty() || segment_dir.front() != '/')
+    return bad("segment_dir must be an absolute path");
   if (data_tls_cert_file.empty() != data_tls_key_file.empty()) {
     return bad("data_tls_cert_file and data_tls_key_file go together");
   }
@@ -69,9 +71,9 @@ std::string GenerateNodeId() {
 
 // Segments of nodes that died without unmapping (SIGKILL) stay in /dev/shm
 // and hold RAM; the pid in the name tells whether the owner is gone.
-void RemoveStaleShmFiles() {
+void RemoveStaleShmFiles(const std::string& dir) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
     if (name.rfind("kvpool-", 0) != 0) continue;
     long pid = std::strtol(name.c_str() + 7, nullptr, 10);
@@ -126,19 +128,21 @@ Status Node::Start() {
   master_ = std::make_unique<MasterClient>(config_.master_server_address,
                                            config_.rpc_timeout_ms,
                                            std::move(security.value()));
-  RemoveStaleShmFiles();
+  RemoveStaleShmFiles(config_.segment_dir);
   // The shm name carries the pid so a crashed node's leftover file never
   // collides with a new one.
   std::string shm_name = fmt::format("kvpool-{}-{}", getpid(), config_.node_id);
   for (char& c : shm_name) {
     if (c == '/') c = '_';
   }
-  auto seg = ShmSegment::Create(shm_name, config_.global_segment_size);
+  auto seg = ShmSegment::Create(shm_name, config_.global_segment_size,
+                                config_.segment_dir);
   if (!seg.ok()) return seg.status();
   segment_ = std::move(seg.value());
   if (config_.prefetch_buffer_segment > 0) {
     auto buf = ShmSegment::Create(shm_name + "-prefetch",
-                                  config_.prefetch_buffer_segment);
+                                  config_.prefetch_buffer_segment,
+                                  config_.segment_dir);
     if (!buf.ok()) return buf.status();
     buffer_ = std::move(buf.value());
   }
@@ -294,8 +298,9 @@ Status Node::Start() {
     SetThreadName("kvp-heartbeat");
     HeartbeatLoop();
   });
-  spdlog::info("node {} serving {} bytes at {} (shm {})", config_.node_id,
-               config_.global_segment_size, data_endpoint(), segment_->path());
+  spdlog::info("node {} serving {} bytes at {} (shm {}, {} KiB pages)",
+               config_.node_id, config_.global_segment_size, data_endpoint(),
+               segment_->path(), segment_->block_size() / 1024);
   return Status::OK();
 }
 
@@ -454,7 +459,7 @@ Result<std::string> Node::AllocateExtraSegment(uint64_t size) {
   for (char& c : name) {
     if (c == '/') c = '_';
   }
-  auto memory = ShmSegment::Create(name, rounded);
+  auto memory = ShmSegment::Create(name, rounded, config_.segment_dir);
   if (!memory.ok()) return memory.status();
   return AddExtra(std::move(memory.value()), /*allocated=*/true);
 }

@@ -11,6 +11,24 @@
 #include "storage/aligned_buffer.h"
 
 namespace kvpool {
+namespace {
+// Adds the microseconds since `start` to the chain's time in `phase`
+// (kvpool_node_promotion_phase_microseconds_total): where a promotion's time
+// goes, summed over every worker, so a reader can tell a chain bound by its
+// round trips from one bound by the disk.
+void AddPhaseTime(MetricsRegistry* metrics, const char* phase,
+                  std::chrono::steady_clock::time_point start) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  metrics
+      ->GetCounter("kvpool_node_promotion_phase_microseconds_total",
+                   fmt::format("phase=\"{}\"", phase),
+                   "time promotion workers spent in each step of the chain")
+      .Inc(uint64_t(std::max<int64_t>(0, us)));
+}
+
+}  // namespace
 
 namespace {
 using Stub = rpc::MasterService::Stub;
@@ -35,6 +53,15 @@ Status SsdTier::Start() {
   fc.segment_file_size = config_.ssd_segment_file_size;
   fc.ssd_gc_interval_ms = config_.ssd_gc_interval_ms;
   fc.ssd_verify_threads = config_.ssd_verify_threads;
+  // A ring serves one batch at a time, to its last completion: each
+  // pipelined promotion worker may hold one through its read, and gets and
+  // offloads keep the default's share beside them. (With 4 rings, 8
+  // workers promoted 1,600-1,730 blocks/s where 16 rings gave 1,960-2,180:
+  // docs/bench/router_prefetch.md.)
+  if (config_.promotion_inflight_bytes > 0) {
+    fc.ssd_io_rings = std::max<unsigned>(
+        fc.ssd_io_rings, unsigned(config_.promotion_workers) + fc.ssd_io_rings);
+  }
   if (config_.ssd_io_backend == "pread") {
     fc.ssd_io_backend = SsdIoBackend::kPread;
   } else if (config_.ssd_io_backend == "io_uring") {
@@ -478,12 +505,24 @@ void SsdTier::PromotionLoop() {
     uint64_t bytes = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      // Time spent with tasks queued but held back (the budget, an offload
+      // in progress) is "held"; waiting for work is not counted.
+      std::optional<std::chrono::steady_clock::time_point> held_since;
       // Stop only when the pull and prefetch threads can add nothing more
       // and the queue is empty.
       cv_.wait(lock, [&] {
-        return (!promotions_.empty() && fits() && !promotions_paused_) ||
-               (promotions_.empty() && stopping_ && prefetch_exited_);
+        const bool ready =
+            !promotions_.empty() && fits() && !promotions_paused_;
+        if (!ready && !promotions_.empty() && !held_since)
+          held_since = std::chrono::steady_clock::now();
+        return ready || (promotions_.empty() && stopping_ && prefetch_exited_);
       });
+      if (held_since) {
+        AddPhaseTime(&metrics_,
+                     !offloads_.empty() || offload_active_ ? "held_offload"
+                                                           : "held_budget",
+                     *held_since);
+      }
       if (promotions_.empty()) return;
       while (jobs.size() < batch && !promotions_.empty()) {
         const uint64_t size = promotions_.Front().task.size();
@@ -516,13 +555,21 @@ void SsdTier::PromotionLoop() {
       }
     }
     ReportExpired(expired);
+    // The batch's bytes leave the budget once they are in place (before the
+    // notify round trip), or at once if nothing of it runs.
+    bool released = false;
+    auto release = [&] {
+      if (released) return;
+      released = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        promo_inflight_ -= bytes;
+      }
+      cv_.notify_all();
+    };
     std::vector<Status> got;
-    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      promo_inflight_ -= bytes;
-    }
-    cv_.notify_all();
+    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release);
+    release();
     for (const auto& j : jobs)
       shared_reads_.Unwant(TenantName(j.task.tenant()), j.task.key());
     for (size_t k = 0; k < run.size(); ++k) {
@@ -661,6 +708,12 @@ class PromotionReporter {
           .Inc();
     }
     KVPOOL_FAILPOINT("node.promotion.after_write");
+    const auto notify_start = std::chrono::steady_clock::now();
+    struct NotifyTime {
+      MetricsRegistry* metrics;
+      std::chrono::steady_clock::time_point start;
+      ~NotifyTime() { AddPhaseTime(metrics, "notify", start); }
+    } notify_time{metrics_, notify_start};
     if (reqs.size() > 1 && batch_rpcs_->load()) {
       rpc::BatchPromotionNotifyRequest batch;
       for (auto& r : reqs) *batch.add_items() = std::move(r);
@@ -706,10 +759,18 @@ Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
 }
 
 std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
-    std::span<const rpc::PromotionTask> tasks) {
+    std::span<const rpc::PromotionTask> tasks,
+    const std::function<void()>& data_done) {
   const size_t n = tasks.size();
   std::vector<Status> out(n, Status::OK());
   PromotionReporter reporter(master_, &metrics_, node_id_, tasks, &batch_rpcs_);
+  // Declared after the reporter, so it runs first on every way out.
+  struct DataDone {
+    const std::function<void()>& fn;
+    ~DataDone() {
+      if (fn) fn();
+    }
+  } data_done_on_exit{data_done};
   // 1. Stage a DRAM replica for each key (the master picks where it lands):
   // one round trip for the batch when the master has the batch RPC.
   std::vector<rpc::PromotionAllocStartRequest> starts(n);
@@ -723,6 +784,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   std::vector<rpc::PromotionAllocStartResponse> staged_resp(n);
   std::vector<Status> rpc_status(n, Status::OK());
   bool done = false;
+  auto phase_start = std::chrono::steady_clock::now();
   if (n > 1 && batch_rpcs_.load()) {
     rpc::BatchPromotionAllocStartRequest batch;
     for (const auto& r : starts) *batch.add_items() = r;
@@ -749,6 +811,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
           master_->Call(&Stub::PromotionAllocStart, starts[i], &staged_resp[i]);
     }
   }
+  AddPhaseTime(&metrics_, "alloc", phase_start);
   std::vector<rpc::MemoryLocation> locs(n);
   std::vector<size_t> staged;
   for (size_t i = 0; i < n; ++i) {
@@ -823,10 +886,13 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     from_disk.push_back(j);
   }
   if (!reads.empty()) {
+    phase_start = std::chrono::steady_clock::now();
     auto read = storage_->BatchRead(reads);
     for (size_t r = 0; r < from_disk.size(); ++r)
       got[from_disk[r]] = std::move(read[r]);
+    AddPhaseTime(&metrics_, "read", phase_start);
   }
+  phase_start = std::chrono::steady_clock::now();
   // 3. Write each into its staged replica: a local segment directly, a
   // remote one over the data plane.
   for (size_t j = 0; j < staged.size(); ++j) {
@@ -863,6 +929,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       metrics_.GetCounter("kvpool_node_promotion_staged_in_pool_total").Inc();
     reporter.Succeed(i);
   }
+  AddPhaseTime(&metrics_, "write", phase_start);
   return out;  // the reporter tells the master every outcome on its way out
 }
 

@@ -137,8 +137,13 @@ class SsdTier {
   // The same chain for several keys at once: one AllocStart and one
   // NotifyPromotion per key (each with its own RAII guard), the SSD reads in
   // one submission. Statuses in task order.
+  // `data_done` (optional) runs once every key's bytes are in place or
+  // failed, before the outcomes are reported: the pipelined executor frees
+  // the batch's share of its in-flight budget there, so the notify round
+  // trip holds no budget the disk could use.
   std::vector<Status> PromoteKeysFromLocalDisk(
-      std::span<const rpc::PromotionTask> tasks);
+      std::span<const rpc::PromotionTask> tasks,
+      const std::function<void()>& data_done = {});
   PullStats pull_stats() const;
   // Promotion bytes in flight now, and the most there ever were.
   uint64_t promotion_inflight_bytes() const;

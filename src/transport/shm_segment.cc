@@ -33,14 +33,16 @@ class FdCloser {
 }  // namespace
 
 ShmSegment::ShmSegment(std::string path, uint8_t* base, uint64_t size,
-                       bool owner, uint64_t dev, uint64_t ino, uint64_t offset)
+                       bool owner, uint64_t dev, uint64_t ino, uint64_t offset,
+                       uint64_t block_size)
     : path_(std::move(path)),
       base_(base),
       size_(size),
       owner_(owner),
       dev_(dev),
       ino_(ino),
-      offset_(offset) {}
+      offset_(offset),
+      block_size_(block_size) {}
 
 ShmSegment::~ShmSegment() {
   if (base_ != nullptr) ::munmap(base_, size_);
@@ -48,9 +50,10 @@ ShmSegment::~ShmSegment() {
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
-                                                       uint64_t size) {
+                                                       uint64_t size,
+                                                       const std::string& dir) {
   // The name becomes one path component; anything else could escape
-  // /dev/shm or collide with a nested path.
+  // the directory or collide with a nested path.
   if (name.empty() || name == "." || name == ".." ||
       name.find('/') != std::string::npos) {
     return Status(ErrorCode::INVALID_PARAMS,
@@ -65,7 +68,11 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
     return Status(ErrorCode::INVALID_PARAMS,
                   "shm segment size " + std::to_string(size) + " too large");
   }
-  std::string path = "/dev/shm/" + name;
+  if (dir.empty() || dir.front() != '/') {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "segment directory '" + dir + "' must be an absolute path");
+  }
+  std::string path = (dir.back() == '/' ? dir : dir + "/") + name;
   // O_EXCL so that two nodes (or a stale file from a crashed one) never end
   // up sharing a segment unknowingly.
   int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -83,9 +90,10 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
     ::unlink(path.c_str());
     std::string why = ErrnoText(err);
     if (err == ENOSPC) {
-      why +=
-          " (/dev/shm is full or smaller than the segment: check `df "
-          "/dev/shm` and the segment size)";
+      why += " (" + dir + " is full or smaller than the segment: check `df " +
+             dir + "` and the segment size; on hugetlbfs, the free huge pages)";
+    } else if (err == EINVAL) {
+      why += " (on hugetlbfs the size must be a multiple of the huge page)";
     }
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot allocate " + std::to_string(size) + " bytes for " +
@@ -109,9 +117,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(
-      new ShmSegment(std::move(path), static_cast<uint8_t*>(base), size,
-                     /*owner=*/true, st.st_dev, st.st_ino, 0));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(
+      std::move(path), static_cast<uint8_t*>(base), size,
+      /*owner=*/true, st.st_dev, st.st_ino, 0, uint64_t(st.st_blksize)));
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
@@ -153,9 +161,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(
-      new ShmSegment(path, static_cast<uint8_t*>(base), expected_size,
-                     /*owner=*/false, st.st_dev, st.st_ino, 0));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(
+      path, static_cast<uint8_t*>(base), expected_size,
+      /*owner=*/false, st.st_dev, st.st_ino, 0, uint64_t(st.st_blksize)));
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::OpenRange(
@@ -212,9 +220,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::OpenRange(
     return Status(ErrorCode::INVALID_PARAMS,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(
-      new ShmSegment(path, static_cast<uint8_t*>(base), size,
-                     /*owner=*/false, st.st_dev, st.st_ino, offset));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(
+      path, static_cast<uint8_t*>(base), size,
+      /*owner=*/false, st.st_dev, st.st_ino, offset, uint64_t(st.st_blksize)));
 }
 
 }  // namespace kvpool

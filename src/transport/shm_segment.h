@@ -18,12 +18,16 @@ namespace kvpool {
 
 class ShmSegment {
  public:
-  // Creates /dev/shm/<name> of `size` bytes (O_EXCL), allocates all of its
-  // memory (posix_fallocate: a /dev/shm too full for it fails here rather
-  // than with SIGBUS later) and maps it read-write with page tables
-  // populated. The file is removed by the destructor.
-  static Result<std::unique_ptr<ShmSegment>> Create(const std::string& name,
-                                                    uint64_t size);
+  // Creates <dir>/<name> of `size` bytes (O_EXCL), allocates all of its
+  // memory (posix_fallocate: a file system too full for it fails here
+  // rather than with SIGBUS later) and maps it read-write with page tables
+  // populated. The file is removed by the destructor. `dir` is a memory
+  // file system: /dev/shm (4 KiB pages), or a tmpfs mounted with
+  // huge=always or a hugetlbfs mount for 2 MiB pages (docs/ssd_tier.md,
+  // "Huge pages for the segment").
+  static Result<std::unique_ptr<ShmSegment>> Create(
+      const std::string& name, uint64_t size,
+      const std::string& dir = "/dev/shm");
   // Maps an existing segment file, page tables populated. Fails
   // (INVALID_PARAMS) if its size is not `expected_size`, so a stale or
   // foreign file is never used.
@@ -51,6 +55,10 @@ class ShmSegment {
   uint64_t file_device() const { return dev_; }
   uint64_t file_inode() const { return ino_; }
   uint64_t file_offset() const { return offset_; }
+  // The file system's preferred I/O size for the file (st_blksize): 2 MiB
+  // where the segment is backed by huge pages (a huge tmpfs or hugetlbfs),
+  // the base page otherwise.
+  uint64_t block_size() const { return block_size_; }
   bool Overlaps(const ShmSegment& other) const {
     return dev_ == other.dev_ && ino_ == other.ino_ &&
            offset_ < other.offset_ + other.size_ &&
@@ -59,7 +67,7 @@ class ShmSegment {
 
  private:
   ShmSegment(std::string path, uint8_t* base, uint64_t size, bool owner,
-             uint64_t dev, uint64_t ino, uint64_t offset);
+             uint64_t dev, uint64_t ino, uint64_t offset, uint64_t block_size);
   std::string path_;
   uint8_t* base_;
   uint64_t size_;
@@ -67,6 +75,7 @@ class ShmSegment {
   uint64_t dev_;
   uint64_t ino_;
   uint64_t offset_;
+  uint64_t block_size_;
 };
 
 }  // namespace kvpool

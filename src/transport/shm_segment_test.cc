@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -71,6 +73,71 @@ TEST(ShmSegmentTest, CreateMapsAFileOfTheRequestedSize) {
   ASSERT_EQ(::stat((*seg)->path().c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 1 << 20);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// A directory of its own for one test, removed with what is left in it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent) {
+    std::string pattern = parent + "/kvpool_shm_dir_XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ShmSegmentTest, CreateInAnotherDirectory) {
+  TempDir dir("/dev/shm");
+  ASSERT_FALSE(dir.path().empty());
+  const std::string name = UniqueName();
+  {
+    auto seg = ShmSegment::Create(name, 1 << 20, dir.path());
+    ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+    EXPECT_EQ((*seg)->path(), dir.path() + "/" + name);
+    EXPECT_TRUE(FileExists((*seg)->path()));
+    EXPECT_EQ((*seg)->block_size(), uint64_t(::sysconf(_SC_PAGESIZE)));
+    // The same path opens the same bytes (a same-host client's view).
+    (*seg)->data()[7] = 42;
+    auto opened = ShmSegment::Open((*seg)->path(), 1 << 20);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    EXPECT_EQ((*opened)->data()[7], 42);
+  }
+  EXPECT_FALSE(FileExists(dir.path() + "/" + name));  // the owner unlinked it
+  EXPECT_EQ(ShmSegment::Create(name, 4096, "relative/dir").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ShmSegment::Create(name, 4096, "").code(),
+            ErrorCode::INVALID_PARAMS);
+  auto missing = ShmSegment::Create(name, 4096, dir.path() + "/absent");
+  EXPECT_EQ(missing.code(), ErrorCode::INTERNAL_ERROR);
+  EXPECT_NE(missing.status().message().find("cannot create"), std::string::npos)
+      << missing.status().message();
+}
+
+// What segment_dir is for: a tmpfs mounted huge=always backs the segment
+// with 2 MiB pages (one disk request per 1 MiB O_DIRECT read into it).
+TEST(ShmSegmentTest, AHugeTmpfsGivesTheSegmentHugePages) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  TempDir dir("/tmp");
+  ASSERT_FALSE(dir.path().empty());
+  if (::mount("kvpool-test-huge", dir.path().c_str(), "tmpfs", 0,
+              "huge=always,size=16m,mode=0700") != 0) {
+    GTEST_SKIP() << "cannot mount a huge tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir.path()};
+  auto seg = ShmSegment::Create(UniqueName(), 8 << 20, dir.path());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  EXPECT_EQ((*seg)->block_size(), 2u << 20);
+  // Its bytes work as any segment's do.
+  std::memset((*seg)->data(), 0x5A, 8 << 20);
+  EXPECT_EQ((*seg)->data()[(8 << 20) - 1], 0x5A);
 }
 
 TEST(ShmSegmentTest, CreateRefusesAnExistingName) {
