@@ -66,6 +66,13 @@ TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
   EXPECT_EQ(pc.completed, 16u);
   EXPECT_EQ(pc.failed, 0u);
   EXPECT_EQ(pc.in_flight, 0u);
+  // Each replica's directory entry took the checksum its SSD read verified
+  // (no second hash), and it is the right one.
+  const DramDirectory& dir = cluster_->node(0).directory();
+  EXPECT_TRUE(WaitUntil([&] { return dir.noted_checksums_used() >= 16; },
+                        std::chrono::seconds(10)))
+      << dir.noted_checksums_used();
+  EXPECT_EQ(dir.checksum_mismatches(), 0u);
 }
 
 // The budget bounds bytes being staged, read or copied: a batch whose bytes

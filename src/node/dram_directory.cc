@@ -35,13 +35,15 @@ void DramDirectory::Apply(
     if (view && ev.placed() && ev.size() > 0 &&
         ev.size() <= view->bytes.size() &&
         ev.offset() <= view->bytes.size() - ev.size()) {
-      placed = Entry{
-          ev.offset(),
-          ev.size(),
-          ev.version(),
-          storage::DataChecksum(view->bytes.data() + ev.offset(), ev.size()),
-          ev.tenant().empty() ? "default" : ev.tenant(),
-          ev.key()};
+      std::optional<uint64_t> noted = TakeNote(view->slot, ev);
+      placed = Entry{ev.offset(),
+                     ev.size(),
+                     ev.version(),
+                     noted ? *noted
+                           : storage::DataChecksum(
+                                 view->bytes.data() + ev.offset(), ev.size()),
+                     ev.tenant().empty() ? "default" : ev.tenant(),
+                     ev.key()};
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (view && view->slot >= 0 && view->slot < kSlots) {
@@ -111,6 +113,41 @@ size_t DramDirectory::size() const {
 uint64_t DramDirectory::checksum_mismatches() const {
   std::lock_guard<std::mutex> lock(mu_);
   return mismatches_;
+}
+
+void DramDirectory::NoteChecksum(int slot, uint64_t offset, uint64_t size,
+                                 uint64_t version, const std::string& tenant,
+                                 const std::string& key, uint64_t checksum) {
+  if (slot < 0 || slot >= kSlots) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& notes = notes_[slot];
+  // Notes whose placement never came (failed promotions) must not pile
+  // up; dropping them all only costs their events a hash.
+  if (notes.size() >= kMaxNotes) notes.clear();
+  notes[offset] =
+      Note{size, version, checksum, tenant.empty() ? "default" : tenant, key};
+}
+
+std::optional<uint64_t> DramDirectory::TakeNote(int slot,
+                                                const rpc::DramEvent& ev) {
+  if (slot < 0 || slot >= kSlots) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& notes = notes_[slot];
+  auto it = notes.find(ev.offset());
+  if (it == notes.end()) return std::nullopt;
+  const Note n = std::move(it->second);
+  notes.erase(it);  // used or stale: an event for this range came
+  if (n.size != ev.size() || n.version != ev.version() || n.key != ev.key() ||
+      n.tenant != (ev.tenant().empty() ? "default" : ev.tenant())) {
+    return std::nullopt;
+  }
+  ++notes_used_;
+  return n.checksum;
+}
+
+uint64_t DramDirectory::noted_checksums_used() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return notes_used_;
 }
 
 }  // namespace kvpool

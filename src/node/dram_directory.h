@@ -66,14 +66,39 @@ class DramDirectory {
   bool Overlaps(int slot, uint64_t offset, uint64_t length) const;
   // The master refused the entry at `offset`: it is no longer held.
   void Forget(int slot, uint64_t offset);
+  // This node just wrote the value of tenant/key (that object version),
+  // whose XXH3-64 it verified
+  // (a promotion's SSD read), at [offset, offset + size) of the slot. The
+  // placement event for that range and key then takes this checksum
+  // instead of hashing the bytes again; any other event for the range
+  // drops it. At most kMaxNotes are kept per slot (past that they are all
+  // dropped, and their events hash as usual).
+  void NoteChecksum(int slot, uint64_t offset, uint64_t size, uint64_t version,
+                    const std::string& tenant, const std::string& key,
+                    uint64_t checksum);
+  static constexpr size_t kMaxNotes = 65536;
   size_t size() const;
   uint64_t checksum_mismatches() const;
+  // Placement events that took a noted checksum instead of hashing.
+  uint64_t noted_checksums_used() const;
 
  private:
+  struct Note {
+    uint64_t size = 0;
+    uint64_t version = 0;
+    uint64_t checksum = 0;
+    std::string tenant;
+    std::string key;
+  };
+  // The noted checksum for this placement, taken out; nullopt if none.
+  std::optional<uint64_t> TakeNote(int slot, const rpc::DramEvent& ev);
+
   mutable std::mutex mu_;
   uint64_t applied_ = 0;
   std::map<uint64_t, Entry> slots_[kSlots];  // by offset
   uint64_t mismatches_ = 0;
+  std::map<uint64_t, Note> notes_[kSlots];  // by offset
+  uint64_t notes_used_ = 0;
 };
 
 }  // namespace kvpool

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "storage/record_format.h"
+
 namespace kvpool {
 namespace {
 
@@ -79,6 +81,34 @@ TEST_F(DramDirectoryTest, ChangedBytesAreNeverReRegistered) {
   EXPECT_EQ(Keys(), (std::vector<std::string>{"a"}));
   EXPECT_EQ(dir_.checksum_mismatches(), 1u);
   EXPECT_EQ(dir_.size(), 1u);  // dropped for good
+}
+
+TEST_F(DramDirectoryTest, APromotionsNotedChecksumIsTakenInsteadOfAHash) {
+  const uint64_t real = storage::DataChecksum(seg_.data(), 100);
+  // Noted for a (key, version, size) at an offset: its placement takes it.
+  dir_.NoteChecksum(0, 0, 100, /*version=*/101, "", "a", real);
+  // A wrong note shows the note is what the entry holds (no hash was
+  // taken): the entry never verifies.
+  dir_.NoteChecksum(0, 4096, 100, 102, "default", "b", real ^ 1);
+  // Notes that do not match their event are dropped, and the event hashes.
+  dir_.NoteChecksum(0, 8192, 100, 103, "default", "other-key", 1);
+  dir_.NoteChecksum(0, 12288, 100, 999, "default", "d", 1);  // version
+  dir_.NoteChecksum(0, 16384, 99, 105, "default", "e", 1);   // size
+  Apply({Placed(1, 0, 100, "a"), Placed(2, 4096, 100, "b"),
+         Placed(3, 8192, 100, "c"), Placed(4, 12288, 100, "d"),
+         Placed(5, 16384, 100, "e")});
+  EXPECT_EQ(dir_.noted_checksums_used(), 2u);
+  EXPECT_EQ(Keys(), (std::vector<std::string>{"a", "c", "d", "e"}));
+  EXPECT_EQ(dir_.checksum_mismatches(), 1u);  // b's
+  // A note is used once: the same range placed again hashes.
+  Apply({Freed(6, 0), Placed(7, 0, 100, "a")});
+  EXPECT_EQ(dir_.noted_checksums_used(), 2u);
+  // Unknown slots are ignored; notes are bounded.
+  dir_.NoteChecksum(7, 0, 100, 1, "default", "x", 1);
+  for (uint64_t i = 0; i <= DramDirectory::kMaxNotes; ++i)
+    dir_.NoteChecksum(1, i * 4096, 100, 1, "default", "k", 1);
+  Apply({Placed(8, 4096, 100, "k")});  // slot 0: no note there now
+  EXPECT_EQ(dir_.noted_checksums_used(), 2u);
 }
 
 TEST_F(DramDirectoryTest, EventsForOtherSegmentsOrOutOfRangeChangeNothing) {

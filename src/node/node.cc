@@ -181,6 +181,18 @@ Status Node::Start() {
     // for (the tier reaches it over TCP, as another node's).
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
                                      &own_table_, &tcp_);
+    // A promoted replica's bytes were verified against its SSD record: its
+    // placement event takes that checksum instead of hashing 1 MiB again on
+    // the heartbeat thread (the notify that leads to the event comes after).
+    ssd_->SetPromotionWrittenHook(
+        [this](uint64_t segment_id, uint64_t offset, uint64_t size,
+               uint64_t version, const std::string& tenant,
+               const std::string& key, uint64_t checksum) {
+          if (auto slot = ResolveSlot(segment_id)) {
+            directory_.NoteChecksum(slot->slot, offset, size, version, tenant,
+                                    key, checksum);
+          }
+        });
     if (Status s = ssd_->Start(); !s.ok()) return s;
     data_server_->SetSsdReadHandler(
         [tier = ssd_.get()](std::span<KeyReadOp> ops) {
@@ -263,6 +275,12 @@ Status Node::Start() {
         });
     metrics_.AddGauge("kvpool_node_dram_directory_entries", "",
                       [this] { return double(directory_.size()); });
+    metrics_.AddGauge(
+        "kvpool_node_dram_directory_noted_checksums_total", "",
+        [this] { return double(directory_.noted_checksums_used()); },
+        "placements that took a promotion's verified checksum (no hash)");
+    metrics_.AddGauge("kvpool_node_segment_page_bytes", "",
+                      [this] { return double(segment_->block_size()); });
     metrics_.AddGauge("kvpool_node_segment_capacity_bytes", "kind=\"main\"",
                       [this] { return double(config_.global_segment_size); });
     metrics_.AddGauge(

@@ -855,6 +855,10 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   } slot_guard{&staging_, slots};
   std::vector<ReadItem> reads;
   std::vector<Result<uint64_t>> got(staged.size(), ErrorCode::INTERNAL_ERROR);
+  // The verified checksum and version of each value read from the disk.
+  std::vector<std::optional<uint64_t>> checksums(staged.size());
+  std::vector<uint64_t> checksum_of(staged.size(), 0),
+      version_of(staged.size(), 0);
   std::vector<size_t> from_disk;  // indices into staged
   for (size_t j = 0; j < staged.size(); ++j) {
     const size_t i = staged[j];
@@ -881,15 +885,17 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       into = owned[j]->data();
     }
     if (into != dst) src[j] = into;
-    reads.push_back(
-        ReadItem{tasks[i].tenant(), tasks[i].key(), into, tasks[i].size()});
+    reads.push_back(ReadItem{tasks[i].tenant(), tasks[i].key(), into,
+                             tasks[i].size(), &checksum_of[j], &version_of[j]});
     from_disk.push_back(j);
   }
   if (!reads.empty()) {
     phase_start = std::chrono::steady_clock::now();
     auto read = storage_->BatchRead(reads);
-    for (size_t r = 0; r < from_disk.size(); ++r)
+    for (size_t r = 0; r < from_disk.size(); ++r) {
+      if (read[r].ok()) checksums[from_disk[r]] = checksum_of[from_disk[r]];
       got[from_disk[r]] = std::move(read[r]);
+    }
     AddPhaseTime(&metrics_, "read", phase_start);
   }
   phase_start = std::chrono::steady_clock::now();
@@ -906,12 +912,14 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
       out[i] = Status(ErrorCode::INVALID_REPLICA, "size changed");
       continue;
     }
+    bool local = true;
     if (src[j] == nullptr) {
       metrics_.GetCounter("kvpool_node_promotion_in_place_total").Inc();
     } else if (uint8_t* dst = segments_->Resolve(loc.segment_id(), loc.offset(),
                                                  loc.length())) {
       std::memcpy(dst, src[j], tasks[i].size());
     } else {
+      local = false;
       std::vector<WriteOp> ops = {WriteOp{loc.segment_id(), loc.offset(),
                                           loc.length(), src[j], ErrorCode::OK,
                                           GrantOf(loc)}};
@@ -927,6 +935,11 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     }
     if (slots[j] != nullptr)
       metrics_.GetCounter("kvpool_node_promotion_staged_in_pool_total").Inc();
+    if (local && checksums[j] && written_hook_) {
+      written_hook_(loc.segment_id(), loc.offset(), tasks[i].size(),
+                    version_of[j], TenantName(tasks[i].tenant()),
+                    tasks[i].key(), *checksums[j]);
+    }
     reporter.Succeed(i);
   }
   AddPhaseTime(&metrics_, "write", phase_start);

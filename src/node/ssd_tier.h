@@ -144,6 +144,16 @@ class SsdTier {
   std::vector<Status> PromoteKeysFromLocalDisk(
       std::span<const rpc::PromotionTask> tasks,
       const std::function<void()>& data_done = {});
+  // Called when a promotion has written a value whose bytes it verified
+  // against the SSD record into this node's own segment, with where and
+  // what: the node's DRAM directory then takes the record's checksum
+  // instead of hashing the replica again. Set before Start().
+  using PromotionWrittenHook = std::function<void(
+      uint64_t segment_id, uint64_t offset, uint64_t size, uint64_t version,
+      const std::string& tenant, const std::string& key, uint64_t checksum)>;
+  void SetPromotionWrittenHook(PromotionWrittenHook hook) {
+    written_hook_ = std::move(hook);
+  }
   PullStats pull_stats() const;
   // Promotion bytes in flight now, and the most there ever were.
   uint64_t promotion_inflight_bytes() const;
@@ -201,6 +211,7 @@ class SsdTier {
 
   const SsdTierConfig config_;
   const std::string node_id_;
+  PromotionWrittenHook written_hook_;
   MasterClient* master_;
   const SegmentTable* segments_;
   TcpDataClient* tcp_;

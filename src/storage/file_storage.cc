@@ -731,6 +731,8 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
         std::memcpy(p.dest + p.direct, p.bounce.data(), e.value_len - p.direct);
       }
       out[p.item] = e.value_len;
+      if (it.checksum_out != nullptr) *it.checksum_out = e.data_checksum;
+      if (it.version_out != nullptr) *it.version_out = e.object_version;
       values_read_.fetch_add(1);
     }
     todo = std::move(retry);

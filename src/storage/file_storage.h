@@ -79,6 +79,11 @@ struct ReadItem {
   std::string key;
   void* dest = nullptr;  // 4096-aligned dest is filled without a copy
   uint64_t capacity = 0;
+  // Set, when not null, to the value's XXH3-64 (storage::DataChecksum) once
+  // the bytes in dest were verified against it: a caller that keeps the
+  // bytes needs not hash them again.
+  uint64_t* checksum_out = nullptr;
+  uint64_t* version_out = nullptr;  // likewise, the record's object version
 };
 
 struct StoredObject {
