@@ -14,10 +14,13 @@
 // no capabilities, holders acknowledged before a put answers...). Bit 7
 // clear: bits 0-4 are the request type and the rest of the input is that
 // request message. Bit 7 set: the rest is a sequence of up to 12 records
-// [type byte][length byte][message]. Types 0-28 are the RPCs in the order
-// of Rpcs() below; 29-31 are steps of the world instead of RPCs (the clock
-// advances and housekeeping runs; an eviction pass; the nodes heartbeat
-// and run the tasks they are handed, per the record's bytes).
+// [type byte][length byte][message], the type being bits 0-5 of its byte
+// modulo 33. Types 0-28 are the RPCs in the order of Rpcs() below; 29-31
+// are steps of the world instead of RPCs (the clock advances and
+// housekeeping runs; an eviction pass; the nodes heartbeat and run the
+// tasks they are handed, per the record's bytes); 32 is MountExtraSegment
+// (the RPC added after the others; records only, so that every existing
+// input keeps its meaning).
 //
 // Structure: a string field of one byte naming a key, tenant or node is
 // replaced by one of the names the cluster knows (kKeys, kTenants, kNodes),
@@ -35,6 +38,11 @@
 //     known node. Exist answers OK exactly for keys with a COMPLETE
 //     replica; a removed key is gone; a completed put is readable; a
 //     mounted segment is there with its size, an unmounted one is not.
+//     An extra segment (MountExtraSegment) is mounted closed, as an extra
+//     segment of a node the master knows, with its size and path; opened,
+//     it is open (unless mounted as a remount, whose leases must run out
+//     first); a refused mount or open changes no segment. No put or
+//     promotion is ever granted a range in a closed segment.
 //  3. The master's state: every segment's used bytes <= its size; every
 //     object (all are found by name: the harness knows every name a
 //     request could have created) has a replica and a size, its MEMORY
@@ -274,6 +282,8 @@ struct World {
   std::unique_ptr<MasterService> svc;
   std::unique_ptr<MasterGrpcService> grpc;
   Names names;
+  // Extra segments mounted by the input: id -> mounted with `remount`.
+  std::map<uint32_t, bool> extras;
 };
 
 void SetUpCluster(World& w) {
@@ -436,6 +446,16 @@ void CheckDescriptor(World& w, const rpc::ReplicaDescriptor& d,
     Fail("MEMORY descriptor without the capability its segment needs");
 }
 
+// A range newly granted for writing (a put, a promotion) is never in a
+// closed segment: one an extra segment's node does not serve yet, or whose
+// earlier leases have not run out.
+void CheckOpen(World& w, const rpc::ReplicaDescriptor& d) {
+  if (d.kind() == rpc::MEMORY &&
+      w.svc->segments().IsClosed(
+          static_cast<uint32_t>(d.memory().segment_id())))
+    Fail("a range granted in a closed segment");
+}
+
 bool HasComplete(const QueryResult& q) {
   if (q.code != ErrorCode::OK) return false;
   for (const auto& r : q.replicas) {
@@ -445,6 +465,14 @@ bool HasComplete(const QueryResult& q) {
 }
 
 // ---- the RPCs
+
+// Input types: 0-28 the first RPCs of Rpcs(), 29-31 steps of the world, 32
+// MountExtraSegment (Rpcs()[29]; reached from sequences only).
+constexpr size_t kFirstStepType = 29;
+constexpr size_t kMountExtraType = 32;
+constexpr size_t kTypes = 33;
+
+size_t RpcIndex(size_t type) { return type < kFirstStepType ? type : type - 3; }
 
 struct Rpc {
   const char* name;
@@ -518,6 +546,8 @@ const std::vector<Rpc>& Rpcs() {
       Sync("BatchPromotionNotify", &G::BatchPromotionNotify),          // 26
       Sync("RegisterPrefetchTask", &G::RegisterPrefetchTask),          // 27
       Sync("BatchPrefetchToMemory", &G::BatchPrefetchToMemory),        // 28
+      // Type 32 (29-31 are the steps of the world).
+      Sync("MountExtraSegment", &G::MountExtraSegment),  // 29
   };
   return rpcs;
 }
@@ -578,6 +608,7 @@ void CheckReply(World& w, size_t type, const pb::Message& req,
           Fail("a put's replica is not a PROCESSING range of its size");
         if (!seen.insert(d.memory().segment_id()).second)
           Fail("two replicas of a put on one segment");
+        CheckOpen(w, d);
       }
       break;
     }
@@ -585,8 +616,12 @@ void CheckReply(World& w, size_t type, const pb::Message& req,
       SameCount(As<rpc::BatchPutStartResponse>(resp).items_size(),
                 As<rpc::BatchPutStartRequest>(req).items_size(),
                 "BatchPutStart");
-      for (const auto& item : As<rpc::BatchPutStartResponse>(resp).items())
-        for (const auto& d : item.replicas()) CheckDescriptor(w, d, true);
+      for (const auto& item : As<rpc::BatchPutStartResponse>(resp).items()) {
+        for (const auto& d : item.replicas()) {
+          CheckDescriptor(w, d, true);
+          CheckOpen(w, d);
+        }
+      }
       break;
     case 6: {  // PutEnd
       const auto& q = As<rpc::KeyRequest>(req);
@@ -739,6 +774,7 @@ void CheckReply(World& w, size_t type, const pb::Message& req,
       for (const auto& [q, r] : items) {
         if (r->error_code() != 0) continue;
         CheckDescriptor(w, r->replica(), true);
+        CheckOpen(w, r->replica());
         if (r->replica().kind() != rpc::MEMORY ||
             r->replica().status() != rpc::PROCESSING ||
             r->replica().memory().length() != q->size())
@@ -767,6 +803,58 @@ void CheckReply(World& w, size_t type, const pb::Message& req,
       for (int st : r.statuses())
         if (st < rpc::IN_MEMORY || st > rpc::NOT_FOUND)
           Fail("an undefined prefetch status");
+      break;
+    }
+    case kMountExtraType: {
+      const auto& q = As<rpc::MountExtraSegmentRequest>(req);
+      const auto& r = As<rpc::MountSegmentResponse>(resp);
+      const auto idx = s.nodes().IndexOf(q.node_id());
+      const bool known_node = idx && s.nodes().Info(*idx) != nullptr;
+      // An id the open call may name: an extra segment of this node.
+      auto is_extra_of_node = [&](uint64_t id) {
+        if (id == 0 || id > UINT32_MAX) return false;
+        auto seg = s.segments().Info(static_cast<uint32_t>(id));
+        return seg && seg->extra && seg->node_id == q.node_id();
+      };
+      if (r.error_code() != 0) {
+        if (s.Stats().segments.size() != before.segments.size())
+          Fail("a refused MountExtraSegment changed the segments");
+        if (r.segment_id() != 0) Fail("a refused MountExtraSegment has an id");
+        if (q.open_segment_id() == 0 && q.size() != 0 &&
+            q.shm_path().size() <= 4096 && known_node)
+          Fail("a valid extra segment of a known node was refused");
+        if (q.open_segment_id() != 0 && is_extra_of_node(q.open_segment_id()))
+          Fail("the open of an extra segment of the node was refused");
+        break;
+      }
+      if (q.open_segment_id() != 0) {
+        // The second call: opens one of the node's extra segments.
+        if (r.segment_id() != q.open_segment_id())
+          Fail("an opened extra segment answers another id");
+        if (!is_extra_of_node(r.segment_id()))
+          Fail("opened a segment that is not an extra one of the node");
+        auto it = w.extras.find(static_cast<uint32_t>(r.segment_id()));
+        if (it != w.extras.end() && !it->second &&
+            s.segments().IsClosed(static_cast<uint32_t>(r.segment_id())))
+          Fail("an opened extra segment is still closed");
+        break;
+      }
+      if (!known_node) Fail("an extra segment of an unknown node");
+      if (r.segment_id() == 0 || r.segment_id() > UINT32_MAX)
+        Fail("an extra segment without a valid id");
+      const auto id = static_cast<uint32_t>(r.segment_id());
+      auto seg = s.segments().Info(id);
+      if (!seg || !seg->extra || seg->capacity != q.size() ||
+          seg->node_id != q.node_id() || seg->shm_path != q.shm_path() ||
+          seg->kind != SegmentKind::kMain)
+        Fail("a mounted extra segment is not there as asked");
+      if (!s.segments().IsClosed(id))
+        Fail("an extra segment mounted open (before its node serves it)");
+      if (!r.capability_key().empty())
+        Fail("an extra segment's reply carries a key");
+      if (s.Stats().segments.size() != before.segments.size() + 1)
+        Fail("MountExtraSegment mounted other than one segment");
+      w.extras[id] = q.remount();
       break;
     }
     default:
@@ -845,13 +933,13 @@ void Step(World& w, size_t type, const std::string& arg) {
 
 void RunOne(World& w, size_t type, const uint8_t* msg, size_t len) {
   const std::string bytes(reinterpret_cast<const char*>(msg), len);
-  if (type >= Rpcs().size()) {
+  if (type >= kFirstStepType && type < kMountExtraType) {
     g_context = "step " + std::to_string(type);
     Step(w, type, bytes);
     CheckState(w);
     return;
   }
-  const Rpc& rpc = Rpcs()[type];
+  const Rpc& rpc = Rpcs()[RpcIndex(type)];
   g_context = rpc.name;
   auto req = rpc.make();
   // A request gRPC could not parse (e.g. a string that is not UTF-8) never
@@ -923,17 +1011,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t mode = data[0];
-  constexpr size_t kTypes = 32;
   World w((mode >> 5) & 3);
   g_context = "setup";
   SetUpCluster(w);
   CheckState(w);
   if (!(mode & 0x80)) {
-    RunOne(w, (mode & 31) % kTypes, data + 1, size - 1);
+    RunOne(w, mode & 31, data + 1, size - 1);
   } else {
     size_t pos = 1;
     for (int n = 0; n < 12 && pos < size; ++n) {
-      const size_t type = (data[pos] & 31) % kTypes;
+      const size_t type = (data[pos] & 63) % kTypes;
       const size_t body = std::min(pos + 2, size);
       const size_t len =
           pos + 1 < size ? std::min<size_t>(data[pos + 1], size - body) : 0;

@@ -180,7 +180,9 @@ def msg(*fields):
 
 # ---- fuzz_master_rpc: byte 0 = mode (bits 0-4 the RPC, bits 5-6 the config
 # variant, bit 7 a sequence of [type][length][message] records). The RPCs in
-# the harness's order (Rpcs()); 29-31 are steps (clock, eviction, heartbeats).
+# the harness's order (Rpcs()); 29-31 are steps (clock, eviction, heartbeats);
+# 32 is MountExtraSegment (in records only: a record's type is bits 0-5 of
+# its byte, modulo 33).
 RPC = {n: i for i, n in enumerate([
     "MountSegment", "UnmountSegment", "Heartbeat", "PullPromotionTasks",
     "PutStart", "BatchPutStart", "PutEnd", "BatchPutEnd", "PutRevoke",
@@ -190,7 +192,7 @@ RPC = {n: i for i, n in enumerate([
     "RegisterMemoryObjects", "RegisterDiskObjects", "RemoveDiskReplicas",
     "PromotionAllocStart", "NotifyPromotion", "BatchPromotionAllocStart",
     "BatchPromotionNotify", "RegisterPrefetchTask", "BatchPrefetchToMemory",
-    "StepClock", "StepEvict", "StepBeat"])}
+    "StepClock", "StepEvict", "StepBeat", "MountExtraSegment"])}
 # The harness's cluster (SetUpCluster): segments 1 (node-a), 2 (node-b),
 # 3 (node-b's prefetch buffer), 4 (node-c, re-mounted, directory not in);
 # default tenant: k0 4096 (SSD copy on node-a), k1 65536 x2, k2 1000 soft
@@ -368,6 +370,64 @@ put(MR, "seq_prefetch_deadline", seq(0, (
     ("StepClock", bytes([1, 0, 0])),
     ("StepBeat", bytes([0x19])),
     ("PullPromotionTasks", msg(fb(1, "node-b"), fv(2, 8)))))
+
+
+
+def extra_req(node, size=0, path="", remount=False, open_id=0):
+    """MountExtraSegmentRequest: the first call (mount closed) or, with
+    open_id, the second (open)."""
+    return msg(fb(1, node), fv(2, size) if size else b"",
+               fb(3, path) if path else b"", fv(4, 1) if remount else b"",
+               fv(5, open_id) if open_id else b"")
+
+
+# Extra segments (Mooncake's mount_segment): the cluster's next segment id
+# is 5. A 2 MiB value fits in no segment of the cluster but an extra one.
+MiB = 1 << 20
+extra_mount = [
+    ("MountExtraSegment", extra_req("node-a", 4 * MiB)),
+    ("PutStart", put_req("", "x5", 2 * MiB, pref="node-a")),  # closed: no room
+    ("MountExtraSegment", extra_req("node-a", open_id=5)),
+    ("PutStart", put_req("", "x5", 2 * MiB, pref="node-a")),
+    ("PutEnd", key_req("", "x5")),
+    ("GetReplicaList", key_req("", "x5")),
+    ("UnmountSegment", msg(fb(1, "node-a"), fv(2, 5))),
+    ("ExistKey", keys_req("", ["x5", "k0"])),
+    ("StepBeat", bytes([0x01]))]
+put(MR, "seq_extra_mount_put_unmount", seq(0, *extra_mount))
+put(MR, "seq_extra_mount_v2", seq(2, *extra_mount))
+put(MR, "seq_extra_remount", seq(
+    0, ("MountExtraSegment", extra_req("node-b", 2 * MiB,
+                                       "/kvpool-node-b-extra1", remount=True)),
+    ("MountExtraSegment", extra_req("node-b", open_id=5)),  # leases first
+    ("PutStart", put_req("", "x6", 3 * MiB // 2, pref="node-b")),
+    ("StepClock", bytes([0xE8, 0x03, 6])),
+    ("PutStart", put_req("", "x6", 3 * MiB // 2, pref="node-b")),
+    ("PromotionAllocStart", promo_req("node-b", "", "d2", 2500, 4)),
+    ("StepEvict", bytes([0xFF, 0xFF, 0])),
+    ("StepBeat", bytes([0x0B]))))
+put(MR, "seq_extra_errors", seq(
+    0, ("MountExtraSegment", extra_req("node-x", MiB)),  # unknown node
+    ("MountExtraSegment", extra_req("node-a")),  # zero bytes
+    ("MountExtraSegment", extra_req("node-b", open_id=2)),  # a main segment
+    ("MountExtraSegment", extra_req("node-a", open_id=99)),
+    ("MountExtraSegment", extra_req("node-a", MiB)),
+    ("MountExtraSegment", extra_req("node-b", open_id=5)),  # not node-b's
+    ("MountExtraSegment", extra_req("node-a", open_id=1 << 40)),
+    ("UnmountSegment", msg(fb(1, "node-b"), fv(2, 5))),
+    ("MountExtraSegment", extra_req("node-a", open_id=5)),
+    ("MountExtraSegment", extra_req("node-a", open_id=5)),  # open already
+    ("UnmountSegment", msg(fb(1, "node-a"), fv(2, 5))),
+    ("MountExtraSegment", extra_req("node-a", open_id=5))))  # gone
+put(MR, "seq_extra_node_dies", seq(
+    0, ("MountExtraSegment", extra_req("node-a", 2 * MiB)),
+    ("MountExtraSegment", extra_req("node-a", open_id=5)),
+    ("PutStart", put_req("", "x7", MiB + 4096, pref="node-a")),
+    ("PutEnd", key_req("", "x7")),
+    ("StepClock", bytes([20, 0, 63])),
+    ("StepClock", bytes([20, 0, 63])),
+    ("GetReplicaList", key_req("", "x7")),
+    ("MountExtraSegment", extra_req("node-a", MiB))))
 
 # ---- fuzz_router_http: byte 0 % 3 = handler (0 /route, 1 /complete,
 # 2 /stats), then the body. The harness's cluster: default tenant m0-m3 and

@@ -6,7 +6,8 @@
  * names any of them). Invalid arguments -- NULL pointers, negative sizes,
  * buffers outside every registered buffer in the zero-copy calls -- return
  * KVPOOL_ERR_INVALID_PARAMS and touch no memory. So does any call on a store
- * that is not set up.
+ * that is not set up, except the mount calls, which answer Mooncake's -1
+ * for every failure but a NULL pointer (see kvpool_store_mount_segment).
  *
  * Batch calls fill results[i] for every key and return 0 when every key
  * succeeded, otherwise the first negative per-key code.
@@ -90,6 +91,55 @@ int kvpool_store_close(kvpool_store_t* store);
 int kvpool_store_get_hostname(kvpool_store_t* store, char* buf, size_t cap);
 /* 0 when the master answers and the hosted segment is mounted. */
 int kvpool_store_health_check(kvpool_store_t* store);
+
+/* Mooncake's mount_segment family: a hosting store (set up with
+ * global_segment_size > 0) adds memory to the pool as further segments of
+ * its node, each named by a UUID string, and takes it back (docs/c_api.md).
+ * As in Mooncake (and the Python binding), every failure of these calls is
+ * -1 (KVPOOL_ERR_INTERNAL; the reason is logged): a store that is not set
+ * up or hosts no segment, a file that does not open read-write, an offset
+ * that is not page-aligned, a range past the file's end, bytes already
+ * mounted, a negative size, offset or grace period, an unknown id. Only
+ * NULL pointers (store, path, id buffer, id list or an id in it) are
+ * KVPOOL_ERR_INVALID_PARAMS, with nothing done. protocol and location are
+ * accepted and unused; either may be NULL. */
+
+/* Room for one segment id and its NUL (a UUID: 36 characters). */
+enum { KVPOOL_SEGMENT_ID_SIZE = 37 };
+
+/* [offset, offset + size) of the file at path (offset a multiple of the
+ * page size) becomes a further segment, served over TCP only; its id is
+ * copied into segment_id (cap >= KVPOOL_SEGMENT_ID_SIZE, else
+ * KVPOOL_ERR_BUFFER_OVERFLOW with nothing mounted). A size of 0 mounts
+ * nothing and returns 0 with segment_id "" (as Mooncake) once the file
+ * opens and the offset is valid. The file is never removed or resized. */
+int kvpool_store_mount_segment(kvpool_store_t* store, const char* path,
+                               int64_t size, int64_t offset,
+                               const char* protocol, const char* location,
+                               char* segment_id, size_t cap);
+/* size bytes rounded up to whole pages of new memory (a file under
+ * /dev/shm, removed at unmount) as a further segment; its id into
+ * segment_id as above, its size into *allocated_size (may be NULL). A size
+ * <= 0 is -1. */
+int kvpool_store_allocate_and_mount_segment(kvpool_store_t* store, int64_t size,
+                                            const char* protocol,
+                                            const char* location,
+                                            char* segment_id, size_t cap,
+                                            uint64_t* allocated_size);
+/* Takes the n segments out of the pool (their values become misses) and
+ * lets go of their memory; each id must come from mount_segment, resp.
+ * allocate_and_mount_segment (each refuses the other's ids with -1, the
+ * other ids of the list still go). 0, or the first error: -1 for an id that
+ * is not one, the master's code when it cannot be told (that segment stays
+ * mounted). grace_period_seconds >= 0 is accepted; kvpool unmounts at once.
+ * close() unmounts every segment mounted so. */
+int kvpool_store_unmount_segment(kvpool_store_t* store,
+                                 const char* const* segment_ids, size_t n,
+                                 int64_t grace_period_seconds);
+int kvpool_store_unmount_and_free_segment(kvpool_store_t* store,
+                                          const char* const* segment_ids,
+                                          size_t n,
+                                          int64_t grace_period_seconds);
 
 /* Copies size bytes from value. An existing key is left as it is (0). */
 int kvpool_store_put(kvpool_store_t* store, const char* key, const void* value,

@@ -73,6 +73,27 @@ auto Guard(F&& f) -> decltype(f()) {
   }
 }
 
+// A mount's result for C: its id (or "" when nothing was mounted) copied
+// into segment_id, which holds cap >= KVPOOL_SEGMENT_ID_SIZE bytes. The
+// compat store mounts at most one segment per call; should an id not fit
+// after all, the segment is taken back and the call fails.
+int CopyMounted(kvpool_store* store,
+                kvpool::compat::MooncakeStore::MountResult r, char* segment_id,
+                size_t cap, bool allocated) {
+  segment_id[0] = '\0';
+  if (r.ret != 0) return r.ret;
+  if (r.segment_ids.empty()) return 0;
+  const std::string& id = r.segment_ids.front();
+  if (r.segment_ids.size() > 1 || id.size() + 1 > cap) {
+    const int undo = allocated
+                         ? store->impl.UnmountAndFreeSegment(r.segment_ids, 0)
+                         : store->impl.UnmountSegment(r.segment_ids, 0);
+    return undo == 0 ? KVPOOL_ERR_BUFFER_OVERFLOW : undo;
+  }
+  std::memcpy(segment_id, id.c_str(), id.size() + 1);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -145,6 +166,60 @@ int kvpool_store_get_hostname(kvpool_store_t* store, char* buf, size_t cap) {
 int kvpool_store_health_check(kvpool_store_t* store) {
   if (store == nullptr) return kInvalid;
   return Guard([&] { return store->impl.HealthCheck(); });
+}
+
+int kvpool_store_mount_segment(kvpool_store_t* store, const char* path,
+                               int64_t size, int64_t offset,
+                               const char* /*protocol*/,
+                               const char* /*location*/, char* segment_id,
+                               size_t cap) {
+  if (store == nullptr || path == nullptr || segment_id == nullptr)
+    return kInvalid;
+  if (cap < KVPOOL_SEGMENT_ID_SIZE) return KVPOOL_ERR_BUFFER_OVERFLOW;
+  return Guard([&] {
+    auto r = store->impl.MountSegment(path, size, offset);
+    return CopyMounted(store, std::move(r), segment_id, cap, false);
+  });
+}
+
+int kvpool_store_allocate_and_mount_segment(kvpool_store_t* store, int64_t size,
+                                            const char* /*protocol*/,
+                                            const char* /*location*/,
+                                            char* segment_id, size_t cap,
+                                            uint64_t* allocated_size) {
+  if (store == nullptr || segment_id == nullptr) return kInvalid;
+  if (cap < KVPOOL_SEGMENT_ID_SIZE) return KVPOOL_ERR_BUFFER_OVERFLOW;
+  if (allocated_size) *allocated_size = 0;
+  return Guard([&] {
+    auto r = store->impl.AllocateAndMountSegment(size);
+    const uint64_t allocated = r.allocated_size;
+    const int ret = CopyMounted(store, std::move(r), segment_id, cap, true);
+    if (ret == 0 && allocated_size) *allocated_size = allocated;
+    return ret;
+  });
+}
+
+int kvpool_store_unmount_segment(kvpool_store_t* store,
+                                 const char* const* segment_ids, size_t n,
+                                 int64_t grace_period_seconds) {
+  if (store == nullptr) return kInvalid;
+  return Guard([&]() -> int {
+    std::vector<std::string> ids;
+    if (!ToKeys(segment_ids, n, &ids)) return kInvalid;
+    return store->impl.UnmountSegment(ids, grace_period_seconds);
+  });
+}
+
+int kvpool_store_unmount_and_free_segment(kvpool_store_t* store,
+                                          const char* const* segment_ids,
+                                          size_t n,
+                                          int64_t grace_period_seconds) {
+  if (store == nullptr) return kInvalid;
+  return Guard([&]() -> int {
+    std::vector<std::string> ids;
+    if (!ToKeys(segment_ids, n, &ids)) return kInvalid;
+    return store->impl.UnmountAndFreeSegment(ids, grace_period_seconds);
+  });
 }
 
 int kvpool_store_put(kvpool_store_t* store, const char* key, const void* value,
