@@ -103,7 +103,9 @@ TEST_F(MountSegmentTest, FileRegionServesOverTcpAndGoesBackOnUnmount) {
   EXPECT_EQ(MappingsOf(file_->path()), 1);  // the caller's own
   auto name = node().MountFileSegment(file_->path(), page_, 8 * kMiB);
   ASSERT_TRUE(name.ok()) << name.status().ToString();
-  EXPECT_EQ(name->size(), 36u);  // a UUID
+  EXPECT_EQ(name->size(), 36u);  // a UUID, version 4 (random), RFC variant
+  EXPECT_EQ((*name)[14], '4') << *name;
+  EXPECT_NE(std::string("89ab").find((*name)[19]), std::string::npos) << *name;
   const uint64_t id = IdOf(*name);
   ASSERT_NE(id, 0u);
   EXPECT_EQ(MappingsOf(file_->path()), 2);

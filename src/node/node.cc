@@ -86,7 +86,11 @@ void RemoveStaleShmFiles(const std::string& dir) {
 }
 // Names of extra segments: random UUIDs in Mooncake's text form.
 std::string NewSegmentName() {
-  const std::string b = crypto::RandomBytes(16);
+  std::string b = crypto::RandomBytes(16);
+  // A version-4 (random) UUID of RFC 4122, as Mooncake's are: a client that
+  // checks the version and variant bits accepts it.
+  b[6] = static_cast<char>((static_cast<uint8_t>(b[6]) & 0x0f) | 0x40);
+  b[8] = static_cast<char>((static_cast<uint8_t>(b[8]) & 0x3f) | 0x80);
   std::string hex;
   for (size_t i = 0; i < b.size(); ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) hex += '-';
