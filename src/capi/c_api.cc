@@ -224,12 +224,13 @@ int kvpool_store_unmount_and_free_segment(kvpool_store_t* store,
 
 int kvpool_store_put(kvpool_store_t* store, const char* key, const void* value,
                      int64_t size, const kvpool_replicate_config_t* config) {
-  MooncakeReplicateConfig rc;
   if (store == nullptr || key == nullptr || size < 0 ||
-      (value == nullptr && size > 0) || !ToConfig(config, &rc)) {
+      (value == nullptr && size > 0)) {
     return kInvalid;
   }
   return Guard([&] {
+    MooncakeReplicateConfig rc;
+    if (!ToConfig(config, &rc)) return kInvalid;
     return store->impl.Put(
         key, {static_cast<const char*>(value), static_cast<size_t>(size)}, rc);
   });
@@ -238,12 +239,13 @@ int kvpool_store_put(kvpool_store_t* store, const char* key, const void* value,
 int kvpool_store_upsert(kvpool_store_t* store, const char* key,
                         const void* value, int64_t size,
                         const kvpool_replicate_config_t* config) {
-  MooncakeReplicateConfig rc;
   if (store == nullptr || key == nullptr || size < 0 ||
-      (value == nullptr && size > 0) || !ToConfig(config, &rc)) {
+      (value == nullptr && size > 0)) {
     return kInvalid;
   }
   return Guard([&] {
+    MooncakeReplicateConfig rc;
+    if (!ToConfig(config, &rc)) return kInvalid;
     return store->impl.Upsert(
         key, {static_cast<const char*>(value), static_cast<size_t>(size)}, rc);
   });
@@ -263,10 +265,12 @@ int kvpool_store_unregister_buffer(kvpool_store_t* store, void* buf) {
 int kvpool_store_put_from(kvpool_store_t* store, const char* key,
                           const void* buf, int64_t size,
                           const kvpool_replicate_config_t* config) {
-  MooncakeReplicateConfig rc;
-  if (store == nullptr || key == nullptr || !ToConfig(config, &rc))
-    return kInvalid;
-  return Guard([&] { return store->impl.PutFrom(key, buf, size, rc); });
+  if (store == nullptr || key == nullptr) return kInvalid;
+  return Guard([&] {
+    MooncakeReplicateConfig rc;
+    if (!ToConfig(config, &rc)) return kInvalid;
+    return store->impl.PutFrom(key, buf, size, rc);
+  });
 }
 
 int kvpool_store_batch_put_from(kvpool_store_t* store, const char* const* keys,
@@ -274,13 +278,14 @@ int kvpool_store_batch_put_from(kvpool_store_t* store, const char* const* keys,
                                 size_t n,
                                 const kvpool_replicate_config_t* config,
                                 int* results) {
-  MooncakeReplicateConfig rc;
-  std::vector<std::string> k;
-  if (store == nullptr || !ToConfig(config, &rc) || !ToKeys(keys, n, &k) ||
-      (n > 0 && (bufs == nullptr || sizes == nullptr))) {
+  if (store == nullptr || (n > 0 && (bufs == nullptr || sizes == nullptr)))
     return kInvalid;
-  }
+  // Everything that allocates runs inside the guard: no exception may
+  // cross the C boundary.
   return Guard([&] {
+    MooncakeReplicateConfig rc;
+    std::vector<std::string> k;
+    if (!ToConfig(config, &rc) || !ToKeys(keys, n, &k)) return kInvalid;
     // Not brace-initialised: {bufs, bufs + n} would be a list of two
     // pointers.
     std::vector<const void*> b(bufs, bufs + n);
@@ -300,12 +305,11 @@ int64_t kvpool_store_get_into(kvpool_store_t* store, const char* key, void* buf,
 int kvpool_store_batch_get_into(kvpool_store_t* store, const char* const* keys,
                                 void* const* bufs, const int64_t* sizes,
                                 size_t n, int64_t* results) {
-  std::vector<std::string> k;
-  if (store == nullptr || !ToKeys(keys, n, &k) ||
-      (n > 0 && (bufs == nullptr || sizes == nullptr))) {
+  if (store == nullptr || (n > 0 && (bufs == nullptr || sizes == nullptr)))
     return kInvalid;
-  }
   return Guard([&] {
+    std::vector<std::string> k;
+    if (!ToKeys(keys, n, &k)) return kInvalid;
     std::vector<void*> b(bufs, bufs + n);
     std::vector<int64_t> sz(sizes, sizes + n);
     auto r = store->impl.BatchGetInto(k, b, sz);
@@ -321,9 +325,10 @@ int kvpool_store_is_exist(kvpool_store_t* store, const char* key) {
 
 int kvpool_store_batch_is_exist(kvpool_store_t* store, const char* const* keys,
                                 size_t n, int* results) {
-  std::vector<std::string> k;
-  if (store == nullptr || !ToKeys(keys, n, &k)) return kInvalid;
+  if (store == nullptr) return kInvalid;
   return Guard([&] {
+    std::vector<std::string> k;
+    if (!ToKeys(keys, n, &k)) return kInvalid;
     auto r = store->impl.BatchIsExist(k);
     if (results) std::copy(r.begin(), r.end(), results);
     return FirstError(r);
