@@ -401,7 +401,8 @@ TEST_F(RouterPrefetchTest, PullResumesAfterTheMasterRollsForward) {
   // room below the watermark.)
   EXPECT_TRUE(WaitUntil(
       [&] {
-        EXPECT_TRUE(client_->Get(keys[0]).ok());
+        auto got = client_->Get(keys[0]);
+        EXPECT_TRUE(got.ok()) << got.status().ToString();
         return Tier(*client_, keys[0]) == "memory";
       },
       std::chrono::seconds(30)));

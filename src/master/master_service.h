@@ -466,6 +466,9 @@ class MasterService {
   // Releases a promotion entry whose deadline passed (shard lock held):
   // buffer reservation, staged range, the trigger's lease; counts fate
   // "expired" (`where`: "master" or "holder").
+  // An exist trigger found this promotion queued: a router promotion not
+  // yet staged becomes the exist path's (no deadline, main DRAM).
+  void TakeOverForExist(PromotionState& st);
   void ExpirePromotion(Shard& shard, const ObjectKeyView& key,
                        const char* where);
   // Queues an offload of the object's memory replica to an SSD-capable

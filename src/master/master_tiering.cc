@@ -502,6 +502,25 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
     ExpirePromotion(shard, kv, "holder");
     return Status::OK();
   }
+  if (!success && expired && !st->second.staged) {
+    // The holder dropped it by the deadline it was handed, which a later
+    // trigger has cleared since (an exist taking it over, a router trigger
+    // without one): it goes back to the holder, with none.
+    auto obj = shard.objects.find(kv);
+    if (obj != shard.objects.end() &&
+        nodes_.PushPromotion(
+            st->second.holder,
+            PromotionTaskMsg{tenants_.Name(kv.tenant), key, obj->second.size,
+                             st->second.task_id, st->second.source,
+                             st->second.from_prefetch, 0})) {
+      metrics_
+          .GetCounter("kvpool_master_promotion_requeued_total", "",
+                      "tasks a holder dropped by a deadline that had been "
+                      "cleared, handed to it again")
+          .Inc();
+      return Status::OK();
+    }
+  }
   PromotionState state = st->second;
   ReleaseBufferReservation(state);
   shard.promotions.erase(st);
@@ -653,6 +672,22 @@ int64_t MasterService::GrantReadLease(ObjectMeta& m, int64_t now) {
   return ttl;
 }
 
+void MasterService::TakeOverForExist(PromotionState& st) {
+  // The router triggers at routing, before the engine's exist: its queued
+  // promotion would refuse the exist path's and then, past its deadline,
+  // be dropped unread, so the block would never reach main DRAM for the
+  // requests that share it. Once staged it lands in the buffer as asked.
+  if (st.source != TriggerSource::kRouter || st.staged) return;
+  ReleaseBufferReservation(st);
+  st.deadline_ms = 0;
+  st.source = TriggerSource::kExist;
+  metrics_
+      .GetCounter("kvpool_master_prefetch_router_taken_by_exist_total", "",
+                  "queued router promotions an exist trigger made its own (no "
+                  "deadline, main DRAM)")
+      .Inc();
+}
+
 std::vector<MasterService::PrefetchRegistration>
 MasterService::RegisterPrefetchTask(const std::string& node_id,
                                     const std::string& tenant,
@@ -692,7 +727,12 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       r.code = ErrorCode::REPLICA_IS_NOT_READY;  // a put is in flight
       continue;
     }
-    if (m.HasCompleteMemory() || shard.promotions.count(kv)) {
+    if (m.HasCompleteMemory()) {
+      r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
+      continue;
+    }
+    if (auto p = shard.promotions.find(kv); p != shard.promotions.end()) {
+      TakeOverForExist(p->second);
       r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
       continue;
     }

@@ -567,6 +567,76 @@ TEST_F(PrefetchDeadlineTest, HolderReportsExpiryAsExpiredNotFailed) {
   ExpectInvariant();
 }
 
+// The router triggers at routing, the engine's exist comes after: the
+// exist path makes the queued router promotion its own instead of being
+// refused and watching it expire.
+TEST_F(PrefetchDeadlineTest, ExistTakesOverAQueuedRouterPromotion) {
+  Disk({"a"});
+  ASSERT_EQ(Trigger({"a"}, 100)[0], PS::kQueued);
+  auto reg = svc_->RegisterPrefetchTask("holder", "", {"a"});
+  EXPECT_EQ(reg[0].code, ErrorCode::PROMOTION_ALREADY_EXISTS);  // one task
+  EXPECT_EQ(Counter("kvpool_master_prefetch_router_taken_by_exist_total", ""),
+            1u);
+  clock_.Advance(200);  // past the router's deadline
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].deadline_in_ms, 0);
+  EXPECT_EQ(Expired("master"), 0u);
+  // It lands in main DRAM, as exist promotions do, and its buffer
+  // reservation is back.
+  EXPECT_EQ(Land(got[0]), main_id_);
+  EXPECT_EQ(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used, 0u);
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(c.completed, 1u);
+  EXPECT_EQ(c.expired, 0u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, ATaskDroppedByAClearedDeadlineComesBack) {
+  Disk({"a"});
+  Trigger({"a"}, 1000);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].deadline_in_ms, 1000);
+  // The exist path takes it over while the holder has it queued; the
+  // holder then drops it by the deadline it was handed.
+  EXPECT_EQ(svc_->RegisterPrefetchTask("holder", "", {"a"})[0].code,
+            ErrorCode::PROMOTION_ALREADY_EXISTS);
+  ASSERT_TRUE(svc_->NotifyPromotion("holder", "", "a", got[0].task_id,
+                                    /*success=*/false, /*expired=*/true)
+                  .ok());
+  auto c = svc_->promotion_counters();
+  EXPECT_EQ(c.expired, 0u);
+  EXPECT_EQ(c.failed, 0u);
+  EXPECT_EQ(c.in_flight, 1u);
+  auto again = Pull();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task_id, got[0].task_id);
+  EXPECT_EQ(again[0].deadline_in_ms, 0);
+  EXPECT_EQ(Land(again[0]), main_id_);
+  EXPECT_EQ(svc_->promotion_counters().completed, 1u);
+  ExpectInvariant();
+}
+
+TEST_F(PrefetchDeadlineTest, AStagedRouterPromotionIsNotTakenOver) {
+  Disk({"a"});
+  Trigger({"a"}, 1000);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  auto r =
+      svc_->PromotionAllocStart("holder", "", "a", got[0].size, got[0].task_id);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().segment->id, buffer_id_);  // already reading
+  EXPECT_EQ(svc_->RegisterPrefetchTask("holder", "", {"a"})[0].code,
+            ErrorCode::PROMOTION_ALREADY_EXISTS);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_router_taken_by_exist_total", ""),
+            0u);
+  ASSERT_TRUE(
+      svc_->NotifyPromotion("holder", "", "a", got[0].task_id, true).ok());
+  EXPECT_EQ(svc_->promotion_counters().completed, 1u);
+  ExpectInvariant();
+}
+
 TEST_F(PrefetchDeadlineTest, TaskWhoseGetAlreadyReadTheSsdIsDropped) {
   Disk({"a", "shared"});
   Trigger({"a"}, 10000);
