@@ -611,7 +611,7 @@ TEST_F(RouterSsdTest, SsdOnlyPrefixBlocksAreQueuedThenPromoted) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->ssd_only_blocks, 0u);  // nothing left to trigger
   EXPECT_TRUE(again->triggered_keys.empty());
-  auto got = c->Get(cold[1]);
+  auto got = GetPatiently(*c, cold[1]);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got.value(), RandomBytes(kValue, 1));
   EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 2u);
