@@ -285,7 +285,10 @@ TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
       std::chrono::seconds(10)));
   ReplicateConfig rc;
   rc.preferred_segment = cluster.node(0).node_id();
-  ASSERT_TRUE(c->Put("again", "v", rc).ok());
+  // With a 1 s TTL, a TSan run can declare the node dead once more while it
+  // re-registers (seen in CI): it mounts again, and the put then lands.
+  ASSERT_TRUE(WaitUntil([&] { return c->Upsert("again", "v", rc).ok(); },
+                        std::chrono::seconds(20)));
   EXPECT_EQ(c->Get("again").value(), "v");
 }
 
