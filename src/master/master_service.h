@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "kvpool/status.h"
+#include "master/eviction_policy.h"
 #include "master/frequency_sketch.h"
 #include "master/lost_versions.h"
 #include "master/master_config.h"
@@ -345,12 +346,14 @@ class MasterService {
   // ---- maintenance steps (run by the background thread) ----
   // Evicts when the MAIN segments are above the high watermark, and
   // likewise the PREFETCH_BUFFER segments, each on its own reading. Returns
-  // the bytes freed.
-  uint64_t EvictIfNeeded();
+  // the bytes freed. (EvictionPolicy, eviction_policy.h.)
+  uint64_t EvictIfNeeded() { return eviction_.EvictIfNeeded(); }
   // Frees at least `bytes` of the replicas in segments of `kind` if it can,
   // LRU first (objects with an SSD copy before those without). Returns the
   // bytes freed.
-  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain);
+  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain) {
+    return eviction_.EvictBytes(bytes, kind);
+  }
   // Graveyard, abandoned puts, dead nodes, expired tasks.
   void Housekeep();
 
@@ -454,6 +457,37 @@ class MasterService {
   void CollectHolders(std::span<const Replica> replicas,
                       std::vector<std::pair<uint32_t, uint64_t>>* out);
   void AwaitHolders(const std::vector<std::pair<uint32_t, uint64_t>>& want);
+  // PutStart's steps (master_put.cc). The request's arguments: size,
+  // replica count, the name limits.
+  Status ValidatePut(const std::string& tenant, const std::string& key,
+                     uint64_t size, const PutOptions& opts) const;
+  // Whether a put of `okey` may proceed (shard lock held): an upsert or a
+  // put of the key in progress refuses it, a stale unfinished one is
+  // discarded (its range released only after the release timeout, since
+  // its writer may still be writing), and a complete value refuses it
+  // unless `upsert`.
+  Status ClearWayForPut(Shard& shard, const ObjectKey& okey, bool upsert,
+                        int64_t now);
+  // The put's ranges: in MAIN segments (preferred nodes first, none on an
+  // excluded or unreachable node), evicting for room if need be, else
+  // overflowing into prefetch buffers. Empty when there is no room.
+  std::vector<Placement> AllocateForPut(uint64_t size, const PutOptions& opts);
+  // Evicts synchronously and retries, waiting for room that is on its way
+  // (offloads in flight, frees the nodes have still to apply) up to
+  // put_offload_wait_ms.
+  std::vector<Placement> AllocateAfterEviction(
+      uint64_t size, int replica_num, const std::vector<std::string>& preferred,
+      const std::vector<std::string>& excluded);
+  // The object a put creates: a PROCESSING replica per placement.
+  ObjectMeta NewPendingObject(uint64_t size, const PutOptions& opts,
+                              int64_t now,
+                              const std::vector<Placement>& placements);
+  // Publishes the pending put (as the key's object, or its upsert) unless
+  // another put raced it or a segment went meanwhile (then frees
+  // `placements`); on OK the tenant's reference passes from `pin` to it.
+  Status RecordPendingPut(Shard& shard, const ObjectKey& okey, bool upsert,
+                          int64_t now, const std::vector<Placement>& placements,
+                          ObjectMeta meta, TenantPin* pin);
   // PutEnd's work; the holders to wait for are added to `holders`.
   Status CommitPut(const std::string& tenant, const std::string& key,
                    std::vector<std::pair<uint32_t, uint64_t>>* holders);
@@ -476,10 +510,6 @@ class MasterService {
   // when a holder was skipped because its SSD refuses writes (full).
   bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
                     bool* holder_paused = nullptr);
-  // Every COMPLETE memory replica of `m` lies in an extra segment, which
-  // nothing offloads from: eviction drops such an object with no copy, as a
-  // store without an SSD tier would, rather than keeping it forever.
-  bool OnlyInExtraSegments(const ObjectMeta& m) const;
   // Promotion gates and admission (shard lock held).
   void MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m);
   void DropNode(const NodeInfo& node);
@@ -534,6 +564,8 @@ class MasterService {
   // go; a tenant sharing a slot with another only has copies older than
   // that one's remove_all refused (a clean miss), never a stale one taken.
   VersionFloor tenant_floor_;  // version_floor_slots / 16, at most 2^16
+  // Which replicas go when a tier runs full; erases through EraseObject.
+  EvictionPolicy eviction_;
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     // A remounted node's directory is not in yet, or an extra segment's
@@ -543,21 +575,17 @@ class MasterService {
   std::mutex closed_mu_;
   std::unordered_map<uint32_t, ClosedSegment> closed_;
   std::atomic<uint64_t> next_task_id_{1};
-  std::atomic<uint64_t> evicted_objects_{0};
-  std::atomic<uint64_t> evicted_bytes_{0};
   std::atomic<int64_t> offloads_in_flight_{0};
   // The promotion entry's shared counters (promotion_in_flight_ in the seeds).
   std::atomic<uint64_t> promotion_in_flight_{0};
   std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0},
       promo_failed_{0}, promo_cancelled_{0}, promo_expired_{0};
-  std::mutex evict_mu_;  // one eviction pass at a time
   // Signalled when offload results arrive, for puts waiting for room.
   std::mutex offload_mu_;
   std::condition_variable offload_cv_;
 
   std::mutex buffer_mu_;
   std::unordered_map<uint32_t, uint64_t> buffer_reserved_;  // by holder index
-  std::atomic<uint64_t> buffer_evict_request_{0};  // bytes a trigger lacked
   std::function<void()> prefetch_phase_hook_;
 
   std::mutex bg_mu_;

@@ -109,17 +109,7 @@ bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
     // Full: ask the background thread to drain replicas whose lease ended
     // (the buffer may sit just under its watermark with nothing evicting
     // it), so a later trigger finds room. This one is throttled.
-    // Enough to take this block with the buffer back at its low mark
-    // (high watermark - eviction_ratio), as the main cache's eviction does.
-    const double low = std::max(
-        0.0, config_.eviction_high_watermark_ratio - config_.eviction_ratio);
-    uint64_t want =
-        uint64_t(std::max(double(size), double(u.used + reserved + size) -
-                                            low * double(u.capacity)));
-    uint64_t cur = buffer_evict_request_.load();
-    while (cur < want &&
-           !buffer_evict_request_.compare_exchange_weak(cur, want)) {
-    }
+    eviction_.RequestBufferRoom(u, reserved, size);
     bg_cv_.notify_all();
     return false;
   }
@@ -191,18 +181,6 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     return true;
   }
   return false;
-}
-
-bool MasterService::OnlyInExtraSegments(const ObjectMeta& m) const {
-  bool any = false;
-  for (const auto& r : m.replicas) {
-    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
-      continue;
-    auto seg = segments_.Info(r.segment);
-    if (seg && !seg->extra) return false;
-    any = any || seg != nullptr;
-  }
-  return any;
 }
 
 void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,

@@ -1,0 +1,273 @@
+#include "master/eviction_policy.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+namespace kvpool {
+
+EvictionPolicy::Options EvictionPolicy::Options::FromConfig(
+    const MasterConfig& c) {
+  Options o;
+  o.eviction_high_watermark_ratio = c.eviction_high_watermark_ratio;
+  o.eviction_ratio = c.eviction_ratio;
+  o.allow_evict_soft_pinned_objects = c.allow_evict_soft_pinned_objects;
+  o.enable_offload = c.enable_offload;
+  o.offload_force_evict = c.offload_force_evict;
+  return o;
+}
+
+class EvictionPolicy::Pass {
+ public:
+  Pass(SegmentKind kind, int64_t now, const SegmentManager& segments)
+      : kind_(kind),
+        now_(now),
+        // Replicas count for `kind` by their segment; buffer segments are
+        // few.
+        buffers_(segments.IdsOfKind(SegmentKind::kPrefetchBuffer)),
+        // A closed segment (re-mounted, in its lease hold) takes no put
+        // however much of it is freed: its replicas are not evicted for
+        // room.
+        closed_(segments.ClosedIds()) {}
+
+  bool OfKind(const Replica& r) const {
+    if (r.kind != ReplicaKind::kMemory) return false;
+    if (!closed_.empty() &&
+        std::find(closed_.begin(), closed_.end(), r.segment) != closed_.end())
+      return false;
+    bool in_buffer = std::find(buffers_.begin(), buffers_.end(), r.segment) !=
+                     buffers_.end();
+    return in_buffer == (kind_ == SegmentKind::kPrefetchBuffer);
+  }
+  uint64_t MemoryBytes(const ObjectMeta& m) const {
+    uint64_t n = 0;
+    for (const auto& r : m.replicas) {
+      if (OfKind(r)) n += m.size;
+    }
+    return n;
+  }
+  // LRU, except that the prefetch buffer gives up what no announced request
+  // still waits for (read prefetches, overflowed puts) before unread
+  // prefetches: it is a transit area, not a cache.
+  int64_t Rank(const ObjectMeta& m) const {
+    constexpr int64_t kConsumedFirst = int64_t{1} << 52;
+    return kind_ == SegmentKind::kPrefetchBuffer && !m.prefetched_unread
+               ? m.last_access_ms - kConsumedFirst
+               : m.last_access_ms;
+  }
+  bool Eligible(const Shard& shard, const ObjectKey& k, const ObjectMeta& m,
+                const Round& round) const {
+    if (m.hard_pin || (m.SoftPinned(now_) && !round.allow_soft) ||
+        m.LeaseLive(now_) || m.HasProcessing() || MemoryBytes(m) == 0) {
+      return false;
+    }
+    if ((m.FirstCompleteDisk() != nullptr) != round.with_copy) return false;
+    // A pending offload reads this memory: it is pinned until answered.
+    return !shard.offloads.count(k);
+  }
+
+ private:
+  const SegmentKind kind_;
+  const int64_t now_;
+  const std::vector<uint32_t> buffers_;
+  const std::vector<uint32_t> closed_;
+};
+
+EvictionPolicy::EvictionPolicy(Options options, const Clock* clock,
+                               ObjectStore& objects, SegmentManager& segments,
+                               MetricsRegistry& metrics, Hooks hooks)
+    : options_(options),
+      clock_(clock),
+      objects_(objects),
+      segments_(segments),
+      metrics_(metrics),
+      hooks_(std::move(hooks)) {}
+
+uint64_t EvictionPolicy::EvictIfNeeded() {
+  uint64_t freed = 0;
+  // Each kind on its own reading: the buffer never dilutes the main
+  // watermark, and a full buffer is drained of replicas whose lease ended.
+  for (SegmentKind kind : {SegmentKind::kMain, SegmentKind::kPrefetchBuffer}) {
+    SegmentUsage u = segments_.Usage(kind);
+    if (u.capacity == 0) continue;
+    double high = options_.eviction_high_watermark_ratio;
+    // The buffer admits a prefetch only below its high watermark, so it is
+    // drained one eviction_ratio earlier: there is room before a trigger
+    // has to be throttled, not after.
+    if (kind == SegmentKind::kPrefetchBuffer)
+      high = std::max(0.0, high - options_.eviction_ratio);
+    if (u.ratio() < high) continue;
+    // Down to the high watermark, then a further eviction_ratio of
+    // capacity, so eviction runs in batches rather than once per put.
+    uint64_t over = u.used - uint64_t(high * double(u.capacity));
+    freed += EvictBytes(
+        over + uint64_t(options_.eviction_ratio * double(u.capacity)), kind);
+  }
+  if (uint64_t want = buffer_evict_request_.exchange(0); want > 0)
+    freed += EvictBytes(want, SegmentKind::kPrefetchBuffer);
+  return freed;
+}
+
+void EvictionPolicy::RequestBufferRoom(const SegmentUsage& u, uint64_t reserved,
+                                       uint64_t size) {
+  // Enough to take this block with the buffer back at its low mark
+  // (high watermark - eviction_ratio), as the main cache's eviction does.
+  const double low = std::max(
+      0.0, options_.eviction_high_watermark_ratio - options_.eviction_ratio);
+  uint64_t want =
+      uint64_t(std::max(double(size), double(u.used + reserved + size) -
+                                          low * double(u.capacity)));
+  uint64_t cur = buffer_evict_request_.load();
+  while (cur < want &&
+         !buffer_evict_request_.compare_exchange_weak(cur, want)) {
+  }
+}
+
+uint64_t EvictionPolicy::EvictBytes(uint64_t bytes, SegmentKind kind) {
+  std::lock_guard<std::mutex> evict_lock(evict_mu_);
+  const Pass pass(kind, clock_->NowMs(), segments_);
+  Tally tally;
+  for (Round round : {Round{false, true}, Round{false, false},
+                      Round{true, true}, Round{true, false}}) {
+    if (tally.freed >= bytes) break;
+    if (round.allow_soft && !options_.allow_evict_soft_pinned_objects) break;
+    std::optional<int64_t> cutoff =
+        SelectCutoff(pass, round, bytes - tally.freed);
+    if (!cutoff) continue;
+    EvictUpTo(pass, round, *cutoff, bytes, &tally);
+  }
+  Publish(tally);
+  return tally.freed;
+}
+
+std::optional<int64_t> EvictionPolicy::SelectCutoff(const Pass& pass,
+                                                    Round round,
+                                                    uint64_t want) {
+  std::vector<std::pair<int64_t, uint64_t>> cands;  // (rank, bytes)
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const auto& [k, m] : shard.objects) {
+      if (pass.Eligible(shard, k, m, round))
+        cands.emplace_back(pass.Rank(m), pass.MemoryBytes(m));
+    }
+  }
+  if (cands.empty()) return std::nullopt;
+  std::sort(cands.begin(), cands.end());
+  uint64_t acc = 0;
+  for (const auto& [rank, b] : cands) {
+    acc += b;
+    if (acc >= want) return rank;
+  }
+  return cands.back().first;
+}
+
+void EvictionPolicy::EvictUpTo(const Pass& pass, Round round, int64_t cutoff,
+                               uint64_t bytes, Tally* tally) {
+  for (size_t i = 0; i < ObjectStore::kShards && tally->freed < bytes; ++i) {
+    auto& shard = objects_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto it = shard.objects.begin();
+         it != shard.objects.end() && tally->freed < bytes;) {
+      ObjectMeta& m = it->second;
+      if (pass.Rank(m) > cutoff || !pass.Eligible(shard, it->first, m, round)) {
+        ++it;
+        continue;
+      }
+      if (!round.with_copy && options_.enable_offload &&
+          !MayDropWithoutCopy(shard, it->first, m, tally)) {
+        ++it;
+        continue;
+      }
+      it = Evict(pass, shard, it, tally);
+    }
+  }
+}
+
+bool EvictionPolicy::MayDropWithoutCopy(Shard& shard, const ObjectKey& key,
+                                        const ObjectMeta& m, Tally* tally) {
+  // Never lose an acknowledged value silently: copy it first, or drop it
+  // only by an explicit, counted force-evict -- or, when its holder's SSD
+  // is full, as a store without an SSD tier would (a cache that refused
+  // every put instead would be an outage).
+  bool ssd_full = false;
+  if (hooks_.queue_offload(shard, key, m, &ssd_full)) {
+    ++tally->queued;
+    return false;
+  }
+  const bool extra_only = !ssd_full && OnlyInExtraSegments(m);
+  if (!options_.offload_force_evict && !ssd_full && !extra_only) {
+    ++tally->kept;
+    return false;
+  }
+  ++(ssd_full     ? tally->dropped_ssd_full
+     : extra_only ? tally->dropped_extra
+                  : tally->forced);
+  return true;
+}
+
+EvictionPolicy::ObjectMap::iterator EvictionPolicy::Evict(
+    const Pass& pass, Shard& shard, ObjectMap::iterator it, Tally* tally) {
+  ObjectMeta& m = it->second;
+  std::vector<Replica> mem =
+      m.TakeReplicas([&](const Replica& r) { return pass.OfKind(r); });
+  if (!m.HasCompleteMemory()) hooks_.count_prefetch_fate(m, "evicted_unread");
+  tally->freed += mem.size() * m.size;
+  evicted_bytes_ += mem.size() * m.size;
+  hooks_.release_replicas(mem);
+  ++evicted_objects_;
+  return m.replicas.empty() ? hooks_.erase_evicted(shard, it) : std::next(it);
+}
+
+void EvictionPolicy::Publish(const Tally& tally) {
+  if (tally.freed > 0) {
+    metrics_.GetCounter("kvpool_master_evicted_bytes_total").Inc(tally.freed);
+    metrics_.GetCounter("kvpool_master_eviction_passes_total").Inc();
+  }
+  if (tally.queued) {
+    metrics_.GetCounter("kvpool_master_evict_offload_queued_total")
+        .Inc(tally.queued);
+  }
+  if (tally.dropped_ssd_full) {
+    metrics_
+        .GetCounter("kvpool_master_evicted_without_copy_ssd_full_total", "",
+                    "keys dropped from DRAM with no SSD copy because their "
+                    "holder's SSD refused writes (full)")
+        .Inc(tally.dropped_ssd_full);
+  }
+  if (tally.dropped_extra) {
+    metrics_
+        .GetCounter("kvpool_master_evicted_without_copy_extra_segment_total",
+                    "",
+                    "keys dropped from DRAM with no SSD copy because they lay "
+                    "only in extra segments (mount_segment), which are not "
+                    "offloaded from")
+        .Inc(tally.dropped_extra);
+  }
+  if (tally.forced) {
+    metrics_
+        .GetCounter(
+            "kvpool_master_force_evicted_without_copy_total", "",
+            "keys dropped from DRAM with no SSD copy (offload_force_evict)")
+        .Inc(tally.forced);
+  }
+  if (tally.kept) {
+    metrics_.GetCounter("kvpool_master_evict_kept_no_copy_total")
+        .Inc(tally.kept);
+  }
+}
+
+bool EvictionPolicy::OnlyInExtraSegments(const ObjectMeta& m) const {
+  bool any = false;
+  for (const auto& r : m.replicas) {
+    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
+      continue;
+    auto seg = segments_.Info(r.segment);
+    if (seg && !seg->extra) return false;
+    any = any || seg != nullptr;
+  }
+  return any;
+}
+
+}  // namespace kvpool

@@ -1,0 +1,372 @@
+// MasterService's puts: PutStart in its named steps (validate, clear the
+// way past an existing or abandoned put of the key, allocate with eviction
+// if need be, record the pending put), PutEnd / BatchPutEnd, PutRevoke.
+// Split from master_service.cc to keep each file to one concern; both
+// implement the one MasterService class.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/failpoint.h"
+#include "master/master_service.h"
+
+namespace kvpool {
+
+Result<std::vector<ReplicaDesc>> MasterService::PutStart(
+    const std::string& tenant, const std::string& key, uint64_t size,
+    const PutOptions& opts) {
+  auto fail = [&](Status s) {
+    CountResult("puts", s.code());
+    return s;
+  };
+  if (Status s = ValidatePut(tenant, key, size, opts); !s.ok()) return fail(s);
+  ObjectKey okey;
+  TenantPin pin;
+  if (Status s = PinKey(tenant, key, &okey, &pin); !s.ok()) return fail(s);
+  auto& shard = objects_.ShardFor(okey);
+  const int64_t now = clock_->NowMs();
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (Status s = ClearWayForPut(shard, okey, opts.upsert, now); !s.ok())
+      return fail(s);
+  }
+  std::vector<Placement> placements = AllocateForPut(size, opts);
+  if (placements.empty()) {
+    return fail(Status(
+        ErrorCode::NO_AVAILABLE_HANDLE,
+        fmt::format("no segment has {} free bytes after eviction", size)));
+  }
+  ObjectMeta meta = NewPendingObject(size, opts, now, placements);
+  // Drawn after the allocation and before the object is published (nobody
+  // can free these ranges before then), so it is greater than the
+  // generation of every earlier owner of any byte of them.
+  const uint64_t write_generation = write_generations_.Next();
+  std::vector<ReplicaDesc> out;
+  for (const auto& r : meta.replicas) {
+    out.push_back(Describe(r, size));
+    out.back().write_generation = write_generation;
+  }
+  if (Status s = RecordPendingPut(shard, okey, opts.upsert, now, placements,
+                                  std::move(meta), &pin);
+      !s.ok()) {
+    return fail(s);
+  }
+  CountResult("puts", ErrorCode::OK);
+  // Wake the eviction thread as soon as the watermark is crossed instead of
+  // waiting for its next tick, so puts rarely have to evict synchronously.
+  if (segments_.Usage(SegmentKind::kMain).ratio() >=
+      config_.eviction_high_watermark_ratio) {
+    bg_cv_.notify_one();
+  }
+  return out;
+}
+
+Status MasterService::ValidatePut(const std::string& tenant,
+                                  const std::string& key, uint64_t size,
+                                  const PutOptions& opts) const {
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
+  if (size == 0) return Status(ErrorCode::INVALID_PARAMS, "size must be > 0");
+  uint64_t largest = segments_.LargestCapacity(SegmentKind::kMain);
+  if (largest == 0) {
+    return Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                  "no DRAM segment is mounted: no node has joined");
+  }
+  if (size > largest) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  fmt::format("size {} exceeds the largest segment ({} bytes)",
+                              size, largest));
+  }
+  if (opts.replica_num < 1 || opts.replica_num > 16) {
+    return Status(ErrorCode::INVALID_PARAMS, "replica_num must be in [1, 16]");
+  }
+  return Status::OK();
+}
+
+Status MasterService::ClearWayForPut(Shard& shard, const ObjectKey& okey,
+                                     bool upsert, int64_t now) {
+  const int64_t discard_ms = config_.put_start_discard_timeout_sec * 1000;
+  const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
+  auto it = shard.objects.find(okey);
+  auto up = shard.upserts.find(okey);
+  if (up != shard.upserts.end()) {
+    if (now - up->second.last_access_ms < discard_ms) {
+      return Status(ErrorCode::REPLICA_IS_NOT_READY,
+                    "an upsert of this key is in progress");
+    }
+    ReleaseReplicas(up->second.replicas,
+                    up->second.last_access_ms + release_ms);
+    shard.upserts.erase(up);
+    tenants_.Unref(okey.tenant);
+  }
+  if (it == shard.objects.end()) return Status::OK();
+  ObjectMeta& m = it->second;
+  if (m.HasProcessing()) {
+    if (now - m.last_access_ms < discard_ms) {
+      return Status(ErrorCode::OBJECT_ALREADY_EXISTS,
+                    "a put of this key is in progress");
+    }
+    EraseObject(shard, it, m.last_access_ms + release_ms);
+    metrics_.GetCounter("kvpool_master_put_discarded_total").Inc();
+    return Status::OK();
+  }
+  if (!upsert) return Status(ErrorCode::OBJECT_ALREADY_EXISTS);
+  return Status::OK();
+}
+
+std::vector<Placement> MasterService::AllocateForPut(uint64_t size,
+                                                     const PutOptions& opts) {
+  std::vector<std::string> preferred;
+  if (!opts.preferred_node.empty()) preferred.push_back(opts.preferred_node);
+  preferred.insert(preferred.end(), opts.preferred_nodes.begin(),
+                   opts.preferred_nodes.end());
+  for (const auto& n : opts.excluded_nodes) nodes_.ReportUnreachable(n);
+  const std::vector<std::string> excluded = nodes_.Unreachable();
+  auto placements = segments_.Allocate(size, opts.replica_num,
+                                       SegmentKind::kMain, preferred, excluded);
+  if (placements.empty()) {
+    placements =
+        AllocateAfterEviction(size, opts.replica_num, preferred, excluded);
+  }
+  if (placements.empty()) {
+    // Soft partition: an ordinary put may overflow into prefetch buffers
+    // (the RFC's v1); prefetch then throttles until the buffer drains.
+    placements =
+        segments_.Allocate(size, opts.replica_num, SegmentKind::kPrefetchBuffer,
+                           preferred, excluded);
+    if (!placements.empty()) {
+      metrics_
+          .GetCounter("kvpool_master_put_buffer_overflow_total", "",
+                      "puts placed in a prefetch buffer: main DRAM was full")
+          .Inc();
+    }
+  }
+  return placements;
+}
+
+std::vector<Placement> MasterService::AllocateAfterEviction(
+    uint64_t size, int replica_num, const std::vector<std::string>& preferred,
+    const std::vector<std::string>& excluded) {
+  // Make room synchronously rather than failing a put the pool could hold.
+  // With offload on, DRAM may be full of keys whose SSD copy is still
+  // being written: wait for those copies (each result wakes us) rather
+  // than drop them or refuse the put; bounded by put_offload_wait_ms.
+  metrics_
+      .GetCounter("kvpool_master_put_evictions_total", "",
+                  "eviction passes started by a put that found no room")
+      .Inc();
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(config_.put_offload_wait_ms);
+  bool waited = false;
+  std::vector<Placement> placements;
+  for (;;) {
+    // Evicted ranges become free once their nodes have applied the frees
+    // (a heartbeat round trip): evict again only if those will not do.
+    if (segments_.HeldBytes(SegmentKind::kMain) < size) {
+      uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
+      EvictBytes(std::max<uint64_t>(
+          size, uint64_t(config_.eviction_ratio * double(cap))));
+    }
+    placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
+                                    preferred, excluded);
+    const bool room_coming =
+        (config_.enable_offload && offloads_in_flight_.load() > 0) ||
+        segments_.HeldBytes(SegmentKind::kMain) > 0;
+    if (!placements.empty() || !room_coming ||
+        std::chrono::steady_clock::now() >= deadline) {
+      break;
+    }
+    waited = true;
+    std::unique_lock<std::mutex> lock(offload_mu_);
+    offload_cv_.wait_until(
+        lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                     std::chrono::milliseconds(50)));
+  }
+  if (waited)
+    metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
+  return placements;
+}
+
+ObjectMeta MasterService::NewPendingObject(
+    uint64_t size, const PutOptions& opts, int64_t now,
+    const std::vector<Placement>& placements) {
+  ObjectMeta meta;
+  meta.size = size;
+  meta.version = versions_.Next();
+  meta.last_access_ms = now;
+  meta.hard_pin = opts.hard_pin;
+  if (opts.soft_pin) {
+    meta.soft_pin_ttl_ms = static_cast<uint32_t>(std::clamp<int64_t>(
+        opts.soft_pin_ttl_ms > 0 ? opts.soft_pin_ttl_ms
+                                 : config_.default_kv_soft_pin_ttl,
+        1, UINT32_MAX));
+    meta.soft_pin_deadline_ms = now + meta.soft_pin_ttl_ms;
+  }
+  meta.replicas.reserve(placements.size());
+  for (const auto& p : placements) {
+    meta.replicas.push_back(Replica{p.offset, p.segment, p.handle,
+                                    ReplicaKind::kMemory,
+                                    ReplicaStatus::kProcessing});
+  }
+  return meta;
+}
+
+Status MasterService::RecordPendingPut(Shard& shard, const ObjectKey& okey,
+                                       bool upsert, int64_t now,
+                                       const std::vector<Placement>& placements,
+                                       ObjectMeta meta, TenantPin* pin) {
+  std::lock_guard<std::mutex> lock(shard.mu);
+  // Another put may have raced us between the check and the allocation.
+  if (Status s = ClearWayForPut(shard, okey, upsert, now); !s.ok()) {
+    for (const auto& p : placements) segments_.Free(p);
+    return s;
+  }
+  // A segment unmounted since the allocation (its node gone, or memory its
+  // owner took back: mount_segment) may have been swept from this shard
+  // already: a replica there must not be published. Checked under the
+  // shard lock, which the sweep takes after the unmount.
+  for (const auto& p : placements) {
+    if (segments_.IsMounted(p.segment)) continue;
+    for (const auto& q : placements) segments_.Free(q);
+    return Status(ErrorCode::NO_AVAILABLE_HANDLE,
+                  "a segment chosen for the put was unmounted meanwhile");
+  }
+  if (shard.objects.count(okey)) {
+    shard.upserts[okey] = std::move(meta);
+  } else {
+    shard.objects.emplace(okey, std::move(meta));
+  }
+  pin->Transfer();  // to the object or upsert
+  shard.pending_puts.insert(okey);
+  return Status::OK();
+}
+
+Status MasterService::PutEnd(const std::string& tenant,
+                             const std::string& key) {
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  Status s = CommitPut(tenant, key, &holders);
+  // An upsert's old value must not come back as current after a master
+  // crash; with put_waits_for_holders the new one must survive it.
+  AwaitHolders(holders);
+  if (s.ok()) KVPOOL_FAILPOINT("master.put_end.after_commit");
+  return s;
+}
+
+std::vector<Status> MasterService::BatchPutEnd(
+    const std::string& tenant, const std::vector<std::string>& keys) {
+  std::vector<std::pair<uint32_t, uint64_t>> holders;
+  std::vector<Status> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) out.push_back(CommitPut(tenant, k, &holders));
+  AwaitHolders(holders);
+  for (const auto& s : out) {
+    if (s.ok()) KVPOOL_FAILPOINT("master.put_end.after_commit");
+  }
+  return out;
+}
+
+Status MasterService::CommitPut(
+    const std::string& tenant, const std::string& key,
+    std::vector<std::pair<uint32_t, uint64_t>>* holders) {
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
+  ObjectKeyView okey;
+  if (!LookupKey(tenant, key, &okey))
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(okey);
+  std::unique_lock<std::mutex> lock(shard.mu);
+  const int64_t now = clock_->NowMs();
+  auto up = shard.upserts.find(okey);
+  if (up != shard.upserts.end()) {
+    // The upsert's reference on the tenant passes to the object it becomes,
+    // so the tenant outlives the erase of the old value below.
+    ObjectMeta fresh = std::move(up->second);
+    shard.upserts.erase(up);
+    for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
+    fresh.last_access_ms = now;
+    auto it = shard.objects.find(okey);
+    int64_t not_before = 0;
+    if (it != shard.objects.end()) {
+      // Readers of the old value hold its lease: keep its bytes until then.
+      // Its SSD copies, promotion and offload describe the old bytes: gone.
+      not_before = it->second.lease_deadline_ms;
+      const ReplicaList replicas = it->second.replicas;
+      DropDiskCopies(it->first, it->second);
+      EraseObject(shard, it, not_before);
+      CollectHolders(replicas, holders);
+    }
+    auto [ins, ok] = shard.objects.emplace(
+        ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+    NotePlaced(ins->first, ins->second);
+    if (config_.put_waits_for_holders)
+      CollectHolders(ins->second.replicas, holders);
+    if (config_.enable_offload && !config_.offload_on_evict) {
+      QueueOffload(shard, ins->first, ins->second);
+    }
+    ForgetPendingPut(shard, okey);
+    return Status::OK();
+  }
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  "no put in progress for this key");
+  }
+  for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
+  it->second.last_access_ms = now;
+  NotePlaced(it->first, it->second);
+  if (config_.put_waits_for_holders)
+    CollectHolders(it->second.replicas, holders);
+  if (config_.enable_offload && !config_.offload_on_evict) {
+    // Proactive offload: handed to the holder now (its heartbeat is a long
+    // poll), so the SSD copy usually exists before eviction needs it.
+    QueueOffload(shard, it->first, it->second);
+  }
+  ForgetPendingPut(shard, okey);
+  return Status::OK();
+}
+
+Status MasterService::PutRevoke(const std::string& tenant,
+                                const std::string& key) {
+  if (Status s = ValidateName(tenant, key); !s.ok()) return s;
+  ObjectKeyView okey;
+  if (!LookupKey(tenant, key, &okey))
+    return Status(ErrorCode::OBJECT_NOT_FOUND);
+  auto& shard = objects_.ShardFor(okey);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  // The client gave up on its write, but over TCP a write it sent may still
+  // land (a node that was paused processes what its socket holds): the
+  // range is reused only after the grace, never under a late write.
+  const int64_t not_before = clock_->NowMs() + kTaskGraceMs;
+  auto up = shard.upserts.find(okey);
+  if (up != shard.upserts.end()) {
+    ReleaseReplicas(up->second.replicas, not_before);
+    shard.upserts.erase(up);
+    ForgetPendingPut(shard, okey);
+    tenants_.Unref(okey.tenant);
+    return Status::OK();
+  }
+  auto it = shard.objects.find(okey);
+  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+    return Status(ErrorCode::OBJECT_NOT_FOUND,
+                  "no put in progress for this key");
+  }
+  auto& reps = it->second.replicas;
+  ReleaseReplicas(it->second.TakeReplicas([](const Replica& r) {
+    return r.status == ReplicaStatus::kProcessing;
+  }),
+                  not_before);
+  const bool gone = reps.empty();
+  if (gone) shard.objects.erase(it);
+  ForgetPendingPut(shard, okey);
+  if (gone) tenants_.Unref(okey.tenant);
+  return Status::OK();
+}
+
+void MasterService::ForgetPendingPut(Shard& shard, const ObjectKeyView& okey) {
+  if (shard.upserts.count(okey)) return;
+  auto it = shard.objects.find(okey);
+  if (it != shard.objects.end() && it->second.HasProcessing()) return;
+  auto p = shard.pending_puts.find(okey);
+  if (p != shard.pending_puts.end()) shard.pending_puts.erase(p);
+}
+
+}  // namespace kvpool
