@@ -17,7 +17,13 @@ struct BenchOptions {
   // transfer: value sizes and batch sizes to run (all by default).
   std::vector<uint64_t> transfer_sizes = {64ull << 10, 1ull << 20, 4ull << 20};
   std::vector<int> transfer_batches = {1, 16};
-  bool transfer_security = false;      // run RunSecurityCostBench instead
+  bool transfer_security = false;  // run RunSecurityCostBench instead
+  // --security: rounds, each on freshly started clusters (what one cluster
+  // instance happens to cost, it costs in one round only).
+  int security_rounds = 10;
+  // --security under callgrind: this many ops per (arm, case), each window
+  // dumped on its own (scripts/callgrind_table.py); 0: time them instead.
+  int security_instructions = 0;
   bool transfer_multi_buffer = false;  // run RunMultiBufferBench instead
   bool master_calls_only = false;  // master: only the per-call latency stage
   uint64_t pressure_dram_bytes = 256ull << 20;

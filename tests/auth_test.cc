@@ -18,6 +18,7 @@
 #include "master/master_auth.h"
 #include "master/master_server.h"
 #include "node/node.h"
+#include "tests/test_util.h"
 #include "tests/tls_test_files.h"
 
 namespace kvpool {
@@ -398,6 +399,82 @@ TEST_F(AuthTest, RolesReachExactlyTheirRpcs) {
                     alloc, &ar)
                 .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// The master verifies a token's MAC once and then finds it in its cache;
+// rights and freshness are still checked on every call.
+TEST_F(AuthTest, RepeatedCallsFindTheirTokenVerified) {
+  auto stub = Stub();
+  rpc::ExistKeyRequest req;
+  req.set_tenant("b");
+  req.add_keys("k");
+  auto exist = [&](const std::string& token) {
+    rpc::ExistKeyResponse resp;
+    return stub->ExistKey(Context(token).get(), req, &resp);
+  };
+  auto cache = [&](const char* result) {
+    return cluster_->master().service().metrics().CounterValue(
+        "kvpool_master_auth_token_cache_total",
+        std::string("result=\"") + result + "\"");
+  };
+  const uint64_t hits_before = cache("hit");
+  const uint64_t misses_before = cache("miss");
+  const std::string token =
+      Token(auth::Role::kTenant, "b", "ExistKey", auth::UnixNowMs());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(exist(token).ok()) << i;
+  // The node's own calls may add to both counters meanwhile.
+  EXPECT_GE(cache("hit") - hits_before, 19u);
+  EXPECT_GE(cache("miss") - misses_before, 1u);
+
+  // A cached token is still refused for another tenant's keys, and for an
+  // RPC it was not signed for.
+  rpc::ExistKeyRequest other = req;
+  other.set_tenant("a");
+  rpc::ExistKeyResponse resp;
+  EXPECT_EQ(stub->ExistKey(Context(token).get(), other, &resp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  rpc::RemoveRequest rm;
+  rm.set_tenant("b");
+  rm.set_key("k");
+  rpc::KeyStatus rm_resp;
+  EXPECT_EQ(stub->Remove(Context(token).get(), rm, &rm_resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  // And it still ages out: one issued 1.5 s short of the skew limit works
+  // now (and is cached), and is refused once it is past the limit.
+  const std::string aging =
+      Token(auth::Role::kTenant, "b", "ExistKey",
+            auth::UnixNowMs() - auth::kDefaultMaxClockSkewMs + 1500);
+  ASSERT_TRUE(exist(aging).ok());
+  grpc::Status last;
+  EXPECT_TRUE(kvpool::testing::WaitUntil(
+      [&] {
+        last = exist(aging);
+        return !last.ok();
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(last.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Contains(last.error_message(), "token too old"))
+      << last.error_message();
+}
+
+TEST(VerifiedTokenCacheTest, FindsWhatItRemembersAndStaysBounded) {
+  constexpr size_t kCapacity = 64;
+  VerifiedTokenCache cache(/*max_age_ms=*/1000, kCapacity);
+  VerifiedTokenCache::Entry e{RpcMethod::kExistKey, auth::Role::kTenant, 3, 1,
+                              0};
+  VerifiedTokenCache::Entry got{};
+  EXPECT_FALSE(cache.Find("never", &got));
+  // Fresh tokens, far more than it holds: the newest is always there.
+  for (int i = 0; i < 10000; ++i) {
+    const std::string token = "token-" + std::to_string(i);
+    e.issued_ms = 5000;
+    cache.Remember(token, e, /*now_ms=*/5000);
+    ASSERT_TRUE(cache.Find(token, &got)) << i;
+    EXPECT_EQ(got.method, RpcMethod::kExistKey);
+    EXPECT_EQ(got.principal_offset, 3u);
+    ASSERT_LE(cache.size(), kCapacity) << i;
+  }
 }
 
 // A new RPC needs a rule (and a check in its handler) before it can ship.

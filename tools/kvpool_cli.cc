@@ -221,6 +221,17 @@ int main(int argc, char** argv) {
       "--security", bench_opts.transfer_security,
       "instead: the cost of authentication and data-plane capabilities "
       "(an open and a secure cluster side by side, batch 1)");
+  bench_transfer
+      ->add_option("--security-rounds", bench_opts.security_rounds,
+                   "--security: rounds, each on freshly started clusters")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  bench_transfer
+      ->add_option("--security-instructions", bench_opts.security_instructions,
+                   "--security under valgrind --tool=callgrind: count the "
+                   "instructions of this many ops per arm and case instead of "
+                   "timing them (docs/security.md)")
+      ->check(CLI::Range(0, 1000000));
   bench_transfer->add_flag(
       "--multi-buffer", bench_opts.transfer_multi_buffer,
       "instead: multi-buffer (scatter/gather) puts and gets against the "

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <array>
-#include <atomic>
+#include <algorithm>
+#include <functional>
 
 #include "common/crypto.h"
 
@@ -93,22 +93,6 @@ std::string_view OrDefault(std::string_view tenant) {
   return tenant.empty() ? std::string_view("default") : tenant;
 }
 
-// The last token this thread verified. A batch handler runs its item
-// handler inline with the same context, so the item's check finds the
-// batch's token here instead of verifying it again (and against the
-// item's method name, which it was not signed for).
-struct VerifiedToken {
-  uint64_t authorizer = 0;  // 0: empty
-  std::string token;
-  RpcMethod method = RpcMethod::kNumMethods;
-  Role role = Role::kTenant;
-  size_t principal_offset = 0, principal_size = 0;
-  int64_t issued_ms = 0;
-};
-thread_local VerifiedToken t_verified;
-
-std::atomic<uint64_t> g_next_authorizer_id{1};
-
 }  // namespace
 
 const char* RpcMethodName(RpcMethod m) { return Rule(m).name; }
@@ -131,13 +115,58 @@ RpcAuthorizer::RpcAuthorizer(const auth::ClusterSecret& secret,
                              int64_t max_clock_skew_ms,
                              MetricsRegistry* metrics)
     : verifier_(secret, max_clock_skew_ms),
-      id_(g_next_authorizer_id.fetch_add(1)),
+      cache_(max_clock_skew_ms, kTokenCacheCapacity),
       refused_unauthenticated_(&metrics->GetCounter(
           "kvpool_master_auth_refused_total", "reason=\"unauthenticated\"",
           "RPCs refused: no valid credential, or a credential acting outside "
           "its rights")),
       refused_permission_(&metrics->GetCounter(
-          "kvpool_master_auth_refused_total", "reason=\"permission_denied\"")) {
+          "kvpool_master_auth_refused_total", "reason=\"permission_denied\"")),
+      cache_hits_(&metrics->GetCounter(
+          "kvpool_master_auth_token_cache_total", "result=\"hit\"",
+          "RPC tokens found already verified (hit) or verified with two "
+          "HMACs (miss)")),
+      cache_misses_(&metrics->GetCounter("kvpool_master_auth_token_cache_total",
+                                         "result=\"miss\"")) {}
+
+VerifiedTokenCache::VerifiedTokenCache(int64_t max_age_ms, size_t capacity)
+    : max_age_ms_(max_age_ms),
+      per_shard_(std::max<size_t>(1, capacity / kShards)) {}
+
+VerifiedTokenCache::Shard& VerifiedTokenCache::ShardFor(
+    std::string_view token) const {
+  return shards_[std::hash<std::string_view>()(token) % kShards];
+}
+
+bool VerifiedTokenCache::Find(std::string_view token, Entry* out) const {
+  Shard& shard = ShardFor(token);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.tokens.find(std::string(token));
+  if (it == shard.tokens.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void VerifiedTokenCache::Remember(std::string_view token, const Entry& entry,
+                                  int64_t now_ms) {
+  Shard& shard = ShardFor(token);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.tokens.size() >= per_shard_) {
+    std::erase_if(shard.tokens, [&](const auto& e) {
+      return now_ms - e.second.issued_ms > max_age_ms_;
+    });
+    if (shard.tokens.size() >= per_shard_) shard.tokens.clear();
+  }
+  shard.tokens.emplace(std::string(token), entry);
+}
+
+size_t VerifiedTokenCache::size() const {
+  size_t n = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    n += shard.tokens.size();
+  }
+  return n;
 }
 
 grpc::Status RpcAuthorizer::Unauthenticated(std::string msg) const {
@@ -165,35 +194,43 @@ grpc::Status RpcAuthorizer::Authenticate(const grpc::ServerContextBase& ctx,
   const std::string_view token(first->second.data(), first->second.size());
   const int64_t now = auth::UnixNowMs();
 
-  VerifiedToken& v = t_verified;
-  if (v.authorizer == id_ && v.token.size() == token.size() &&
-      crypto::ConstantTimeEqual(v.token.data(), token.data(), token.size())) {
+  VerifiedTokenCache::Entry v;
+  if (cache_.Find(token, &v)) {
+    cache_hits_->Inc();
+    // A batch handler runs its item handler inline with the same context:
+    // the batch's token then also covers the item's check.
     if (v.method != m && v.method != Rule(m).batch_parent) {
       return Unauthenticated(
           fmt::format("kvpool-auth token was signed for {}, not {}",
                       ShortName(v.method), ShortName(m)));
     }
-    *role = v.role;
-    *principal = token.substr(v.principal_offset, v.principal_size);
   } else {
+    cache_misses_->Inc();
     auth::ParsedToken t;
     Status s = auth::ParseToken(token, &t);
+    RpcMethod signed_for = m;
     if (s.ok() && !verifier_.MacMatches(t, RpcMethodName(m))) {
-      s = Status(ErrorCode::ILLEGAL_CLIENT,
-                 "bad signature on kvpool-auth token (wrong key, or a token "
-                 "minted for another RPC)");
+      // The item check of a batch whose token left the cache meanwhile.
+      const RpcMethod parent = Rule(m).batch_parent;
+      if (parent != kNone && verifier_.MacMatches(t, RpcMethodName(parent))) {
+        signed_for = parent;
+      } else {
+        s = Status(ErrorCode::ILLEGAL_CLIENT,
+                   "bad signature on kvpool-auth token (wrong key, or a token "
+                   "minted for another RPC)");
+      }
     }
     if (!s.ok()) return Unauthenticated(s.message());
-    v.authorizer = id_;
-    v.token.assign(token);
-    v.method = m;
+    v.method = signed_for;
     v.role = t.role;
-    v.principal_offset = static_cast<size_t>(t.principal.data() - token.data());
-    v.principal_size = t.principal.size();
+    v.principal_offset =
+        static_cast<uint32_t>(t.principal.data() - token.data());
+    v.principal_size = static_cast<uint32_t>(t.principal.size());
     v.issued_ms = t.issued_ms;
-    *role = t.role;
-    *principal = t.principal;
+    cache_.Remember(token, v, now);
   }
+  *role = v.role;
+  *principal = token.substr(v.principal_offset, v.principal_size);
   if (Status s = verifier_.CheckFreshness(v.issued_ms, now); !s.ok())
     return Unauthenticated(s.message());
   if (!RoleMayCall(*role, m)) {
