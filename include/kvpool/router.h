@@ -1,5 +1,5 @@
 // kvpool::Router: the reference router of the router-triggered prefetch
-// (shared/seeds/rfc-router-prefetch-trigger.md). For each request it looks
+// (docs/router_prefetch.md). For each request it looks
 // up the tiers of the prompt's block keys (read-only, no lease), triggers
 // BatchPrefetchToMemory for the SSD-only blocks of the matched prefix, and
 // picks an engine: one co-located with the holders of those blocks first,

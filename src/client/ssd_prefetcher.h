@@ -1,5 +1,5 @@
 // SsdPrefetcher: prefetch-on-exist on the client side
-// (shared/seeds/design-prefetch-on-exist.md). TriggerPrefetch costs the
+// (docs/prefetch_on_exist.md). TriggerPrefetch costs the
 // caller one throttle reservation and one enqueue: no RPC, nothing
 // proportional to the table. A fixed pool of workers then, per 128-key
 // chunk, runs the read-only tier lookup (no lease, no promote-on-hit, no get

@@ -302,7 +302,7 @@ class MasterService {
   std::vector<PrefetchRegistration> RegisterPrefetchTask(
       const std::string& node_id, const std::string& tenant,
       const std::vector<std::string>& keys);
-  // Router-triggered prefetch (shared/seeds/rfc-router-prefetch-trigger.md):
+  // Router-triggered prefetch (docs/router_prefetch.md):
   // the RFC's per-key statuses. Inside the promote-on-hit gates (watermark,
   // dedup, shared in-flight cap) except the frequency sketch; the lease is
   // granted at enqueue. UNAVAILABLE_IN_CURRENT_STATUS for every key when

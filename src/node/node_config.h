@@ -51,7 +51,7 @@ struct NodeConfig {
   std::string ssd_io_backend = "auto";  // auto, io_uring, pread
   // Threads that verify checksums of multi-value SSD reads (0 = the reader).
   unsigned ssd_verify_threads = 1;
-  // ---- router-triggered prefetch (shared/seeds/rfc-router-prefetch-*) ----
+  // ---- router-triggered prefetch (docs/router_prefetch.md) ----
   // Bytes of a second DRAM segment of kind PREFETCH_BUFFER where router
   // promotions from this holder's SSD land (0 = none).
   uint64_t prefetch_buffer_segment = 0;

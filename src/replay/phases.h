@@ -1,4 +1,4 @@
-// The method's steps before a measurement (shared/seeds: fill -> overflow ->
+// The method's steps before a measurement (docs/replay.md: fill -> overflow ->
 // settle -> measure): put the blocks the measured requests will look for,
 // push DRAM past its watermark with filler so those blocks end on SSD, and
 // wait until offload and eviction are quiet (measured, not a fixed sleep).
