@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "kvpool/status.h"
@@ -181,28 +183,86 @@ class FileStorage {
   const FileStorageConfig& config() const { return config_; }
 
  private:
-  struct PendingRecord;
-  struct Reservation;
+  struct PendingRecord;  // file_storage_internal.h
+  struct ValueRead;      // file_storage_read.cc
+  // Records by name and index entry (what a dead header needs).
+  using NamedRecord = std::pair<StoredObject, storage::IndexEntry>;
+  using NamedRecords = std::vector<NamedRecord>;
 
   explicit FileStorage(const FileStorageConfig& config);
-  Status Recover();
   // The filesystem ran out of space (ENOSPC, or full at Open).
   void MarkDiskFull();
-  Result<std::shared_ptr<storage::SegmentFile>> ActiveFileFor(uint64_t span);
-  void Reserve(std::span<PendingRecord> recs, bool over_capacity_ok);
-  void ReleaseReservation(storage::SegmentFile* file);
-  void WriteRecords(std::span<PendingRecord> recs);
-  // Overwrites the headers of records that stopped being current with dead
-  // headers; returns how many could not be written.
-  size_t Invalidate(
-      const std::vector<std::pair<StoredObject, storage::IndexEntry>>& records);
   void DropLive(const storage::IndexEntry& e);
   // The rest of a remove once `e` left the index: live bytes, dead header.
   Status MarkRemoved(std::string_view tenant, std::string_view key,
                      const storage::IndexEntry& e);
-  Status CollectFile(
-      const std::shared_ptr<storage::SegmentFile>& file,
-      std::vector<std::pair<StoredObject, storage::IndexEntry>> live);
+
+  // Start-up (file_storage_recovery.cc).
+  Status Recover();
+  // Adds segment file `id` to the file table and its records to the index;
+  // versions of a key that lost to a newer one go to *losers. Sets
+  // *unreadable to the file when its scan stopped at an unreadable spot.
+  Status RecoverFile(uint32_t id, NamedRecords* losers, uint64_t* max_seq,
+                     const storage::SegmentFile** unreadable);
+  // Deletes the files without a live record, except those in `keep`;
+  // returns the ones deleted.
+  std::unordered_set<const storage::SegmentFile*> DeleteEmptyFiles(
+      const std::unordered_set<const storage::SegmentFile*>& keep);
+
+  // Write path (file_storage_write.cc).
+  // With files_mu_ held: the file to append a record of `span` bytes to.
+  Result<std::shared_ptr<storage::SegmentFile>> ActiveFileFor(uint64_t span);
+  // With files_mu_ held: while the disk is marked full, whether the
+  // filesystem has room for `span` bytes now (then the mark is cleared).
+  Status CheckDiskRoomLocked(uint64_t span);
+  void Reserve(std::span<PendingRecord> recs, bool over_capacity_ok);
+  void ReleaseReservation(storage::SegmentFile* file);
+  void WriteRecords(std::span<PendingRecord> recs);
+  // Makes the written records of `recs` current in the index and releases
+  // every reservation; returns the records they superseded.
+  NamedRecords PublishWrites(std::span<PendingRecord> recs);
+  // Overwrites the headers of records that stopped being current with dead
+  // headers; returns how many could not be written.
+  size_t Invalidate(const NamedRecords& records);
+
+  // Read path (file_storage_read.cc): BatchRead's steps.
+  enum class ReadOutcome { kSettled, kMoved };
+  // The values of items[todo] that can be read; the others' results are
+  // set in *out.
+  std::vector<ValueRead> PlanReads(const std::vector<ReadItem>& items,
+                                   const std::vector<size_t>& todo,
+                                   std::vector<Result<uint64_t>>* out);
+  // Reads every value and hashes it while later pieces are in flight.
+  void ReadAndHash(std::vector<ValueRead>& reads);
+  // Sets *out from a finished read; kMoved when the key was rewritten
+  // meanwhile and must be looked up again.
+  ReadOutcome SettleRead(const ReadItem& it, ValueRead& r,
+                         Result<uint64_t>* out);
+  ReadOutcome SettleDamagedRead(const ReadItem& it,
+                                const storage::IndexEntry& e,
+                                const std::string& damage,
+                                Result<uint64_t>* out);
+
+  // Garbage collection (file_storage_gc.cc).
+  // The sealed files without appends in flight whose dead share is at
+  // least ssd_gc_dead_ratio and, above the high watermark, the deadest
+  // others until the low watermark is in reach.
+  std::vector<std::shared_ptr<storage::SegmentFile>> ChooseFilesToCollect();
+  Status CollectFile(const std::shared_ptr<storage::SegmentFile>& file,
+                     NamedRecords live);
+  // Moves one chunk of `file`'s live records to the active file.
+  Status MoveRecords(storage::SegmentFile& file,
+                     std::span<const NamedRecord> chunk);
+  // Makes the moved copies `recs` of chunk[from[j]] current where the key
+  // still holds the old record, releases every reservation, and marks dead
+  // the copies that lost; returns the first write error.
+  Status PublishMoves(storage::SegmentFile& file,
+                      std::span<const NamedRecord> chunk,
+                      std::span<PendingRecord> recs,
+                      const std::vector<size_t>& from);
+  // Unlinks a file that collection left without live records and takes it
+  // out of the file table.
+  Status DeleteCollectedFile(storage::SegmentFile& file);
   void GcLoop();
 
   const FileStorageConfig config_;
