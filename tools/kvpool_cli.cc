@@ -14,6 +14,7 @@
 #include "bench/bench_main.h"
 #include "bench/soak_bench.h"
 #include "bench/ssd_bench.h"
+#include "common/absl_runtime.h"
 #include "common/auth.h"
 #include "kvpool/client.h"
 #include "kvpool/local_cluster.h"
@@ -92,6 +93,7 @@ int WriteCredential(bool new_secret, const std::string& secret_file,
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvpool::ConfigureAbslRuntime();
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"kvpool: command line of the kvpool KV-cache store"};
   app.require_subcommand(1);

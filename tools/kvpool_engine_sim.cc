@@ -22,6 +22,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "common/absl_runtime.h"
 #include "kvpool/client.h"
 #include "kvpool/router.h"
 #include "replay/clock_util.h"
@@ -76,6 +77,7 @@ Result<double> MeasureDram(Client& c, uint64_t bb) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvpool::ConfigureAbslRuntime();
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{
       "kvpool-engine-sim: simulated inference engines replaying a trace "

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/absl_runtime.h"
 #include "master/master_server.h"
 #include "tools/flags.h"
 
@@ -13,6 +14,7 @@ kvpool::MasterServer* g_server = nullptr;
 }
 
 int main(int argc, char** argv) {
+  kvpool::ConfigureAbslRuntime();
   kvpool::MasterConfig c;
   CLI::App app{"kvpool-master: metadata server of the kvpool KV-cache store"};
   app.set_config("--config", "",

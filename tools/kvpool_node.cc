@@ -4,10 +4,12 @@
 
 #include <cstdio>
 
+#include "common/absl_runtime.h"
 #include "node/node.h"
 #include "tools/flags.h"
 
 int main(int argc, char** argv) {
+  kvpool::ConfigureAbslRuntime();
   kvpool::NodeConfig c;
   CLI::App app{"kvpool-node: a holder of the kvpool KV-cache store"};
   app.set_config("--config", "",

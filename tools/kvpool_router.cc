@@ -10,11 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/absl_runtime.h"
 #include "kvpool/router.h"
 #include "router/router_http.h"
 #include "tools/flags.h"
 
 int main(int argc, char** argv) {
+  kvpool::ConfigureAbslRuntime();
   kvpool::RouterConfig c;
   std::string listen = "127.0.0.1:8088";
   std::vector<std::string> engine_specs;
