@@ -44,6 +44,29 @@ void AddMasterSecurityFlags(CLI::App& app, Config* c) {
                  "PEM key of --tls_cert_file");
 }
 
+// --etcd_endpoints / --cluster_id of a process that calls the master (a
+// node, a router, the CLI): with standby masters (docs/ha.md) it finds the
+// leader in etcd and follows it, instead of one fixed master address.
+struct EtcdFlags {
+  std::string endpoints;  // empty: --master_server_address as given
+  std::string cluster_id = "kvpool";
+};
+inline void AddEtcdFlags(CLI::App& app, EtcdFlags* f) {
+  app.add_option("--etcd_endpoints", f->endpoints,
+                 "etcd endpoints (h1:2379;h2:2379) where the leading "
+                 "kvpool-master is found; overrides the master address");
+  app.add_option("--cluster_id", f->cluster_id,
+                 "the masters' cluster in etcd")
+      ->capture_default_str();
+}
+// The master address to use: "etcd://<endpoints>/<cluster_id>" when
+// endpoints are given (MasterClient reads the leader there), else `address`.
+inline std::string MasterAddress(const EtcdFlags& f,
+                                 const std::string& address) {
+  if (f.endpoints.empty()) return address;
+  return "etcd://" + f.endpoints + "/" + f.cluster_id;
+}
+
 // Writes the bound port to `path` (for scripts and tests): written to a
 // temporary file and renamed, so a reader never sees a partial number.
 inline void WritePortFile(const std::string& path, int port) {

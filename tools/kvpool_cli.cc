@@ -446,7 +446,10 @@ int main(int argc, char** argv) {
 
   auto replay_cmd = kvpool::AddReplayCommand(app);
 
+  kvpool::EtcdFlags etcd_flags;
+  kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
+  cc.master_server_address = kvpool::MasterAddress(etcd_flags, cc.master_server_address);
 
   if (transport == "shm") {
     cc.transport = kvpool::TransportMode::kShm;

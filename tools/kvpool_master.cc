@@ -2,10 +2,12 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
 #include "common/absl_runtime.h"
+#include "ha/ha_master.h"
 #include "master/master_server.h"
 #include "tools/flags.h"
 
@@ -150,6 +152,21 @@ int main(int argc, char** argv) {
                  "PEM private key of --tls_cert_file");
   app.add_option("--tls_ca_file", c.tls_ca_file,
                  "PEM CA; set = require client certificates it signed");
+  app.add_flag("--enable_ha", c.enable_ha,
+               "one of several masters: campaign for leadership in etcd "
+               "(docs/ha.md)");
+  app.add_option("--etcd_endpoints", c.etcd_endpoints,
+                 "etcd endpoints, h1:2379;h2:2379 (with --enable_ha)");
+  app.add_option("--cluster_id", c.cluster_id,
+                 "masters of one cluster share it (with --enable_ha)")
+      ->capture_default_str();
+  app.add_option("--ha_lease_ttl_sec", c.ha_lease_ttl_sec,
+                 "the leader's etcd lease: a dead leader is replaced after "
+                 "about this long")
+      ->capture_default_str();
+  app.add_option("--ha_advertise_host", c.ha_advertise_host,
+                 "host others dial to reach this master when it leads "
+                 "(default: --rpc_address)");
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");
@@ -165,6 +182,33 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+  if (c.enable_ha) {
+    if (auto s = c.Validate(); !s.ok()) {
+      spdlog::error("cannot start: {}", s.ToString());
+      return 1;
+    }
+    std::atomic<bool> stop{false};
+    kvpool::ha::HaMaster ha(c);
+    ha.set_on_server([&](kvpool::MasterServer& server) {
+      kvpool::WritePortFile(port_file, server.rpc_port());
+      std::printf("kvpool-master (standby until it leads) on %s "
+                  "metrics_port=%d\n",
+                  server.address().c_str(), server.metrics_port());
+      std::fflush(stdout);
+    });
+    std::thread waiter([&] {
+      int sig = 0;
+      sigwait(&set, &sig);
+      spdlog::info("signal {}: stopping", sig);
+      stop = true;
+    });
+    waiter.detach();  // the process ends with Run
+    if (auto s = ha.Run(&stop); !s.ok()) {
+      spdlog::error("cannot start: {}", s.ToString());
+      return 1;
+    }
+    return 0;
+  }
   kvpool::MasterServer server(c);
   if (auto s = server.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());

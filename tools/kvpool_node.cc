@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
                  "pipelined promotion executor: worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  kvpool::EtcdFlags etcd_flags;
+  kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
+  c.master_server_address = kvpool::MasterAddress(etcd_flags, c.master_server_address);
 
   sigset_t set;
   sigemptyset(&set);

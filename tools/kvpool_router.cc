@@ -55,7 +55,10 @@ int main(int argc, char** argv) {
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound HTTP port here (for scripts/tests)");
+  kvpool::EtcdFlags etcd_flags;
+  kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
+  c.master_server_address = kvpool::MasterAddress(etcd_flags, c.master_server_address);
 
   for (const auto& spec : engine_specs) {
     auto e = kvpool::ParseEngineSpec(spec);

@@ -34,6 +34,9 @@ struct ClientCounters {
   uint64_t lease_cache_resets = 0;
   // Keys whose write could not reach a node and were put again elsewhere.
   uint64_t put_retries = 0;
+  // Keys whose put failed because the leading master changed under it
+  // (docs/ha.md) and were put again, once, on the new leader.
+  uint64_t put_retries_on_new_leader = 0;
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is
@@ -232,11 +235,20 @@ class Client {
       const std::vector<std::string>& keys,
       const std::vector<std::vector<ValueRange>>& pieces, PieceMode mode,
       std::vector<std::vector<bool>>* outside = nullptr);
-  // One attempt, then one retry of the keys whose write could not reach a
-  // node, placed away from it.
+  // PutManyAvoiding, and when the leading master changed meanwhile
+  // (docs/ha.md), once more on the new leader for the keys that failed
+  // with RPC_FAIL.
   // `pieces` (optional): key i's value is gathered from (*pieces)[i]
   // instead of bufs[i].
   std::vector<Status> PutMany(
+      const std::vector<std::string>& keys,
+      const std::vector<const uint8_t*>& bufs,
+      const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,
+      bool upsert,
+      const std::vector<std::vector<ValueRange>>* pieces = nullptr);
+  // One attempt, then one retry of the keys whose write could not reach a
+  // node, placed away from it.
+  std::vector<Status> PutManyAvoiding(
       const std::vector<std::string>& keys,
       const std::vector<const uint8_t*>& bufs,
       const std::vector<uint64_t>& sizes, const ReplicateConfig& rc,

@@ -133,12 +133,47 @@ ClientCounters Client::counters() const {
       d.tcp_bytes_read.load(),         d.tcp_bytes_written.load(),
       d.ssd_bytes_read.load(),         d.local_ssd_bytes_read.load(),
       state_->lease_cache_hits.load(), state_->lease_cache_resets.load(),
-      state_->put_retries.load()};
+      state_->put_retries.load(),      state_->put_retries_on_new_leader.load()};
 }
 
 // -------------------------------------------------------------------- put
 
 std::vector<Status> Client::PutMany(
+    const std::vector<std::string>& keys,
+    const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
+    const ReplicateConfig& rc, bool upsert,
+    const std::vector<std::vector<ValueRange>>* pieces) {
+  const uint64_t leaders_before = state_->master.leader_changes();
+  std::vector<Status> out =
+      PutManyAvoiding(keys, bufs, sizes, rc, upsert, pieces);
+  if (state_->master.leader_changes() == leaders_before) return out;
+  // The leader changed during the put: what the old one granted is gone
+  // with its tables (its PutEnd failed, or its PutStart never answered).
+  // Once more on the new leader, so a failover costs no put.
+  std::vector<size_t> again;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].code() == ErrorCode::RPC_FAIL) again.push_back(i);
+  }
+  if (again.empty()) return out;
+  std::vector<std::string> k;
+  std::vector<const uint8_t*> b;
+  std::vector<uint64_t> s;
+  std::vector<std::vector<ValueRange>> p;
+  for (size_t i : again) {
+    k.push_back(keys[i]);
+    b.push_back(bufs[i]);
+    s.push_back(sizes[i]);
+    if (pieces) p.push_back((*pieces)[i]);
+  }
+  std::vector<Status> retried =
+      PutManyAvoiding(k, b, s, rc, upsert, pieces ? &p : nullptr);
+  for (size_t j = 0; j < again.size(); ++j) out[again[j]] = retried[j];
+  state_->put_retries_on_new_leader.fetch_add(again.size(),
+                                              std::memory_order_relaxed);
+  return out;
+}
+
+std::vector<Status> Client::PutManyAvoiding(
     const std::vector<std::string>& keys,
     const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
     const ReplicateConfig& rc, bool upsert,

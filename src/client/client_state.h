@@ -108,6 +108,7 @@ struct Client::State {
   int64_t next_cache_sweep_ms = 0;
   std::atomic<uint64_t> lease_cache_resets{0};
   std::atomic<uint64_t> put_retries{0};  // keys re-put away from a dead node
+  std::atomic<uint64_t> put_retries_on_new_leader{0};
   std::shared_mutex buf_mu;
   std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
 

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include <utility>
 
 #include "common/auth.h"
+#include "ha/etcd_client.h"
 #include "kvpool.grpc.pb.h"
 #include "kvpool/status.h"
 
@@ -108,8 +110,15 @@ const char* MasterMethodName(Method m) {
 
 class MasterClient {
  public:
+  // `address` names one master ("host:port") or, for a cluster with
+  // standby masters (docs/ha.md), etcd: "etcd://h1:2379;h2:2379" or
+  // "etcd://h1:2379,h2:2379/<cluster_id>" (cluster "kvpool" when left out).
+  // Then the leader is read from etcd at the first call and followed across
+  // failovers. An address that does not parse fails every call with
+  // INVALID_PARAMS: construction does no I/O and cannot fail.
   MasterClient(const std::string& address, int timeout_ms,
                MasterSecurity security = {});
+  ~MasterClient();
 
   // Calls `method` of the stub, e.g.
   //   Call(&rpc::MasterService::Stub::PutEnd, req, &resp)
@@ -119,34 +128,92 @@ class MasterClient {
   Status Call(grpc::Status (rpc::MasterService::Stub::*method)(
                   grpc::ClientContext*, const Req&, Resp*),
               const Req& req, Resp* resp) const {
+    auto conn = Connection();
+    if (!conn.ok()) return conn.status();
+    std::shared_ptr<const Conn> c = std::move(conn.value());
     grpc::ClientContext ctx;
-    grpc::Status s = Invoke(&ctx, method, req, resp);
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      // The channel still held a connection to a master that has gone (a
-      // restart): the first call on it fails at once. Once more, waiting
-      // for the new connection, so a restart costs callers no failed call;
-      // at most a second, so a master that is down still fails fast.
-      grpc::ClientContext again;
-      again.set_wait_for_ready(true);
-      s = Invoke(&again, method, req, resp, std::min(timeout_ms_, 1000));
+    grpc::Status s = Invoke(*c, &ctx, method, req, resp);
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && etcd_) {
+      // A leader that accepts connections but answers nothing (frozen, or
+      // cut off midway): if etcd names another leader by now, try it.
+      auto next = FollowLeader(c, /*wait_ms=*/0);
+      if (next == c) return ToStatus(s, *c);
+      return ToStatus(InvokeAgain(*next, method, req, resp), *next);
     }
-    return ToStatus(s);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return ToStatus(s, *c);
+    // The channel still held a connection to a master that has gone (a
+    // restart, a failover): the first call on it fails at once. Under HA,
+    // etcd may already name the next leader.
+    if (etcd_) c = FollowLeader(c, /*wait_ms=*/0);
+    // Once more, waiting for the new connection, so a restart costs callers
+    // no failed call; at most a second, so a master that is down still
+    // fails fast.
+    s = InvokeAgain(*c, method, req, resp);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || !etcd_) {
+      return ToStatus(s, *c);
+    }
+    // The leader is gone: wait (the call's timeout at most) for etcd to
+    // name its successor, then try that one.
+    auto next = FollowLeader(c, timeout_ms_);
+    if (next == c) return ToStatus(s, *c);
+    return ToStatus(InvokeAgain(*next, method, req, resp), *next);
   }
   // The same with a caller-owned context (so another thread may TryCancel
-  // it, e.g. to end a long-poll heartbeat at shutdown); no second try.
+  // it, e.g. to end a long-poll heartbeat at shutdown); no second try, but
+  // under HA an unreachable leader makes the next call go to its successor.
   template <typename Req, typename Resp>
   Status CallWith(grpc::ClientContext* ctx,
                   grpc::Status (rpc::MasterService::Stub::*method)(
                       grpc::ClientContext*, const Req&, Resp*),
                   const Req& req, Resp* resp) const {
-    return ToStatus(Invoke(ctx, method, req, resp));
+    auto conn = Connection();
+    if (!conn.ok()) return conn.status();
+    grpc::Status s = Invoke(*conn.value(), ctx, method, req, resp);
+    if (etcd_ && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                  s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+      (void)FollowLeader(conn.value(), std::min(timeout_ms_, 1000));
+    }
+    return ToStatus(s, *conn.value());
   }
 
-  const std::string& address() const { return address_; }
+  // The master calls go to now ("host:port"; empty before the first call
+  // under HA).
+  std::string address() const;
+
+  // Fencing (docs/ha.md). Replies to nodes carry the epoch of the leader
+  // that sent them: false for one older than an epoch already seen (from
+  // etcd or a reply) — a stale leader's, to be ignored; the next call then
+  // asks etcd who leads. 0 (a master without HA) is always accepted.
+  bool AcceptEpoch(uint64_t epoch) const;
+  // The newest epoch seen, for requests to carry (known_epoch).
+  uint64_t known_epoch() const {
+    return known_epoch_.load(std::memory_order_acquire);
+  }
+  // How many times calls moved to another leader.
+  uint64_t leader_changes() const {
+    return leader_changes_.load(std::memory_order_relaxed);
+  }
 
  private:
+  struct Conn {
+    std::string address;
+    uint64_t epoch = 0;  // 0 without HA
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<rpc::MasterService::Stub> stub;
+  };
+  std::shared_ptr<const Conn> Dial(const std::string& address,
+                                   uint64_t epoch) const;
+  // The connection to use: the fixed one, or under HA the current leader's
+  // (asking etcd when there is none yet).
+  Result<std::shared_ptr<const Conn>> Connection() const;
+  // Under HA: the leader etcd names now if it is not `stale`'s master;
+  // waits up to `wait_ms` for one to appear. Returns `stale` when there is
+  // no other (it may be null).
+  std::shared_ptr<const Conn> FollowLeader(std::shared_ptr<const Conn> stale,
+                                           int wait_ms) const;
+
   template <typename Req, typename Resp>
-  grpc::Status Invoke(grpc::ClientContext* ctx,
+  grpc::Status Invoke(const Conn& c, grpc::ClientContext* ctx,
                       grpc::Status (rpc::MasterService::Stub::*method)(
                           grpc::ClientContext*, const Req&, Resp*),
                       const Req& req, Resp* resp, int timeout_ms = -1) const {
@@ -161,9 +228,18 @@ class MasterClient {
       }
       ctx->AddMetadata(auth::kMetadataKey, TokenFor(name));
     }
-    return (stub_.get()->*method)(ctx, req, resp);
+    return (c.stub.get()->*method)(ctx, req, resp);
   }
-  Status ToStatus(const grpc::Status& s) const {
+  template <typename Req, typename Resp>
+  grpc::Status InvokeAgain(const Conn& c,
+                           grpc::Status (rpc::MasterService::Stub::*method)(
+                               grpc::ClientContext*, const Req&, Resp*),
+                           const Req& req, Resp* resp) const {
+    grpc::ClientContext again;
+    again.set_wait_for_ready(true);
+    return Invoke(c, &again, method, req, resp, std::min(timeout_ms_, 1000));
+  }
+  Status ToStatus(const grpc::Status& s, const Conn& c) const {
     if (s.ok()) return Status::OK();
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
@@ -172,21 +248,32 @@ class MasterClient {
     // Not RPC_FAIL: the master is up and answered; retrying will not help.
     if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       return Status(ErrorCode::ILLEGAL_CLIENT,
-                    "master " + address_ +
+                    "master " + c.address +
                         " refused the credential: " + s.error_message());
     }
     if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-      return Status(
-          ErrorCode::ILLEGAL_CLIENT,
-          "master " + address_ + kPermissionDenied + s.error_message());
+      return Status(ErrorCode::ILLEGAL_CLIENT,
+                    "master " + c.address + kPermissionDenied +
+                        s.error_message());
     }
     return Status(ErrorCode::RPC_FAIL,
-                  "master " + address_ + ": " + s.error_message());
+                  "master " + c.address + ": " + s.error_message());
   }
-  std::string address_;
   int timeout_ms_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<rpc::MasterService::Stub> stub_;
+  grpc::ChannelArguments args_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  // One master: set at construction, never changes.
+  std::shared_ptr<const Conn> fixed_;
+  Status address_error_;  // the address did not parse: every call fails
+  // HA: etcd, the leader's key, and the current leader's connection.
+  std::unique_ptr<ha::EtcdClient> etcd_;
+  std::string leader_key_;
+  std::string etcd_list_;  // for messages
+  mutable std::mutex conn_mu_;
+  mutable std::shared_ptr<const Conn> current_;  // guarded by conn_mu_
+  mutable std::mutex follow_mu_;  // one thread asks etcd at a time
+  mutable std::atomic<uint64_t> known_epoch_{0};
+  mutable std::atomic<uint64_t> leader_changes_{0};
   // The token for `method`, minted again once a second. A header value new
   // at every call cost some 35 us per RPC here (HTTP/2 header compression
   // cannot index it), a repeated one next to nothing; the master accepts a

@@ -10,6 +10,18 @@ Status MasterConfig::Validate() const {
   auto bad = [](const std::string& m) {
     return Status(ErrorCode::INVALID_PARAMS, m);
   };
+  if (enable_ha) {
+    if (etcd_endpoints.empty())
+      return bad("enable_ha needs etcd_endpoints");
+    if (cluster_id.empty() || cluster_id.find('/') != std::string::npos)
+      return bad("cluster_id must be non-empty and without '/'");
+    if (ha_lease_ttl_sec < 1 || ha_lease_ttl_sec > 600)
+      return bad("ha_lease_ttl_sec must be in [1, 600]");
+    if (ha_advertise_host.empty() && rpc_address == "0.0.0.0")
+      return bad(
+          "enable_ha with rpc_address 0.0.0.0 needs ha_advertise_host (the "
+          "address other hosts dial)");
+  }
   if (rpc_port < 0 || rpc_port > 65535) return bad("rpc_port out of range");
   if (metrics_port < -1 || metrics_port > 65535)
     return bad("metrics_port out of range");
@@ -94,7 +106,8 @@ std::string MasterConfig::ToString() const {
       "put_waits_for_holders={} max_key_bytes={} max_tenant_name_bytes={} "
       "max_tenants={} version_floor_slots={} auth={} auth_max_clock_skew_ms={} "
       "tls={} "
-      "tls_client_certs={} data_capabilities={} write_capability_ttl_ms={}",
+      "tls_client_certs={} data_capabilities={} write_capability_ttl_ms={} "
+      "ha={}",
       rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
       eviction_high_watermark_ratio, eviction_ratio,
       put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
@@ -106,7 +119,10 @@ std::string MasterConfig::ToString() const {
       cluster_secret_file.empty() ? "off" : cluster_secret_file,
       auth_max_clock_skew_ms, tls_cert_file.empty() ? "off" : tls_cert_file,
       tls_ca_file.empty() ? "off" : tls_ca_file, data_capabilities,
-      write_capability_ttl_ms);
+      write_capability_ttl_ms,
+      enable_ha ? fmt::format("etcd {} cluster {} lease {} s", etcd_endpoints,
+                              cluster_id, ha_lease_ttl_sec)
+                : "off");
 }
 
 }  // namespace kvpool

@@ -120,6 +120,24 @@ struct MasterConfig {
   // PEM CA; set: require client certificates that it signed.
   std::string tls_ca_file;
 
+  // ---- high availability on etcd (docs/ha.md) ----
+  // Several masters campaign for leadership in etcd; one serves, the others
+  // wait as standbys. Off: one master, no etcd (the default).
+  bool enable_ha = false;
+  // etcd's client endpoints, "h1:2379;h2:2379" (',' works too).
+  std::string etcd_endpoints;
+  // Masters of one cluster share it; the leader key is
+  // /kvpool/<cluster_id>/master.
+  std::string cluster_id = "kvpool";
+  // The leader's etcd lease, seconds: a crashed leader is replaced about
+  // this long after it stopped renewing. 2 is the least etcd grants with
+  // its default timings (1.5 x its 1 s election timeout, rounded up).
+  int64_t ha_lease_ttl_sec = 2;
+  // The host others dial to reach this master, published with the bound
+  // port when it leads. Empty: rpc_address (which must then not be
+  // 0.0.0.0).
+  std::string ha_advertise_host;
+
   // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
   Status Validate() const;
   std::string ToString() const;

@@ -74,11 +74,33 @@ CapGrant WriteGrant(const MasterService& svc, uint64_t size) {
                   nullptr};
 }
 
+grpc::Status MasterGrpcService::NotServing() const {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "kvpool-master not serving: " +
+                          gate_->NotServingReason());
+}
+
+bool MasterGrpcService::StampEpoch(uint64_t known, uint64_t* epoch) const {
+  if (gate_ == nullptr) {
+    *epoch = 0;
+    return true;
+  }
+  *epoch = gate_->ServingEpoch();
+  if (*epoch != 0 && known > *epoch) {
+    gate_->SupersededBy(known);
+    *epoch = 0;
+  }
+  return *epoch != 0;
+}
+
 grpc::Status MasterGrpcService::MountSegment(
     grpc::ServerContext* ctx, const rpc::MountSegmentRequest* req,
     rpc::MountSegmentResponse* resp) {
   if (auto auth = Authorize(ctx, RpcMethod::kMountSegment, *req); !auth.ok())
     return auth;
+  uint64_t epoch = 0;
+  if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
+  resp->set_epoch(epoch);
   SegmentInfo info;
   info.node_id = req->node_id();
   info.host_id = req->host_id();
@@ -169,8 +191,14 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext* ctx,
   NodeTasks tasks;
   // Bounded so a shutdown or a lost client never pins a server thread long.
   int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
+  uint64_t epoch = 0;
+  if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
   Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(),
                              &tasks, req->dram_acked_seq());
+  // Tasks a master hands over once its lease may have ended are never
+  // delivered (the node would refuse them anyway, by their epoch).
+  if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
+  resp->set_epoch(epoch);
   resp->set_error_code(ToInt(s.code()));
   for (const auto& e : tasks.dram_events) {
     auto* o = resp->add_dram_events();
@@ -218,6 +246,9 @@ grpc::Status MasterGrpcService::PullPromotionTasks(
   if (svc_->emulating_pre_prefetch()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "PullPromotionTasks");
   }
+  uint64_t epoch = 0;
+  if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
+  resp->set_epoch(epoch);
   std::vector<PromotionTaskMsg> tasks;
   // Bounded: one pull never takes more than a worker's batch.
   size_t max = std::min<size_t>(req->max_tasks(), 1024);

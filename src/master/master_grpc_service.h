@@ -9,6 +9,7 @@
 #include "kvpool.grpc.pb.h"
 #include "master/master_auth.h"
 #include "master/master_service.h"
+#include "master/serving_gate.h"
 
 namespace kvpool {
 
@@ -43,6 +44,8 @@ class MasterGrpcService final
   void set_authorizer(std::unique_ptr<RpcAuthorizer> authorizer) {
     auth_ = std::move(authorizer);
   }
+  // Before serving: null (the default) serves every call under epoch 0.
+  void set_gate(std::shared_ptr<ServingGate> gate) { gate_ = std::move(gate); }
 
   grpc::Status MountSegment(grpc::ServerContext*,
                             const rpc::MountSegmentRequest*,
@@ -131,8 +134,18 @@ class MasterGrpcService final
   template <typename Req>
   grpc::Status Authorize(const grpc::ServerContextBase* ctx, RpcMethod m,
                          const Req& req) const {
+    // A standby, or a leader unsure of its lease, answers nothing at all:
+    // clients take UNAVAILABLE as "find the leader again".
+    if (gate_ != nullptr && gate_->ServingEpoch() == 0) return NotServing();
     return auth_ == nullptr ? grpc::Status::OK : auth_->Check(*ctx, m, req);
   }
+  grpc::Status NotServing() const;
+  // The epoch to stamp on a reply to a node, checked once more as the reply
+  // leaves (a long poll may outlast the lease): false = answer NotServing().
+  // `known` is the newest epoch the node has seen: newer than ours means
+  // this master is stale.
+  bool StampEpoch(uint64_t known, uint64_t* epoch) const;
+  std::shared_ptr<ServingGate> gate_;
   MasterService* svc_;
   Counter* query_keys_;
   class ArenaAllocator;

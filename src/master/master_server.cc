@@ -45,6 +45,10 @@ MasterServer::MasterServer(MasterConfig config, const Clock* clock)
 
 MasterServer::~MasterServer() { Stop(); }
 
+void MasterServer::set_gate(std::shared_ptr<ServingGate> gate) {
+  grpc_service_->set_gate(std::move(gate));
+}
+
 Status MasterServer::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
   auto authorizer = RpcAuthorizer::Create(config_, &service_->metrics());

@@ -9,6 +9,7 @@
 #include "common/http_endpoint.h"
 #include "master/master_config.h"
 #include "master/master_service.h"
+#include "master/serving_gate.h"
 
 namespace grpc {
 class Server;
@@ -23,6 +24,8 @@ class MasterServer {
   explicit MasterServer(MasterConfig config,
                         const Clock* clock = SystemClock::Default());
   ~MasterServer();
+  // Before Start: under HA (docs/ha.md), every RPC asks `gate` first.
+  void set_gate(std::shared_ptr<ServingGate> gate);
   // Validates the config, binds (port 0 = any free port) and starts serving.
   Status Start();
   void Stop();

@@ -339,11 +339,20 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   req.set_pulls_promotions(ssd_ != nullptr && config_.promotion_pull);
   req.set_remount(id->load() != 0);
   req.set_keeps_dram_directory(config_.dram_directory);
+  req.set_known_epoch(master_->known_epoch());
   rpc::MountSegmentResponse resp;
   if (Status s =
           master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);
       !s.ok()) {
     return s;
+  }
+  if (!master_->AcceptEpoch(resp.epoch())) {
+    metrics_.GetCounter("kvpool_node_stale_epoch_replies_total").Inc();
+    return Status(ErrorCode::RPC_FAIL,
+                  "a master of an older epoch (" +
+                      std::to_string(resp.epoch()) + ", seen " +
+                      std::to_string(master_->known_epoch()) +
+                      ") answered the mount: ignored");
   }
   if (resp.error_code() != 0) {
     return Status(ErrorCodeFromInt(resp.error_code()),
@@ -660,6 +669,7 @@ void Node::HeartbeatLoop() {
     req.set_wait_ms(static_cast<uint32_t>(config_.heartbeat_interval_ms));
     req.set_max_offload_tasks(ssd_ ? 256 : 0);
     req.set_dram_acked_seq(directory_.applied_seq());
+    req.set_known_epoch(master_->known_epoch());
     rpc::HeartbeatResponse resp;
     auto started = std::chrono::steady_clock::now();
     grpc::ClientContext ctx;
@@ -673,6 +683,15 @@ void Node::HeartbeatLoop() {
     {
       std::lock_guard<std::mutex> g(mu_);
       hb_ctx_ = nullptr;
+    }
+    if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
+      // Fencing (docs/ha.md): a leader that has been replaced may still
+      // answer; nothing it says (tasks, events, "forgot you") is applied.
+      metrics_.GetCounter("kvpool_node_stale_epoch_replies_total").Inc();
+      spdlog::warn("node {}: ignored a heartbeat reply of epoch {} (seen {})",
+                   config_.node_id, resp.epoch(), master_->known_epoch());
+      resp.Clear();
+      s = Status(ErrorCode::RPC_FAIL, "stale master epoch");
     }
     if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
       // The master forgot us (restart or declared dead): mount again and

@@ -334,8 +334,14 @@ void SsdTier::PullLoop() {
     rpc::PullPromotionTasksRequest req;
     req.set_node_id(node_id_);
     req.set_max_tasks(static_cast<uint32_t>(config_.promotion_max_per_pull));
+    req.set_known_epoch(master_->known_epoch());
     rpc::PullPromotionTasksResponse resp;
     Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
+    if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
+      // A replaced leader's tasks (docs/ha.md): never run.
+      metrics_.GetCounter("kvpool_node_stale_epoch_replies_total").Inc();
+      continue;
+    }
     if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
       // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
       // handing promotions over with the heartbeat. Ask again now and then,
