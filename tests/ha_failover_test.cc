@@ -79,7 +79,7 @@ class HaFailoverTest : public ::testing::Test {
                    "--rpc_port=0", "--metrics_port=-1",
                    // Short read leases: a remounted segment takes puts
                    // again after one lease (the restart rule).
-                   "--default_kv_lease_ttl=1000",
+                   "--default_kv_lease_ttl=1000", "--put_waits_for_holders",
                    "--port_file=" + m.port_file.string()},
                   (dir_ / (name + ".log")).string());
     masters_[name] = m;
