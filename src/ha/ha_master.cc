@@ -72,6 +72,12 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
   if (auto e = ParseEndpoints(config_.etcd_endpoints); !e.ok()) {
     return e.status();
   }
+  if (!config_.put_waits_for_holders) {
+    spdlog::warn(
+        "enable_ha without put_waits_for_holders: a put acknowledged just "
+        "before the leader dies can be missing on its successor (a miss, "
+        "never wrong bytes); docs/ha.md");
+  }
   // Renewals must be answered well within a third of the TTL.
   EtcdClient renew_etcd(EndpointsOrEmpty(config_.etcd_endpoints),
                         static_cast<int>(std::clamp<int64_t>(

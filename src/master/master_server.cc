@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -46,7 +48,25 @@ MasterServer::MasterServer(MasterConfig config, const Clock* clock)
 MasterServer::~MasterServer() { Stop(); }
 
 void MasterServer::set_gate(std::shared_ptr<ServingGate> gate) {
+  gate_ = gate;
   grpc_service_->set_gate(std::move(gate));
+}
+
+// /status, with the master's HA role in front when it has one.
+std::string MasterServer::StatusJson() const {
+  std::string json = service_->StatusJson();
+  if (gate_ == nullptr) return json;
+  const uint64_t epoch = gate_->ServingEpoch();
+  std::string reason = epoch != 0 ? "" : gate_->NotServingReason();
+  std::string escaped;
+  for (char c : reason) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    escaped += c;
+  }
+  json.insert(1, fmt::format(
+                     R"("ha":{{"role":"{}","epoch":{},"reason":"{}"}},)",
+                     epoch != 0 ? "leader" : "standby", epoch, escaped));
+  return json;
 }
 
 Status MasterServer::Start() {
@@ -85,7 +105,7 @@ Status MasterServer::Start() {
   if (config_.metrics_port >= 0) {
     http_ = std::make_unique<HttpEndpoint>(
         [this] { return service_->metrics().RenderPrometheus(); },
-        [this] { return service_->StatusJson(); });
+        [this] { return StatusJson(); });
     AddMooncakeRoutes(http_.get());
     if (Status s = http_->Start(config_.rpc_address, config_.metrics_port);
         !s.ok()) {

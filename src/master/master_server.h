@@ -44,6 +44,8 @@ class MasterServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpEndpoint> http_;
   void AddMooncakeRoutes(HttpEndpoint* http);
+  std::string StatusJson() const;
+  std::shared_ptr<ServingGate> gate_;
   int rpc_port_ = 0;
 };
 
