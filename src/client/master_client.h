@@ -133,48 +133,37 @@ class MasterClient {
     std::shared_ptr<const Conn> c = std::move(conn.value());
     grpc::ClientContext ctx;
     grpc::Status s = Invoke(*c, &ctx, method, req, resp);
-    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && etcd_) {
-      // A leader that accepts connections but answers nothing (frozen, or
-      // cut off midway): if etcd names another leader by now, try it.
-      auto next = FollowLeader(c, /*wait_ms=*/0);
-      if (next == c) return ToStatus(s, *c);
-      return ToStatus(InvokeAgain(*next, method, req, resp), *next);
+    if (etcd_) {
+      s = FailOver(c, s, method, req, resp);
+      return ToStatus(s, *c);
     }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return ToStatus(s, *c);
     // The channel still held a connection to a master that has gone (a
-    // restart, a failover): the first call on it fails at once. Under HA,
-    // etcd may already name the next leader.
-    if (etcd_) c = FollowLeader(c, /*wait_ms=*/0);
-    // Once more, waiting for the new connection, so a restart costs callers
-    // no failed call; at most a second, so a master that is down still
-    // fails fast.
-    s = InvokeAgain(*c, method, req, resp);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || !etcd_) {
-      return ToStatus(s, *c);
-    }
-    // The leader is gone: wait (the call's timeout at most) for etcd to
-    // name its successor, then try that one.
-    auto next = FollowLeader(c, timeout_ms_);
-    if (next == c) return ToStatus(s, *c);
-    return ToStatus(InvokeAgain(*next, method, req, resp), *next);
+    // restart): the first call on it fails at once. Once more, waiting for
+    // the new connection, so a restart costs callers no failed call; at
+    // most a second, so a master that is down still fails fast.
+    return ToStatus(InvokeAgain(*c, method, req, resp, 1000), *c);
   }
   // The same with a caller-owned context (so another thread may TryCancel
-  // it, e.g. to end a long-poll heartbeat at shutdown); no second try, but
-  // under HA an unreachable leader makes the next call go to its successor.
+  // it, e.g. to end a long-poll heartbeat at shutdown) and, optionally, its
+  // own deadline; no second try, but under HA an unreachable leader makes
+  // the next call go to its successor.
   template <typename Req, typename Resp>
   Status CallWith(grpc::ClientContext* ctx,
                   grpc::Status (rpc::MasterService::Stub::*method)(
                       grpc::ClientContext*, const Req&, Resp*),
-                  const Req& req, Resp* resp) const {
+                  const Req& req, Resp* resp, int timeout_ms = -1) const {
     auto conn = Connection();
     if (!conn.ok()) return conn.status();
-    grpc::Status s = Invoke(*conn.value(), ctx, method, req, resp);
-    if (etcd_ && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                  s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+    grpc::Status s = Invoke(*conn.value(), ctx, method, req, resp, timeout_ms);
+    if (etcd_ && LeaderMayBeGone(s)) {
       (void)FollowLeader(conn.value(), std::min(timeout_ms_, 1000));
     }
     return ToStatus(s, *conn.value());
   }
+
+  // Whether the leader is found in etcd (an etcd:// address).
+  bool follows_leader() const { return etcd_ != nullptr; }
 
   // The master calls go to now ("host:port"; empty before the first call
   // under HA).
@@ -234,10 +223,43 @@ class MasterClient {
   grpc::Status InvokeAgain(const Conn& c,
                            grpc::Status (rpc::MasterService::Stub::*method)(
                                grpc::ClientContext*, const Req&, Resp*),
-                           const Req& req, Resp* resp) const {
+                           const Req& req, Resp* resp, int wait_ms) const {
     grpc::ClientContext again;
     again.set_wait_for_ready(true);
-    return Invoke(c, &again, method, req, resp, std::min(timeout_ms_, 1000));
+    return Invoke(c, &again, method, req, resp, std::min(timeout_ms_, wait_ms));
+  }
+  static bool LeaderMayBeGone(const grpc::Status& s) {
+    // UNAVAILABLE: refused, reset, or a standby's answer; DEADLINE_EXCEEDED:
+    // a leader that answers nothing (frozen, cut off), and what a
+    // wait-for-ready call to a dead one ends with.
+    return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+           s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  }
+  // Under HA, after the first attempt on `c` ended in `s`: when the leader
+  // may be gone, the call goes to the leader etcd names (waiting, within the
+  // call's timeout, for one of another epoch). `c` becomes the connection
+  // the final answer came from.
+  template <typename Req, typename Resp>
+  grpc::Status FailOver(std::shared_ptr<const Conn>& c, grpc::Status s,
+                        grpc::Status (rpc::MasterService::Stub::*method)(
+                            grpc::ClientContext*, const Req&, Resp*),
+                        const Req& req, Resp* resp) const {
+    if (!LeaderMayBeGone(s)) return s;
+    const bool timed_out =
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    auto next = FollowLeader(c, /*wait_ms=*/0);
+    if (next == c) {
+      // A call that timed out has used its time; one refused at once gets
+      // a short second try on the same leader (a connection reset while
+      // the leader lives), then waits for etcd to name a successor.
+      if (timed_out) return s;
+      s = InvokeAgain(*c, method, req, resp, 250);
+      if (!LeaderMayBeGone(s)) return s;
+      next = FollowLeader(c, timeout_ms_);
+      if (next == c) return s;
+    }
+    c = next;
+    return InvokeAgain(*c, method, req, resp, 1000);
   }
   Status ToStatus(const grpc::Status& s, const Conn& c) const {
     if (s.ok()) return Status::OK();

@@ -678,8 +678,17 @@ void Node::HeartbeatLoop() {
       if (stopping_) break;
       hb_ctx_ = &ctx;
     }
+    // The master holds the poll at most heartbeat_interval_ms: a reply
+    // much later than that means a leader that is frozen or cut off, and
+    // under HA (docs/ha.md) the node should be asking etcd for its
+    // successor rather than waiting out a whole rpc_timeout_ms.
+    const int deadline_ms =
+        master_->follows_leader()
+            ? static_cast<int>(std::min<int64_t>(
+                  config_.rpc_timeout_ms, config_.heartbeat_interval_ms + 1000))
+            : config_.rpc_timeout_ms;
     Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat,
-                                 req, &resp);
+                                 req, &resp, deadline_ms);
     {
       std::lock_guard<std::mutex> g(mu_);
       hb_ctx_ = nullptr;
