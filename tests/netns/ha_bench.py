@@ -167,7 +167,7 @@ def observed(rows, s) -> str:
     get_gap = [r["get_ms"] - r["elected_ms"] for r in rows]
     text = (f"- Gets came back {min(r['get_ms'] for r in rows):.0f}-{max(r['get_ms'] for r in rows):.0f} ms "
             f"after the kill, {min(get_gap):.0f}-{max(get_gap):.0f} ms after the successor was in etcd")
-    if fast:
+    if fast and len(fast) < len(rows):
         text += (f"; about 1 s after the kill in the {len(fast)} kills whose successor was in etcd "
                  f"within {max(r['elected_ms'] for r in fast):.0f} ms, about 2 s in the others")
     text += "."
@@ -183,6 +183,12 @@ def observed(rows, s) -> str:
         f"- The first acknowledged put came {min(gaps):.0f}-{max(gaps):.0f} ms after the successor was "
         f"in etcd: a segment mounted again takes no new puts for `default_kv_lease_ttl` "
         f"({s['default_kv_lease_ttl_ms']} ms); puts meanwhile fail with NO_AVAILABLE_HANDLE.")
+    missed = [r["missed"] for r in rows]
+    if max(missed) > 0:
+        lines.append(
+            f"- {sum(missed)} gets over the {len(rows)} kills were clean misses (0-{max(missed)} per "
+            f"kill): gets that reached the successor before the node holding their key had "
+            f"re-registered it. No get returned wrong bytes.")
     return "\n".join(lines)
 
 
