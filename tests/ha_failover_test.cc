@@ -355,5 +355,41 @@ TEST(ServingGateTest, ABadEtcdAddressFailsEveryCallClearly) {
   EXPECT_NE(s.message().find("host:port"), std::string::npos) << s.ToString();
 }
 
+// Every reply of a master behind a gate carries its epoch (kvpool-epoch);
+// a client that follows the leader refuses one older than it has seen.
+TEST_F(HaFailoverTest, AReplyOfAnOlderEpochIsRefused) {
+  ASSERT_FALSE(etcd_.endpoint().empty()) << "etcd did not start";
+  MasterConfig mc;
+  mc.rpc_port = 0;
+  mc.metrics_port = -1;
+  MasterServer server(mc);
+  auto gate = std::make_shared<FixedGate>();
+  server.set_gate(gate);
+  ASSERT_TRUE(server.Start().ok());
+  // This server leads, as far as etcd says, under the key's revision.
+  ASSERT_TRUE(
+      etcd_client_.Put(ha::LeaderKey(cluster_), server.address()).ok());
+  auto leader = Leader();
+  ASSERT_TRUE(leader.has_value());
+  gate->epoch = leader->epoch;
+
+  MasterClient c(EtcdAddress(), 1000);
+  rpc::ClusterStatsRequest req;
+  rpc::ClusterStatsResponse resp;
+  ASSERT_TRUE(c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp)
+                  .ok());
+  EXPECT_EQ(c.known_epoch(), leader->epoch);
+  EXPECT_EQ(c.address(), server.address());
+
+  // The same server now answers as a deposed leader would.
+  gate->epoch = leader->epoch - 1;
+  Status s = c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp);
+  EXPECT_EQ(s.code(), ErrorCode::RPC_FAIL);
+  EXPECT_NE(s.message().find("older epoch"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(c.known_epoch(), leader->epoch);
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace kvpool

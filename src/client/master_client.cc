@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/epoch_header.h"
 #include "ha/leader_election.h"
 
 namespace kvpool {
@@ -173,6 +174,22 @@ std::shared_ptr<const MasterClient::Conn> MasterClient::FollowLeader(
     if (std::chrono::steady_clock::now() >= deadline) return stale;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+grpc::Status MasterClient::CheckEpoch(const grpc::ClientContext& ctx) const {
+  const auto& md = ctx.GetServerInitialMetadata();
+  auto it = md.find(kEpochHeader);
+  if (it == md.end()) return grpc::Status::OK;  // a master without HA
+  uint64_t epoch = 0;
+  for (char ch : it->second) {
+    if (ch < '0' || ch > '9') return grpc::Status::OK;
+    epoch = epoch * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  if (AcceptEpoch(epoch)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "a master of an older epoch (" + std::to_string(epoch) +
+                          ", seen " + std::to_string(known_epoch()) +
+                          ") answered: reply ignored");
 }
 
 bool MasterClient::AcceptEpoch(uint64_t epoch) const {

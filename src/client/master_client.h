@@ -217,8 +217,13 @@ class MasterClient {
       }
       ctx->AddMetadata(auth::kMetadataKey, TokenFor(name));
     }
-    return (c.stub.get()->*method)(ctx, req, resp);
+    grpc::Status s = (c.stub.get()->*method)(ctx, req, resp);
+    if (etcd_ && s.ok()) return CheckEpoch(*ctx);
+    return s;
   }
+  // Under HA: UNAVAILABLE for a reply whose kvpool-epoch header is older
+  // than an epoch already seen (a deposed leader's), so it is never used.
+  grpc::Status CheckEpoch(const grpc::ClientContext& ctx) const;
   template <typename Req, typename Resp>
   grpc::Status InvokeAgain(const Conn& c,
                            grpc::Status (rpc::MasterService::Stub::*method)(

@@ -136,7 +136,14 @@ class MasterGrpcService final
                          const Req& req) const {
     // A standby, or a leader unsure of its lease, answers nothing at all:
     // clients take UNAVAILABLE as "find the leader again".
-    if (gate_ != nullptr && gate_->ServingEpoch() == 0) return NotServing();
+    if (gate_ != nullptr) {
+      const uint64_t epoch = gate_->ServingEpoch();
+      if (epoch == 0) return NotServing();
+      // Fencing (docs/ha.md): the reply says which leader sent it. Sent
+      // before the handler runs, so a reply never leaves without it.
+      const_cast<grpc::ServerContextBase*>(ctx)->AddInitialMetadata(
+          kEpochHeader, std::to_string(epoch));
+    }
     return auth_ == nullptr ? grpc::Status::OK : auth_->Check(*ctx, m, req);
   }
   grpc::Status NotServing() const;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/epoch_header.h"
+
 namespace kvpool {
 
 class ServingGate {
