@@ -73,15 +73,15 @@ class HaFailoverTest : public ::testing::Test {
     Master m;
     m.port_file = dir_ / (name + ".port");
     fs::remove(m.port_file);
-    m.pid = Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-master",
-                   "--enable_ha", "--etcd_endpoints=" + etcd_.endpoint(),
-                   "--cluster_id=" + cluster_, "--ha_lease_ttl_sec=1",
-                   "--rpc_port=0", "--metrics_port=-1",
-                   // Short read leases: a remounted segment takes puts
-                   // again after one lease (the restart rule).
-                   "--default_kv_lease_ttl=1000", "--put_waits_for_holders",
-                   "--port_file=" + m.port_file.string()},
-                  (dir_ / (name + ".log")).string());
+    m.pid = Spawn(
+        {std::string(KVPOOL_BIN_DIR) + "/kvpool-master", "--enable_ha",
+         "--etcd_endpoints=" + etcd_.endpoint(), "--cluster_id=" + cluster_,
+         "--ha_lease_ttl_sec=1", "--rpc_port=0", "--metrics_port=-1",
+         // Short read leases: a remounted segment takes puts
+         // again after one lease (the restart rule).
+         "--default_kv_lease_ttl=1000", "--put_waits_for_holders",
+         "--port_file=" + m.port_file.string()},
+        (dir_ / (name + ".log")).string());
     masters_[name] = m;
   }
   // The address a master's current term serves on (its port file is
@@ -119,12 +119,12 @@ class HaFailoverTest : public ::testing::Test {
     return "etcd://" + etcd_.endpoint() + "/" + cluster_;
   }
   void StartNode() {
-    node_pid_ = Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-node",
-                       "--etcd_endpoints=" + etcd_.endpoint(),
-                       "--cluster_id=" + cluster_,
-                       "--global_segment_size=32MiB",
-                       "--heartbeat_interval_ms=100", "--node_id=ha-node"},
-                      (dir_ / "node.log").string());
+    node_pid_ =
+        Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-node",
+               "--etcd_endpoints=" + etcd_.endpoint(),
+               "--cluster_id=" + cluster_, "--global_segment_size=32MiB",
+               "--heartbeat_interval_ms=100", "--node_id=ha-node"},
+              (dir_ / "node.log").string());
   }
   std::unique_ptr<Client> ClientSeeingTheNode() {
     ClientConfig cc;
@@ -209,9 +209,10 @@ TEST_F(HaFailoverTest, AKilledLeaderIsReplacedAndNoAcknowledgedKeyIsLost) {
   EXPECT_GE(client->counters().put_retries_on_new_leader +
                 client->counters().put_retries,
             0u);
-  std::printf("failover: every key readable after %.0f ms, puts after %.0f ms "
-              "(lease 1 s)\n",
-              all_gets_ms, first_put_ms);
+  std::printf(
+      "failover: every key readable after %.0f ms, puts after %.0f ms "
+      "(lease 1 s)\n",
+      all_gets_ms, first_put_ms);
 
   // The killed one comes back as a standby; the leader stays.
   StartMaster(first);
@@ -219,8 +220,8 @@ TEST_F(HaFailoverTest, AKilledLeaderIsReplacedAndNoAcknowledgedKeyIsLost) {
   MasterClient direct(again, 2000);
   rpc::ClusterStatsRequest req;
   rpc::ClusterStatsResponse resp;
-  Status s = direct.Call(&rpc::MasterService::Stub::GetClusterStats, req,
-                         &resp);
+  Status s =
+      direct.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp);
   EXPECT_EQ(s.code(), ErrorCode::RPC_FAIL);
   EXPECT_NE(s.message().find("standby"), std::string::npos) << s.ToString();
   EXPECT_EQ(Leader()->epoch, now_leader->epoch);
@@ -252,9 +253,10 @@ TEST_F(HaFailoverTest, AFrozenLeaderServesNothingOnceItsLeaseIsOver) {
   const double elected_ms = MsSince(t0);
   ASSERT_TRUE(WaitUntil([&] { return client->Get("frozen").ok(); },
                         std::chrono::seconds(30)));
-  std::printf("frozen leader: successor elected after %.0f ms, the value "
-              "readable after %.0f ms\n",
-              elected_ms, MsSince(t0));
+  std::printf(
+      "frozen leader: successor elected after %.0f ms, the value "
+      "readable after %.0f ms\n",
+      elected_ms, MsSince(t0));
   EXPECT_EQ(client->Get("frozen").value(), value);
 
   // It wakes up still holding a server on its old address: it must refuse
@@ -264,8 +266,8 @@ TEST_F(HaFailoverTest, AFrozenLeaderServesNothingOnceItsLeaseIsOver) {
   for (int i = 0; i < 3; ++i) {
     rpc::ClusterStatsRequest req;
     rpc::ClusterStatsResponse resp;
-    Status s = direct.Call(&rpc::MasterService::Stub::GetClusterStats, req,
-                           &resp);
+    Status s =
+        direct.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp);
     ASSERT_FALSE(s.ok()) << "the old leader answered call " << i;
   }
   std::printf("old leader refused 3 calls by %.0f ms\n", MsSince(t0));
@@ -275,8 +277,8 @@ TEST_F(HaFailoverTest, AFrozenLeaderServesNothingOnceItsLeaseIsOver) {
         MasterClient standby(AddressOf(first), 1000);
         rpc::ClusterStatsRequest req;
         rpc::ClusterStatsResponse resp;
-        Status s = standby.Call(&rpc::MasterService::Stub::GetClusterStats,
-                                req, &resp);
+        Status s = standby.Call(&rpc::MasterService::Stub::GetClusterStats, req,
+                                &resp);
         return s.message().find("standby; the leader is") != std::string::npos;
       },
       std::chrono::seconds(20)));
@@ -367,8 +369,7 @@ TEST_F(HaFailoverTest, AReplyOfAnOlderEpochIsRefused) {
   server.set_gate(gate);
   ASSERT_TRUE(server.Start().ok());
   // This server leads, as far as etcd says, under the key's revision.
-  ASSERT_TRUE(
-      etcd_client_.Put(ha::LeaderKey(cluster_), server.address()).ok());
+  ASSERT_TRUE(etcd_client_.Put(ha::LeaderKey(cluster_), server.address()).ok());
   auto leader = Leader();
   ASSERT_TRUE(leader.has_value());
   gate->epoch = leader->epoch;
@@ -376,8 +377,8 @@ TEST_F(HaFailoverTest, AReplyOfAnOlderEpochIsRefused) {
   MasterClient c(EtcdAddress(), 1000);
   rpc::ClusterStatsRequest req;
   rpc::ClusterStatsResponse resp;
-  ASSERT_TRUE(c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp)
-                  .ok());
+  ASSERT_TRUE(
+      c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp).ok());
   EXPECT_EQ(c.known_epoch(), leader->epoch);
   EXPECT_EQ(c.address(), server.address());
 
@@ -385,8 +386,7 @@ TEST_F(HaFailoverTest, AReplyOfAnOlderEpochIsRefused) {
   gate->epoch = leader->epoch - 1;
   Status s = c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp);
   EXPECT_EQ(s.code(), ErrorCode::RPC_FAIL);
-  EXPECT_NE(s.message().find("older epoch"), std::string::npos)
-      << s.ToString();
+  EXPECT_NE(s.message().find("older epoch"), std::string::npos) << s.ToString();
   EXPECT_EQ(c.known_epoch(), leader->epoch);
   server.Stop();
 }

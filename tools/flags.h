@@ -55,8 +55,7 @@ inline void AddEtcdFlags(CLI::App& app, EtcdFlags* f) {
   app.add_option("--etcd_endpoints", f->endpoints,
                  "etcd endpoints (h1:2379;h2:2379) where the leading "
                  "kvpool-master is found; overrides the master address");
-  app.add_option("--cluster_id", f->cluster_id,
-                 "the masters' cluster in etcd")
+  app.add_option("--cluster_id", f->cluster_id, "the masters' cluster in etcd")
       ->capture_default_str();
 }
 // The master address to use: "etcd://<endpoints>/<cluster_id>" when

@@ -449,7 +449,8 @@ int main(int argc, char** argv) {
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
-  cc.master_server_address = kvpool::MasterAddress(etcd_flags, cc.master_server_address);
+  cc.master_server_address =
+      kvpool::MasterAddress(etcd_flags, cc.master_server_address);
 
   if (transport == "shm") {
     cc.transport = kvpool::TransportMode::kShm;

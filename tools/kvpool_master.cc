@@ -191,9 +191,10 @@ int main(int argc, char** argv) {
     kvpool::ha::HaMaster ha(c);
     ha.set_on_server([&](kvpool::MasterServer& server) {
       kvpool::WritePortFile(port_file, server.rpc_port());
-      std::printf("kvpool-master (standby until it leads) on %s "
-                  "metrics_port=%d\n",
-                  server.address().c_str(), server.metrics_port());
+      std::printf(
+          "kvpool-master (standby until it leads) on %s "
+          "metrics_port=%d\n",
+          server.address().c_str(), server.metrics_port());
       std::fflush(stdout);
     });
     std::thread waiter([&] {

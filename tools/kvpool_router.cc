@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
-  c.master_server_address = kvpool::MasterAddress(etcd_flags, c.master_server_address);
+  c.master_server_address =
+      kvpool::MasterAddress(etcd_flags, c.master_server_address);
 
   for (const auto& spec : engine_specs) {
     auto e = kvpool::ParseEngineSpec(spec);

@@ -129,9 +129,8 @@ Result<std::shared_ptr<const MasterClient::Conn>> MasterClient::Connection()
   }
   auto c = FollowLeader(nullptr, timeout_ms_);
   if (!c) {
-    return Status(ErrorCode::RPC_FAIL,
-                  "no kvpool-master leads " + leader_key_ + " in etcd (" +
-                      etcd_list_ + ")");
+    return Status(ErrorCode::RPC_FAIL, "no kvpool-master leads " + leader_key_ +
+                                           " in etcd (" + etcd_list_ + ")");
   }
   return c;
 }
@@ -154,7 +153,8 @@ std::shared_ptr<const MasterClient::Conn> MasterClient::FollowLeader(
       if (!stale || l.epoch != stale->epoch || l.address != stale->address) {
         auto next = Dial(l.address, l.epoch);
         uint64_t known = known_epoch_.load();
-        while (l.epoch > known && !known_epoch_.compare_exchange_weak(known, l.epoch)) {
+        while (l.epoch > known &&
+               !known_epoch_.compare_exchange_weak(known, l.epoch)) {
         }
         {
           std::lock_guard<std::mutex> lock(conn_mu_);

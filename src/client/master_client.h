@@ -279,9 +279,9 @@ class MasterClient {
                         " refused the credential: " + s.error_message());
     }
     if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-      return Status(ErrorCode::ILLEGAL_CLIENT,
-                    "master " + c.address + kPermissionDenied +
-                        s.error_message());
+      return Status(
+          ErrorCode::ILLEGAL_CLIENT,
+          "master " + c.address + kPermissionDenied + s.error_message());
     }
     return Status(ErrorCode::RPC_FAIL,
                   "master " + c.address + ": " + s.error_message());

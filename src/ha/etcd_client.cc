@@ -13,9 +13,10 @@ using nlohmann::json;
 
 std::string Base64(std::string_view in) {
   std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(in.data()),
+                      static_cast<int>(in.size()));
   out.resize(n);
   return out;
 }
@@ -23,9 +24,10 @@ std::string Base64(std::string_view in) {
 bool Unbase64(std::string_view in, std::string* out) {
   if (in.size() % 4 != 0) return false;
   out->assign(3 * in.size() / 4 + 1, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
+  const int n =
+      EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
+                      reinterpret_cast<const unsigned char*>(in.data()),
+                      static_cast<int>(in.size()));
   if (n < 0) return false;
   // EVP_DecodeBlock counts the bytes '=' padding stands for.
   size_t len = static_cast<size_t>(n);
@@ -93,9 +95,9 @@ Result<std::vector<std::string>> ParseEndpoints(std::string_view list) {
       if (colon == std::string_view::npos || colon + 1 == e.size() ||
           e.find_first_not_of("0123456789", colon + 1) !=
               std::string_view::npos) {
-        return Status(ErrorCode::INVALID_PARAMS,
-                      "etcd endpoint " + std::string(e) +
-                          ": expected host:port");
+        return Status(
+            ErrorCode::INVALID_PARAMS,
+            "etcd endpoint " + std::string(e) + ": expected host:port");
       }
       out.emplace_back(e);
     }
@@ -140,8 +142,8 @@ Result<std::string> EtcdClient::Post(const std::string& path,
 }
 
 Result<LeaseGrant> EtcdClient::GrantLease(int64_t ttl_s) {
-  auto j = ParseReply(Post("/v3/lease/grant",
-                           json{{"TTL", std::to_string(ttl_s)}}.dump()));
+  auto j = ParseReply(
+      Post("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}.dump()));
   if (!j.ok()) return j.status();
   LeaseGrant g{Int(j.value(), "ID"), Int(j.value(), "TTL")};
   if (g.id == 0 || g.ttl_s <= 0) {
@@ -167,8 +169,8 @@ Result<int64_t> EtcdClient::KeepAlive(int64_t lease_id) {
 }
 
 Status EtcdClient::Revoke(int64_t lease_id) {
-  auto j = ParseReply(Post("/v3/lease/revoke",
-                           json{{"ID", std::to_string(lease_id)}}.dump()));
+  auto j = ParseReply(
+      Post("/v3/lease/revoke", json{{"ID", std::to_string(lease_id)}}.dump()));
   return j.ok() ? Status::OK() : j.status();
 }
 
@@ -180,8 +182,8 @@ Result<CreateResult> EtcdClient::CreateIfAbsent(const std::string& key,
   if (lease_id != 0) put["lease"] = std::to_string(lease_id);
   json txn = {
       {"compare",
-       json::array({{{"key", k}, {"target", "CREATE"},
-                     {"create_revision", "0"}}})},
+       json::array(
+           {{{"key", k}, {"target", "CREATE"}, {"create_revision", "0"}}})},
       {"success", json::array({{{"request_put", put}}})},
       {"failure", json::array({{{"request_range", {{"key", k}}}}})}};
   auto j = ParseReply(Post("/v3/kv/txn", txn.dump()));
@@ -224,8 +226,8 @@ Status EtcdClient::Put(const std::string& key, const std::string& value) {
 }
 
 Status EtcdClient::Delete(const std::string& key) {
-  auto j = ParseReply(
-      Post("/v3/kv/deleterange", json{{"key", Base64(key)}}.dump()));
+  auto j =
+      ParseReply(Post("/v3/kv/deleterange", json{{"key", Base64(key)}}.dump()));
   return j.ok() ? Status::OK() : j.status();
 }
 

@@ -12,8 +12,8 @@ namespace fs = std::filesystem;
 TEST(EtcdEndpointsTest, AcceptsMooncakeAndUrlFormsAndRefusesTheRest) {
   auto a = ParseEndpoints("10.0.0.1:2379;10.0.0.2:2379");
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a.value(), (std::vector<std::string>{"10.0.0.1:2379",
-                                                 "10.0.0.2:2379"}));
+  EXPECT_EQ(a.value(),
+            (std::vector<std::string>{"10.0.0.1:2379", "10.0.0.2:2379"}));
   auto b = ParseEndpoints("http://h1:2379/, http://h2:2379");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b.value(), (std::vector<std::string>{"h1:2379", "h2:2379"}));

@@ -41,12 +41,27 @@ class EtcdProcess {
     const int peer = FreeLoopbackPort();
     const std::string c = "http://127.0.0.1:" + std::to_string(client);
     const std::string p = "http://127.0.0.1:" + std::to_string(peer);
-    pid_ = Spawn({"/usr/bin/etcd", "--name", "t", "--data-dir",
-                  (dir / "data").string(), "--listen-client-urls", c,
-                  "--advertise-client-urls", c, "--listen-peer-urls", p,
-                  "--initial-advertise-peer-urls", p, "--initial-cluster",
-                  "t=" + p, "--heartbeat-interval", "50",
-                  "--election-timeout", "500", "--log-level", "warn"},
+    pid_ = Spawn({"/usr/bin/etcd",
+                  "--name",
+                  "t",
+                  "--data-dir",
+                  (dir / "data").string(),
+                  "--listen-client-urls",
+                  c,
+                  "--advertise-client-urls",
+                  c,
+                  "--listen-peer-urls",
+                  p,
+                  "--initial-advertise-peer-urls",
+                  p,
+                  "--initial-cluster",
+                  "t=" + p,
+                  "--heartbeat-interval",
+                  "50",
+                  "--election-timeout",
+                  "500",
+                  "--log-level",
+                  "warn"},
                  (dir / "etcd.log").string());
     const std::string ep = "127.0.0.1:" + std::to_string(client);
     ha::EtcdClient probe({ep}, 500);

@@ -19,8 +19,7 @@ class HaMaster::Gate : public ServingGate {
  public:
   uint64_t ServingEpoch() const override {
     LeaderElection* e = election_.load(std::memory_order_acquire);
-    return e != nullptr && leading_.load(std::memory_order_acquire) &&
-                   e->Held()
+    return e != nullptr && leading_.load(std::memory_order_acquire) && e->Held()
                ? e->epoch()
                : 0;
   }
@@ -104,8 +103,8 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
     auto won = election.Campaign(stop, [&](const LeaderInfo& l) {
       gate_->SetReason("standby; the leader is " + l.address + " (epoch " +
                        std::to_string(l.epoch) + ")");
-      spdlog::info("kvpool-master {}: standby behind {} (epoch {})",
-                   advertised, l.address, l.epoch);
+      spdlog::info("kvpool-master {}: standby behind {} (epoch {})", advertised,
+                   l.address, l.epoch);
     });
     if (!won.ok()) {  // stopped while a standby
       gate_->End("stopping");
@@ -118,8 +117,7 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
     spdlog::info(
         "kvpool-master {}: leading cluster {} as epoch {} (lease {} s); "
         "nodes re-register what they hold",
-        advertised, config_.cluster_id, won.value(),
-        election.granted_ttl_s());
+        advertised, config_.cluster_id, won.value(), election.granted_ttl_s());
     const bool lost = election.WaitLost(stop);
     gate_->End(lost ? "lost the leadership of epoch " +
                           std::to_string(won.value())

@@ -16,9 +16,8 @@ Result<std::optional<LeaderInfo>> FindLeader(EtcdClient* etcd,
   auto kv = etcd->Get(key);
   if (!kv.ok()) return kv.status();
   if (!kv.value()) return std::optional<LeaderInfo>();
-  return std::optional<LeaderInfo>(
-      LeaderInfo{kv.value()->value,
-                 static_cast<uint64_t>(kv.value()->create_revision)});
+  return std::optional<LeaderInfo>(LeaderInfo{
+      kv.value()->value, static_cast<uint64_t>(kv.value()->create_revision)});
 }
 
 LeaderElection::LeaderElection(EtcdClient* etcd, ElectionConfig config)
@@ -67,8 +66,8 @@ Result<uint64_t> LeaderElection::Campaign(
       const int64_t sent_ms = NowMs();
       auto grant = etcd_->GrantLease(config_.lease_ttl_s);
       if (grant.ok()) {
-        auto created = etcd_->CreateIfAbsent(config_.key, config_.value,
-                                             grant.value().id);
+        auto created =
+            etcd_->CreateIfAbsent(config_.key, config_.value, grant.value().id);
         if (created.ok() && created.value().created) {
           granted_ttl_s_ = grant.value().ttl_s;
           lease_id_.store(grant.value().id);
@@ -78,9 +77,8 @@ Result<uint64_t> LeaderElection::Campaign(
               sent_ms + static_cast<int64_t>(granted_ttl_s_ * 1000 *
                                              (1.0 - config_.clock_margin)),
               std::memory_order_release);
-          renewer_ = std::thread([this, id = grant.value().id] {
-            RenewLoop(id);
-          });
+          renewer_ =
+              std::thread([this, id = grant.value().id] { RenewLoop(id); });
           return epoch_.load();
         }
         // Someone else won (or the call failed): our lease is of no use.
@@ -91,8 +89,7 @@ Result<uint64_t> LeaderElection::Campaign(
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(config_.poll_interval_ms));
   }
-  return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
-                "campaign stopped");
+  return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS, "campaign stopped");
 }
 
 void LeaderElection::RenewLoop(int64_t lease_id) {
@@ -151,8 +148,8 @@ bool LeaderElection::WaitLost(const std::atomic<bool>* stop) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!lost_ && Held() && !stop->load()) {
     const int64_t left = held_until_ms_.load() - NowMs();
-    cv_.wait_for(lock, std::chrono::milliseconds(
-                           std::clamp<int64_t>(left + 1, 1, 100)));
+    cv_.wait_for(
+        lock, std::chrono::milliseconds(std::clamp<int64_t>(left + 1, 1, 100)));
   }
   return lost_ || !Held();
 }

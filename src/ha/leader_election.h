@@ -95,7 +95,7 @@ class LeaderElection {
   std::atomic<int64_t> lease_id_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool lost_ = false;          // guarded by mu_
+  bool lost_ = false;           // guarded by mu_
   bool stop_renewing_ = false;  // guarded by mu_
   std::thread renewer_;
 };

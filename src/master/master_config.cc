@@ -11,8 +11,7 @@ Status MasterConfig::Validate() const {
     return Status(ErrorCode::INVALID_PARAMS, m);
   };
   if (enable_ha) {
-    if (etcd_endpoints.empty())
-      return bad("enable_ha needs etcd_endpoints");
+    if (etcd_endpoints.empty()) return bad("enable_ha needs etcd_endpoints");
     if (cluster_id.empty() || cluster_id.find('/') != std::string::npos)
       return bad("cluster_id must be non-empty and without '/'");
     if (ha_lease_ttl_sec < 1 || ha_lease_ttl_sec > 600)

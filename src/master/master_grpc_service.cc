@@ -75,9 +75,9 @@ CapGrant WriteGrant(const MasterService& svc, uint64_t size) {
 }
 
 grpc::Status MasterGrpcService::NotServing() const {
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      "kvpool-master not serving: " +
-                          gate_->NotServingReason());
+  return grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      "kvpool-master not serving: " + gate_->NotServingReason());
 }
 
 bool MasterGrpcService::StampEpoch(uint64_t known, uint64_t* epoch) const {

@@ -63,9 +63,9 @@ std::string MasterServer::StatusJson() const {
     if (c == '"' || c == '\\') escaped += '\\';
     escaped += c;
   }
-  json.insert(1, fmt::format(
-                     R"("ha":{{"role":"{}","epoch":{},"reason":"{}"}},)",
-                     epoch != 0 ? "leader" : "standby", epoch, escaped));
+  json.insert(1,
+              fmt::format(R"("ha":{{"role":"{}","epoch":{},"reason":"{}"}},)",
+                          epoch != 0 ? "leader" : "standby", epoch, escaped));
   return json;
 }
 
