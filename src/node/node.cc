@@ -572,7 +572,11 @@ Status Node::Mount() {
       directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
   }
   // What the SSD holds survives a master restart or our own: tell the pool.
-  if (ssd_) ssd_->RegisterWithMaster();
+  if (ssd_) {
+    ssd_->RegisterWithMaster();
+    // Promotions queued here belong to the master that forgot us.
+    if (remount) ssd_->ResubmitPromotions();
+  }
   return Status::OK();
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "storage/aligned_buffer.h"
@@ -271,6 +272,67 @@ void SsdTier::EnqueuePromotions(
     }
   }
   cv_.notify_all();
+}
+
+void SsdTier::ResubmitPromotions() {
+  std::vector<PromotionJob> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!promotions_.empty()) jobs.push_back(promotions_.Pop());
+  }
+  if (jobs.empty()) return;
+  std::map<std::string, std::vector<size_t>> by_tenant;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    by_tenant[jobs[i].task.tenant()].push_back(i);
+  std::vector<ErrorCode> codes(jobs.size(), ErrorCode::RPC_FAIL);
+  for (const auto& [tenant, idx] : by_tenant) {
+    rpc::RegisterPrefetchTaskRequest req;
+    req.set_node_id(node_id_);
+    req.set_tenant(tenant);
+    for (size_t i : idx) req.add_keys(jobs[i].task.key());
+    rpc::RegisterPrefetchTaskResponse resp;
+    if (Status s = master_->Call(&Stub::RegisterPrefetchTask, req, &resp);
+        !s.ok()) {
+      spdlog::warn("node {}: could not resubmit {} promotions: {}", node_id_,
+                   idx.size(), s.ToString());
+      for (size_t i : idx) codes[i] = s.code();
+      continue;
+    }
+    for (size_t j = 0; j < idx.size() && int(j) < resp.results_size(); ++j) {
+      const auto& r = resp.results(int(j));
+      codes[idx[j]] = ErrorCodeFromInt(r.error_code());
+      if (r.error_code() == 0) {
+        jobs[idx[j]].task.set_task_id(r.task_id());
+        jobs[idx[j]].task.set_size(r.size());
+      }
+    }
+  }
+  size_t kept = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (codes[i] != ErrorCode::OK) continue;
+      const int64_t order =
+          jobs[i].deadline
+              ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                    jobs[i].deadline->time_since_epoch())
+                    .count()
+              : 0;
+      promotions_.Push(std::move(jobs[i]), order);
+      ++kept;
+    }
+  }
+  cv_.notify_all();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (codes[i] == ErrorCode::OK) continue;
+    shared_reads_.Unwant(TenantName(jobs[i].task.tenant()),
+                         jobs[i].task.key());
+    if (jobs[i].done) jobs[i].done(jobs[i].task.key(), codes[i]);
+  }
+  metrics_.GetCounter("kvpool_node_promotions_resubmitted_total")
+      .Inc(static_cast<uint64_t>(kept));
+  spdlog::info("node {}: {} of {} queued promotions resubmitted to the master",
+               node_id_, kept, jobs.size());
 }
 
 void SsdTier::DropRecord(const std::string& tenant, const std::string& key,

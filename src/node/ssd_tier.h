@@ -108,6 +108,13 @@ class SsdTier {
       const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks);
   void EnqueuePromotions(
       const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks);
+  // After a remount at a master that does not know the promotions queued
+  // here (a new leader, docs/ha.md; or a restarted master): registers their
+  // keys with it as this holder's prefetch tasks (RegisterPrefetchTask) and
+  // keeps each queued under its new task id, so the failover does not drop
+  // them. A key it refuses (gone, in DRAM already) is dropped as its task
+  // would have been. Call after RegisterWithMaster.
+  void ResubmitPromotions();
   // Deletes the records of keys the master removed or replaced (durably: a
   // DEAD header), before any later offload can write the key again.
   void DropRecords(
