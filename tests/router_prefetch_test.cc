@@ -319,9 +319,9 @@ TEST_F(RouterPrefetchTest, QueuedPromotionsUnknownToTheMasterAreResubmitted) {
   ASSERT_EQ(tier.queued_promotions(), 4u);
   tier.ResubmitPromotions();
   EXPECT_EQ(tier.queued_promotions(), 3u);
-  EXPECT_EQ(tier.metrics().CounterValue(
-                "kvpool_node_promotions_resubmitted_total"),
-            3u);
+  EXPECT_EQ(
+      tier.metrics().CounterValue("kvpool_node_promotions_resubmitted_total"),
+      3u);
   tier.PausePromotionsForTest(false);
   EXPECT_TRUE(AllInMemory(keys));
   for (const auto& k : keys) {

@@ -325,8 +325,7 @@ void SsdTier::ResubmitPromotions() {
   cv_.notify_all();
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (codes[i] == ErrorCode::OK) continue;
-    shared_reads_.Unwant(TenantName(jobs[i].task.tenant()),
-                         jobs[i].task.key());
+    shared_reads_.Unwant(TenantName(jobs[i].task.tenant()), jobs[i].task.key());
     if (jobs[i].done) jobs[i].done(jobs[i].task.key(), codes[i]);
   }
   metrics_.GetCounter("kvpool_node_promotions_resubmitted_total")
