@@ -2,6 +2,10 @@
 #ifndef KVPOOL_TESTS_TEST_UTIL_H_
 #define KVPOOL_TESTS_TEST_UTIL_H_
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -22,6 +26,22 @@ inline std::string RandomBytes(size_t n, uint64_t seed) {
   }
   for (; i < n; ++i) s[i] = static_cast<char>(rng());
   return s;
+}
+
+// A loopback port nothing listens on now (bound, then closed): connecting
+// to it is refused, and a process may take it (tests accept that another
+// may take it in between).
+inline int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
 }
 
 // Polls `pred` until it holds or `timeout` passes; returns its last value.

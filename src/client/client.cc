@@ -142,6 +142,37 @@ ClientCounters Client::counters() const {
 
 // -------------------------------------------------------------------- put
 
+namespace {
+// Puts the keys of a batch whose status in `*out` is `code` once more with
+// `attempt(keys, bufs, sizes, pieces)` and writes their new statuses back;
+// how many were retried.
+template <typename Attempt>
+size_t RetryWhere(ErrorCode code, const std::vector<std::string>& keys,
+                  const std::vector<const uint8_t*>& bufs,
+                  const std::vector<uint64_t>& sizes,
+                  const std::vector<std::vector<ValueRange>>* pieces,
+                  std::vector<Status>* out, Attempt attempt) {
+  std::vector<size_t> again;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].code() == code) again.push_back(i);
+  }
+  if (again.empty()) return 0;
+  std::vector<std::string> k;
+  std::vector<const uint8_t*> b;
+  std::vector<uint64_t> s;
+  std::vector<std::vector<ValueRange>> p;
+  for (size_t i : again) {
+    k.push_back(keys[i]);
+    b.push_back(bufs[i]);
+    s.push_back(sizes[i]);
+    if (pieces) p.push_back((*pieces)[i]);
+  }
+  std::vector<Status> retried = attempt(k, b, s, pieces ? &p : nullptr);
+  for (size_t j = 0; j < again.size(); ++j) (*out)[again[j]] = retried[j];
+  return again.size();
+}
+}  // namespace
+
 std::vector<Status> Client::PutMany(
     const std::vector<std::string>& keys,
     const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
@@ -154,26 +185,12 @@ std::vector<Status> Client::PutMany(
   // The leader changed during the put: what the old one granted is gone
   // with its tables (its PutEnd failed, or its PutStart never answered).
   // Once more on the new leader, so a failover costs no put.
-  std::vector<size_t> again;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].code() == ErrorCode::RPC_FAIL) again.push_back(i);
-  }
-  if (again.empty()) return out;
-  std::vector<std::string> k;
-  std::vector<const uint8_t*> b;
-  std::vector<uint64_t> s;
-  std::vector<std::vector<ValueRange>> p;
-  for (size_t i : again) {
-    k.push_back(keys[i]);
-    b.push_back(bufs[i]);
-    s.push_back(sizes[i]);
-    if (pieces) p.push_back((*pieces)[i]);
-  }
-  std::vector<Status> retried =
-      PutManyAvoiding(k, b, s, rc, upsert, pieces ? &p : nullptr);
-  for (size_t j = 0; j < again.size(); ++j) out[again[j]] = retried[j];
-  state_->put_retries_on_new_leader.fetch_add(again.size(),
-                                              std::memory_order_relaxed);
+  const size_t n = RetryWhere(
+      ErrorCode::RPC_FAIL, keys, bufs, sizes, pieces, &out,
+      [&](const auto& k, const auto& b, const auto& s, const auto* p) {
+        return PutManyAvoiding(k, b, s, rc, upsert, p);
+      });
+  state_->put_retries_on_new_leader.fetch_add(n, std::memory_order_relaxed);
   return out;
 }
 
@@ -190,26 +207,13 @@ std::vector<Status> Client::PutManyAvoiding(
   // declared dead) must not fail the put when the pool has other room:
   // retry those keys once, placed elsewhere. The master avoids the node for
   // every put until it heartbeats again.
-  std::vector<size_t> again;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].code() == ErrorCode::TRANSFER_FAIL) again.push_back(i);
-  }
-  if (again.empty()) return out;
-  std::vector<std::string> k;
-  std::vector<const uint8_t*> b;
-  std::vector<uint64_t> s;
-  std::vector<std::vector<ValueRange>> p;
-  for (size_t i : again) {
-    k.push_back(keys[i]);
-    b.push_back(bufs[i]);
-    s.push_back(sizes[i]);
-    if (pieces) p.push_back((*pieces)[i]);
-  }
-  std::vector<std::string> still;
-  std::vector<Status> retried = PutManyOnce(k, b, s, rc, upsert, unreachable,
-                                            &still, pieces ? &p : nullptr);
-  for (size_t j = 0; j < again.size(); ++j) out[again[j]] = retried[j];
-  state_->put_retries.fetch_add(again.size(), std::memory_order_relaxed);
+  const size_t n = RetryWhere(
+      ErrorCode::TRANSFER_FAIL, keys, bufs, sizes, pieces, &out,
+      [&](const auto& k, const auto& b, const auto& s, const auto* p) {
+        std::vector<std::string> still;
+        return PutManyOnce(k, b, s, rc, upsert, unreachable, &still, p);
+      });
+  state_->put_retries.fetch_add(n, std::memory_order_relaxed);
   return out;
 }
 

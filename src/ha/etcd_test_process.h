@@ -4,9 +4,6 @@
 #ifndef KVPOOL_HA_ETCD_TEST_PROCESS_H_
 #define KVPOOL_HA_ETCD_TEST_PROCESS_H_
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <filesystem>
 #include <string>
 
@@ -14,22 +11,6 @@
 #include "tests/process_util.h"
 
 namespace kvpool::testing {
-
-// A port nothing listens on now (bound and released: another process may
-// take it in between, which tests accept).
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 class EtcdProcess {
  public:

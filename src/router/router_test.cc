@@ -62,19 +62,7 @@ std::vector<std::string> Tiers(const RouteDecision& d) {
   return out;
 }
 
-// A loopback socket bound then closed: connecting to it is refused.
-int ClosedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int ClosedPort() { return testing::FreeLoopbackPort(); }
 
 // ------------------------------------------------------------ pure policy
 
