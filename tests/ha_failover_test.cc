@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/master_client.h"
@@ -389,6 +390,39 @@ TEST_F(HaFailoverTest, AReplyOfAnOlderEpochIsRefused) {
   EXPECT_NE(s.message().find("older epoch"), std::string::npos) << s.ToString();
   EXPECT_EQ(c.known_epoch(), leader->epoch);
   server.Stop();
+}
+
+// A call that meets a dead leader still named in etcd (its lease not yet
+// over) waits within its timeout for etcd to name the successor, and
+// succeeds there: before, its wait-for-ready retry on the dead leader ended
+// in DEADLINE_EXCEEDED and the call failed.
+TEST_F(HaFailoverTest, ACallOnADeadLeaderWaitsForItsSuccessor) {
+  ASSERT_FALSE(etcd_.endpoint().empty()) << "etcd did not start";
+  MasterConfig mc;
+  mc.rpc_port = 0;
+  mc.metrics_port = -1;
+  MasterServer successor(mc);
+  ASSERT_TRUE(successor.Start().ok());
+  const std::string key = ha::LeaderKey(cluster_);
+  const std::string dead =
+      "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  ASSERT_TRUE(etcd_client_.Put(key, dead).ok());
+  MasterClient c(EtcdAddress(), 4000);
+  // The scenario, not a synchronisation: the dead leader's key stays 1.5 s
+  // (its lease running out), then the successor's replaces it.
+  std::thread failover([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ASSERT_TRUE(etcd_client_.Delete(key).ok());
+    ASSERT_TRUE(etcd_client_.Put(key, successor.address()).ok());
+  });
+  rpc::ClusterStatsRequest req;
+  rpc::ClusterStatsResponse resp;
+  Status s = c.Call(&rpc::MasterService::Stub::GetClusterStats, req, &resp);
+  failover.join();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.address(), successor.address());
+  EXPECT_EQ(c.leader_changes(), 1u);
+  successor.Stop();
 }
 
 }  // namespace
