@@ -12,9 +12,9 @@
 #include <memory>
 
 #include "bench/bench_util.h"
-#include "client/master_client.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
+#include "rpc/master_client.h"
 
 namespace kvpool {
 

@@ -51,10 +51,10 @@ case $kind in
     build=$ROOT/build-tsan sanitize=thread
     # The suites whose tests run threads against each other, and the
     # binaries they start.
-    targets=(master_test transport_test client_test router_test cluster_test
-             ha_test kvpool-master kvpool-node)
+    targets=(master_test transport_test client_test rpc_test router_test
+             cluster_test ha_test kvpool-master kvpool-node)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:print_suppressions=0"
-    ctest_filter=(-R '^(master|transport|client|router|cluster|ha)_test$')
+    ctest_filter=(-R '^(master|transport|client|rpc|router|cluster|ha)_test$')
     ;;
   *)
     echo "unknown sanitizer '$kind' (asan or tsan)" >&2

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <set>
 
-#include "client/master_client.h"
 #include "common/auth.h"
 #include "kvpool.grpc.pb.h"
 #include "kvpool/local_cluster.h"
@@ -18,6 +17,7 @@
 #include "master/master_auth.h"
 #include "master/master_server.h"
 #include "node/node.h"
+#include "rpc/master_client.h"
 #include "tests/test_util.h"
 #include "tests/tls_test_files.h"
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "client/master_client.h"
 #include "common/capability.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "node/node.h"
+#include "rpc/master_client.h"
 #include "tests/test_util.h"
 #include "transport/tcp_data_client.h"
 

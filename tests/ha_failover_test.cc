@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "client/master_client.h"
 #include "ha/etcd_test_process.h"
 #include "ha/leader_election.h"
 #include "kvpool/client.h"
 #include "master/master_server.h"
+#include "rpc/master_client.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"
 

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "client/master_client.h"
 #include "node/node.h"
+#include "rpc/master_client.h"
 
 namespace kvpool::compat {
 

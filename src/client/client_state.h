@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "client/data_plane.h"
-#include "client/master_client.h"
 #include "client/ssd_prefetcher.h"
 #include "kvpool/client.h"
+#include "rpc/master_client.h"
 
 namespace kvpool {
 

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "client/data_plane.h"
-#include "client/master_client.h"
 #include "client/prefetch_throttle.h"
 #include "kvpool/client.h"
+#include "rpc/master_client.h"
 
 namespace kvpool {
 

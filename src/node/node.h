@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "client/master_client.h"
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
 #include "node/dram_directory.h"
 #include "node/node_config.h"
 #include "node/ssd_tier.h"
+#include "rpc/master_client.h"
 #include "transport/segment_table.h"
 #include "transport/shm_segment.h"
 #include "transport/tcp_data_client.h"

@@ -29,12 +29,12 @@
 #include <thread>
 #include <vector>
 
-#include "client/master_client.h"
 #include "common/deadline_queue.h"
 #include "common/metrics.h"
 #include "kvpool.pb.h"
 #include "node/shared_reads.h"
 #include "node/staging_pool.h"
+#include "rpc/master_client.h"
 #include "storage/file_storage.h"
 #include "transport/data_plane_types.h"
 #include "transport/segment_table.h"

@@ -8,10 +8,10 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "client/master_client.h"
 #include "kvpool/client.h"
 #include "router/dispatch.h"
 #include "router/read_deadline.h"
+#include "rpc/master_client.h"
 
 namespace kvpool {
 

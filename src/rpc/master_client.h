@@ -2,8 +2,8 @@
 // RPC_FAIL (with gRPC's message) when the master cannot be reached, so
 // callers never block forever on a dead master, and ILLEGAL_CLIENT when it
 // refuses the caller's credential. Thread-safe.
-#ifndef KVPOOL_CLIENT_MASTER_CLIENT_H_
-#define KVPOOL_CLIENT_MASTER_CLIENT_H_
+#ifndef KVPOOL_RPC_MASTER_CLIENT_H_
+#define KVPOOL_RPC_MASTER_CLIENT_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -314,4 +314,4 @@ class MasterClient {
 
 }  // namespace kvpool
 
-#endif  // KVPOOL_CLIENT_MASTER_CLIENT_H_
+#endif  // KVPOOL_RPC_MASTER_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "client/master_client.h"
+#include "rpc/master_client.h"
 
 #include <spdlog/spdlog.h>
 
