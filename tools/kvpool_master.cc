@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "common/absl_runtime.h"
-#include "ha/ha_master.h"
+#include "master/ha_master.h"
 #include "master/master_server.h"
 #include "tools/flags.h"
 

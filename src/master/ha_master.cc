@@ -1,4 +1,4 @@
-#include "ha/ha_master.h"
+#include "master/ha_master.h"
 
 #include <spdlog/spdlog.h>
 

@@ -4,8 +4,8 @@
 // the lease stops serving at once and starts over as a standby with empty
 // tables (a term's tables are never reused: the next leader rebuilds them
 // from the nodes).
-#ifndef KVPOOL_HA_HA_MASTER_H_
-#define KVPOOL_HA_HA_MASTER_H_
+#ifndef KVPOOL_MASTER_HA_MASTER_H_
+#define KVPOOL_MASTER_HA_MASTER_H_
 
 #include <atomic>
 #include <functional>
@@ -50,4 +50,4 @@ class HaMaster {
 
 }  // namespace kvpool::ha
 
-#endif  // KVPOOL_HA_HA_MASTER_H_
+#endif  // KVPOOL_MASTER_HA_MASTER_H_
