@@ -9,8 +9,7 @@
 #include <utility>
 
 #include "common/host_id.h"
-#include "node/local_holders.h"
-#include "node/ssd_tier.h"
+#include "transport/local_holders.h"
 
 namespace kvpool {
 

@@ -3,8 +3,7 @@
 
 #include <map>
 
-#include "node/local_holders.h"
-#include "node/ssd_tier.h"
+#include "transport/local_holders.h"
 
 namespace kvpool {
 

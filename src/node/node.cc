@@ -14,7 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/host_id.h"
-#include "node/local_holders.h"
+#include "transport/local_holders.h"
 
 namespace kvpool {
 

@@ -37,6 +37,7 @@
 #include "rpc/master_client.h"
 #include "storage/file_storage.h"
 #include "transport/data_plane_types.h"
+#include "transport/local_holders.h"
 #include "transport/segment_table.h"
 #include "transport/tcp_data_client.h"
 
@@ -91,7 +92,9 @@ struct PullStats {
   bool master_lacks_pull = false;  // an older master: heartbeat delivery
 };
 
-class SsdTier {
+// A LocalHolder so that a client in the same process reads and prefetches
+// through it without a socket (transport/local_holders.h).
+class SsdTier final : public LocalHolder {
  public:
   // `master`, `segments` and `tcp` must outlive the tier.
   SsdTier(SsdTierConfig config, std::string node_id, MasterClient* master,
@@ -124,20 +127,12 @@ class SsdTier {
   void DropRecord(const std::string& tenant, const std::string& key,
                   uint64_t version);
   // Serves SSD_READ of the data plane: fills each op's dest and result.
-  void ServeReads(std::span<KeyReadOp> ops);
+  void ServeReads(std::span<KeyReadOp> ops) override;
 
-  // Prefetch-on-exist at the holder. Returns at once, one code per key: OK =
-  // accepted (held here), OBJECT_NOT_FOUND = not on this SSD. Accepted keys
-  // are registered with the master (RegisterPrefetchTask) by a background
-  // thread and promoted by the shared chain on the promotion worker;
-  // `on_done(key, code)` (optional) reports each key's outcome:
-  // OK, PROMOTION_ALREADY_EXISTS (skipped quietly), NO_AVAILABLE_HANDLE
-  // (DRAM pressure), UNAVAILABLE_IN_CURRENT_STATUS (an older master), ...
-  using PrefetchDone =
-      std::function<void(const std::string& key, ErrorCode code)>;
+  // Prefetch-on-exist at the holder (the contract is LocalHolder's).
   std::vector<ErrorCode> PrefetchKeys(const std::string& tenant,
                                       const std::vector<std::string>& keys,
-                                      PrefetchDone on_done);
+                                      PrefetchDone on_done) override;
 
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
