@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "storage/aligned_buffer.h"
+#include "common/io_memory.h"
 
 namespace kvpool {
 
@@ -11,8 +11,8 @@ StagingPool::StagingPool(uint64_t bytes, uint64_t slot_bytes)
     : slot_bytes_(slot_bytes) {
   if (bytes == 0 || slot_bytes == 0) return;
   slots_ = (bytes + slot_bytes - 1) / slot_bytes;
-  base_ = static_cast<uint8_t*>(storage::AllocateIoMemory(
-      std::max<uint64_t>(slots_ * slot_bytes_, 2ull << 20)));
+  base_ = static_cast<uint8_t*>(
+      AllocateIoMemory(std::max<uint64_t>(slots_ * slot_bytes_, 2ull << 20)));
   if (base_ == nullptr) {
     slots_ = 0;
     return;

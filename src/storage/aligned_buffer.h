@@ -1,34 +1,20 @@
-// Heap memory aligned for O_DIRECT (kBlockSize), and a buffer that owns it.
+// A heap buffer aligned for O_DIRECT (kBlockSize) that owns its memory.
 #ifndef KVPOOL_STORAGE_ALIGNED_BUFFER_H_
 #define KVPOOL_STORAGE_ALIGNED_BUFFER_H_
-
-#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <utility>
 
+#include "common/io_memory.h"
 #include "storage/record_format.h"
 
 namespace kvpool::storage {
 
-// Memory for O_DIRECT transfers, aligned to kBlockSize; nullptr when out of
-// memory; release with std::free. Buffers of 2 MiB and more are aligned to
-// 2 MiB and advised MADV_HUGEPAGE: a virtual disk takes a bounded number of
-// memory segments per request (virtio-blk: 254), so a 4 MiB read into 4 KiB
-// pages is cut into several requests, while into huge pages it is one; on
-// the development VM this doubles the bytes per second of large reads.
-// Where transparent huge pages are off the advice is ignored.
-inline void* AllocateIoMemory(uint64_t size) {
-  constexpr uint64_t kHuge = 2ull << 20;
-  const bool huge = size >= kHuge;
-  void* p = nullptr;
-  if (::posix_memalign(&p, huge ? kHuge : kBlockSize, size) != 0)
-    return nullptr;
-  if (huge) ::madvise(p, size, MADV_HUGEPAGE);
-  return p;
-}
+// O_DIRECT needs a record's blocks and the memory they move through aligned
+// alike.
+static_assert(kBlockSize == kIoAlign);
 
 class AlignedBuffer {
  public:

@@ -75,7 +75,8 @@ inline int64_t SteadyNowMs() { return SystemClock::Default()->NowMs(); }
 struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
-// storage::AllocateIoMemory's memory (4096-aligned, for O_DIRECT reads).
+// AllocateIoMemory's memory (common/io_memory.h: 4096-aligned, for O_DIRECT
+// reads).
 using SsdReadBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
 
 // The TCP socket under a session's stream: what the idle sweeper and

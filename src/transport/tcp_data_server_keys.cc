@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "storage/aligned_buffer.h"
+#include "common/io_memory.h"
 #include "transport/tcp_data_server_impl.h"
 
 namespace kvpool {
@@ -249,7 +249,7 @@ void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
   // Reuse the session's buffer: a fresh allocation of this size is a fresh
   // mmap, and faulting its pages in costs more than the read on some VMs.
   if (!st.ssd_buffer || st.ssd_buffer_capacity < size) {
-    static_assert(storage::kBlockSize % wire::kSsdReadAlign == 0);
+    static_assert(kIoAlign % wire::kSsdReadAlign == 0);
     st.ssd_buffer.reset();
     st.ssd_buffer_capacity = 0;
     if (!st.ssd_hold.Resize(size)) {
@@ -263,7 +263,7 @@ void TcpDataServer::Impl::RunSsdRead(SessionState& st) {
         op.result = ErrorCode::NO_AVAILABLE_HANDLE;
       return;
     }
-    void* p = storage::AllocateIoMemory(size);
+    void* p = AllocateIoMemory(size);
     if (p == nullptr) {
       spdlog::error("data server {}: cannot allocate {} bytes for an SSD read",
                     node_id_, size);
