@@ -11,7 +11,7 @@
 #include <functional>
 #include <memory>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "rpc/master_client.h"

@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
 #include "bench/call_latency_bench.h"
+#include "benchutil/bench_util.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "master/master_service.h"

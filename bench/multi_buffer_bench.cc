@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
 #include "bench/svg_chart.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "kvpool/client.h"
 #include "master/master_server.h"

@@ -24,11 +24,11 @@
 #include <fstream>
 #include <thread>
 
-#include "bench/bench_keys.h"
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
 #include "bench/ssd_bench.h"
 #include "bench/svg_chart.h"
+#include "benchutil/bench_keys.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"

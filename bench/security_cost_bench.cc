@@ -40,7 +40,7 @@
 #endif
 
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "common/auth.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"

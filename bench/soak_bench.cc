@@ -14,12 +14,12 @@
 #include <set>
 #include <thread>
 
-#include "bench/bench_util.h"
 #include "bench/soak_cluster.h"
 #include "bench/soak_load.h"
 #include "bench/soak_report.h"
 #include "bench/soak_sampler.h"
 #include "bench/soak_signals.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "kvpool/client.h"
 

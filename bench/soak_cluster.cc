@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 
 namespace kvpool::soak {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 
 namespace kvpool::soak {
 

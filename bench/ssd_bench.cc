@@ -22,7 +22,7 @@
 #include <iterator>
 #include <random>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "storage/aligned_buffer.h"
 #include "storage/file_storage.h"

@@ -24,9 +24,9 @@
 #include <fstream>
 #include <random>
 
-#include "bench/bench_keys.h"
 #include "bench/bench_main.h"
-#include "bench/bench_util.h"
+#include "benchutil/bench_keys.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 #include "storage/aligned_buffer.h"

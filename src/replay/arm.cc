@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "bench/bench_keys.h"
+#include "benchutil/bench_keys.h"
 #include "node/node.h"
 #include "replay/clock_util.h"
 #include "replay/engine.h"

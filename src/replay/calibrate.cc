@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "bench/bench_keys.h"
+#include "benchutil/bench_keys.h"
 #include "node/node.h"
 #include "replay/clock_util.h"
 #include "replay/phases.h"

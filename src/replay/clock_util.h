@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 
 namespace kvpool::replay {
 

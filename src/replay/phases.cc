@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "bench/bench_keys.h"
+#include "benchutil/bench_keys.h"
 #include "replay/clock_util.h"
 #include "replay/trace.h"
 

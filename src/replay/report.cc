@@ -7,7 +7,7 @@
 #include <map>
 #include <numeric>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "common/size_parse.h"
 #include "replay/json_util.h"
 #include "replay/report_parts.h"

@@ -1,6 +1,7 @@
-// Small helpers for the benchmark tools: timing, percentiles, tables.
-#ifndef KVPOOL_BENCH_BENCH_UTIL_H_
-#define KVPOOL_BENCH_BENCH_UTIL_H_
+// Small helpers for the benchmark tools and the trace replay: timing and
+// percentiles.
+#ifndef KVPOOL_BENCHUTIL_BENCH_UTIL_H_
+#define KVPOOL_BENCHUTIL_BENCH_UTIL_H_
 
 #include <algorithm>
 #include <chrono>
@@ -64,4 +65,4 @@ std::vector<double> Sample(double min_seconds, int min_iters, Fn&& fn) {
 
 }  // namespace kvpool::bench
 
-#endif  // KVPOOL_BENCH_BENCH_UTIL_H_
+#endif  // KVPOOL_BENCHUTIL_BENCH_UTIL_H_

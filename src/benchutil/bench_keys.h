@@ -1,6 +1,7 @@
-// Helpers for benchmarks that place keys in a given tier of a LocalCluster.
-#ifndef KVPOOL_BENCH_BENCH_KEYS_H_
-#define KVPOOL_BENCH_BENCH_KEYS_H_
+// Helpers for benchmarks and replays that place keys in a given tier of a
+// LocalCluster.
+#ifndef KVPOOL_BENCHUTIL_BENCH_KEYS_H_
+#define KVPOOL_BENCHUTIL_BENCH_KEYS_H_
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
+#include "benchutil/bench_util.h"
 #include "kvpool/client.h"
 
 namespace kvpool::bench {
@@ -149,4 +150,4 @@ inline void WaitDramFree(Client& c, double ratio, double timeout_sec) {
 
 }  // namespace kvpool::bench
 
-#endif  // KVPOOL_BENCH_BENCH_KEYS_H_
+#endif  // KVPOOL_BENCHUTIL_BENCH_KEYS_H_
