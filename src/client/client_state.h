@@ -16,6 +16,7 @@
 
 #include "client/data_plane.h"
 #include "client/master_client.h"
+#include "client/op_metrics.h"
 #include "client/ssd_prefetcher.h"
 #include "kvpool/client.h"
 
@@ -77,6 +78,9 @@ struct Client::State {
     if (prefetcher) prefetcher->Shutdown();
   }
   ClientConfig config;
+  // Declared before everything that may record into it.
+  MetricsRegistry metrics;
+  OpMetrics op_metrics{&metrics};
   MasterClient master;
   DataPlane data;
   std::unique_ptr<SsdPrefetcher>
