@@ -9,7 +9,7 @@ PACKAGES=(
   libasio-dev liburing-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev libre2-dev libssl-dev openssl fio
-  nlohmann-json3-dev etcd-server etcd-client iproute2
+  nlohmann-json3-dev etcd-server etcd-client iproute2 prometheus-cpp-dev prometheus
   python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib python3-torch
   clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format-14
 )

@@ -208,6 +208,10 @@ class Client {
 
   ClientCounters counters() const;
   PrefetchStats prefetch_stats() const;
+  // This client's metrics in Prometheus text format, for the process that
+  // embeds it to serve: latency of puts, gets and exists by data path
+  // (kvpool_client_op_duration_seconds; docs/metrics.md).
+  std::string MetricsText() const;
   // Waits until queued prefetch work has been handed over (tests, benches).
   bool WaitPrefetchIdle(int64_t timeout_ms);
   const ClientConfig& config() const;

@@ -505,6 +505,11 @@ void BindStore(py::module_& m) {
           [](NativeStore& s) { return CountersDict(s.client()->counters()); },
           "Bytes moved by this client, by path.")
       .def(
+          "metrics_text",
+          [](NativeStore& s) { return s.client()->MetricsText(); },
+          "This client's metrics in Prometheus text format: latency of "
+          "puts, gets and exists by data path (docs/metrics.md).")
+      .def(
           "prefetch_stats",
           [](NativeStore& s) {
             return PrefetchDict(s.client()->prefetch_stats());

@@ -126,6 +126,10 @@ bool Client::WaitPrefetchIdle(int64_t timeout_ms) {
          state_->prefetcher->WaitIdle(std::chrono::milliseconds(timeout_ms));
 }
 
+std::string Client::MetricsText() const {
+  return state_->metrics.RenderPrometheus();
+}
+
 ClientCounters Client::counters() const {
   auto& d = state_->data;
   return ClientCounters{d.shm_bytes_read.load(),
@@ -178,6 +182,7 @@ std::vector<Status> Client::PutMany(
     const std::vector<const uint8_t*>& bufs, const std::vector<uint64_t>& sizes,
     const ReplicateConfig& rc, bool upsert,
     const std::vector<std::vector<ValueRange>>* pieces) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kPut);
   const uint64_t leaders_before = state_->master.leader_changes();
   std::vector<Status> out =
       PutManyAvoiding(keys, bufs, sizes, rc, upsert, pieces);
@@ -668,6 +673,7 @@ void Client::ForgetCached(const std::vector<std::string>& keys) {
 std::vector<Result<uint64_t>> Client::ReadInto(
     const std::vector<std::string_view>& keys, const std::vector<void*>& bufs,
     const std::vector<uint64_t>& sizes, bool require_registered) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   const size_t n = keys.size();
   std::vector<Result<uint64_t>> out(n, ErrorCode::INTERNAL_ERROR);
   if (bufs.size() != n || sizes.size() != n) {
@@ -729,6 +735,7 @@ std::vector<Result<uint64_t>> Client::ReadPieces(
     const std::vector<std::string>& keys,
     const std::vector<std::vector<ValueRange>>& pieces, PieceMode mode,
     std::vector<std::vector<bool>>* outside) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   const size_t n = keys.size();
   if (outside) {
     outside->assign(pieces.size(), {});
@@ -831,6 +838,7 @@ std::vector<Result<uint64_t>> Client::ReadPieces(
 std::vector<Result<uint64_t>> Client::BatchGetIntoParts(
     const std::vector<std::string>& keys,
     const std::vector<std::vector<ConstSlice>>& bufs) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   std::vector<std::vector<ValueRange>> pieces(bufs.size());
   for (size_t i = 0; i < bufs.size(); ++i) {
     for (const auto& b : bufs[i]) {
@@ -844,12 +852,14 @@ std::vector<Result<uint64_t>> Client::BatchGetRanges(
     const std::vector<std::string>& keys,
     const std::vector<std::vector<ValueRange>>& ranges,
     std::vector<std::vector<bool>>* outside) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   return ReadPieces(keys, ranges, PieceMode::kRanges, outside);
 }
 
 std::vector<Result<uint64_t>> Client::BatchGetInto(
     const std::vector<std::string>& keys, const std::vector<void*>& bufs,
     const std::vector<uint64_t>& sizes) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   // Lease-cached same-host gets first, without building the general path's
   // vectors; whatever they do not answer goes the general way.
   const size_t n = keys.size();
@@ -881,6 +891,7 @@ std::vector<Result<uint64_t>> Client::BatchGetInto(
 
 Result<uint64_t> Client::GetInto(std::string_view key, void* buf,
                                  uint64_t size) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   if (state_->config.lease_cache && buf != nullptr) {
     if (auto hit = CachedShmRead(key, buf, size)) return std::move(*hit);
   }
@@ -932,11 +943,13 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
   }
   state_->lease_cache_hits.fetch_add(1, std::memory_order_relaxed);
   state_->data.shm_bytes_read.fetch_add(len, std::memory_order_relaxed);
+  MarkDataPath(kPathShm);
   return Result<uint64_t>(len);
 }
 
 std::vector<Result<std::string>> Client::BatchGet(
     const std::vector<std::string>& keys) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kGet);
   const size_t n = keys.size();
   std::vector<Result<std::string>> out(n, ErrorCode::INTERNAL_ERROR);
   if (n == 0) return out;
@@ -980,6 +993,7 @@ Result<std::string> Client::Get(std::string_view key) {
 
 std::vector<Result<bool>> Client::BatchIsExist(
     const std::vector<std::string>& keys, const ExistOptions& opts) {
+  OpTimer timer(&state_->op_metrics, ClientOp::kExist);
   std::vector<Result<bool>> out(keys.size(), ErrorCode::INTERNAL_ERROR);
   if (keys.empty()) return out;
   rpc::ExistKeyRequest req;

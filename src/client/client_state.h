@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client/data_plane.h"
+#include "client/op_metrics.h"
 #include "client/ssd_prefetcher.h"
 #include "kvpool/client.h"
 #include "rpc/master_client.h"
@@ -77,6 +78,9 @@ struct Client::State {
     if (prefetcher) prefetcher->Shutdown();
   }
   ClientConfig config;
+  // Declared before everything that may record into it.
+  MetricsRegistry metrics;
+  OpMetrics op_metrics{&metrics};
   MasterClient master;
   DataPlane data;
   std::unique_ptr<SsdPrefetcher>

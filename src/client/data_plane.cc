@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "client/op_metrics.h"
 #include "common/host_id.h"
 #include "transport/local_holders.h"
 
@@ -141,6 +142,7 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
         item.pieces.empty() ? std::span<const ValuePiece>(&whole, 1)
                             : item.pieces;
     if (path == Path::kShm) {
+      MarkDataPath(kPathShm);
       for (const auto& piece : pieces) {
         if (write) {
           std::memcpy(p + piece.value_offset, piece.buf, piece.length);
@@ -151,6 +153,7 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
         }
       }
     } else if (path == Path::kTcp) {
+      MarkDataPath(kPathTcp);
       // One range per piece, each under the grant of the whole value.
       auto& node_ops =
           by_node[{item.loc->data_endpoint(), item.loc->node_id()}];
@@ -205,6 +208,7 @@ void DataPlane::ReadKeys(
     }
     by_peer[peers[i]].push_back(i);
   }
+  if (!by_peer.empty()) MarkDataPath(kPathSsd);
   // A holder in this very process reads its own SSD: no socket.
   if (mode_ != TransportMode::kTcp) {
     for (auto it = by_peer.begin(); it != by_peer.end();) {

@@ -43,4 +43,70 @@ TEST(Metrics, GaugeCallbacksRunOutsideTheRegistryLock) {
   delete m;
 }
 
+TEST(Metrics, HistogramsRenderBucketsSumAndCount) {
+  MetricsRegistry m;
+  Histogram& h = m.GetHistogram("kvpool_op_seconds", "op=\"get\",path=\"shm\"",
+                                {0.001, 0.01, 0.1}, "op time");
+  EXPECT_EQ(&h, &m.GetHistogram("kvpool_op_seconds", "op=\"get\",path=\"shm\"",
+                                {0.001, 0.01, 0.1}));
+  h.Observe(0.0005);
+  h.Observe(0.05);
+  h.Observe(5);
+  EXPECT_EQ(m.HistogramCount("kvpool_op_seconds", "op=\"get\",path=\"shm\""),
+            3u);
+  EXPECT_EQ(m.HistogramCount("kvpool_op_seconds", "op=\"put\""), 0u);
+  const std::string text = m.RenderPrometheus();
+  EXPECT_NE(text.find("# TYPE kvpool_op_seconds histogram"), std::string::npos)
+      << text;
+  // Cumulative buckets: 1 under 1 ms, 1 under 10 ms, 2 under 100 ms, 3 in all.
+  EXPECT_NE(
+      text.find(
+          "kvpool_op_seconds_bucket{op=\"get\",path=\"shm\",le=\"0.01\"} 1"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          "kvpool_op_seconds_bucket{op=\"get\",path=\"shm\",le=\"0.1\"} 2"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          "kvpool_op_seconds_bucket{op=\"get\",path=\"shm\",le=\"+Inf\"} 3"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kvpool_op_seconds_count{op=\"get\",path=\"shm\"} 3"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Metrics, CounterVecFindsTheSeriesOfEachValue) {
+  MetricsRegistry m;
+  CounterVec v(&m, "kvpool_fate_total", "fate", "fates");
+  v.With("landed").Inc();
+  v.With("landed").Inc(2);
+  v.With("expired").Inc();
+  EXPECT_EQ(&v.With("landed"),
+            &m.GetCounter("kvpool_fate_total", "fate=\"landed\""));
+  EXPECT_EQ(m.CounterValue("kvpool_fate_total", "fate=\"landed\""), 3u);
+  EXPECT_EQ(m.CounterValue("kvpool_fate_total", "fate=\"expired\""), 1u);
+  // More values than the vector caches: still counted, through the registry.
+  static const char* kMany[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i",
+                                "j", "k", "l", "m", "n", "o", "p", "q", "r"};
+  for (const char* value : kMany) v.With(value).Inc();
+  for (const char* value : kMany) v.With(value).Inc();
+  EXPECT_EQ(m.CounterValue("kvpool_fate_total", "fate=\"r\""), 2u);
+  EXPECT_NE(m.RenderPrometheus().find("kvpool_fate_total{fate=\"r\"} 2"),
+            std::string::npos);
+}
+
+TEST(Metrics, BucketSetsIncrease) {
+  for (const auto* b : {&LatencyBucketsSeconds(), &SizeBucketsBytes()}) {
+    ASSERT_FALSE(b->empty());
+    for (size_t i = 1; i < b->size(); ++i) EXPECT_LT((*b)[i - 1], (*b)[i]);
+  }
+  EXPECT_DOUBLE_EQ(LatencyBucketsSeconds().front(), 10e-6);
+  EXPECT_GT(LatencyBucketsSeconds().back(), 10.0);
+  EXPECT_EQ(SizeBucketsBytes().front(), 512.0);
+}
+
 }  // namespace kvpool

@@ -81,8 +81,30 @@ EvictionPolicy::EvictionPolicy(Options options, const Clock* clock,
       clock_(clock),
       objects_(objects),
       segments_(segments),
-      metrics_(metrics),
-      hooks_(std::move(hooks)) {}
+      hooks_(std::move(hooks)),
+      evicted_bytes_total_(
+          metrics.GetCounter("kvpool_master_evicted_bytes_total", "",
+                             "bytes of DRAM replicas evicted")),
+      eviction_passes_(metrics.GetCounter("kvpool_master_eviction_passes_total",
+                                          "",
+                                          "eviction passes that freed bytes")),
+      offload_queued_(metrics.GetCounter(
+          "kvpool_master_evict_offload_queued_total", "",
+          "SSD copies queued by eviction for keys that had none")),
+      dropped_ssd_full_(metrics.GetCounter(
+          "kvpool_master_evicted_without_copy_ssd_full_total", "",
+          "keys dropped from DRAM with no SSD copy because their holder's "
+          "SSD refused writes (full)")),
+      dropped_extra_(metrics.GetCounter(
+          "kvpool_master_evicted_without_copy_extra_segment_total", "",
+          "keys dropped from DRAM with no SSD copy because they lay only in "
+          "extra segments (mount_segment), which are not offloaded from")),
+      force_evicted_(metrics.GetCounter(
+          "kvpool_master_force_evicted_without_copy_total", "",
+          "keys dropped from DRAM with no SSD copy (offload_force_evict)")),
+      kept_no_copy_(metrics.GetCounter(
+          "kvpool_master_evict_kept_no_copy_total", "",
+          "eviction candidates kept because they have no SSD copy yet")) {}
 
 uint64_t EvictionPolicy::EvictIfNeeded() {
   uint64_t freed = 0;
@@ -222,40 +244,14 @@ EvictionPolicy::ObjectMap::iterator EvictionPolicy::Evict(
 
 void EvictionPolicy::Publish(const Tally& tally) {
   if (tally.freed > 0) {
-    metrics_.GetCounter("kvpool_master_evicted_bytes_total").Inc(tally.freed);
-    metrics_.GetCounter("kvpool_master_eviction_passes_total").Inc();
+    evicted_bytes_total_.Inc(tally.freed);
+    eviction_passes_.Inc();
   }
-  if (tally.queued) {
-    metrics_.GetCounter("kvpool_master_evict_offload_queued_total")
-        .Inc(tally.queued);
-  }
-  if (tally.dropped_ssd_full) {
-    metrics_
-        .GetCounter("kvpool_master_evicted_without_copy_ssd_full_total", "",
-                    "keys dropped from DRAM with no SSD copy because their "
-                    "holder's SSD refused writes (full)")
-        .Inc(tally.dropped_ssd_full);
-  }
-  if (tally.dropped_extra) {
-    metrics_
-        .GetCounter("kvpool_master_evicted_without_copy_extra_segment_total",
-                    "",
-                    "keys dropped from DRAM with no SSD copy because they lay "
-                    "only in extra segments (mount_segment), which are not "
-                    "offloaded from")
-        .Inc(tally.dropped_extra);
-  }
-  if (tally.forced) {
-    metrics_
-        .GetCounter(
-            "kvpool_master_force_evicted_without_copy_total", "",
-            "keys dropped from DRAM with no SSD copy (offload_force_evict)")
-        .Inc(tally.forced);
-  }
-  if (tally.kept) {
-    metrics_.GetCounter("kvpool_master_evict_kept_no_copy_total")
-        .Inc(tally.kept);
-  }
+  if (tally.queued) offload_queued_.Inc(tally.queued);
+  if (tally.dropped_ssd_full) dropped_ssd_full_.Inc(tally.dropped_ssd_full);
+  if (tally.dropped_extra) dropped_extra_.Inc(tally.dropped_extra);
+  if (tally.forced) force_evicted_.Inc(tally.forced);
+  if (tally.kept) kept_no_copy_.Inc(tally.kept);
 }
 
 bool EvictionPolicy::OnlyInExtraSegments(const ObjectMeta& m) const {

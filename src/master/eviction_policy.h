@@ -139,8 +139,15 @@ class EvictionPolicy {
   const Clock* clock_;
   ObjectStore& objects_;
   SegmentManager& segments_;
-  MetricsRegistry& metrics_;
   const Hooks hooks_;
+  // Publish's counters, by handle.
+  Counter& evicted_bytes_total_;
+  Counter& eviction_passes_;
+  Counter& offload_queued_;
+  Counter& dropped_ssd_full_;
+  Counter& dropped_extra_;
+  Counter& force_evicted_;
+  Counter& kept_no_copy_;
 
   std::mutex evict_mu_;  // one eviction pass at a time
   std::atomic<uint64_t> evicted_objects_{0};

@@ -32,8 +32,7 @@ void MasterService::ExpirePromotion(Shard& shard, const ObjectKeyView& key,
     if (!m.HasCompleteMemory())
       m.lease_deadline_ms = m.reader_lease_deadline_ms;
   }
-  metrics_.GetCounter("kvpool_master_prefetch_fate_total", "fate=\"expired\"")
-      .Inc();
+  tiering_metrics_.prefetch_fate.With("expired").Inc();
   metrics_
       .GetCounter("kvpool_master_promotion_deadline_expired_total",
                   fmt::format("where=\"{}\"", where),

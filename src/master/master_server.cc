@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "master/master_auth.h"
 #include "master/master_grpc_service.h"
+#include "master/rpc_latency_interceptor.h"
 
 namespace kvpool {
 
@@ -81,6 +82,12 @@ Status MasterServer::Start() {
       config_.rpc_address + ":" + std::to_string(config_.rpc_port),
       creds.value(), &rpc_port_);
   builder.RegisterService(grpc_service_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<RpcLatencyInterceptorFactory>(&service_->metrics()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(256 << 20);
   builder.SetMaxSendMessageSize(256 << 20);
   builder.SetSyncServerOption(

@@ -71,6 +71,15 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                 }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
+  // The OK series exist from the start, so a scraper sees every result
+  // counter (and rate() has a zero to start from) before the first call.
+  for (int o = 0; o < kResultOps; ++o) {
+    result_counters_[o * kResultCodeSlots].store(
+        &metrics_.GetCounter(
+            fmt::format("kvpool_master_{}_total", kResultOpNames[o]),
+            fmt::format("result=\"{}\"", ErrorCodeName(ErrorCode::OK))),
+        std::memory_order_release);
+  }
   metrics_.AddGauge(
       "kvpool_master_objects", "", [this] { return double(objects_.Size()); },
       "objects known to the master");

@@ -34,6 +34,7 @@
 #include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
+#include "master/tiering_metrics.h"
 #include "master/version_clock.h"
 #include "master/version_floor.h"
 
@@ -539,6 +540,7 @@ class MasterService {
   const size_t max_tenant_name_bytes_;
   const Clock* clock_;
   MetricsRegistry metrics_;
+  TieringMetrics tiering_metrics_{&metrics_};
   SegmentManager segments_;
   TenantTable tenants_;
   NodeRegistry nodes_;

@@ -15,7 +15,10 @@ namespace kvpool {
 namespace {
 
 // A router trigger announced a get of `m`.
-void CountPendingRead(ObjectMeta& m) {
+void CountPendingRead(ObjectMeta& m, int64_t now_ms) {
+  if (m.pending_prefetch_reads == 0) {
+    m.pending_trigger_ms32 = static_cast<uint32_t>(now_ms);
+  }
   if (m.pending_prefetch_reads < UINT8_MAX) ++m.pending_prefetch_reads;
 }
 
@@ -186,10 +189,7 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
 void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
                                       ObjectMeta& m) {
   auto reject = [&](const char* reason) {
-    metrics_
-        .GetCounter("kvpool_master_promotion_rejected_total",
-                    fmt::format("reason=\"{}\"", reason))
-        .Inc();
+    tiering_metrics_.promotion_rejected.With(reason).Inc();
   };
   if (sketch_.Increment(key.tenant, key.key) <
       static_cast<uint64_t>(config_.promotion_admission_threshold)) {
@@ -249,6 +249,11 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     bool ours = off != shard.offloads.end() && off->second.node == *idx &&
                 off->second.version == r.version;
     if (ours) {
+      if (r.code == ErrorCode::OK) {
+        tiering_metrics_.offload_duration->Observe(
+            static_cast<double>(clock_->NowMs() - off->second.created_ms) /
+            1000.0);
+      }
       // ACK or NACK, the pin is released at once.
       shard.offloads.erase(off);
       --offloads_in_flight_;
@@ -508,13 +513,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   auto it = shard.objects.find(kv);
   bool usable = success && state.staged && it != shard.objects.end() &&
                 segments_.IsMounted(state.staged_segment);
-  static constexpr const char* kSources[] = {"on_hit", "exist", "router"};
-  metrics_
-      .GetCounter("kvpool_master_promotion_outcome_total",
-                  fmt::format("source=\"{}\",result=\"{}\"",
-                              kSources[static_cast<int>(state.source) % 3],
-                              usable ? "landed" : "failed"))
-      .Inc();
+  const int source = static_cast<int>(state.source) % 3;
+  tiering_metrics_.outcome[source][usable ? 0 : 1]->Inc();
   if (!usable) {
     // The holder reports after its last write. Into its own segment that
     // write is done; into another node's, over TCP, a write it gave up on
@@ -533,6 +533,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                             "promotion was not started or lost its DRAM")
                    : Status::OK();
   }
+  tiering_metrics_.promotion_duration[source]->Observe(
+      static_cast<double>(clock_->NowMs() - state.created_ms) / 1000.0);
   ObjectMeta& m = it->second;
   m.replicas.insert(m.replicas.begin(),
                     Replica{staged.offset, staged.segment, staged.handle,
@@ -542,10 +544,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   m.last_access_ms = now;
   if (state.from_prefetch && state.get_before_landing) {
     // Its get came first and read the SSD: the prefetch missed its window.
-    metrics_
-        .GetCounter("kvpool_master_prefetch_fate_total",
-                    "fate=\"landed_after_get\"")
-        .Inc();
+    tiering_metrics_.prefetch_fate.With("landed_after_get").Inc();
   } else if (state.from_prefetch) {
     // A prefetched block must survive until its get arrives.
     m.lease_deadline_ms =
@@ -607,10 +606,7 @@ namespace kvpool {
 void MasterService::CountPrefetchFate(ObjectMeta& m, const char* fate) {
   if (!m.prefetched_unread) return;
   m.prefetched_unread = false;
-  metrics_
-      .GetCounter("kvpool_master_prefetch_fate_total",
-                  fmt::format("fate=\"{}\"", fate))
-      .Inc();
+  tiering_metrics_.prefetch_fate.With(fate).Inc();
 }
 
 bool MasterService::OnlyInPrefetchBuffer(const ObjectMeta& m) const {
@@ -627,7 +623,15 @@ bool MasterService::OnlyInPrefetchBuffer(const ObjectMeta& m) const {
 
 int64_t MasterService::GrantReadLease(ObjectMeta& m, int64_t now) {
   const bool consumed_trigger = m.pending_prefetch_reads > 0;
-  if (consumed_trigger) --m.pending_prefetch_reads;
+  if (consumed_trigger) {
+    --m.pending_prefetch_reads;
+    tiering_metrics_.prefetch_window->Observe(
+        static_cast<uint32_t>(static_cast<uint32_t>(now) -
+                              m.pending_trigger_ms32) /
+        1000.0);
+    // A later pending trigger's window counts from this get.
+    m.pending_trigger_ms32 = static_cast<uint32_t>(now);
+  }
   int64_t ttl = config_.default_kv_lease_ttl;
   const bool recycle =
       config_.prefetch_consumed_lease_ms > 0 && OnlyInPrefetchBuffer(m);
@@ -755,10 +759,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
   if (Status s = ValidateTenant(tenant); !s.ok()) return s;
   std::vector<PrefetchStatus> out(keys.size(), PrefetchStatus::kNotFound);
   auto count = [&](const char* status) {
-    metrics_
-        .GetCounter("kvpool_master_prefetch_trigger_total",
-                    fmt::format("status=\"{}\"", status))
-        .Inc();
+    tiering_metrics_.trigger_status.With(status).Inc();
   };
   // Phase 1, read-only: classify every key without changing anything. Keys
   // in DRAM (lease refresh) and keys with an SSD source go on to phase 2.
@@ -801,7 +802,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
       if (it != shard.objects.end()) {
         it->second.lease_deadline_ms =
             std::max(it->second.lease_deadline_ms, lease);
-        CountPendingRead(it->second);
+        CountPendingRead(it->second, now);
       }
       continue;
     }
@@ -818,7 +819,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     // GrantLeaseForGroup: the lease covers the trigger -> get window, so a
     // promoted replica survives until the request's get.
     m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);
-    CountPendingRead(m);
+    CountPendingRead(m, now);
     if (m.HasCompleteMemory()) {
       // TOCTOU: a MEMORY replica appeared between the phases (a promotion
       // landed or a put completed); the lease is already granted.
@@ -894,10 +895,9 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     ++promo_admitted_;
     out[i] = PrefetchStatus::kQueued;
   }
-  static constexpr const char* kNames[] = {
-      "IN_MEMORY",     "QUEUED",        "THROTTLED_WATERMARK",
-      "THROTTLED_CAP", "NO_LOCAL_DISK", "NOT_FOUND"};
-  for (PrefetchStatus st : out) count(kNames[static_cast<int>(st)]);
+  for (PrefetchStatus st : out) {
+    count(TieringMetrics::kTriggerStatusNames[static_cast<int>(st)]);
+  }
   return out;
 }
 

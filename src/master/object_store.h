@@ -59,6 +59,12 @@ struct ObjectMeta {
   // get that brings it to 0 may drop the trigger's lease
   // (prefetch_consumed_lease_ms). Saturates.
   uint8_t pending_prefetch_reads = 0;
+  // Master-clock ms, modulo 2^32, of the oldest router trigger not yet
+  // followed by a get, or of the last get if several were pending (for the
+  // trigger -> get window histogram; the window
+  // is seconds, so the wrap every 49 days does not matter). It fits in the
+  // padding before the next field: ObjectMeta does not grow.
+  uint32_t pending_trigger_ms32 = 0;
   // The part of lease_deadline_ms granted to readers (get, exist): no one
   // may shorten it, since a reader copies bytes until then.
   int64_t reader_lease_deadline_ms = 0;
@@ -116,6 +122,8 @@ struct ObjectMeta {
   }
   bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
 };
+// The master's memory per object is a measured figure (bench master).
+static_assert(sizeof(ObjectMeta) == 120);
 
 // The single promotion entry of a key, shared by every promotion path
 // (promote-on-hit, prefetch-on-exist, router trigger): at most one per key.

@@ -210,6 +210,7 @@ Status Node::Start() {
           });
     RegisterLocalHolder(config_.node_id, ssd_);
   }
+  data_server_->SetMetrics(&metrics_);
   if (config_.dram_directory) {
     // A write token lives a few seconds past its put: a client whose value
     // was removed or evicted meanwhile must not write into the complete

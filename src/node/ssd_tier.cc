@@ -499,7 +499,9 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
     item_of[i] = items.size();
     items.push_back(WriteItem{t.tenant(), t.key(), src, t.size(), t.version()});
   }
+  const auto write_start = std::chrono::steady_clock::now();
   std::vector<Status> written = storage_->BatchWrite(items);
+  ssd_write_duration_.ObserveSince(write_start);
   KVPOOL_FAILPOINT("node.offload.after_write");
   for (size_t i = 0; i < batch.size(); ++i) {
     if (item_of[i] != SIZE_MAX) codes[i] = written[item_of[i]].code();
@@ -1014,6 +1016,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
 }
 
 void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<ReadItem> items;
   items.reserve(ops.size());
   for (auto& op : ops) {
@@ -1055,6 +1058,7 @@ void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
     }
   }
   metrics_.GetCounter("kvpool_node_ssd_read_bytes_total").Inc(bytes);
+  ssd_read_duration_.ObserveSince(start);
 }
 
 void SsdTier::EvictionLoop() {

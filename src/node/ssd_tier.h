@@ -219,6 +219,14 @@ class SsdTier final : public LocalHolder {
   TcpDataClient* tcp_;
   std::unique_ptr<FileStorage> storage_;
   MetricsRegistry metrics_;
+  // kvpool_node_ssd_{write,read}_duration_seconds: one offload batch's
+  // write, one batch of reads served to clients.
+  Histogram& ssd_write_duration_{metrics_.GetHistogram(
+      "kvpool_node_ssd_write_duration_seconds", "", LatencyBucketsSeconds(),
+      "time to write one offload batch to the SSD")};
+  Histogram& ssd_read_duration_{metrics_.GetHistogram(
+      "kvpool_node_ssd_read_duration_seconds", "", LatencyBucketsSeconds(),
+      "time to serve one batch of SSD reads to clients")};
   SharedReads shared_reads_{config_.ssd_read_share_bytes};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 

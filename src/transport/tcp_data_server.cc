@@ -95,6 +95,25 @@ void TcpDataServer::Impl::SetWriteGuard(WriteGuard guard) {
   write_guard_ = std::move(guard);
 }
 
+void TcpDataServer::Impl::SetMetrics(MetricsRegistry* metrics) {
+  std::lock_guard lock(mu_);
+  if (!ios_.empty()) {
+    spdlog::error("data server {}: metrics set after Start, ignored", node_id_);
+    return;
+  }
+  static constexpr const char* kOps[] = {"read", "write", "ssd_read"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string op = std::string("op=\"") + kOps[i] + "\"";
+    request_metrics_.duration[i] = &metrics->GetHistogram(
+        "kvpool_node_data_request_duration_seconds", op,
+        LatencyBucketsSeconds(),
+        "data-plane request time on the node, from its header to its reply");
+    request_metrics_.bytes[i] = &metrics->GetHistogram(
+        "kvpool_node_data_request_bytes", op, SizeBucketsBytes(),
+        "data bytes moved by one data-plane request");
+  }
+}
+
 void TcpDataServer::Impl::SetCapabilityKey(
     std::shared_ptr<const cap::Key> key) {
   std::lock_guard lock(cap_mu_);
@@ -286,6 +305,10 @@ void TcpDataServer::SetPrefetchHandler(PrefetchHandler handler) {
 
 void TcpDataServer::SetWriteGuard(WriteGuard guard) {
   impl_->SetWriteGuard(std::move(guard));
+}
+
+void TcpDataServer::SetMetrics(MetricsRegistry* metrics) {
+  impl_->SetMetrics(metrics);
 }
 
 void TcpDataServer::SetCapabilityKey(std::shared_ptr<const cap::Key> key) {

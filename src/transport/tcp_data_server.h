@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/capability.h"
+#include "common/metrics.h"
 #include "kvpool/status.h"
 #include "transport/data_plane_types.h"
 #include "transport/segment_table.h"
@@ -139,6 +140,11 @@ class TcpDataServer {
   void SetPrefetchHandler(PrefetchHandler handler);
   // Before Start, like the handlers; none by default.
   void SetWriteGuard(WriteGuard guard);
+  // Before Start: histograms of each READ, WRITE and SSD_READ request, from
+  // its header to its reply, and of its data bytes, in `metrics` (which
+  // must outlive the server): kvpool_node_data_request_duration_seconds and
+  // kvpool_node_data_request_bytes, label op. None by default.
+  void SetMetrics(MetricsRegistry* metrics);
   // The key the master shares with this node for capability tokens
   // (common/capability.h). Once set, every READ, WRITE, SSD_READ and
   // PREFETCH op needs a token that verifies under it; null serves every op

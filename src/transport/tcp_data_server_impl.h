@@ -110,6 +110,7 @@ class TcpDataServer::Impl {
   void SetSsdReadHandler(SsdReadHandler handler);
   void SetPrefetchHandler(PrefetchHandler handler);
   void SetWriteGuard(WriteGuard guard);
+  void SetMetrics(MetricsRegistry* metrics);
   void SetCapabilityKey(std::shared_ptr<const cap::Key> key);
 
   Status Start(const std::string& host, uint16_t port);
@@ -133,6 +134,8 @@ class TcpDataServer::Impl {
     explicit SessionState(ByteBudget* budget)
         : request_hold(budget), ssd_hold(budget) {}
     uint8_t header[wire::kHeaderSize];
+    // When the current request's header arrived (for the request metrics).
+    std::chrono::steady_clock::time_point request_start;
     BudgetHold request_hold;  // this request's descriptors or body
     BudgetHold ssd_hold;      // ssd_buffer
     bool greeted = false;     // a HELLO naming this node was accepted
@@ -333,6 +336,18 @@ class TcpDataServer::Impl {
   std::atomic<uint64_t> tls_log_held_{0};
   std::atomic<uint64_t> accept_log_held_{0};
   TcpDataServerStats stats_;
+  // Set before Start, read-only after; null handles until SetMetrics.
+  enum RequestKind { kReadRequest = 0, kWriteRequest = 1, kSsdReadRequest = 2 };
+  struct RequestMetrics {
+    Histogram* duration[3] = {nullptr, nullptr, nullptr};
+    Histogram* bytes[3] = {nullptr, nullptr, nullptr};
+  } request_metrics_;
+  void ObserveRequest(RequestKind kind, const SessionState& st,
+                      uint64_t bytes) const {
+    if (request_metrics_.duration[kind] == nullptr) return;
+    request_metrics_.duration[kind]->ObserveSince(st.request_start);
+    request_metrics_.bytes[kind]->Observe(static_cast<double>(bytes));
+  }
   std::atomic<uint16_t> port_{0};
   // Set before Start, read-only while serving.
   SsdReadHandler ssd_read_handler_;

@@ -139,6 +139,7 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeSsdRead(Stream& socket,
   }
   if (ec) co_return false;
   stats_.ssd_bytes_read.fetch_add(data_len, std::memory_order_relaxed);
+  ObserveRequest(kSsdReadRequest, st, data_len);
   co_return true;
 }
 

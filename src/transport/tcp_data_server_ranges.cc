@@ -66,6 +66,7 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeRead(Stream& socket,
   if (ec) co_return false;
   st.pins.Release();
   stats_.bytes_read.fetch_add(data_len, std::memory_order_relaxed);
+  ObserveRequest(kReadRequest, st, data_len);
   co_return true;
 }
 
@@ -131,7 +132,9 @@ asio::awaitable<bool> TcpDataServer::Impl::ServeWrite(Stream& socket,
   PrepareResponse(h, ErrorCode::OK, 0, st);
   co_await asio::async_write(socket, asio::buffer(st.response), TransferWhole{},
                              token);
-  co_return !ec;
+  if (ec) co_return false;
+  ObserveRequest(kWriteRequest, st, written);
+  co_return true;
 }
 
 const char* TcpDataServer::Impl::ResolveRanges(const wire::Header& h,

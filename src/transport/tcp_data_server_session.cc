@@ -104,6 +104,7 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
     if (ec) co_return;  // peer closed or reset: nothing to answer
     slot->between_frames.store(false);
     slot->last_active_ms.store(SteadyNowMs());
+    st.request_start = std::chrono::steady_clock::now();
     const wire::Header h = wire::DecodeHeader(st.header);
     if (const char* why = CheckRequestHeader(h)) {
       BadFrame(Lowest(socket), why);
