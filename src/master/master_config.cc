@@ -1,5 +1,8 @@
 #include "master/master_config.h"
 
+#include <iterator>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include "transport/wire_format.h"
@@ -93,35 +96,69 @@ Status MasterConfig::Validate() const {
 }
 
 std::string MasterConfig::ToString() const {
-  return fmt::format(
-      "rpc={}:{} metrics_port={} default_kv_lease_ttl={}ms "
-      "eviction_high_watermark_ratio={} eviction_ratio={} "
-      "put_start_discard_timeout_sec={} put_start_release_timeout_sec={} "
-      "client_ttl={}s allocation_strategy={} enable_offload={} "
-      "offload_on_evict={} "
-      "offload_force_evict={} offloading_queue_limit={} promotion_on_hit={} "
-      "promotion_admission_threshold={} promotion_queue_limit={} "
-      "promotion_task_ttl_sec={} holder_ack_timeout_ms={} "
-      "put_waits_for_holders={} max_key_bytes={} max_tenant_name_bytes={} "
-      "max_tenants={} version_floor_slots={} auth={} auth_max_clock_skew_ms={} "
-      "tls={} "
-      "tls_client_certs={} data_capabilities={} write_capability_ttl_ms={} "
-      "ha={}",
-      rpc_address, rpc_port, metrics_port, default_kv_lease_ttl,
-      eviction_high_watermark_ratio, eviction_ratio,
-      put_start_discard_timeout_sec, put_start_release_timeout_sec, client_ttl,
-      allocation_strategy, enable_offload, offload_on_evict,
-      offload_force_evict, offloading_queue_limit, promotion_on_hit,
-      promotion_admission_threshold, promotion_queue_limit,
-      promotion_task_ttl_sec, holder_ack_timeout_ms, put_waits_for_holders,
-      max_key_bytes, max_tenant_name_bytes, max_tenants, version_floor_slots,
-      cluster_secret_file.empty() ? "off" : cluster_secret_file,
-      auth_max_clock_skew_ms, tls_cert_file.empty() ? "off" : tls_cert_file,
-      tls_ca_file.empty() ? "off" : tls_ca_file, data_capabilities,
-      write_capability_ttl_ms,
-      enable_ha ? fmt::format("etcd {} cluster {} lease {} s", etcd_endpoints,
-                              cluster_id, ha_lease_ttl_sec)
-                : "off");
+  // Every field, as name=value in declaration order, so the start-up log
+  // shows the whole configuration (scripts/check_knobs.py checks that each
+  // field is here). Strings are quoted, so an empty one shows as "".
+  std::string out;
+  auto add = [&out](const char* name, const auto& value) {
+    if (!out.empty()) out += ' ';
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>) {
+      fmt::format_to(std::back_inserter(out), "{}=\"{}\"", name, value);
+    } else {
+      fmt::format_to(std::back_inserter(out), "{}={}", name, value);
+    }
+  };
+#define KVPOOL_ADD(field) add(#field, field)
+  KVPOOL_ADD(rpc_address);
+  KVPOOL_ADD(rpc_port);
+  KVPOOL_ADD(metrics_port);
+  KVPOOL_ADD(rpc_thread_num);
+  KVPOOL_ADD(default_kv_lease_ttl);
+  KVPOOL_ADD(default_kv_soft_pin_ttl);
+  KVPOOL_ADD(allow_evict_soft_pinned_objects);
+  KVPOOL_ADD(eviction_high_watermark_ratio);
+  KVPOOL_ADD(eviction_ratio);
+  KVPOOL_ADD(put_start_discard_timeout_sec);
+  KVPOOL_ADD(put_start_release_timeout_sec);
+  KVPOOL_ADD(client_ttl);
+  KVPOOL_ADD(allocation_strategy);
+  KVPOOL_ADD(housekeeping_interval_ms);
+  KVPOOL_ADD(enable_offload);
+  KVPOOL_ADD(offload_on_evict);
+  KVPOOL_ADD(offload_force_evict);
+  KVPOOL_ADD(offloading_queue_limit);
+  KVPOOL_ADD(offload_task_ttl_sec);
+  KVPOOL_ADD(put_offload_wait_ms);
+  KVPOOL_ADD(holder_ack_timeout_ms);
+  KVPOOL_ADD(put_waits_for_holders);
+  KVPOOL_ADD(promotion_on_hit);
+  KVPOOL_ADD(promotion_admission_threshold);
+  KVPOOL_ADD(promotion_queue_limit);
+  KVPOOL_ADD(promotion_max_per_heartbeat);
+  KVPOOL_ADD(promotion_task_ttl_sec);
+  KVPOOL_ADD(enable_prefetch_trigger);
+  KVPOOL_ADD(prefetch_trigger_lease_ttl_ms);
+  KVPOOL_ADD(prefetch_strict_buffer);
+  KVPOOL_ADD(prefetch_consumed_lease_ms);
+  KVPOOL_ADD(data_capabilities);
+  KVPOOL_ADD(write_capability_ttl_ms);
+  KVPOOL_ADD(emulate_pre_prefetch_master);
+  KVPOOL_ADD(max_key_bytes);
+  KVPOOL_ADD(max_tenant_name_bytes);
+  KVPOOL_ADD(max_tenants);
+  KVPOOL_ADD(version_floor_slots);
+  KVPOOL_ADD(cluster_secret_file);
+  KVPOOL_ADD(auth_max_clock_skew_ms);
+  KVPOOL_ADD(tls_cert_file);
+  KVPOOL_ADD(tls_key_file);
+  KVPOOL_ADD(tls_ca_file);
+  KVPOOL_ADD(enable_ha);
+  KVPOOL_ADD(etcd_endpoints);
+  KVPOOL_ADD(cluster_id);
+  KVPOOL_ADD(ha_lease_ttl_sec);
+  KVPOOL_ADD(ha_advertise_host);
+#undef KVPOOL_ADD
+  return out;
 }
 
 }  // namespace kvpool

@@ -1,6 +1,10 @@
-// Every knob of kvpool-master, with Mooncake's names where it has one.
-// Parsed from flags and the config file by tools/kvpool_master.cc; validated
-// once at start-up.
+// Every knob of kvpool-master, with Mooncake's names where it has one: the
+// one declaration of each (name and default). tools/kvpool_master.cc makes
+// each a --flag of the same name, which CLI11 also reads as a key of the
+// file given with --config; docs/configuration.md has a row for each, and
+// LocalClusterOptions copies of them keep the name and the default. ctest
+// knob_consistency (scripts/check_knobs.py) fails when any of these
+// disagree. Validated once at start-up; ToString prints every field.
 #ifndef KVPOOL_MASTER_MASTER_CONFIG_H_
 #define KVPOOL_MASTER_MASTER_CONFIG_H_
 
