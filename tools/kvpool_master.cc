@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   app.add_option("--allocation_strategy", c.allocation_strategy,
                  "free_ratio_first or random")
       ->capture_default_str();
+  app.add_option("--housekeeping_interval_ms", c.housekeeping_interval_ms,
+                 "period of the housekeeping pass (leases, timeouts, eviction)")
+      ->capture_default_str();
   app.add_flag("--enable_offload", c.enable_offload,
                "copy DRAM values to holders' SSDs");
   app.add_flag("--offload_on_evict", c.offload_on_evict,

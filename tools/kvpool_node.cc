@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data_threads", c.data_threads, "data-plane I/O threads")
       ->capture_default_str();
+  app.add_option("--rpc_timeout_ms", c.rpc_timeout_ms,
+                 "deadline of each call to the master, ms")
+      ->capture_default_str();
   app.add_flag("--enable_ssd_offload", c.enable_ssd_offload,
                "give this node an SSD tier");
   app.add_option("--ssd_offload_path", c.ssd_offload_path,

@@ -29,6 +29,7 @@ Status NodeConfig::Validate() const {
   if (heartbeat_interval_ms <= 0)
     return bad("heartbeat_interval_ms must be > 0");
   if (data_threads <= 0) return bad("data_threads must be > 0");
+  if (rpc_timeout_ms <= 0) return bad("rpc_timeout_ms must be > 0");
   if (segment_dir.empty() || segment_dir.front() != '/')
     return bad("segment_dir must be an absolute path");
   if (data_tls_cert_file.empty() != data_tls_key_file.empty()) {

@@ -1,4 +1,8 @@
-// Every knob of a holder (kvpool-node, or a client that hosts a segment).
+// Every knob of a holder (kvpool-node, or a client that hosts a segment):
+// the one declaration of each. tools/kvpool_node.cc makes each a --flag of
+// the same name (and a --config key); ctest knob_consistency
+// (scripts/check_knobs.py) checks the flags, LocalClusterOptions, the
+// Python LocalCluster and docs/configuration.md against these defaults.
 #ifndef KVPOOL_NODE_NODE_CONFIG_H_
 #define KVPOOL_NODE_NODE_CONFIG_H_
 
