@@ -20,6 +20,10 @@ class Node;
 struct MasterConfig;
 struct NodeConfig;
 
+// Each field carries the name and the default of the MasterConfig or
+// NodeConfig field it sets, except the few that scripts/check_knobs.py
+// lists (ALIASES, OVERRIDES, CLUSTER_ONLY); ctest knob_consistency fails
+// when they disagree.
 struct LocalClusterOptions {
   int num_nodes = 2;
   uint64_t segment_size = 64ull << 20;
@@ -34,8 +38,8 @@ struct LocalClusterOptions {
   // SSD tier: each node gets <ssd_root>/node<i>; the master offloads.
   bool enable_ssd = false;
   std::string ssd_root;  // required with enable_ssd
-  uint64_t ssd_capacity_bytes = 1ull << 30;
-  uint64_t ssd_segment_file_size = 64ull << 20;
+  uint64_t ssd_capacity_bytes = 4ull << 30;
+  uint64_t ssd_segment_file_size = 256ull << 20;
   std::string ssd_io_backend = "auto";
   bool offload_on_evict = false;
   bool offload_force_evict = false;

@@ -176,7 +176,7 @@ class LocalCluster:
         eviction_ratio: float = 0.05,
         enable_ssd: bool = False,
         ssd_root: str = "",
-        ssd_capacity_bytes: int = 1 << 30,
+        ssd_capacity_bytes: int = 4 << 30,
         offload_on_evict: bool = False,
         promotion_on_hit: bool = False,
         enable_prefetch_trigger: bool = False,

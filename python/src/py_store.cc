@@ -527,42 +527,50 @@ void BindStore(py::module_& m) {
 }
 
 void BindLocalCluster(py::module_& m) {
+  const LocalClusterOptions defaults;
   py::class_<LocalCluster>(
       m, "LocalCluster",
       "A master and N nodes inside this process on loopback ports chosen by "
       "the kernel: the same code as kvpool-master and kvpool-node.")
-      .def(py::init([](int num_nodes, uint64_t segment_size,
-                       int64_t default_kv_lease_ttl,
-                       double eviction_high_watermark_ratio,
-                       double eviction_ratio, bool enable_ssd,
-                       const std::string& ssd_root, uint64_t ssd_capacity_bytes,
-                       bool offload_on_evict, bool promotion_on_hit,
-                       bool enable_prefetch_trigger,
-                       int64_t heartbeat_interval_ms) {
-             LocalClusterOptions o;
-             o.num_nodes = num_nodes;
-             o.segment_size = segment_size;
-             o.default_kv_lease_ttl = default_kv_lease_ttl;
-             o.eviction_high_watermark_ratio = eviction_high_watermark_ratio;
-             o.eviction_ratio = eviction_ratio;
-             o.enable_ssd = enable_ssd;
-             o.ssd_root = ssd_root;
-             o.ssd_capacity_bytes = ssd_capacity_bytes;
-             o.offload_on_evict = offload_on_evict;
-             o.promotion_on_hit = promotion_on_hit;
-             o.enable_prefetch_trigger = enable_prefetch_trigger;
-             o.heartbeat_interval_ms = heartbeat_interval_ms;
-             return std::make_unique<LocalCluster>(o);
-           }),
-           py::arg("num_nodes") = 2, py::arg("segment_size") = 64ull << 20,
-           py::kw_only(), py::arg("default_kv_lease_ttl") = 10000,
-           py::arg("eviction_high_watermark_ratio") = 0.90,
-           py::arg("eviction_ratio") = 0.05, py::arg("enable_ssd") = false,
-           py::arg("ssd_root") = "", py::arg("ssd_capacity_bytes") = 1ull << 30,
-           py::arg("offload_on_evict") = false,
-           py::arg("promotion_on_hit") = false,
-           py::arg("enable_prefetch_trigger") = false,
-           py::arg("heartbeat_interval_ms") = 1000)
+      .def(
+          py::init([](int num_nodes, uint64_t segment_size,
+                      int64_t default_kv_lease_ttl,
+                      double eviction_high_watermark_ratio,
+                      double eviction_ratio, bool enable_ssd,
+                      const std::string& ssd_root, uint64_t ssd_capacity_bytes,
+                      bool offload_on_evict, bool promotion_on_hit,
+                      bool enable_prefetch_trigger,
+                      int64_t heartbeat_interval_ms) {
+            LocalClusterOptions o;
+            o.num_nodes = num_nodes;
+            o.segment_size = segment_size;
+            o.default_kv_lease_ttl = default_kv_lease_ttl;
+            o.eviction_high_watermark_ratio = eviction_high_watermark_ratio;
+            o.eviction_ratio = eviction_ratio;
+            o.enable_ssd = enable_ssd;
+            o.ssd_root = ssd_root;
+            o.ssd_capacity_bytes = ssd_capacity_bytes;
+            o.offload_on_evict = offload_on_evict;
+            o.promotion_on_hit = promotion_on_hit;
+            o.enable_prefetch_trigger = enable_prefetch_trigger;
+            o.heartbeat_interval_ms = heartbeat_interval_ms;
+            return std::make_unique<LocalCluster>(o);
+          }),
+          // Defaults are LocalClusterOptions' (one declaration per knob;
+          // scripts/check_knobs.py checks these names and _kvpool.pyi).
+          py::arg("num_nodes") = defaults.num_nodes,
+          py::arg("segment_size") = defaults.segment_size, py::kw_only(),
+          py::arg("default_kv_lease_ttl") = defaults.default_kv_lease_ttl,
+          py::arg("eviction_high_watermark_ratio") =
+              defaults.eviction_high_watermark_ratio,
+          py::arg("eviction_ratio") = defaults.eviction_ratio,
+          py::arg("enable_ssd") = defaults.enable_ssd,
+          py::arg("ssd_root") = defaults.ssd_root,
+          py::arg("ssd_capacity_bytes") = defaults.ssd_capacity_bytes,
+          py::arg("offload_on_evict") = defaults.offload_on_evict,
+          py::arg("promotion_on_hit") = defaults.promotion_on_hit,
+          py::arg("enable_prefetch_trigger") = defaults.enable_prefetch_trigger,
+          py::arg("heartbeat_interval_ms") = defaults.heartbeat_interval_ms)
       .def(
           "start",
           [](LocalCluster& c) {

@@ -48,8 +48,10 @@ Status LocalCluster::Start() {
     nc.data_tls_ca_file = options_.data_tls_ca_file;
     nc.dram_directory = options_.dram_directory;
     nc.segment_dir = options_.segment_dir;
+    nc.enable_ssd_offload = options_.enable_ssd;
+    // The SSD knobs below reach a node only with its SSD tier: NodeConfig
+    // refuses most of them without one.
     if (options_.enable_ssd) {
-      nc.enable_ssd_offload = true;
       nc.ssd_offload_path = options_.ssd_root + "/node" + std::to_string(i);
       nc.ssd_capacity_bytes = options_.ssd_capacity_bytes;
       nc.ssd_segment_file_size = options_.ssd_segment_file_size;

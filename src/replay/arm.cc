@@ -121,6 +121,9 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.enable_ssd = true;
   c.ssd_root = ssd_root;
   c.ssd_capacity_bytes = o.ssd_per_node;
+  // The replay's own choice (LocalClusterOptions' default is NodeConfig's
+  // 256 MiB): small log files, so GC has several to pick from.
+  c.ssd_segment_file_size = 64ull << 20;
   c.promotion_on_hit = arm.promotion_on_hit;
   c.enable_prefetch_trigger = arm.router_prefetch;
   c.prefetch_buffer_size = o.prefetch_buffer_per_node;
