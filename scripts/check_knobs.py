@@ -180,14 +180,10 @@ def parse_value(text, like):
 
 def same(a, b):
     if isinstance(a, bool) or isinstance(b, bool):
-        return a is b or a == b and type(a) is type(b)
+        return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return abs(a - b) <= 1e-12 * max(1, abs(a), abs(b))
     return a == b
-
-
-def show(v):
-    return repr(v)
 
 
 FIELD_RE = re.compile(
@@ -197,6 +193,7 @@ FIELD_RE = re.compile(
 
 def struct_fields(text, struct):
     """[(name, default)] of `struct X { ... };` in declaration order."""
+    text = strip_comments(text)  # no brace of a comment is counted
     m = re.search(r"\bstruct\s+%s\s*\{" % struct, text)
     if not m:
         err(f"cannot find struct {struct}")
@@ -205,7 +202,7 @@ def struct_fields(text, struct):
     while depth:
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         i += 1
-    body = strip_comments(text[m.end():i - 1])
+    body = text[m.end():i - 1]
     fields = []
     for stmt in body.split(";"):
         s = " ".join(stmt.split())
@@ -313,12 +310,12 @@ def check_tool(root, tool, src, struct, fields, bin_dir, shared):
             # No default shown: flags (false) and strings left empty.
             if not (want is False or want == ""):
                 err(f"{tool} --help: --{flag} shows no default; "
-                    f"{struct}::{flag} = {show(want)} (capture_default_str) (a)")
+                    f"{struct}::{flag} = {repr(want)} (capture_default_str) (a)")
             continue
         got = parse_value(dtext, want)
         if not same(got, want):
             err(f"{tool} --help: --{flag} default {dtext!r} != "
-                f"{struct}::{flag} = {show(want)} (a)")
+                f"{struct}::{flag} = {repr(want)} (a)")
     for name, _ in fields:
         if name not in exempt and name not in shown:
             err(f"{tool} --help has no --{name} ({struct}) (a)")
@@ -363,8 +360,8 @@ def check_cluster(root, master, node, cluster):
                     err(f"LocalClusterOptions::{name} now has {struct}::"
                         f"{field}'s default: drop it from OVERRIDES (c)")
             elif not same(val, want):
-                err(f"LocalClusterOptions::{name} = {show(val)} but "
-                    f"{struct}::{field} = {show(want)}: one default (c)")
+                err(f"LocalClusterOptions::{name} = {repr(val)} but "
+                    f"{struct}::{field} = {repr(want)}: one default (c)")
             if (struct, field) not in copies.get(name, set()):
                 err(f"{CLUSTER_CC}: LocalClusterOptions::{name} is not "
                     f"copied into {struct}::{field} (c)")
@@ -399,7 +396,7 @@ def check_python(root, cluster):
         got = eval_cxx(expr)
         if not same(got, opts[name]):
             err(f"{PY_STORE}: LocalCluster({name}={expr}) but "
-                f"LocalClusterOptions::{name} = {show(opts[name])} (d)")
+                f"LocalClusterOptions::{name} = {repr(opts[name])} (d)")
     for name in names:
         if f"o.{name} = {name};" not in " ".join(block.split()):
             err(f"{PY_STORE}: {name} is not copied into LocalClusterOptions (d)")
@@ -423,7 +420,7 @@ def check_python(root, cluster):
         got = eval_cxx(py) if not py.startswith('"') else ast.literal_eval(text)
         if not same(got, want):
             err(f"{PY_STUB}: LocalCluster({name}={text}) but "
-                f"LocalClusterOptions::{name} = {show(want)} (d)")
+                f"LocalClusterOptions::{name} = {repr(want)} (d)")
 
 
 # ---- (e): docs/configuration.md -----------------------------------------
@@ -466,7 +463,7 @@ def check_docs(root, structs, tool_only):
         for name, want in fields:
             if name not in rows:
                 err(f"{DOC}: the {struct} table has no `{name}` "
-                    f"(default {show(want)}) (e)")
+                    f"(default {repr(want)}) (e)")
                 continue
             text = rows[name].strip("`")
             if DOC_WORDS.get((struct, name)) == text and want == "":
@@ -476,7 +473,7 @@ def check_docs(root, structs, tool_only):
             got = parse_value(text, want)
             if not same(got, want):
                 err(f"{DOC}: `{name}` default {rows[name]} but {struct}::"
-                    f"{name} = {show(want)} (e)")
+                    f"{name} = {repr(want)} (e)")
         for name in rows:
             if name not in names and name not in tool_only.get(struct, {}):
                 err(f"{DOC}: the {struct} table lists `{name}`, which is no "
