@@ -43,9 +43,10 @@ enum class SsdIoBackend {
 struct FileStorageConfig {
   std::string ssd_dir;                        // created if missing
   uint64_t segment_file_size = 256ull << 20;  // a log file is sealed here
-  uint64_t ssd_capacity_bytes = 64ull << 30;  // bytes of segment files
-  double ssd_high_watermark_ratio = 0.90;     // eviction starts above
-  double ssd_low_watermark_ratio = 0.80;      // ... and stops below
+  uint64_t ssd_capacity_bytes =
+      4ull << 30;  // bytes of segment files (NodeConfig's default)
+  double ssd_high_watermark_ratio = 0.90;  // eviction starts above
+  double ssd_low_watermark_ratio = 0.80;   // ... and stops below
   // A sealed file is collected when this share of it is dead.
   double ssd_gc_dead_ratio = 0.5;
   // Period of the background collector; 0 = none (call CollectGarbage).
