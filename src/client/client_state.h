@@ -1,6 +1,7 @@
 // Client::State: what a kvpool::Client holds (its master connection, data
 // plane, lease cache, registered buffers, open sessions). Internal to
-// src/client: client.cc and client_sessions.cc share it.
+// src/client: client.cc, client_put.cc, client_get.cc and
+// client_sessions.cc share it.
 #ifndef KVPOOL_CLIENT_CLIENT_STATE_H_
 #define KVPOOL_CLIENT_CLIENT_STATE_H_
 

@@ -604,7 +604,7 @@ TEST(WireCompatTest, UnknownTriggerSourceValueIsKept) {
   EXPECT_EQ(UnknownVarint(Unknown(relayed), kTriggerSourceField),
             std::optional<uint64_t>(7));
 
-  // The holder (src/node/ssd_tier.cc) never reads trigger_source: every
+  // The holder (src/node/ssd_tier*.cc) never reads trigger_source: every
   // PromotionTask it gets runs the one promotion chain, whose requests
   // (PromotionAllocStart, NotifyPromotion) carry only tenant, key, size and
   // task_id. A task with value 7 is therefore promoted exactly like an

@@ -1,0 +1,377 @@
+// SsdTier's promotion queue: what feeds it (the heartbeat, the pull loop,
+// prefetches, a resubmission to a new master) and the workers that drain
+// it in batches under the in-flight byte budget.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "node/ssd_tier.h"
+#include "node/ssd_tier_internal.h"
+
+namespace kvpool {
+
+using ssd_tier_internal::Stub;
+
+using ssd_tier_internal::AddPhaseTime;
+
+void SsdTier::EnqueuePromotions(
+    const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks) {
+  if (tasks.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& t : tasks) {
+      PromotionJob job{t, nullptr};
+      int64_t order = 0;  // none: after every task with a deadline
+      if (t.deadline_in_ms() > 0) {
+        job.deadline = now + std::chrono::milliseconds(t.deadline_in_ms());
+        order = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    job.deadline->time_since_epoch())
+                    .count();
+      }
+      shared_reads_.Want(TenantName(t.tenant()), t.key());
+      promotions_.Push(std::move(job), order);
+    }
+  }
+  cv_.notify_all();
+}
+
+void SsdTier::ResubmitPromotions() {
+  std::vector<PromotionJob> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!promotions_.empty()) jobs.push_back(promotions_.Pop());
+  }
+  if (jobs.empty()) return;
+  std::map<std::string, std::vector<size_t>> by_tenant;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    by_tenant[jobs[i].task.tenant()].push_back(i);
+  std::vector<ErrorCode> codes(jobs.size(), ErrorCode::RPC_FAIL);
+  for (const auto& [tenant, idx] : by_tenant) {
+    rpc::RegisterPrefetchTaskRequest req;
+    req.set_node_id(node_id_);
+    req.set_tenant(tenant);
+    for (size_t i : idx) req.add_keys(jobs[i].task.key());
+    rpc::RegisterPrefetchTaskResponse resp;
+    if (Status s = master_->Call(&Stub::RegisterPrefetchTask, req, &resp);
+        !s.ok()) {
+      spdlog::warn("node {}: could not resubmit {} promotions: {}", node_id_,
+                   idx.size(), s.ToString());
+      for (size_t i : idx) codes[i] = s.code();
+      continue;
+    }
+    for (size_t j = 0; j < idx.size() && int(j) < resp.results_size(); ++j) {
+      const auto& r = resp.results(int(j));
+      codes[idx[j]] = ErrorCodeFromInt(r.error_code());
+      if (r.error_code() == 0) {
+        jobs[idx[j]].task.set_task_id(r.task_id());
+        jobs[idx[j]].task.set_size(r.size());
+      }
+    }
+  }
+  size_t kept = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (codes[i] != ErrorCode::OK) continue;
+      const int64_t order =
+          jobs[i].deadline
+              ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                    jobs[i].deadline->time_since_epoch())
+                    .count()
+              : 0;
+      promotions_.Push(std::move(jobs[i]), order);
+      ++kept;
+    }
+  }
+  cv_.notify_all();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (codes[i] == ErrorCode::OK) continue;
+    shared_reads_.Unwant(TenantName(jobs[i].task.tenant()), jobs[i].task.key());
+    if (jobs[i].done) jobs[i].done(jobs[i].task.key(), codes[i]);
+  }
+  metrics_.GetCounter("kvpool_node_promotions_resubmitted_total")
+      .Inc(static_cast<uint64_t>(kept));
+  spdlog::info("node {}: {} of {} queued promotions resubmitted to the master",
+               node_id_, kept, jobs.size());
+}
+
+void SsdTier::PausePromotionsForTest(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    promotions_paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+size_t SsdTier::queued_promotions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return promotions_.size();
+}
+
+std::vector<std::string> SsdTier::queued_promotion_keys() const {
+  DeadlineQueue<PromotionJob> copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    copy = promotions_;
+  }
+  std::vector<std::string> keys;
+  while (!copy.empty()) keys.push_back(copy.Pop().task.key());
+  return keys;
+}
+
+void SsdTier::PullLoop() {
+  const auto interval =
+      std::chrono::milliseconds(config_.promotion_pull_interval_ms);
+  auto next = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A fixed cadence, whatever the pull took: the RFC's 100 ms loop.
+      next += interval;
+      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+    }
+    if (pull_paused_) continue;
+    rpc::PullPromotionTasksRequest req;
+    req.set_node_id(node_id_);
+    req.set_max_tasks(static_cast<uint32_t>(config_.promotion_max_per_pull));
+    req.set_known_epoch(master_->known_epoch());
+    rpc::PullPromotionTasksResponse resp;
+    Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
+    if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
+      // A replaced leader's tasks (docs/ha.md): never run.
+      metrics_.GetCounter("kvpool_node_stale_epoch_replies_total").Inc();
+      continue;
+    }
+    if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
+      // handing promotions over with the heartbeat. Ask again now and then,
+      // not never: after a roll-forward the new master honours the flag of
+      // our next mount, and then only the pull brings promotions.
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      if (!pull_stats_.master_lacks_pull) {
+        spdlog::warn(
+            "node {}: master has no PullPromotionTasks; promotions "
+            "stay on the heartbeat (asking again every {} ms)",
+            node_id_, 10 * config_.promotion_pull_interval_ms);
+      }
+      pull_stats_.master_lacks_pull = true;
+      next += 9 * interval;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      if (pull_stats_.master_lacks_pull && s.ok()) {
+        spdlog::info("node {}: master serves PullPromotionTasks again",
+                     node_id_);
+        pull_stats_.master_lacks_pull = false;
+      }
+    }
+    if (!s.ok() || resp.error_code() != 0) continue;  // remount is the hb's
+    const uint64_t n = static_cast<uint64_t>(resp.tasks_size());
+    {
+      std::lock_guard<std::mutex> lock(pull_mu_);
+      ++pull_stats_.pulls;
+      pull_stats_.tasks += n;
+      pull_stats_.max_tasks_per_pull =
+          std::max(pull_stats_.max_tasks_per_pull, n);
+    }
+    metrics_.GetCounter("kvpool_node_promotion_pulls_total").Inc();
+    if (n > 0) {
+      metrics_.GetCounter("kvpool_node_promotion_pulled_tasks_total").Inc(n);
+      EnqueuePromotions(resp.tasks());
+    }
+  }
+}
+
+PullStats SsdTier::pull_stats() const {
+  std::lock_guard<std::mutex> lock(pull_mu_);
+  return pull_stats_;
+}
+
+void SsdTier::PromotionLoop() {
+  const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
+  const uint64_t budget = config_.promotion_inflight_bytes;  // 0: unbounded
+  // The next job fits the budget, or nothing else is in flight. Offload
+  // writes go first: while one is queued or running, promotions run one
+  // batch at a time (the sequential worker's share of the disk), since puts
+  // under pressure wait for offloads to make DRAM evictable.
+  auto fits = [&] {
+    if (budget == 0 || promo_inflight_ == 0) return true;
+    if (!offloads_.empty() || offload_active_) return false;
+    return promo_inflight_ + promotions_.Front().task.size() <= budget;
+  };
+  for (;;) {
+    std::vector<PromotionJob> jobs;
+    uint64_t bytes = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Time spent with tasks queued but held back (the budget, an offload
+      // in progress) is "held"; waiting for work is not counted.
+      std::optional<std::chrono::steady_clock::time_point> held_since;
+      // Stop only when the pull and prefetch threads can add nothing more
+      // and the queue is empty.
+      cv_.wait(lock, [&] {
+        const bool ready =
+            !promotions_.empty() && fits() && !promotions_paused_;
+        if (!ready && !promotions_.empty() && !held_since)
+          held_since = std::chrono::steady_clock::now();
+        return ready || (promotions_.empty() && stopping_ && prefetch_exited_);
+      });
+      if (held_since) {
+        AddPhaseTime(&metrics_,
+                     !offloads_.empty() || offload_active_ ? "held_offload"
+                                                           : "held_budget",
+                     *held_since);
+      }
+      if (promotions_.empty()) return;
+      while (jobs.size() < batch && !promotions_.empty()) {
+        const uint64_t size = promotions_.Front().task.size();
+        if (!jobs.empty() && budget > 0 &&
+            promo_inflight_ + bytes + size > budget) {
+          break;
+        }
+        bytes += size;
+        jobs.push_back(promotions_.Pop());
+      }
+      promo_inflight_ += bytes;
+      uint64_t peak = promo_peak_.load();
+      while (promo_inflight_ > peak &&
+             !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
+      }
+    }
+    // A task whose deadline passed while it waited here is dropped before
+    // its SSD read: its get has come (or will before the read could land),
+    // and the disk is better spent on the tasks that can still make it.
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<rpc::PromotionTask> tasks, expired;
+    std::vector<size_t> run;  // indices into jobs
+    tasks.reserve(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].deadline && now >= *jobs[i].deadline) {
+        expired.push_back(jobs[i].task);
+      } else {
+        tasks.push_back(jobs[i].task);
+        run.push_back(i);
+      }
+    }
+    ReportExpired(expired);
+    // The batch's bytes leave the budget once they are in place (before the
+    // notify round trip), or at once if nothing of it runs.
+    bool released = false;
+    auto release = [&] {
+      if (released) return;
+      released = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        promo_inflight_ -= bytes;
+      }
+      cv_.notify_all();
+    };
+    std::vector<Status> got;
+    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release);
+    release();
+    for (const auto& j : jobs)
+      shared_reads_.Unwant(TenantName(j.task.tenant()), j.task.key());
+    for (size_t k = 0; k < run.size(); ++k) {
+      const PromotionJob& j = jobs[run[k]];
+      if (j.done) j.done(j.task.key(), got[k].code());
+    }
+  }
+}
+
+std::vector<ErrorCode> SsdTier::PrefetchKeys(
+    const std::string& tenant, const std::vector<std::string>& keys,
+    PrefetchDone on_done) {
+  std::vector<ErrorCode> codes(keys.size(), ErrorCode::OK);
+  // The master's name for the empty tenant, so the task and its reads find
+  // what offload stored.
+  PrefetchRequest req{
+      tenant.empty() ? "default" : tenant, {}, std::move(on_done)};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // The local index is authoritative for what this holder can promote.
+    if (!storage_->LookupSize(req.tenant, keys[i]).ok()) {
+      codes[i] = ErrorCode::OBJECT_NOT_FOUND;
+      if (req.done) req.done(keys[i], ErrorCode::OBJECT_NOT_FOUND);
+      continue;
+    }
+    req.keys.push_back(keys[i]);
+  }
+  if (req.keys.empty()) return codes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      for (auto& c : codes) c = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
+      return codes;  // the job is dropped, as the seed asks of a stopped pool
+    }
+    for (const auto& k : req.keys) shared_reads_.Want(req.tenant, k);
+    prefetches_.push_back(std::move(req));
+  }
+  cv_.notify_all();
+  metrics_.GetCounter("kvpool_node_prefetch_requests_total").Inc();
+  return codes;
+}
+
+void SsdTier::PrefetchLoop() {
+  for (;;) {
+    PrefetchRequest req;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !prefetches_.empty(); });
+      if (prefetches_.empty()) {
+        prefetch_exited_ = true;
+        cv_.notify_all();
+        return;
+      }
+      req = std::move(prefetches_.front());
+      prefetches_.pop_front();
+    }
+    RegisterPrefetches(std::move(req));
+  }
+}
+
+void SsdTier::RegisterPrefetches(PrefetchRequest req) {
+  rpc::RegisterPrefetchTaskRequest r;
+  r.set_node_id(node_id_);
+  r.set_tenant(req.tenant);
+  for (const auto& k : req.keys) r.add_keys(k);
+  rpc::RegisterPrefetchTaskResponse resp;
+  Status s = master_->Call(&Stub::RegisterPrefetchTask, r, &resp);
+  std::vector<PromotionJob> jobs;
+  for (size_t i = 0; i < req.keys.size(); ++i) {
+    ErrorCode code = !s.ok() ? s.code()
+                     : int(i) < resp.results_size()
+                         ? ErrorCodeFromInt(resp.results(int(i)).error_code())
+                         : ErrorCode::INTERNAL_ERROR;
+    if (code != ErrorCode::OK) {
+      // PROMOTION_ALREADY_EXISTS is a quiet skip; an older master
+      // (UNAVAILABLE_IN_CURRENT_STATUS) makes prefetch a no-op.
+      metrics_
+          .GetCounter("kvpool_node_prefetch_registrations_total",
+                      fmt::format("result=\"{}\"", ErrorCodeName(code)))
+          .Inc();
+      if (req.done) req.done(req.keys[i], code);
+      shared_reads_.Unwant(req.tenant, req.keys[i]);
+      continue;
+    }
+    rpc::PromotionTask t;
+    t.set_tenant(req.tenant);
+    t.set_key(req.keys[i]);
+    t.set_size(resp.results(int(i)).size());
+    t.set_task_id(resp.results(int(i)).task_id());
+    t.set_trigger_source(rpc::EXIST);
+    t.set_from_prefetch(true);
+    jobs.push_back(PromotionJob{std::move(t), req.done});
+  }
+  if (jobs.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& j : jobs) promotions_.Push(std::move(j), 0);
+  }
+  cv_.notify_all();
+}
+
+}  // namespace kvpool
