@@ -672,47 +672,26 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
       out[i] = PrefetchStatus::kThrottledWatermark;
       continue;
     }
-    PromotionState st;
-    st.holder = src->segment;
-    auto holder = nodes_.Info(st.holder);
+    auto holder = nodes_.Info(src->segment);
     if (!holder) {
       out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just died
       continue;
     }
-    if (!promotions_.TryReserveSlot()) {
-      out[i] = PrefetchStatus::kThrottledCap;
-      continue;
-    }
-    // A holder with a prefetch buffer: the buffer's own watermark, with
-    // what queued router promotions will need, is a second gate.
-    if (segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder->node_id)
-                .capacity > 0 &&
-        config_.prefetch_strict_buffer) {
-      if (!promotions_.ReserveBuffer(st.holder, holder->node_id, m.size)) {
-        promotions_.ReleaseSlot();
+    switch (promotions_.AdmitRouter(shard, it->first, m.size, src->segment,
+                                    holder->node_id, now, deadline_in_ms)) {
+      case PromotionScheduler::RouterAdmission::kQueued:
+        out[i] = PrefetchStatus::kQueued;
+        break;
+      case PromotionScheduler::RouterAdmission::kCap:
+        out[i] = PrefetchStatus::kThrottledCap;
+        break;
+      case PromotionScheduler::RouterAdmission::kBufferFull:
         out[i] = PrefetchStatus::kThrottledWatermark;
-        metrics_
-            .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
-                        "router promotions that found the holder's buffer "
-                        "full")
-            .Inc();
-        continue;
-      }
-      st.buffer_reserved = m.size;
+        break;
+      case PromotionScheduler::RouterAdmission::kHolderGone:
+        out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just went
+        break;
     }
-    st.task_id = promotions_.NewTaskId();
-    st.created_ms = now;
-    st.source = TriggerSource::kRouter;
-    st.from_prefetch = true;
-    st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
-    if (!promotions_.Queue(
-            shard, it->first, st,
-            PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i], m.size,
-                             st.task_id, st.source, true, st.deadline_ms})) {
-      out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just went
-      continue;
-    }
-    out[i] = PrefetchStatus::kQueued;
   }
   for (PrefetchStatus st : out) {
     count(TieringMetrics::kTriggerStatusNames[static_cast<int>(st)]);

@@ -123,6 +123,41 @@ void PromotionScheduler::Admit(Shard& shard, const ObjectKey& key,
   ++admitted_;
 }
 
+PromotionScheduler::RouterAdmission PromotionScheduler::AdmitRouter(
+    Shard& shard, const ObjectKey& key, uint64_t size, uint32_t holder,
+    const std::string& holder_node_id, int64_t now, int64_t deadline_in_ms) {
+  if (!TryReserveSlot()) return RouterAdmission::kCap;
+  PromotionState st;
+  st.holder = holder;
+  // A holder with a prefetch buffer: the buffer's own watermark, with
+  // what queued router promotions will need, is a second gate.
+  if (segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder_node_id).capacity >
+          0 &&
+      options_.prefetch_strict_buffer) {
+    if (!ReserveBuffer(st.holder, holder_node_id, size)) {
+      ReleaseSlot();
+      metrics_
+          .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
+                      "router promotions that found the holder's buffer "
+                      "full")
+          .Inc();
+      return RouterAdmission::kBufferFull;
+    }
+    st.buffer_reserved = size;
+  }
+  st.task_id = NewTaskId();
+  st.created_ms = now;
+  st.source = TriggerSource::kRouter;
+  st.from_prefetch = true;
+  st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
+  if (!Queue(shard, key, st,
+             PromotionTaskMsg{hooks_.tenant_name(key.tenant), key.key, size,
+                              st.task_id, st.source, true, st.deadline_ms})) {
+    return RouterAdmission::kHolderGone;
+  }
+  return RouterAdmission::kQueued;
+}
+
 uint64_t PromotionScheduler::AdmitExist(Shard& shard, const ObjectKey& key,
                                         uint32_t holder, int64_t now) {
   if (!TryReserveSlot()) return 0;

@@ -120,6 +120,17 @@ class PromotionScheduler {
   // took (slot, buffer reservation) and returns false.
   bool Queue(Shard& shard, const ObjectKey& key, PromotionState& st,
              PromotionTaskMsg task);
+  // A router trigger for the SSD-only `key` of `size` bytes, past the
+  // main watermark and with no entry yet: takes a slot, and with a
+  // prefetch buffer on the holder (index `holder`, `holder_node_id`) and
+  // prefetch_strict_buffer, reserves the bytes there (a full buffer is
+  // counted); then queues a task with the deadline `deadline_in_ms` from
+  // `now` (none if <= 0).
+  enum class RouterAdmission { kQueued, kCap, kBufferFull, kHolderGone };
+  RouterAdmission AdmitRouter(Shard& shard, const ObjectKey& key, uint64_t size,
+                              uint32_t holder,
+                              const std::string& holder_node_id, int64_t now,
+                              int64_t deadline_in_ms);
   // Prefetch on exist: admits a promotion of `key` that its holder (index
   // `holder`) runs itself, no mailbox. Returns the task id, or 0 when the
   // shared cap refuses it.

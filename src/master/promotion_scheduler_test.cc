@@ -401,6 +401,51 @@ TEST_F(PromotionSchedulerTest, StageChoosesTheBufferForRouterPromotions) {
   EXPECT_EQ(r->segment, main);
 }
 
+// A router trigger: the cap, then the holder's buffer (strictly) with what
+// queued promotions reserved; a queued task carries its deadline.
+TEST_F(PromotionSchedulerTest, RouterAdmissionGatesOnCapAndBuffer) {
+  Make({.promotion_queue_limit = 2});
+  Mount("holder", 100 * kKiB);
+  Mount("holder", 10 * kKiB, SegmentKind::kPrefetchBuffer);
+  for (const char* k : {"a", "b", "c"}) AddOnDisk(k, 5 * kKiB);
+  using RA = PromotionScheduler::RouterAdmission;
+  const int64_t now = clock_.NowMs();
+  EXPECT_EQ(scheduler_->AdmitRouter(ShardOf("a"), Key("a"), 5 * kKiB, holder_,
+                                    "holder", now, 250),
+            RA::kQueued);
+  ASSERT_NE(Entry("a"), nullptr);
+  EXPECT_EQ(Entry("a")->deadline_ms, now + 250);
+  EXPECT_EQ(Entry("a")->buffer_reserved, 5 * kKiB);
+  EXPECT_EQ(Entry("a")->source, TriggerSource::kRouter);
+  // 5 + 5 KiB would pass the buffer's 90% mark: refused, slot given back.
+  EXPECT_EQ(scheduler_->AdmitRouter(ShardOf("b"), Key("b"), 5 * kKiB, holder_,
+                                    "holder", now, 0),
+            RA::kBufferFull);
+  EXPECT_EQ(Entry("b"), nullptr);
+  EXPECT_EQ(scheduler_->in_flight(), 1u);
+  EXPECT_EQ(metrics_.CounterValue("kvpool_master_prefetch_buffer_full_total"),
+            1u);
+  EXPECT_EQ(room_asked_.size(), 1u);
+  // Not strictly: no buffer gate; a cap of 1 then refuses a second.
+  Make({.promotion_queue_limit = 1, .prefetch_strict_buffer = false});
+  EXPECT_EQ(scheduler_->AdmitRouter(ShardOf("b"), Key("b"), 5 * kKiB, holder_,
+                                    "holder", now, 0),
+            RA::kQueued);
+  EXPECT_EQ(Entry("b")->deadline_ms, 0);
+  EXPECT_EQ(Entry("b")->buffer_reserved, 0u);
+  EXPECT_EQ(scheduler_->AdmitRouter(ShardOf("c"), Key("c"), 5 * kKiB, holder_,
+                                    "holder", now, 0),
+            RA::kCap);
+  // A holder gone meanwhile: nothing is admitted, nothing stays taken.
+  nodes_.Remove("holder");
+  Make({});
+  EXPECT_EQ(scheduler_->AdmitRouter(ShardOf("c"), Key("c"), 5 * kKiB, holder_,
+                                    "holder", now, 0),
+            RA::kHolderGone);
+  EXPECT_EQ(Entry("c"), nullptr);
+  EXPECT_EQ(scheduler_->in_flight(), 0u);
+}
+
 // Prefetch on exist: admitted under the shared cap, into no mailbox (its
 // holder runs it itself).
 TEST_F(PromotionSchedulerTest, ExistAdmissionSharesTheCap) {
