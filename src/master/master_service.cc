@@ -68,7 +68,24 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                           return EraseObject(shard, it, 0,
                                              EraseCause::kEvicted);
                         },
-                }) {
+                }),
+      promotions_(
+          PromotionScheduler::Options::FromConfig(config_), clock_, segments_,
+          metrics_, tiering_metrics_,
+          PromotionScheduler::Hooks{
+              .push_promotion =
+                  [this](uint32_t holder, PromotionTaskMsg task) {
+                    return nodes_.PushPromotion(holder, std::move(task));
+                  },
+              .tenant_name =
+                  [this](uint32_t tenant) { return tenants_.Name(tenant); },
+              .request_buffer_room =
+                  [this](const SegmentUsage& u, uint64_t reserved,
+                         uint64_t size) {
+                    eviction_.RequestBufferRoom(u, reserved, size);
+                    bg_cv_.notify_all();
+                  },
+          }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   // The OK series exist from the start, so a scraper sees every result
@@ -111,15 +128,19 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
   metrics_.AddGauge("kvpool_master_offloads_in_flight", "",
                     [this] { return double(offloads_in_flight_.load()); });
   metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
-                    [this] { return double(promotion_in_flight_.load()); });
-  for (auto [name, counter] : {std::pair{"admitted", &promo_admitted_},
-                               std::pair{"completed", &promo_completed_},
-                               std::pair{"failed", &promo_failed_},
-                               std::pair{"cancelled", &promo_cancelled_},
-                               std::pair{"expired", &promo_expired_}}) {
+                    [this] { return double(promotions_.in_flight()); });
+  using Field = uint64_t PromotionCounters::*;
+  for (auto [name, field] :
+       {std::pair{"admitted", &PromotionCounters::admitted},
+        std::pair{"completed", &PromotionCounters::completed},
+        std::pair{"failed", &PromotionCounters::failed},
+        std::pair{"cancelled", &PromotionCounters::cancelled},
+        std::pair{"expired", &PromotionCounters::expired}}) {
     metrics_.AddGauge("kvpool_master_promotions_total",
                       fmt::format("state=\"{}\"", name),
-                      [counter = counter] { return double(counter->load()); });
+                      [this, field = Field(field)] {
+                        return double(promotions_.counters().*field);
+                      });
   }
 }
 
@@ -417,7 +438,7 @@ void MasterService::DropNode(const NodeInfo& node) {
       }
       ObjectKeyView kv{it->first.tenant, it->first.key};
       ++it;
-      CancelPromotion(shard, kv);
+      promotions_.Cancel(shard, kv);
     }
     for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
       if (it->second.node == node.index) {
@@ -490,7 +511,7 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     }
     if (config_.promotion_on_hit && !m.HasCompleteMemory() &&
         m.FirstCompleteDisk()) {
-      MaybePromoteOnHit(shard, it->first, m);
+      promotions_.MaybePromoteOnHit(shard, it->first, m);
     }
   }
   std::stable_partition(
@@ -820,6 +841,7 @@ std::string MasterService::StatusJson() const {
   }
   SegmentUsage main = segments_.Usage(SegmentKind::kMain);
   SegmentUsage pb = segments_.Usage(SegmentKind::kPrefetchBuffer);
+  const PromotionCounters promo = promotions_.counters();
   return fmt::format(
       R"({{"objects":{},"memory_replicas":{},"disk_replicas":{},"evicted_objects":{},"evicted_bytes":{},)"
       R"("offloads_in_flight":{},"promotions":{{"admitted":{},"completed":{},"failed":{},)"
@@ -827,10 +849,10 @@ std::string MasterService::StatusJson() const {
       R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
       R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
       s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects,
-      s.evicted_bytes, offloads_in_flight_.load(), promo_admitted_.load(),
-      promo_completed_.load(), promo_failed_.load(), promo_cancelled_.load(),
-      promo_expired_.load(), promotion_in_flight_.load(), main.used,
-      main.capacity, main.ratio(), pb.used, pb.capacity, pb.ratio(), segs);
+      s.evicted_bytes, offloads_in_flight_.load(), promo.admitted,
+      promo.completed, promo.failed, promo.cancelled, promo.expired,
+      promo.in_flight, main.used, main.capacity, main.ratio(), pb.used,
+      pb.capacity, pb.ratio(), segs);
 }
 
 }  // namespace kvpool

@@ -1,9 +1,10 @@
 // MasterService: the metadata brain of kvpool. Objects and their replicas,
 // leases, allocation across segments, eviction, put timeouts, node liveness,
 // and the SSD tier's bookkeeping (offload tasks, LOCAL_DISK replicas, the
-// promotion entry per key with its gates and reaper). Never touches value
-// bytes. Transport-agnostic: the gRPC layer (master_grpc_service.h) converts
-// messages to these calls, and tests call them directly with a FakeClock.
+// promotion RPCs, whose entry, gates and reaper are PromotionScheduler's,
+// promotion_scheduler.h). Never touches value bytes. Transport-agnostic: the
+// gRPC layer (master_grpc_service.h) converts messages to these calls, and
+// tests call them directly with a FakeClock.
 //
 // Thread-safe. Lock order: object shard -> node registry -> segment
 // allocator (the registry releases acknowledged ranges under its lock);
@@ -28,11 +29,11 @@
 #include "common/metrics.h"
 #include "kvpool/status.h"
 #include "master/eviction_policy.h"
-#include "master/frequency_sketch.h"
 #include "master/lost_versions.h"
 #include "master/master_config.h"
 #include "master/node_registry.h"
 #include "master/object_store.h"
+#include "master/promotion_scheduler.h"
 #include "master/segment_manager.h"
 #include "master/tiering_metrics.h"
 #include "master/version_clock.h"
@@ -48,9 +49,6 @@ namespace kvpool {
 // plane's (wire::kMaxKeySize).
 inline constexpr size_t kMaxKeyLength = 4096;
 inline constexpr const char* kDefaultTenant = "default";
-// How long a range whose owner vanished is kept before reuse when a holder
-// may still be copying it (an offload read or a promotion write).
-inline constexpr int64_t kTaskGraceMs = 30000;
 
 struct PutOptions {
   int replica_num = 1;
@@ -140,17 +138,6 @@ struct MemoryObjectIn {
   uint64_t offset = 0;
   uint64_t size = 0;
   uint64_t version = 0;
-};
-
-// Counters of the promotion entry, all paths together. Invariant (tested):
-// admitted == completed + failed + cancelled + expired + in_flight.
-struct PromotionCounters {
-  uint64_t admitted = 0;
-  uint64_t completed = 0;
-  uint64_t failed = 0;
-  uint64_t cancelled = 0;
-  uint64_t expired = 0;
-  uint64_t in_flight = 0;
 };
 
 class MasterService {
@@ -286,7 +273,9 @@ class MasterService {
   Status NotifyPromotion(const std::string& node_id, const std::string& tenant,
                          const std::string& key, uint64_t task_id, bool success,
                          bool expired = false);
-  PromotionCounters promotion_counters() const;
+  PromotionCounters promotion_counters() const {
+    return promotions_.counters();
+  }
 
   // Prefetch-on-exist: registers a promotion of `keys` held on the caller's
   // SSD (the seed's decision flow). Per key: OK with a task id and size, or
@@ -492,27 +481,14 @@ class MasterService {
   // PutEnd's work; the holders to wait for are added to `holders`.
   Status CommitPut(const std::string& tenant, const std::string& key,
                    std::vector<std::pair<uint32_t, uint64_t>>* holders);
-  void CancelPromotion(Shard& shard, const ObjectKeyView& key);
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).
   void DropDiskCopies(const ObjectKey& key, const ObjectMeta& m);
-  // Takes one of promotion_queue_limit's slots, atomically; false if none.
-  bool TryReservePromotionSlot();
-  // Releases a promotion entry whose deadline passed (shard lock held):
-  // buffer reservation, staged range, the trigger's lease; counts fate
-  // "expired" (`where`: "master" or "holder").
-  // An exist trigger found this promotion queued: a router promotion not
-  // yet staged becomes the exist path's (no deadline, main DRAM).
-  void TakeOverForExist(PromotionState& st);
-  void ExpirePromotion(Shard& shard, const ObjectKeyView& key,
-                       const char* where);
   // Queues an offload of the object's memory replica to an SSD-capable
   // holder; false when none or the queue is full. `holder_paused` is set
   // when a holder was skipped because its SSD refuses writes (full).
   bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
                     bool* holder_paused = nullptr);
-  // Promotion gates and admission (shard lock held).
-  void MaybePromoteOnHit(Shard& shard, const ObjectKey& key, ObjectMeta& m);
   void DropNode(const NodeInfo& node);
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
@@ -527,12 +503,6 @@ class MasterService {
   };
   Result<uint64_t> RemoveMatching(const std::string& tenant, bool force,
                                   const re2::RE2* key_regex);
-  // Router promotions that will land in a holder's prefetch buffer reserve
-  // their bytes from enqueue until PromotionAllocStart (or the end of the
-  // task), so a burst of triggers cannot overbook the buffer.
-  bool ReserveBuffer(uint32_t holder, const std::string& node_id,
-                     uint64_t size);
-  void ReleaseBufferReservation(PromotionState& st);
   void BackgroundLoop();
 
   const MasterConfig config_;
@@ -547,7 +517,6 @@ class MasterService {
   const uint64_t incarnation_;
   std::atomic<bool> emulate_pre_prefetch_;
   ObjectStore objects_;
-  FrequencySketch sketch_;
 
   VersionClock versions_;
   // Generations of write grants: one per PutStart or PromotionAllocStart,
@@ -568,6 +537,8 @@ class MasterService {
   VersionFloor tenant_floor_;  // version_floor_slots / 16, at most 2^16
   // Which replicas go when a tier runs full; erases through EraseObject.
   EvictionPolicy eviction_;
+  // The promotion entry: its gates, accounting, expiry and reaper.
+  PromotionScheduler promotions_;
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     // A remounted node's directory is not in yet, or an extra segment's
@@ -576,18 +547,11 @@ class MasterService {
   };
   std::mutex closed_mu_;
   std::unordered_map<uint32_t, ClosedSegment> closed_;
-  std::atomic<uint64_t> next_task_id_{1};
   std::atomic<int64_t> offloads_in_flight_{0};
-  // The promotion entry's shared counters (promotion_in_flight_ in the seeds).
-  std::atomic<uint64_t> promotion_in_flight_{0};
-  std::atomic<uint64_t> promo_admitted_{0}, promo_completed_{0},
-      promo_failed_{0}, promo_cancelled_{0}, promo_expired_{0};
   // Signalled when offload results arrive, for puts waiting for room.
   std::mutex offload_mu_;
   std::condition_variable offload_cv_;
 
-  std::mutex buffer_mu_;
-  std::unordered_map<uint32_t, uint64_t> buffer_reserved_;  // by holder index
   std::function<void()> prefetch_phase_hook_;
 
   std::mutex bg_mu_;

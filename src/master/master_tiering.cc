@@ -60,7 +60,7 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     shard.offloads.erase(off);
     --offloads_in_flight_;
   }
-  if (shard.promotions.count(kv)) CancelPromotion(shard, kv);
+  if (shard.promotions.count(kv)) promotions_.Cancel(shard, kv);
   CountPrefetchFate(it->second, "removed_unread");
   ReleaseReplicas(it->second.replicas, not_before_ms);
   // absl's erase(iterator) returns nothing; it leaves other iterators valid.
@@ -87,61 +87,6 @@ void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
                     "were told to delete")
         .Inc();
   }
-}
-
-bool MasterService::TryReservePromotionSlot() {
-  // Reserve-then-check under concurrency: two triggers on different shards
-  // must not both pass a check of the same last slot.
-  const uint64_t limit = static_cast<uint64_t>(config_.promotion_queue_limit);
-  uint64_t cur = promotion_in_flight_.load();
-  while (cur < limit) {
-    if (promotion_in_flight_.compare_exchange_weak(cur, cur + 1)) return true;
-  }
-  return false;
-}
-
-bool MasterService::ReserveBuffer(uint32_t holder, const std::string& node_id,
-                                  uint64_t size) {
-  SegmentUsage u = segments_.UsageOf(SegmentKind::kPrefetchBuffer, node_id);
-  std::lock_guard<std::mutex> lock(buffer_mu_);
-  uint64_t& reserved = buffer_reserved_[holder];
-  // The buffer's own watermark: full at the high watermark, counting what
-  // queued router promotions will need.
-  double limit = config_.eviction_high_watermark_ratio * double(u.capacity);
-  if (double(u.used + reserved + size) > limit) {
-    // Full: ask the background thread to drain replicas whose lease ended
-    // (the buffer may sit just under its watermark with nothing evicting
-    // it), so a later trigger finds room. This one is throttled.
-    eviction_.RequestBufferRoom(u, reserved, size);
-    bg_cv_.notify_all();
-    return false;
-  }
-  reserved += size;
-  return true;
-}
-
-void MasterService::ReleaseBufferReservation(PromotionState& st) {
-  if (st.buffer_reserved == 0) return;
-  std::lock_guard<std::mutex> lock(buffer_mu_);
-  uint64_t& reserved = buffer_reserved_[st.holder];
-  reserved -= std::min(reserved, st.buffer_reserved);
-  st.buffer_reserved = 0;
-}
-
-void MasterService::CancelPromotion(Shard& shard, const ObjectKeyView& key) {
-  auto it = shard.promotions.find(key);
-  if (it == shard.promotions.end()) return;
-  ReleaseBufferReservation(it->second);
-  if (it->second.staged) {
-    // The holder may still be writing the staged range.
-    segments_.FreeAt(
-        Placement{it->second.staged_segment, it->second.staged_handle,
-                  it->second.staged_offset},
-        clock_->NowMs() + kTaskGraceMs);
-  }
-  shard.promotions.erase(it);
-  --promotion_in_flight_;
-  ++promo_cancelled_;
 }
 
 bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
@@ -184,40 +129,6 @@ bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
     return true;
   }
   return false;
-}
-
-void MasterService::MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
-                                      ObjectMeta& m) {
-  auto reject = [&](const char* reason) {
-    tiering_metrics_.promotion_rejected.With(reason).Inc();
-  };
-  if (sketch_.Increment(key.tenant, key.key) <
-      static_cast<uint64_t>(config_.promotion_admission_threshold)) {
-    return reject("frequency");
-  }
-  if (segments_.Usage(SegmentKind::kMain).ratio() >=
-      config_.eviction_high_watermark_ratio) {
-    return reject("watermark");
-  }
-  if (shard.promotions.count(key) || m.HasProcessing() ||
-      shard.upserts.count(key)) {
-    return reject("dedup");
-  }
-  if (!TryReservePromotionSlot()) return reject("cap");
-  const Replica* src = m.FirstCompleteDisk();
-  PromotionState st;
-  st.task_id = next_task_id_++;
-  st.holder = src->segment;
-  st.created_ms = clock_->NowMs();
-  st.source = TriggerSource::kOnHit;
-  if (!nodes_.PushPromotion(
-          st.holder, PromotionTaskMsg{tenants_.Name(key.tenant), key.key,
-                                      m.size, st.task_id, st.source, false})) {
-    --promotion_in_flight_;  // the holder was dropped meanwhile
-    return;
-  }
-  shard.promotions[key] = st;
-  ++promo_admitted_;
 }
 
 std::vector<ErrorCode> MasterService::NotifyOffload(
@@ -419,39 +330,11 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
     return Status(ErrorCode::INVALID_PARAMS, "promotion already started");
   auto holder = nodes_.Info(*idx);
   const std::string holder_id = holder ? holder->node_id : std::string();
-  // Router promotions land in the holder's prefetch buffer when it has one
-  // (strictly, by default); every other path lands in the main cache. No
-  // synchronous eviction of the main cache: a full pool is the DRAM-pressure
-  // signal.
-  std::vector<Placement> placements;
-  const bool has_buffer =
-      st->second.source == TriggerSource::kRouter &&
-      segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder_id).capacity > 0;
-  ReleaseBufferReservation(st->second);  // now used, or failed
-  if (has_buffer) {
-    auto p =
-        segments_.AllocateOn(size, SegmentKind::kPrefetchBuffer, holder_id);
-    if (p) placements.push_back(*p);
-    if (!p) {
-      metrics_
-          .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
-                      "router promotions that found the holder's buffer full")
-          .Inc();
-    }
-  }
-  if (placements.empty() && (!has_buffer || !config_.prefetch_strict_buffer)) {
-    placements = segments_.Allocate(size, 1, SegmentKind::kMain, holder_id);
-  }
-  if (placements.empty()) {
-    metrics_.GetCounter("kvpool_master_promotion_alloc_failed_total").Inc();
+  std::optional<Placement> p = promotions_.Stage(st->second, size, holder_id);
+  if (!p) {
     return Status(ErrorCode::NO_AVAILABLE_HANDLE, "no DRAM for the promotion");
   }
-  st->second.staged = true;
-  st->second.staged_segment = placements[0].segment;
-  st->second.staged_handle = placements[0].handle;
-  st->second.staged_offset = placements[0].offset;
-  Replica staged{placements[0].offset, placements[0].segment,
-                 placements[0].handle, ReplicaKind::kMemory,
+  Replica staged{p->offset, p->segment, p->handle, ReplicaKind::kMemory,
                  ReplicaStatus::kProcessing};
   ReplicaDesc desc = Describe(staged, size);
   // Under the shard lock, before the staged range can be freed.
@@ -482,7 +365,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                   "only the holder of the source may report it");
   }
   if (!success && expired && st->second.deadline_ms > 0) {
-    ExpirePromotion(shard, kv, "holder");
+    promotions_.Expire(shard, kv, "holder");
     return Status::OK();
   }
   if (!success && expired && !st->second.staged) {
@@ -504,10 +387,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
       return Status::OK();
     }
   }
-  PromotionState state = st->second;
-  ReleaseBufferReservation(state);
-  shard.promotions.erase(st);
-  --promotion_in_flight_;
+  const PromotionState state = promotions_.Take(shard, st);
   Placement staged{state.staged_segment, state.staged_handle,
                    state.staged_offset};
   auto it = shard.objects.find(kv);
@@ -528,7 +408,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
         segments_.Free(staged);
       }
     }
-    ++promo_failed_;
+    promotions_.Finished(false);
     return success ? Status(ErrorCode::INVALID_PARAMS,
                             "promotion was not started or lost its DRAM")
                    : Status::OK();
@@ -551,33 +431,17 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
         std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
     m.prefetched_unread = true;
   }
-  ++promo_completed_;
+  promotions_.Finished(true);
   return Status::OK();
 }
 
 void MasterService::ReapTasks(int64_t now) {
-  const int64_t promo_ttl = config_.promotion_task_ttl_sec * 1000;
   const int64_t offload_ttl = config_.offload_task_ttl_sec * 1000;
   uint64_t offload_expired = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto it = shard.promotions.begin(); it != shard.promotions.end();) {
-      if (now - it->second.created_ms <= promo_ttl) {
-        ++it;
-        continue;
-      }
-      ReleaseBufferReservation(it->second);
-      if (it->second.staged) {
-        segments_.FreeAt(
-            Placement{it->second.staged_segment, it->second.staged_handle,
-                      it->second.staged_offset},
-            now + kTaskGraceMs);
-      }
-      it = shard.promotions.erase(it);
-      --promotion_in_flight_;
-      ++promo_expired_;
-    }
+    promotions_.Reap(shard, now);
     for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
       if (now - it->second.created_ms > offload_ttl) {
         it = shard.offloads.erase(it);
@@ -591,12 +455,6 @@ void MasterService::ReapTasks(int64_t now) {
   if (offload_expired)
     metrics_.GetCounter("kvpool_master_offload_expired_total")
         .Inc(offload_expired);
-}
-
-PromotionCounters MasterService::promotion_counters() const {
-  return PromotionCounters{promo_admitted_.load(), promo_completed_.load(),
-                           promo_failed_.load(),   promo_cancelled_.load(),
-                           promo_expired_.load(),  promotion_in_flight_.load()};
 }
 
 }  // namespace kvpool
@@ -654,22 +512,6 @@ int64_t MasterService::GrantReadLease(ObjectMeta& m, int64_t now) {
   return ttl;
 }
 
-void MasterService::TakeOverForExist(PromotionState& st) {
-  // The router triggers at routing, before the engine's exist: its queued
-  // promotion would refuse the exist path's and then, past its deadline,
-  // be dropped unread, so the block would never reach main DRAM for the
-  // requests that share it. Once staged it lands in the buffer as asked.
-  if (st.source != TriggerSource::kRouter || st.staged) return;
-  ReleaseBufferReservation(st);
-  st.deadline_ms = 0;
-  st.source = TriggerSource::kExist;
-  metrics_
-      .GetCounter("kvpool_master_prefetch_router_taken_by_exist_total", "",
-                  "queued router promotions an exist trigger made its own (no "
-                  "deadline, main DRAM)")
-      .Inc();
-}
-
 std::vector<MasterService::PrefetchRegistration>
 MasterService::RegisterPrefetchTask(const std::string& node_id,
                                     const std::string& tenant,
@@ -714,7 +556,7 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       continue;
     }
     if (auto p = shard.promotions.find(kv); p != shard.promotions.end()) {
-      TakeOverForExist(p->second);
+      promotions_.TakeOverForExist(p->second);
       r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
       continue;
     }
@@ -726,19 +568,11 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       r.code = ErrorCode::INVALID_PARAMS;  // only the holder may register
       continue;
     }
-    if (!TryReservePromotionSlot()) {
+    r.task_id = promotions_.AdmitExist(shard, it->first, *idx, now);
+    if (r.task_id == 0) {
       r.code = ErrorCode::KEYS_ULTRA_LIMIT;
       continue;
     }
-    PromotionState st;
-    st.task_id = next_task_id_++;
-    st.holder = *idx;
-    st.created_ms = now;
-    st.source = TriggerSource::kExist;
-    st.from_prefetch = true;
-    shard.promotions[it->first] = st;
-    ++promo_admitted_;
-    r.task_id = st.task_id;
     r.size = m.size;
   }
   return out;
@@ -787,8 +621,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
   if (prefetch_phase_hook_) prefetch_phase_hook_();
   // The main-cache watermark, read once per batch (the gate promote-on-hit
   // uses; the prefetch buffer is not part of it).
-  const bool over_watermark = segments_.Usage(SegmentKind::kMain).ratio() >=
-                              config_.eviction_high_watermark_ratio;
+  const bool over_watermark = promotions_.OverWatermark();
   const int64_t now = clock_->NowMs();
   const int64_t lease = now + config_.prefetch_trigger_lease_ttl_ms;
   // Phase 2, read-write: the RFC's decision flow, each key under its shard
@@ -832,68 +665,33 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     }
     if (auto p = shard.promotions.find(views[i]); p != shard.promotions.end()) {
       out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
-      // The task is worth running until the last asker's deadline; one who
-      // gave none keeps it whatever the time.
-      int64_t& d = p->second.deadline_ms;
-      if (deadline_in_ms <= 0) {
-        d = 0;
-      } else if (d > 0) {
-        d = std::max(d, now + deadline_in_ms);
-      }
+      PromotionScheduler::ExtendDeadline(p->second, now, deadline_in_ms);
       continue;
     }
     if (over_watermark) {
       out[i] = PrefetchStatus::kThrottledWatermark;
       continue;
     }
-    PromotionState st;
-    st.holder = src->segment;
-    auto holder = nodes_.Info(st.holder);
+    auto holder = nodes_.Info(src->segment);
     if (!holder) {
       out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just died
       continue;
     }
-    if (!TryReservePromotionSlot()) {
-      out[i] = PrefetchStatus::kThrottledCap;
-      continue;
-    }
-    // A holder with a prefetch buffer: the buffer's own watermark, with
-    // what queued router promotions will need, is a second gate.
-    if (segments_.UsageOf(SegmentKind::kPrefetchBuffer, holder->node_id)
-                .capacity > 0 &&
-        config_.prefetch_strict_buffer) {
-      if (!ReserveBuffer(st.holder, holder->node_id, m.size)) {
-        --promotion_in_flight_;
+    switch (promotions_.AdmitRouter(shard, it->first, m.size, src->segment,
+                                    holder->node_id, now, deadline_in_ms)) {
+      case PromotionScheduler::RouterAdmission::kQueued:
+        out[i] = PrefetchStatus::kQueued;
+        break;
+      case PromotionScheduler::RouterAdmission::kCap:
+        out[i] = PrefetchStatus::kThrottledCap;
+        break;
+      case PromotionScheduler::RouterAdmission::kBufferFull:
         out[i] = PrefetchStatus::kThrottledWatermark;
-        metrics_
-            .GetCounter("kvpool_master_prefetch_buffer_full_total", "",
-                        "router promotions that found the holder's buffer "
-                        "full")
-            .Inc();
-        continue;
-      }
-      st.buffer_reserved = m.size;
+        break;
+      case PromotionScheduler::RouterAdmission::kHolderGone:
+        out[i] = PrefetchStatus::kNoLocalDisk;  // its holder just went
+        break;
     }
-    st.task_id = next_task_id_++;
-    st.created_ms = now;
-    st.source = TriggerSource::kRouter;
-    st.from_prefetch = true;
-    st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
-    if (!nodes_.PushPromotion(
-            st.holder,
-            PromotionTaskMsg{tenants_.Name(views[i].tenant), keys[i], m.size,
-                             st.task_id, st.source, true, st.deadline_ms})) {
-      // The holder was dropped after the check above (its sweep may have
-      // passed this shard already): nothing may wait for a mailbox that is
-      // gone.
-      ReleaseBufferReservation(st);
-      --promotion_in_flight_;
-      out[i] = PrefetchStatus::kNoLocalDisk;
-      continue;
-    }
-    shard.promotions[it->first] = st;
-    ++promo_admitted_;
-    out[i] = PrefetchStatus::kQueued;
   }
   for (PrefetchStatus st : out) {
     count(TieringMetrics::kTriggerStatusNames[static_cast<int>(st)]);
