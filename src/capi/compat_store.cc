@@ -88,58 +88,6 @@ int PickFreePort(const std::string& bind_address) {
   return 0;
 }
 
-// The items of a batch with a buffer and a non-negative size, with their
-// positions; the others keep their INVALID_PARAMS answer.
-template <typename Ptr>
-struct ValidItems {
-  ValidItems() = default;
-  ValidItems(const std::vector<std::string>& all_keys,
-             const std::vector<Ptr>& all_bufs,
-             const std::vector<int64_t>& all_sizes) {
-    for (size_t i = 0; i < all_keys.size(); ++i) {
-      if (all_bufs[i] == nullptr || all_sizes[i] < 0) continue;
-      keys.push_back(all_keys[i]);
-      bufs.push_back(all_bufs[i]);
-      sizes.push_back(static_cast<uint64_t>(all_sizes[i]));
-      index.push_back(i);
-    }
-  }
-  std::vector<std::string> keys;
-  std::vector<Ptr> bufs;
-  std::vector<uint64_t> sizes;
-  std::vector<size_t> index;
-};
-
-// One key's buffers and sizes (and object offsets) in the client's form;
-// false when the lists differ in length or hold a null buffer or a
-// negative number.
-template <typename P>
-bool ToSlices(const std::vector<P>& bufs, const std::vector<int64_t>& sizes,
-              std::vector<ConstSlice>* out, uint64_t* total) {
-  if (bufs.size() != sizes.size()) return false;
-  for (size_t j = 0; j < bufs.size(); ++j) {
-    if (bufs[j] == nullptr || sizes[j] < 0) return false;
-    out->push_back({bufs[j], static_cast<uint64_t>(sizes[j])});
-    *total += static_cast<uint64_t>(sizes[j]);
-  }
-  return true;
-}
-
-template <typename P>
-bool ToRanges(const std::vector<P>& bufs, const std::vector<int64_t>& sizes,
-              const std::vector<int64_t>& offsets,
-              std::vector<ValueRange>* out) {
-  if (bufs.size() != sizes.size() || offsets.size() != sizes.size())
-    return false;
-  for (size_t j = 0; j < bufs.size(); ++j) {
-    if (bufs[j] == nullptr || sizes[j] < 0 || offsets[j] < 0) return false;
-    out->push_back({static_cast<uint64_t>(offsets[j]),
-                    const_cast<void*>(static_cast<const void*>(bufs[j])),
-                    static_cast<uint64_t>(sizes[j])});
-  }
-  return true;
-}
-
 }  // namespace
 
 using store_internal::Code;
