@@ -21,7 +21,11 @@ script reads those headers and checks every copy against them:
   (e) docs/configuration.md: the MasterConfig, NodeConfig and ClientConfig
       tables list every field with its default, and nothing else but
       tool-only flags;
-  (f) MasterConfig::ToString prints every field (master_config.cc).
+  (f) MasterConfig::ToString prints every field (master_config.cc);
+  (g) the Python Store (python/src/py_store.cc, _kvpool.pyi): each keyword
+      is a ClientConfig field, its default is read from a ClientConfig
+      object (`cdefaults.<field>`), it is copied into the config, and the
+      stub says the same default.
 
 Prints every disagreement and exits 1; exits 0 when all agree. With
 --bin-dir (where kvpool-master and kvpool-node are) it also runs their
@@ -423,6 +427,63 @@ def check_python(root, cluster):
                 f"LocalClusterOptions::{name} = {repr(want)} (d)")
 
 
+# ---- (g): the Python Store and ClientConfig --------------------------------
+
+# ClientConfig's enum fields and the Python spelling of their values.
+PY_ENUMS = {"transport": {"TransportMode::kAuto": "auto",
+                          "TransportMode::kShm": "shm",
+                          "TransportMode::kTcp": "tcp"}}
+
+
+def check_python_store(root, client):
+    opts = dict(client)
+    src = strip_comments(read(root, PY_STORE))
+    m = re.search(r'm,\s*"Store"(.*?)\.def\(\s*"close"', src, re.S)
+    if not m:
+        err(f"{PY_STORE}: cannot find the Store constructor (g)")
+        return
+    block = " ".join(m.group(1).split())
+    names = []
+    for name, expr in re.findall(r'py::arg\("(\w+)"\)\s*=\s*(.+?)(?=, py::|, "|\s*$)',
+                                 block):
+        names.append(name)
+        if name not in opts:
+            err(f"{PY_STORE}: Store({name}=...) is no field of ClientConfig (g)")
+            continue
+        want = (rf"TransportName\(cdefaults\.{name}\)" if name in PY_ENUMS
+                else rf"cdefaults\.{name}")
+        if not re.fullmatch(want, expr.strip()):
+            err(f"{PY_STORE}: Store({name}={expr.strip()}): the default must "
+                f"be read from ClientConfig (cdefaults.{name}) (g)")
+        if f"c.{name} = " not in block:
+            err(f"{PY_STORE}: Store's {name} is not copied into ClientConfig (g)")
+    if not names:
+        err(f"{PY_STORE}: Store has no keyword arguments? (g)")
+        return
+    stub = read(root, PY_STUB)
+    sm = re.search(r"class Store:.*?def __init__\((.*?)\)\s*->", stub, re.S)
+    if not sm:
+        err(f"{PY_STUB}: cannot find Store.__init__ (g)")
+        return
+    stub_args = {}
+    for am in re.finditer(r"(\w+)\s*:\s*\w+\s*=\s*([^,\n]+)", sm.group(1)):
+        stub_args[am.group(1)] = am.group(2).strip()
+    if set(stub_args) != set(names):
+        err(f"{PY_STUB}: Store keywords {sorted(stub_args)} != "
+            f"{PY_STORE}'s {sorted(names)} (g)")
+    for name, text in stub_args.items():
+        if name not in opts:
+            continue
+        want = opts[name]
+        if name in PY_ENUMS:
+            want = PY_ENUMS[name].get(want, want)
+        py = text.replace("True", "true").replace("False", "false")
+        got = eval_cxx(py) if not py.startswith('"') else ast.literal_eval(text)
+        if not same(got, want):
+            err(f"{PY_STUB}: Store({name}={text}) but "
+                f"ClientConfig::{name} = {repr(want)} (g)")
+
+
 # ---- (e): docs/configuration.md -----------------------------------------
 
 def doc_tables(text):
@@ -517,6 +578,7 @@ def main():
                shared)
     check_cluster(root, master, node, cluster)
     check_python(root, cluster)
+    check_python_store(root, client)
     check_docs(root, {"MasterConfig": master, "NodeConfig": node,
                       "ClientConfig": client},
                {"MasterConfig": TOOL_ONLY_FLAGS["kvpool-master"],

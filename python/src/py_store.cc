@@ -49,6 +49,18 @@ class NativeStore {
   std::shared_ptr<Client> client_;
 };
 
+const char* TransportName(TransportMode t) {
+  switch (t) {
+    case TransportMode::kShm:
+      return "shm";
+    case TransportMode::kTcp:
+      return "tcp";
+    case TransportMode::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 TransportMode ParseTransport(const std::string& t) {
   if (t == "auto") return TransportMode::kAuto;
   if (t == "shm") return TransportMode::kShm;
@@ -109,6 +121,9 @@ py::dict PrefetchDict(const PrefetchStats& s) {
 }  // namespace
 
 void BindStore(py::module_& m) {
+  // Keyword defaults are ClientConfig's (one declaration per knob;
+  // scripts/check_knobs.py checks the names, the copies and _kvpool.pyi).
+  const ClientConfig cdefaults;
   py::class_<NativeStore>(
       m, "Store",
       "A client of a kvpool cluster (kvpool::Client). Thread-safe; every "
@@ -136,14 +151,19 @@ void BindStore(py::module_& m) {
              c.tls_key_file = tls_key_file;
              return std::make_unique<NativeStore>(c);
            }),
-           py::arg("master_server_address") = "127.0.0.1:50051", py::kw_only(),
-           py::arg("tenant") = "default", py::arg("transport") = "auto",
-           py::arg("rpc_timeout_ms") = 5000, py::arg("lease_cache") = false,
-           py::arg("enable_ssd_prefetch") = false,
-           py::arg("data_connect_timeout_ms") = 5000,
-           py::arg("data_io_timeout_ms") = 30000,
-           py::arg("credential_file") = "", py::arg("tls_ca_file") = "",
-           py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
+           py::arg("master_server_address") = cdefaults.master_server_address,
+           py::kw_only(), py::arg("tenant") = cdefaults.tenant,
+           py::arg("transport") = TransportName(cdefaults.transport),
+           py::arg("rpc_timeout_ms") = cdefaults.rpc_timeout_ms,
+           py::arg("lease_cache") = cdefaults.lease_cache,
+           py::arg("enable_ssd_prefetch") = cdefaults.enable_ssd_prefetch,
+           py::arg("data_connect_timeout_ms") =
+               cdefaults.data_connect_timeout_ms,
+           py::arg("data_io_timeout_ms") = cdefaults.data_io_timeout_ms,
+           py::arg("credential_file") = cdefaults.credential_file,
+           py::arg("tls_ca_file") = cdefaults.tls_ca_file,
+           py::arg("tls_cert_file") = cdefaults.tls_cert_file,
+           py::arg("tls_key_file") = cdefaults.tls_key_file,
            "Connects lazily: only an invalid configuration (or an unreadable "
            "credential or TLS file) fails here.")
       .def("close", &NativeStore::Close, Release(),
