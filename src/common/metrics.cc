@@ -12,6 +12,20 @@
 namespace kvpool {
 namespace {
 
+// The family of counters called `name`, registered on first use (the
+// caller holds the registry's lock).
+template <typename FamilyMap>
+prometheus::Family<prometheus::Counter>& CounterFamily(
+    FamilyMap* families, prometheus::Registry* registry,
+    const std::string& name, const std::string& help) {
+  auto& family = (*families)[name];
+  if (family == nullptr) {
+    family =
+        &prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+  }
+  return *family;
+}
+
 // `a="x",b="y"` -> {{a,x},{b,y}}. Label text comes from the code, not from
 // users, so a malformed one is a programming error: it is kept whole as the
 // value of a label named `labels` rather than dropped.
@@ -103,23 +117,15 @@ Counter& MetricsRegistry::GetCounter(const std::string& name,
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = counters_[{name, labels}];
   if (slot) return *slot;
-  auto& family = counter_families_[name];
-  if (family == nullptr) {
-    family =
-        &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-  }
-  slot = std::make_unique<Counter>(&family->Add(ParseLabels(labels)));
+  auto& family = CounterFamily(&counter_families_, registry_.get(), name, help);
+  slot = std::make_unique<Counter>(&family.Add(ParseLabels(labels)));
   return *slot;
 }
 
 void MetricsRegistry::DeclareCounter(const std::string& name,
                                      const std::string& help) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& family = counter_families_[name];
-  if (family == nullptr) {
-    family =
-        &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-  }
+  CounterFamily(&counter_families_, registry_.get(), name, help);
 }
 
 Histogram& MetricsRegistry::GetHistogram(const std::string& name,
