@@ -221,7 +221,7 @@ Result<uint64_t> Client::RemoveAll(bool force) {
 Result<uint64_t> Client::RemoveByRegex(const std::string& key_regex,
                                        bool force) {
   if (state_->config.lease_cache) {
-    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    MutexLock lock(&state_->cache_mu);
     state_->cache.clear();
   }
   rpc::RemoveAllRequest req;

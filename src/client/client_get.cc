@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <optional>
 
 #include "client/client_state.h"
@@ -134,7 +133,7 @@ Client::Replies Client::FetchReplies(
   std::vector<size_t> asked;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (state_->config.lease_cache) {
-      std::lock_guard<std::mutex> lock(state_->cache_mu);
+      MutexLock lock(&state_->cache_mu);
       auto it = state_->cache.find(keys[i]);
       // A margin keeps a copy that starts now well inside the lease.
       if (it != state_->cache.end() &&
@@ -159,7 +158,7 @@ Client::Replies Client::FetchReplies(
   if (state_->config.lease_cache) {
     // Leases cached from another master (a restart, a failover) are only as
     // good as that master's memory of them: drop them all.
-    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    MutexLock lock(&state_->cache_mu);
     if (now >= state_->next_cache_sweep_ms) {
       std::erase_if(state_->cache,
                     [&](const auto& e) { return e.second.deadline_ms <= now; });
@@ -183,7 +182,7 @@ Client::Replies Client::FetchReplies(
     bool memory = false;
     for (const auto& r : reply->replicas()) memory |= r.kind() == rpc::MEMORY;
     if (state_->config.lease_cache && reply->error_code() == 0 && memory) {
-      std::lock_guard<std::mutex> lock(state_->cache_mu);
+      MutexLock lock(&state_->cache_mu);
       if (state_->cache.size() >= kLeaseCacheEntries) state_->cache.clear();
       state_->cache[std::string(keys[i])] =
           State::CachedReply{reply, out.lease_deadline_ms[i],
@@ -196,7 +195,7 @@ Client::Replies Client::FetchReplies(
 
 void Client::ForgetCached(const std::vector<std::string>& keys) {
   if (!state_->config.lease_cache) return;
-  std::lock_guard<std::mutex> lock(state_->cache_mu);
+  MutexLock lock(&state_->cache_mu);
   for (const auto& k : keys) state_->cache.erase(k);
 }
 
@@ -439,7 +438,7 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
   uint64_t len = 0;
   int64_t deadline = 0, margin = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    MutexLock lock(&state_->cache_mu);
     auto it = state_->cache.find(key);
     if (it == state_->cache.end()) return std::nullopt;
     State::CachedReply& c = it->second;
@@ -465,7 +464,7 @@ std::optional<Result<uint64_t>> Client::CachedShmRead(std::string_view key,
   const int64_t now = SteadyMsNoEarlierThanNow();
   if (now + margin >= deadline) {
     // Near or past the end of the lease: the next get asks the master.
-    std::lock_guard<std::mutex> lock(state_->cache_mu);
+    MutexLock lock(&state_->cache_mu);
     auto it = state_->cache.find(key);
     if (it != state_->cache.end() && it->second.deadline_ms == deadline)
       state_->cache.erase(it);

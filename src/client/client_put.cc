@@ -2,8 +2,6 @@
 // registered buffers, with the retry of keys whose replica holder died or
 // whose master changed in the middle of the put.
 #include <algorithm>
-#include <mutex>
-#include <shared_mutex>
 
 #include "client/client_state.h"
 
@@ -245,7 +243,7 @@ Status Client::RegisterBuffer(void* buf, uint64_t size) {
     return Status(ErrorCode::INVALID_PARAMS,
                   "buffer must be non-null with size > 0");
   }
-  std::unique_lock lock(state_->buf_mu);
+  WriterLock lock(&state_->buf_mu);
   auto a = reinterpret_cast<uintptr_t>(buf);
   for (const auto& [base, len] : state_->buffers) {
     if (a < base + len && base < a + size) {
@@ -261,7 +259,7 @@ Status Client::RegisterBuffer(void* buf, uint64_t size) {
 }
 
 Status Client::UnregisterBuffer(void* buf) {
-  std::unique_lock lock(state_->buf_mu);
+  WriterLock lock(&state_->buf_mu);
   auto a = reinterpret_cast<uintptr_t>(buf);
   auto it = std::find_if(state_->buffers.begin(), state_->buffers.end(),
                          [&](const auto& b) { return b.first == a; });

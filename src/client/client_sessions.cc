@@ -46,7 +46,7 @@ std::vector<Status> FinishPuts(Client::State& state,
   req.set_tenant(state.config.tenant);
   std::vector<size_t> idx;
   {
-    std::lock_guard<std::mutex> lock(state.session_mu);
+    MutexLock lock(&state.session_mu);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (state.put_sessions.erase(keys[i]) == 0) {
         out[i] = NoSession();
@@ -89,7 +89,7 @@ std::vector<Status> Client::BatchPutSessionStart(
   rpc::ReplicateConfig prc = ToProto(rc);
   std::vector<size_t> idx;
   {
-    std::lock_guard<std::mutex> lock(state_->session_mu);
+    MutexLock lock(&state_->session_mu);
     for (size_t i = 0; i < n; ++i) {
       if (state_->put_sessions.size() + idx.size() >= kMaxSessions) {
         out[i] = TooManySessions();
@@ -117,7 +117,7 @@ std::vector<Status> Client::BatchPutSessionStart(
   if (s.ok() && started.items_size() != static_cast<int>(idx.size())) {
     s = Status(ErrorCode::RPC_FAIL, "short PutStart reply");
   }
-  std::lock_guard<std::mutex> lock(state_->session_mu);
+  MutexLock lock(&state_->session_mu);
   for (size_t j = 0; j < idx.size(); ++j) {
     const size_t i = idx[j];
     if (!s.ok()) {
@@ -160,7 +160,7 @@ std::vector<Result<uint64_t>> Client::BatchPutSessionWrite(
   for (size_t i = 0; i < n; ++i) {
     uint64_t size = 0;
     {
-      std::lock_guard<std::mutex> lock(state_->session_mu);
+      MutexLock lock(&state_->session_mu);
       auto it = state_->put_sessions.find(keys[i]);
       if (it == state_->put_sessions.end()) {
         out[i] = NoSession();
@@ -212,7 +212,7 @@ std::vector<Status> Client::BatchGetSessionStart(
     std::fill(out.begin(), out.end(), replies.status);
     return out;
   }
-  std::lock_guard<std::mutex> lock(state_->session_mu);
+  MutexLock lock(&state_->session_mu);
   if (state_->get_sessions.size() + keys.size() > kMaxSessions) {
     const int64_t now = SteadyMs();
     std::erase_if(state_->get_sessions, [&](const auto& e) {
@@ -254,7 +254,7 @@ std::vector<Result<uint64_t>> Client::BatchGetSessionRead(
   for (size_t i = 0; i < n; ++i) {
     State::GetSession gs;
     {
-      std::lock_guard<std::mutex> lock(state_->session_mu);
+      MutexLock lock(&state_->session_mu);
       auto it = state_->get_sessions.find(keys[i]);
       if (it == state_->get_sessions.end()) {
         out[i] = NoSession();
@@ -293,7 +293,7 @@ std::vector<Result<uint64_t>> Client::BatchGetSessionRead(
 }
 
 Status Client::BatchGetSessionEnd(const std::vector<std::string>& keys) {
-  std::lock_guard<std::mutex> lock(state_->session_mu);
+  MutexLock lock(&state_->session_mu);
   for (const auto& k : keys) state_->get_sessions.erase(k);
   return Status::OK();
 }

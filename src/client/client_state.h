@@ -9,8 +9,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "client/data_plane.h"
 #include "client/op_metrics.h"
 #include "client/ssd_prefetcher.h"
+#include "common/mutex.h"
 #include "kvpool/client.h"
 #include "rpc/master_client.h"
 
@@ -103,19 +102,21 @@ struct Client::State {
       return std::hash<std::string_view>{}(s);
     }
   };
-  std::mutex cache_mu;
+  Mutex cache_mu;
   // lease_cache only; looked up by string_view (no key copy per get).
-  std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache;
+  std::unordered_map<std::string, CachedReply, KeyHash, std::equal_to<>> cache
+      ABSL_GUARDED_BY(cache_mu);
   std::atomic<uint64_t> lease_cache_hits{0};
-  uint64_t master_incarnation = 0;  // guarded by cache_mu; 0 = none seen
-  // Entries whose lease ended are dropped every few seconds (guarded by
-  // cache_mu): each holds its segment's mapping.
-  int64_t next_cache_sweep_ms = 0;
+  uint64_t master_incarnation ABSL_GUARDED_BY(cache_mu) = 0;  // 0 = none seen
+  // Entries whose lease ended are dropped every few seconds: each holds its
+  // segment's mapping.
+  int64_t next_cache_sweep_ms ABSL_GUARDED_BY(cache_mu) = 0;
   std::atomic<uint64_t> lease_cache_resets{0};
   std::atomic<uint64_t> put_retries{0};  // keys re-put away from a dead node
   std::atomic<uint64_t> put_retries_on_new_leader{0};
-  std::shared_mutex buf_mu;
-  std::vector<std::pair<uintptr_t, uint64_t>> buffers;  // registered regions
+  SharedMutex buf_mu;
+  // Registered regions.
+  std::vector<std::pair<uintptr_t, uint64_t>> buffers ABSL_GUARDED_BY(buf_mu);
 
   // Generation of `buffers` (from g_buffer_generation); changes under
   // buf_mu held exclusively.
@@ -129,14 +130,16 @@ struct Client::State {
     std::shared_ptr<const rpc::GetReplicaListResponse> reply;
     int64_t lease_deadline_ms = 0;  // steady clock
   };
-  std::mutex session_mu;
-  std::unordered_map<std::string, PutSession> put_sessions;
-  std::unordered_map<std::string, GetSession> get_sessions;
+  Mutex session_mu;
+  std::unordered_map<std::string, PutSession> put_sessions
+      ABSL_GUARDED_BY(session_mu);
+  std::unordered_map<std::string, GetSession> get_sessions
+      ABSL_GUARDED_BY(session_mu);
 
   std::atomic<uint64_t> buffers_generation{
       g_buffer_generation.fetch_add(1, std::memory_order_relaxed)};
 
-  bool Registered(const void* p, uint64_t size) {
+  bool Registered(const void* p, uint64_t size) ABSL_LOCKS_EXCLUDED(buf_mu) {
     // Each thread remembers the last region it found, so that the hot path
     // of a get into the same registered buffer takes no lock.
     struct Memo {
@@ -155,7 +158,7 @@ struct Client::State {
         inside(memo.base, memo.len)) {
       return true;
     }
-    std::shared_lock lock(buf_mu);
+    ReaderLock lock(&buf_mu);
     for (const auto& [base, len] : buffers) {
       if (inside(base, len)) {
         memo = Memo{this, buffers_generation.load(std::memory_order_relaxed),

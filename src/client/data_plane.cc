@@ -29,7 +29,7 @@ int64_t NowMs() {
 std::shared_ptr<const ShmSegment> DataPlane::MapShm(
     const rpc::MemoryLocation& loc) {
   const int64_t now = NowMs();
-  std::lock_guard<std::mutex> lock(shm_mu_);
+  MutexLock lock(&shm_mu_);
   // Keyed by path and segment id: a node restarted in the same process
   // re-creates its file under the same name, and a mapping of the old
   // (unlinked) file must never serve the new segment's replicas.
@@ -63,7 +63,7 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
 
 void DataPlane::DropIdleMappings(int64_t idle_ms) {
   const int64_t now = NowMs();
-  std::lock_guard<std::mutex> lock(shm_mu_);
+  MutexLock lock(&shm_mu_);
   for (auto m = shm_maps_.begin(); m != shm_maps_.end();) {
     m = now - m->second.last_used_ms >= idle_ms ? shm_maps_.erase(m)
                                                 : std::next(m);
@@ -71,7 +71,7 @@ void DataPlane::DropIdleMappings(int64_t idle_ms) {
 }
 
 size_t DataPlane::mapped_segments() const {
-  std::lock_guard<std::mutex> lock(shm_mu_);
+  MutexLock lock(&shm_mu_);
   return shm_maps_.size();
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool.pb.h"
 #include "kvpool/options.h"
 #include "kvpool/status.h"
@@ -63,9 +64,9 @@ class DataPlane {
   // later mount of the same file replaced; each is unmapped once no copy in
   // progress and no cached lease holds it (so the pages of a departed
   // node's unlinked segment are freed). Runs by itself every few seconds.
-  void DropIdleMappings(int64_t idle_ms);
+  void DropIdleMappings(int64_t idle_ms) ABSL_LOCKS_EXCLUDED(shm_mu_);
   // Mappings this data plane keeps (not counting those only holders keep).
-  size_t mapped_segments() const;
+  size_t mapped_segments() const ABSL_LOCKS_EXCLUDED(shm_mu_);
   static constexpr int64_t kIdleUnmapMs = 120000;
   // Asks a holder to promote `keys` (the PREFETCH frame).
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
@@ -86,19 +87,21 @@ class DataPlane {
   enum class Path { kShm, kTcp, kInvalid };
   Path Choose(TransferItem& item, uint8_t** shm_ptr,
               std::shared_ptr<const ShmSegment>* hold);
-  std::shared_ptr<const ShmSegment> MapShm(const rpc::MemoryLocation& loc);
+  std::shared_ptr<const ShmSegment> MapShm(const rpc::MemoryLocation& loc)
+      ABSL_LOCKS_EXCLUDED(shm_mu_);
   void MaybeSweep();
   template <typename Op>
   void Transfer(std::vector<TransferItem>& items, bool write);
 
   const TransportMode mode_;
-  mutable std::mutex shm_mu_;
+  mutable Mutex shm_mu_;
   struct Mapping {
     std::shared_ptr<const ShmSegment> seg;
     int64_t last_used_ms = 0;
   };
-  std::map<std::pair<std::string, uint64_t>, Mapping>
-      shm_maps_;  // by (shm path, segment id)
+  // By (shm path, segment id).
+  std::map<std::pair<std::string, uint64_t>, Mapping> shm_maps_
+      ABSL_GUARDED_BY(shm_mu_);
   std::atomic<int64_t> next_sweep_ms_{0};
   TcpDataClient tcp_;
   std::once_flag shm_fallback_logged_;

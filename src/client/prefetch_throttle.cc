@@ -34,7 +34,7 @@ std::vector<std::string> PrefetchThrottle::Reserve(
       continue;
     }
     Shard& sh = ShardOf(k);
-    std::lock_guard<std::mutex> lock(sh.mu);
+    MutexLock lock(&sh.mu);
     auto it = sh.entries.find(k);
     if (it != sh.entries.end() && !Expired(it->second, now)) {
       ++dedup_hits_;
@@ -62,7 +62,7 @@ void PrefetchThrottle::Mark(const std::string& key, PrefetchState state) {
   // none, or every failed key would stay in the table for good.
   if (config_.dedup_ttl_ms <= 0) return;
   Shard& sh = ShardOf(key);
-  std::lock_guard<std::mutex> lock(sh.mu);
+  MutexLock lock(&sh.mu);
   sh.entries[key] = Entry{state, clock_->NowMs()};
 }
 
@@ -79,7 +79,7 @@ bool PrefetchThrottle::InCooldown() const {
 size_t PrefetchThrottle::size() const {
   size_t n = 0;
   for (const auto& sh : shards_) {
-    std::lock_guard<std::mutex> lock(sh.mu);
+    MutexLock lock(&sh.mu);
     n += sh.entries.size();
   }
   return n;

@@ -17,12 +17,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -66,8 +66,8 @@ class PrefetchThrottle {
     int64_t since_ms;
   };
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, Entry> entries;
+    mutable Mutex mu;
+    std::unordered_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
   };
   bool Expired(const Entry& e, int64_t now) const;
   Shard& ShardOf(const std::string& key);

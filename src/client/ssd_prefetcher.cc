@@ -31,7 +31,7 @@ void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys,
       shared_->throttle.Reserve(keys, ignore_cooldown);
   if (fresh.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shutdown_ || jobs_.size() >= config_.max_queued_jobs) {
       shared_->dropped += fresh.size();
       return;  // the pool is down or saturated: prefetch is best effort
@@ -39,16 +39,16 @@ void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys,
     shared_->keys_triggered += fresh.size();
     jobs_.push_back(std::move(fresh));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void SsdPrefetcher::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shutdown_ && workers_.empty()) return;
     shutdown_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : workers_) {
     if (t.joinable()) t.join();
   }
@@ -56,17 +56,23 @@ void SsdPrefetcher::Shutdown() {
 }
 
 bool SsdPrefetcher::WaitIdle(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_for(lock, timeout,
-                           [&] { return jobs_.empty() && running_ == 0; });
+  MutexLock lock(&mu_);
+  // As wait_for with a predicate: re-check after every wake, and once more
+  // when the time has run out.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!jobs_.empty() || running_ != 0) {
+    if (!idle_cv_.WaitUntil(&mu_, deadline))
+      return jobs_.empty() && running_ == 0;
+  }
+  return true;
 }
 
 void SsdPrefetcher::WorkerLoop() {
   for (;;) {
     std::vector<std::string> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return shutdown_ || !jobs_.empty(); });
+      MutexLock lock(&mu_);
+      while (!shutdown_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // shut down and drained
       job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -79,10 +85,10 @@ void SsdPrefetcher::WorkerLoop() {
       RunJob(chunk);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       --running_;
     }
-    idle_cv_.notify_all();
+    idle_cv_.SignalAll();
   }
 }
 

@@ -15,16 +15,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/data_plane.h"
 #include "client/prefetch_throttle.h"
+#include "common/mutex.h"
 #include "kvpool/client.h"
 #include "rpc/master_client.h"
 
@@ -49,10 +48,10 @@ class SsdPrefetcher {
   ~SsdPrefetcher();
 
   void TriggerPrefetch(const std::vector<std::string>& keys,
-                       bool ignore_cooldown);
-  void Shutdown();
+                       bool ignore_cooldown) ABSL_LOCKS_EXCLUDED(mu_);
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until no job is queued or running (tests, benchmarks).
-  bool WaitIdle(std::chrono::milliseconds timeout);
+  bool WaitIdle(std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(mu_);
   PrefetchStats stats() const;
 
  private:
@@ -66,7 +65,7 @@ class SsdPrefetcher {
         completed{0}, failed{0}, already_resident{0}, dropped{0},
         not_ssd_only{0};
   };
-  void WorkerLoop();
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void RunJob(const std::vector<std::string>& keys);
 
   const SsdPrefetcherConfig config_;
@@ -75,11 +74,13 @@ class SsdPrefetcher {
   const std::string tenant_;
   std::shared_ptr<Shared> shared_;
 
-  std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
-  bool shutdown_ = false;
-  std::deque<std::vector<std::string>> jobs_;
-  int running_ = 0;
+  Mutex mu_;
+  CondVar cv_, idle_cv_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::vector<std::string>> jobs_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  // Filled by the constructor, joined and cleared by Shutdown (one caller
+  // at a time: the owner); not guarded by mu_.
   std::vector<std::thread> workers_;
 };
 

@@ -147,7 +147,7 @@ void EvictionPolicy::RequestBufferRoom(const SegmentUsage& u, uint64_t reserved,
 }
 
 uint64_t EvictionPolicy::EvictBytes(uint64_t bytes, SegmentKind kind) {
-  std::lock_guard<std::mutex> evict_lock(evict_mu_);
+  MutexLock evict_lock(&evict_mu_);
   const Pass pass(kind, clock_->NowMs(), segments_);
   Tally tally;
   for (Round round : {Round{false, true}, Round{false, false},

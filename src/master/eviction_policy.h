@@ -23,12 +23,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "master/master_config.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
@@ -78,10 +78,11 @@ class EvictionPolicy {
   // to it and a further eviction_ratio of capacity; likewise the
   // PREFETCH_BUFFER segments, each on its own reading, one eviction_ratio
   // earlier; then what RequestBufferRoom asked for. Returns the bytes freed.
-  uint64_t EvictIfNeeded();
+  uint64_t EvictIfNeeded() ABSL_LOCKS_EXCLUDED(evict_mu_);
   // Frees at least `bytes` of the replicas in segments of `kind` if it can,
   // in the order of the promise above. Returns the bytes freed.
-  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain);
+  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain)
+      ABSL_LOCKS_EXCLUDED(evict_mu_);
   // A prefetch buffer with usage `u`, of which `reserved` bytes are promised
   // to queued promotions, could not take `size` more: the next
   // EvictIfNeeded drains enough of the prefetch buffers to take it with the
@@ -115,11 +116,12 @@ class EvictionPolicy {
   // Candidate selection: the rank at or below which the round's candidates
   // free `want` bytes (no key copied); nullopt when the round has none.
   std::optional<int64_t> SelectCutoff(const Pass& pass, Round round,
-                                      uint64_t want);
+                                      uint64_t want)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(evict_mu_);
   // Evicts the round's candidates ranked at or below `cutoff` until
   // `bytes` are freed in all.
   void EvictUpTo(const Pass& pass, Round round, int64_t cutoff, uint64_t bytes,
-                 Tally* tally);
+                 Tally* tally) ABSL_EXCLUSIVE_LOCKS_REQUIRED(evict_mu_);
   // Whether an object with no SSD copy may be dropped now (offload on):
   // false when an offload was queued for it instead, or it is kept.
   bool MayDropWithoutCopy(Shard& shard, const ObjectKey& key,
@@ -129,7 +131,7 @@ class EvictionPolicy {
   ObjectMap::iterator Evict(const Pass& pass, Shard& shard,
                             ObjectMap::iterator it, Tally* tally);
   // Accounting: the pass's counters.
-  void Publish(const Tally& tally);
+  void Publish(const Tally& tally) ABSL_EXCLUSIVE_LOCKS_REQUIRED(evict_mu_);
   // Every COMPLETE memory replica of `m` lies in an extra segment, which
   // nothing offloads from: eviction drops such an object with no copy, as a
   // store without an SSD tier would, rather than keeping it forever.
@@ -149,7 +151,9 @@ class EvictionPolicy {
   Counter& force_evicted_;
   Counter& kept_no_copy_;
 
-  std::mutex evict_mu_;  // one eviction pass at a time
+  // One eviction pass at a time; guards no data of its own (the pass
+  // helpers above require it).
+  Mutex evict_mu_;
   std::atomic<uint64_t> evicted_objects_{0};
   std::atomic<uint64_t> evicted_bytes_{0};
   std::atomic<uint64_t> buffer_evict_request_{0};  // bytes a trigger lacked

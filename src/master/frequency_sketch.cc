@@ -34,7 +34,7 @@ uint64_t FrequencySketch::Hash(uint32_t tenant, std::string_view key,
 }
 
 uint32_t FrequencySketch::Increment(uint32_t tenant, std::string_view key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint32_t est = UINT32_MAX;
   for (uint32_t r = 0; r < depth_; ++r) {
     uint8_t& c = counters_[size_t(r) * (width_mask_ + 1) +
@@ -48,7 +48,7 @@ uint32_t FrequencySketch::Increment(uint32_t tenant, std::string_view key) {
 
 uint32_t FrequencySketch::Estimate(uint32_t tenant,
                                    std::string_view key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint32_t est = UINT32_MAX;
   for (uint32_t r = 0; r < depth_; ++r) {
     est = std::min<uint32_t>(est,

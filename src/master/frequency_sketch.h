@@ -7,9 +7,10 @@
 #define KVPOOL_MASTER_FREQUENCY_SKETCH_H_
 
 #include <cstdint>
-#include <mutex>
 #include <string_view>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -20,21 +21,28 @@ class FrequencySketch {
                            uint64_t decay_every = 1 << 20);
   // Counts one access of `key` and returns its estimated frequency
   // (including this access). Never underestimates between decays.
-  uint32_t Increment(uint32_t tenant, std::string_view key);
-  uint32_t Estimate(uint32_t tenant, std::string_view key) const;
-  uint64_t decays() const { return decays_; }
+  uint32_t Increment(uint32_t tenant, std::string_view key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  uint32_t Estimate(uint32_t tenant, std::string_view key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the lock: Increment writes decays_ under it.
+  uint64_t decays() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    return decays_;
+  }
 
  private:
   uint64_t Hash(uint32_t tenant, std::string_view key, uint32_t row) const;
-  void Decay();
+  void Decay() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint32_t width_mask_;
   const uint32_t depth_;
   const uint64_t decay_every_;
-  mutable std::mutex mu_;
-  std::vector<uint8_t> counters_;  // depth_ rows of width_ counters
-  uint64_t increments_ = 0;
-  uint64_t decays_ = 0;
+  mutable Mutex mu_;
+  // depth_ rows of width_ counters.
+  std::vector<uint8_t> counters_ ABSL_GUARDED_BY(mu_);
+  uint64_t increments_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t decays_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/mutex.h"
+
 namespace kvpool::ha {
 
 namespace {
@@ -23,8 +25,8 @@ class HaMaster::Gate : public ServingGate {
                ? e->epoch()
                : 0;
   }
-  std::string NotServingReason() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::string NotServingReason() const override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     return reason_;
   }
   void SupersededBy(uint64_t epoch) override {
@@ -43,16 +45,16 @@ class HaMaster::Gate : public ServingGate {
     leading_.store(false);
     SetReason(why);
   }
-  void SetReason(std::string r) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetReason(std::string r) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     reason_ = std::move(r);
   }
 
  private:
   std::atomic<LeaderElection*> election_{nullptr};
   std::atomic<bool> leading_{false};
-  mutable std::mutex mu_;
-  std::string reason_ = "starting";
+  mutable Mutex mu_;
+  std::string reason_ ABSL_GUARDED_BY(mu_) = "starting";
 };
 
 HaMaster::HaMaster(MasterConfig config)

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -21,14 +21,14 @@ class LivenessClock {
 
   // The liveness time now (ms; only differences mean anything). Between
   // ticks it follows the real clock up to max_step_ms past the last tick.
-  int64_t Now() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  int64_t Now() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     return base_live_ + Step();
   }
   // Folds the time since the last tick in (capped); returns Now(). Called
   // by the master's housekeeping, which runs far more often than the cap.
-  int64_t Tick() {
-    std::lock_guard<std::mutex> lock(mu_);
+  int64_t Tick() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     const int64_t step = Step();
     // Only gaps of a second or more count as pauses (a loaded machine may
     // miss a tick or two; the cap still applies to those).
@@ -39,22 +39,22 @@ class LivenessClock {
     return base_live_;
   }
   // Ticks that found a gap of over a second (pauses survived).
-  uint64_t pauses() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  uint64_t pauses() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     return pauses_;
   }
 
  private:
-  int64_t Step() const {
+  int64_t Step() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::clamp<int64_t>(clock_->NowMs() - base_real_, 0, max_step_ms_);
   }
 
   const Clock* clock_;
   const int64_t max_step_ms_;
-  mutable std::mutex mu_;
-  int64_t base_real_;
-  int64_t base_live_ = 0;
-  uint64_t pauses_ = 0;
+  mutable Mutex mu_;
+  int64_t base_real_ ABSL_GUARDED_BY(mu_);
+  int64_t base_live_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pauses_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool

@@ -13,9 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 
 #include <absl/container/flat_hash_map.h>
+
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -23,8 +24,8 @@ class LostVersions {
  public:
   explicit LostVersions(size_t capacity = size_t{1} << 22)
       : capacity_(capacity) {}
-  void Record(uint64_t key_hash, uint64_t version) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Record(uint64_t key_hash, uint64_t version) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     auto [it, fresh] = versions_.try_emplace(key_hash, version);
     if (!fresh) {
       it->second = std::max(it->second, version);
@@ -37,21 +38,22 @@ class LostVersions {
     }
   }
   // The newest lost version of the key, or 0.
-  uint64_t Get(uint64_t key_hash) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  uint64_t Get(uint64_t key_hash) const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     auto it = versions_.find(key_hash);
     return it == versions_.end() ? 0 : it->second;
   }
-  size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     return versions_.size();
   }
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  absl::flat_hash_map<uint64_t, uint64_t> versions_;
-  std::deque<uint64_t> order_;  // insertion order, for the bound
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> versions_ ABSL_GUARDED_BY(mu_);
+  // Insertion order, for the bound.
+  std::deque<uint64_t> order_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvpool

@@ -140,7 +140,7 @@ VerifiedTokenCache::Shard& VerifiedTokenCache::ShardFor(
 
 bool VerifiedTokenCache::Find(std::string_view token, Entry* out) const {
   Shard& shard = ShardFor(token);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.tokens.find(std::string(token));
   if (it == shard.tokens.end()) return false;
   *out = it->second;
@@ -150,7 +150,7 @@ bool VerifiedTokenCache::Find(std::string_view token, Entry* out) const {
 void VerifiedTokenCache::Remember(std::string_view token, const Entry& entry,
                                   int64_t now_ms) {
   Shard& shard = ShardFor(token);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   if (shard.tokens.size() >= per_shard_) {
     std::erase_if(shard.tokens, [&](const auto& e) {
       return now_ms - e.second.issued_ms > max_age_ms_;
@@ -163,7 +163,7 @@ void VerifiedTokenCache::Remember(std::string_view token, const Entry& entry,
 size_t VerifiedTokenCache::size() const {
   size_t n = 0;
   for (const Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu);
     n += shard.tokens.size();
   }
   return n;

@@ -11,13 +11,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "common/auth.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "master/master_config.h"
 
 namespace kvpool {
@@ -89,8 +89,8 @@ class VerifiedTokenCache {
  private:
   static constexpr size_t kShards = 16;
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, Entry> tokens;  // guarded by mu
+    mutable Mutex mu;
+    std::unordered_map<std::string, Entry> tokens ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(std::string_view token) const;
 

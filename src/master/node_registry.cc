@@ -11,7 +11,7 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
                                 bool pulls_promotions,
                                 bool keeps_dram_directory,
                                 std::shared_ptr<const cap::Key> cap_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto info = std::make_shared<NodeInfo>();
   info->cap_key = std::move(cap_key);
   info->node_id = node_id;
@@ -45,7 +45,7 @@ uint32_t NodeRegistry::Register(const std::string& node_id,
 }
 
 bool NodeRegistry::Touch(const std::string& node_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return false;
   Entry& e = nodes_[it->second];
@@ -58,7 +58,7 @@ bool NodeRegistry::Touch(const std::string& node_id) {
 }
 
 void NodeRegistry::ReportUnreachable(const std::string& node_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return;
   Entry& e = nodes_[it->second];
@@ -69,7 +69,7 @@ void NodeRegistry::ReportUnreachable(const std::string& node_id) {
 }
 
 void NodeRegistry::OffloadFailed(uint32_t index, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(index);
   if (it == nodes_.end()) return;
   Entry& e = it->second;
@@ -82,7 +82,7 @@ void NodeRegistry::OffloadFailed(uint32_t index, int64_t now_ms) {
 }
 
 void NodeRegistry::OffloadSucceeded(uint32_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(index);
   if (it == nodes_.end()) return;
   it->second.offload_backoff_ms = 0;
@@ -90,13 +90,13 @@ void NodeRegistry::OffloadSucceeded(uint32_t index) {
 }
 
 bool NodeRegistry::OffloadPaused(uint32_t index, int64_t now_ms) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(index);
   return it != nodes_.end() && now_ms < it->second.offload_retry_at_ms;
 }
 
 std::vector<std::string> NodeRegistry::Unreachable() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   if (unreachable_ == 0) return out;  // the common case: no scan
   for (const auto& [idx, e] : nodes_) {
@@ -107,7 +107,7 @@ std::vector<std::string> NodeRegistry::Unreachable() const {
 
 std::optional<uint32_t> NodeRegistry::IndexOf(
     const std::string& node_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(node_id);
   if (it == by_id_.end()) return std::nullopt;
   return it->second;
@@ -117,7 +117,7 @@ std::shared_ptr<const NodeInfo> NodeRegistry::Remove(
     const std::string& node_id) {
   std::shared_ptr<const NodeInfo> info;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto id = by_id_.find(node_id);
     if (id == by_id_.end()) return nullptr;
     auto it = nodes_.find(id->second);
@@ -128,12 +128,12 @@ std::shared_ptr<const NodeInfo> NodeRegistry::Remove(
     nodes_.erase(it);
     by_id_.erase(id);
   }
-  cv_.notify_all();  // a poll of the old process returns
+  cv_.SignalAll();  // a poll of the old process returns
   return info;
 }
 
 std::shared_ptr<const NodeInfo> NodeRegistry::Info(uint32_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(index);
   return it == nodes_.end() ? nullptr : it->second.info;
 }
@@ -142,7 +142,7 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
     int64_t ttl_ms) {
   std::vector<std::shared_ptr<const NodeInfo>> dead;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = liveness_.Tick();
     for (auto it = nodes_.begin(); it != nodes_.end();) {
       if (now - it->second.last_seen_ms > ttl_ms) {
@@ -158,7 +158,7 @@ std::vector<std::shared_ptr<const NodeInfo>> NodeRegistry::ExpireSilent(
       }
     }
   }
-  cv_.notify_all();  // a poll of a dead node returns (and finds it unknown)
+  cv_.SignalAll();  // a poll of a dead node returns (and finds it unknown)
   return dead;
 }
 
@@ -166,7 +166,7 @@ bool NodeRegistry::AppendDramEvent(uint32_t index, DramEventMsg ev,
                                    const Placement* held,
                                    int64_t not_before_ms) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end() || !it->second.info->keeps_dram_directory)
       return false;
@@ -176,7 +176,7 @@ bool NodeRegistry::AppendDramEvent(uint32_t index, DramEventMsg ev,
     e.dram_events.push_back(std::move(ev));
     ++dram_events_queued_;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
@@ -197,7 +197,7 @@ size_t NodeRegistry::AckDram(
     const std::string& node_id, uint64_t acked_seq,
     const std::function<void(const DueFree&)>& release) {
   size_t due = 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto id = by_id_.find(node_id);
   if (id == by_id_.end()) return due;
   Entry& e = nodes_[id->second];
@@ -219,7 +219,7 @@ size_t NodeRegistry::AckDram(
   }
   // A hand-over the node never applied (the reply was lost): send again.
   if (acked_seq < e.dram_sent) e.dram_sent = e.dram_acked;
-  if (advanced) cv_.notify_all();  // removes waiting for this node
+  if (advanced) cv_.SignalAll();  // removes waiting for this node
   return due;
 }
 
@@ -234,7 +234,7 @@ bool NodeRegistry::PushDiskDropEvent(uint32_t index, const std::string& tenant,
 }
 
 uint64_t NodeRegistry::LastDramSeq(uint32_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(index);
   if (it == nodes_.end() || !it->second.info->keeps_dram_directory) return 0;
   return it->second.dram_next_seq - 1;
@@ -243,61 +243,70 @@ uint64_t NodeRegistry::LastDramSeq(uint32_t index) const {
 bool NodeRegistry::WaitDramAcked(
     const std::vector<std::pair<uint32_t, uint64_t>>& want,
     int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    if (waking_) return true;
-    for (const auto& [index, seq] : want) {
-      auto it = nodes_.find(index);
-      if (it != nodes_.end() && it->second.dram_acked < seq) return false;
-    }
-    return true;
-  });
+  MutexLock lock(&mu_);
+  // As wait_for with a predicate: re-check after every wake, and once more
+  // when the time has run out.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!waking_ && !DramAckedLocked(want)) {
+    if (!cv_.WaitUntil(&mu_, deadline)) return waking_ || DramAckedLocked(want);
+  }
+  return true;
+}
+
+bool NodeRegistry::DramAckedLocked(
+    const std::vector<std::pair<uint32_t, uint64_t>>& want) const {
+  for (const auto& [index, seq] : want) {
+    auto it = nodes_.find(index);
+    if (it != nodes_.end() && it->second.dram_acked < seq) return false;
+  }
+  return true;
 }
 
 size_t NodeRegistry::dram_events_queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dram_events_queued_;
 }
 
 bool NodeRegistry::PushOffload(uint32_t index, OffloadTaskMsg task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end()) return false;
     it->second.offloads.push_back(std::move(task));
     ++offload_queued_;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
 void NodeRegistry::PushDiskDrop(uint32_t index, DiskDropMsg drop) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end()) return;  // gone: its SSD re-registers on return
     it->second.drops.push_back(std::move(drop));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = nodes_.find(index);
     if (it == nodes_.end()) return false;
     const int64_t deadline = task.deadline_ms;
     it->second.promotions.Push(std::move(task), deadline);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
 void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
                              size_t max_offload, size_t max_promotion,
                              NodeTasks* out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto has_work = [&]() -> Entry* {
+  MutexLock lock(&mu_);
+  auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Entry* {
     auto id = by_id_.find(node_id);
     if (id == by_id_.end()) return nullptr;
     Entry& e = nodes_[id->second];
@@ -309,9 +318,13 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     return work ? &e : nullptr;
   };
   if (wait_ms > 0) {
-    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] {
-      return waking_ || has_work() != nullptr || !by_id_.count(node_id);
-    });
+    // Until there is work, the node is gone or a shutdown wakes every poll;
+    // has_work() below looks again once the time has run out.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (!waking_ && has_work() == nullptr && by_id_.count(node_id)) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;
+    }
   }
   Entry* e = has_work();
   if (!e) return;
@@ -336,7 +349,7 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
 
 bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
                                   std::vector<PromotionTaskMsg>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto id = by_id_.find(node_id);
   if (id == by_id_.end()) return false;
   Entry& e = nodes_[id->second];
@@ -346,16 +359,16 @@ bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
 }
 
 size_t NodeRegistry::offload_queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return offload_queued_;
 }
 
 void NodeRegistry::WakeAll() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     waking_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace kvpool

@@ -9,12 +9,10 @@
 #ifndef KVPOOL_MASTER_NODE_REGISTRY_H_
 #define KVPOOL_MASTER_NODE_REGISTRY_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -22,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/deadline_queue.h"
+#include "common/mutex.h"
 #include "master/liveness_clock.h"
 #include "master/object_store.h"
 #include "master/segment_manager.h"
@@ -217,17 +216,21 @@ class NodeRegistry {
   // keeps none or is unknown); with `held`, that range is handed back by
   // AckDram once the event is acknowledged.
   bool AppendDramEvent(uint32_t index, DramEventMsg ev, const Placement* held,
-                       int64_t not_before_ms);
-  LivenessClock liveness_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<std::string, uint32_t> by_id_;
-  std::unordered_map<uint32_t, Entry> nodes_;
-  uint32_t next_index_ = 1;
-  size_t offload_queued_ = 0;
-  size_t dram_events_queued_ = 0;
-  size_t unreachable_ = 0;  // entries with `unreachable` set
-  bool waking_ = false;
+                       int64_t not_before_ms) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every (node, seq) of `want` is acknowledged or its node is gone.
+  bool DramAckedLocked(const std::vector<std::pair<uint32_t, uint64_t>>& want)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LivenessClock liveness_;  // its own lock, taken under mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::unordered_map<std::string, uint32_t> by_id_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint32_t, Entry> nodes_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_index_ ABSL_GUARDED_BY(mu_) = 1;
+  size_t offload_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t dram_events_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Entries with `unreachable` set.
+  size_t unreachable_ ABSL_GUARDED_BY(mu_) = 0;
+  bool waking_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kvpool

@@ -43,7 +43,7 @@ bool PromotionScheduler::ReserveBuffer(uint32_t holder,
                                        const std::string& node_id,
                                        uint64_t size) {
   SegmentUsage u = segments_.UsageOf(SegmentKind::kPrefetchBuffer, node_id);
-  std::lock_guard<std::mutex> lock(buffer_mu_);
+  MutexLock lock(&buffer_mu_);
   uint64_t& reserved = buffer_reserved_[holder];
   // The buffer's own watermark: full at the high watermark, counting what
   // queued router promotions will need.
@@ -61,7 +61,7 @@ bool PromotionScheduler::ReserveBuffer(uint32_t holder,
 
 void PromotionScheduler::ReleaseBufferReservation(PromotionState& st) {
   if (st.buffer_reserved == 0) return;
-  std::lock_guard<std::mutex> lock(buffer_mu_);
+  MutexLock lock(&buffer_mu_);
   uint64_t& reserved = buffer_reserved_[st.holder];
   reserved -= std::min(reserved, st.buffer_reserved);
   st.buffer_reserved = 0;

@@ -23,7 +23,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -31,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "master/frequency_sketch.h"
 #include "master/master_config.h"
 #include "master/node_registry.h"
@@ -99,9 +99,10 @@ class PromotionScheduler {
   // their bytes from enqueue until PromotionAllocStart (or the end of the
   // task), so a burst of triggers cannot overbook the buffer. False (and
   // room requested) when the buffer of `node_id`, index `holder`, is full.
-  bool ReserveBuffer(uint32_t holder, const std::string& node_id,
-                     uint64_t size);
-  void ReleaseBufferReservation(PromotionState& st);
+  bool ReserveBuffer(uint32_t holder, const std::string& node_id, uint64_t size)
+      ABSL_LOCKS_EXCLUDED(buffer_mu_);
+  void ReleaseBufferReservation(PromotionState& st)
+      ABSL_LOCKS_EXCLUDED(buffer_mu_);
   // Whether the main cache is at or over its high watermark.
   bool OverWatermark() const;
 
@@ -199,8 +200,10 @@ class PromotionScheduler {
   std::atomic<uint64_t> admitted_{0}, completed_{0}, failed_{0}, cancelled_{0},
       expired_{0};
 
-  std::mutex buffer_mu_;
-  std::unordered_map<uint32_t, uint64_t> buffer_reserved_;  // by holder index
+  Mutex buffer_mu_;
+  // By holder index.
+  std::unordered_map<uint32_t, uint64_t> buffer_reserved_
+      ABSL_GUARDED_BY(buffer_mu_);
 };
 
 }  // namespace kvpool

@@ -14,7 +14,7 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info, bool closed) {
   if (info.node_id.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   }
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   info.id = next_id_++;
   uint32_t id = info.id;
   auto seg = std::make_shared<Segment>(std::move(info));
@@ -28,7 +28,7 @@ namespace {
 // checks this flag under the segment's mutex before placing anything.
 template <typename Segment>
 void MarkUnmounted(const std::shared_ptr<Segment>& seg) {
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   seg->unmounted = true;
 }
 }  // namespace
@@ -36,7 +36,7 @@ void MarkUnmounted(const std::shared_ptr<Segment>& seg) {
 Status SegmentManager::Unmount(uint32_t id) {
   std::shared_ptr<Segment> seg;
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(&mu_);
     auto it = segments_.find(id);
     if (it == segments_.end()) {
       return Status(ErrorCode::SEGMENT_NOT_FOUND,
@@ -53,7 +53,7 @@ std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
   std::vector<std::shared_ptr<Segment>> gone;
   std::vector<uint32_t> ids;
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(&mu_);
     for (auto it = segments_.begin(); it != segments_.end();) {
       if (it->second->info.node_id == node_id) {
         ids.push_back(it->first);
@@ -70,7 +70,7 @@ std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
 
 std::shared_ptr<SegmentManager::Segment> SegmentManager::Find(
     uint32_t id) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = segments_.find(id);
   return it == segments_.end() ? nullptr : it->second;
 }
@@ -96,7 +96,7 @@ std::vector<Placement> SegmentManager::Allocate(
     const std::vector<std::string>& excluded_nodes) {
   std::vector<std::shared_ptr<Segment>> candidates;
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(&mu_);
     for (const auto& [id, seg] : segments_) {
       if (seg->info.kind != kind || seg->info.capacity < size ||
           seg->closed.load())
@@ -108,7 +108,7 @@ std::vector<Placement> SegmentManager::Allocate(
     }
   }
   if (strategy_ == Strategy::kRandom) {
-    std::lock_guard<std::mutex> lock(rng_mu_);
+    MutexLock lock(&rng_mu_);
     std::shuffle(candidates.begin(), candidates.end(), rng_);
   } else {
     // Most free share first; ties keep mount order. Reads of `used` are
@@ -133,7 +133,7 @@ std::vector<Placement> SegmentManager::Allocate(
   std::vector<Placement> out;
   for (const auto& seg : candidates) {
     if (static_cast<int>(out.size()) >= count) break;
-    std::lock_guard<std::mutex> lock(seg->mu);
+    MutexLock lock(&seg->mu);
     if (seg->unmounted) continue;
     auto a = seg->alloc.Allocate(size);
     if (!a) continue;
@@ -146,20 +146,20 @@ std::vector<Placement> SegmentManager::Allocate(
 void SegmentManager::Free(const Placement& p) {
   auto seg = Find(p.segment);
   if (!seg) return;
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   seg->alloc.Free(p.handle);
   seg->used.store(seg->alloc.used());
 }
 
 void SegmentManager::FreeAt(const Placement& p, int64_t deadline_ms) {
-  std::lock_guard<std::mutex> lock(grave_mu_);
+  MutexLock lock(&grave_mu_);
   graveyard_.push_back(Grave{deadline_ms, p});
 }
 
 size_t SegmentManager::ReleaseDue(int64_t now_ms) {
   std::vector<Placement> due;
   {
-    std::lock_guard<std::mutex> lock(grave_mu_);
+    MutexLock lock(&grave_mu_);
     auto it =
         std::partition(graveyard_.begin(), graveyard_.end(),
                        [&](const Grave& g) { return g.deadline_ms > now_ms; });
@@ -171,12 +171,12 @@ size_t SegmentManager::ReleaseDue(int64_t now_ms) {
 }
 
 size_t SegmentManager::graveyard_size() const {
-  std::lock_guard<std::mutex> lock(grave_mu_);
+  MutexLock lock(&grave_mu_);
   return graveyard_.size();
 }
 
 SegmentUsage SegmentManager::Usage(SegmentKind kind) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   SegmentUsage u;
   for (const auto& [id, seg] : segments_) {
     if (seg->info.kind != kind || seg->closed.load()) continue;
@@ -188,7 +188,7 @@ SegmentUsage SegmentManager::Usage(SegmentKind kind) const {
 
 SegmentUsage SegmentManager::UsageOf(SegmentKind kind,
                                      const std::string& node_id) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   SegmentUsage u;
   for (const auto& [id, seg] : segments_) {
     if (seg->info.kind != kind || seg->info.node_id != node_id ||
@@ -201,7 +201,7 @@ SegmentUsage SegmentManager::UsageOf(SegmentKind kind,
 }
 
 std::vector<uint32_t> SegmentManager::IdsOfKind(SegmentKind kind) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   std::vector<uint32_t> out;
   for (const auto& [id, seg] : segments_) {
     if (seg->info.kind == kind) out.push_back(id);
@@ -213,7 +213,7 @@ std::vector<Placement> SegmentManager::AllocateAllOf(uint32_t id) {
   std::vector<Placement> out;
   auto seg = Find(id);
   if (!seg) return out;
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   if (seg->unmounted) return out;
   // The largest free range each time: a fresh segment is one range, and the
   // loop ends when nothing allocatable is left.
@@ -231,7 +231,7 @@ std::optional<Placement> SegmentManager::AllocateAt(uint32_t id,
                                                     uint64_t size) {
   auto seg = Find(id);
   if (!seg) return std::nullopt;
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   if (seg->unmounted) return std::nullopt;
   auto a = seg->alloc.AllocateAt(offset, size);
   if (!a) return std::nullopt;
@@ -246,20 +246,20 @@ void SegmentManager::SetClosed(uint32_t id, bool closed) {
 void SegmentManager::Hold(const Placement& p) {
   auto seg = Find(p.segment);
   if (!seg) return;
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   seg->held += seg->alloc.SizeOf(p.handle);
 }
 
 void SegmentManager::Unhold(const Placement& p) {
   auto seg = Find(p.segment);
   if (!seg) return;
-  std::lock_guard<std::mutex> lock(seg->mu);
+  MutexLock lock(&seg->mu);
   const uint64_t n = seg->alloc.SizeOf(p.handle);
   seg->held -= std::min<uint64_t>(n, seg->held.load());
 }
 
 uint64_t SegmentManager::HeldBytes(SegmentKind kind) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   uint64_t n = 0;
   for (const auto& [id, seg] : segments_) {
     if (seg->info.kind == kind) n += seg->held.load();
@@ -268,7 +268,7 @@ uint64_t SegmentManager::HeldBytes(SegmentKind kind) const {
 }
 
 std::vector<uint32_t> SegmentManager::ClosedIds() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   std::vector<uint32_t> out;
   for (const auto& [id, seg] : segments_) {
     if (seg->closed.load()) out.push_back(id);
@@ -285,7 +285,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
     uint64_t size, SegmentKind kind, const std::string& node_id) {
   std::vector<std::shared_ptr<Segment>> candidates;
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(&mu_);
     for (const auto& [id, seg] : segments_) {
       if (seg->info.kind == kind && seg->info.node_id == node_id &&
           seg->info.capacity >= size && !seg->closed.load())
@@ -293,7 +293,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
     }
   }
   for (const auto& seg : candidates) {
-    std::lock_guard<std::mutex> lock(seg->mu);
+    MutexLock lock(&seg->mu);
     if (seg->unmounted) continue;
     auto a = seg->alloc.Allocate(size);
     if (!a) continue;
@@ -304,7 +304,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
 }
 
 uint64_t SegmentManager::LargestCapacity(SegmentKind kind) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   uint64_t m = 0;
   for (const auto& [id, seg] : segments_) {
     if (seg->info.kind == kind) m = std::max(m, seg->info.capacity);
@@ -313,7 +313,7 @@ uint64_t SegmentManager::LargestCapacity(SegmentKind kind) const {
 }
 
 std::vector<SegmentSnapshot> SegmentManager::Snapshot() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   std::vector<SegmentSnapshot> out;
   for (const auto& [id, seg] : segments_) {
     out.push_back(SegmentSnapshot{seg->info, seg->used.load()});
@@ -322,7 +322,7 @@ std::vector<SegmentSnapshot> SegmentManager::Snapshot() const {
 }
 
 size_t SegmentManager::segment_count() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return segments_.size();
 }
 

@@ -12,14 +12,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "common/capability.h"
+#include "common/mutex.h"
 #include "kvpool/status.h"
 #include "master/segment_allocator.h"
 
@@ -139,12 +138,13 @@ class SegmentManager {
     explicit Segment(SegmentInfo i)
         : info(std::move(i)), alloc(info.capacity) {}
     const SegmentInfo info;
-    std::mutex mu;
-    SegmentAllocator alloc;
+    Mutex mu;
+    SegmentAllocator alloc ABSL_GUARDED_BY(mu);
     std::atomic<uint64_t> used{0};
     std::atomic<bool> closed{false};
     std::atomic<uint64_t> held{0};  // bytes of Hold()
-    bool unmounted = false;         // under mu: allocate nothing any more
+    // Allocate nothing any more.
+    bool unmounted ABSL_GUARDED_BY(mu) = false;
     uint64_t counted_used() const {
       const uint64_t u = used.load(), h = held.load();
       return u > h ? u - h : 0;
@@ -153,18 +153,18 @@ class SegmentManager {
   std::shared_ptr<Segment> Find(uint32_t id) const;
 
   const Strategy strategy_;
-  mutable std::shared_mutex mu_;
-  std::map<uint32_t, std::shared_ptr<Segment>> segments_;
-  uint32_t next_id_ = 1;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;
+  mutable SharedMutex mu_;
+  std::map<uint32_t, std::shared_ptr<Segment>> segments_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  Mutex rng_mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(rng_mu_);
 
   struct Grave {
     int64_t deadline_ms;
     Placement placement;
   };
-  mutable std::mutex grave_mu_;
-  std::vector<Grave> graveyard_;
+  mutable Mutex grave_mu_;
+  std::vector<Grave> graveyard_ ABSL_GUARDED_BY(grave_mu_);
 };
 
 }  // namespace kvpool
