@@ -14,6 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/host_id.h"
+#include "node/heartbeat_schedule.h"
 #include "transport/local_holders.h"
 
 namespace kvpool {
@@ -107,8 +108,10 @@ TcpDataClientOptions PromotionClientOptions(const NodeConfig& c) {
 }
 }  // namespace
 
-Node::Node(NodeConfig config)
-    : config_(std::move(config)), tcp_(PromotionClientOptions(config_)) {
+Node::Node(NodeConfig config, const Clock* clock)
+    : config_(std::move(config)),
+      clock_(clock),
+      tcp_(PromotionClientOptions(config_)) {
   if (config_.node_id.empty()) config_.node_id = GenerateNodeId();
 }
 
@@ -185,7 +188,7 @@ Status Node::Start() {
     // to its owner, and only the data server's requests on it are waited
     // for (the tier reaches it over TCP, as another node's).
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
-                                     &own_table_, &tcp_);
+                                     &own_table_, &tcp_, clock_);
     // A promoted replica's bytes were verified against its SSD record: its
     // placement event takes that checksum instead of hashing 1 MiB again on
     // the heartbeat thread (the notify that leads to the event comes after).
@@ -596,6 +599,8 @@ std::optional<DramDirectory::SlotView> Node::ResolveSlot(
 }
 
 bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
+  // Durations only observed for a log line or a histogram stay on
+  // steady_clock; what the node decides by time reads clock_.
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<DramDirectory::Entry> entries = directory_.Verified(
       slot, {static_cast<const uint8_t*>(seg.data()), seg.size()});
@@ -658,12 +663,22 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
   return true;
 }
 
+void Node::WaitUntil(std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
+  // Blocks on real time, but the deadline is the Clock's: a spurious wake
+  // waits again, Stop() ends the wait.
+  while (!stopping_) {
+    const int64_t left = deadline_ms - clock_->NowMs();
+    if (left <= 0) return;
+    cv_.wait_for(lock, std::chrono::milliseconds(left));
+  }
+}
+
 void Node::HeartbeatLoop() {
+  HeartbeatSchedule schedule(clock_, config_.heartbeat_interval_ms);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (hb_paused_) {
-      cv_.wait_for(lock,
-                   std::chrono::milliseconds(config_.heartbeat_interval_ms));
+      WaitUntil(lock, schedule.PausedUntil());
       continue;
     }
     lock.unlock();
@@ -677,7 +692,7 @@ void Node::HeartbeatLoop() {
     req.set_dram_acked_seq(directory_.applied_seq());
     req.set_known_epoch(master_->known_epoch());
     rpc::HeartbeatResponse resp;
-    auto started = std::chrono::steady_clock::now();
+    const int64_t started = schedule.BeatStarted();
     grpc::ClientContext ctx;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -708,7 +723,16 @@ void Node::HeartbeatLoop() {
       resp.Clear();
       s = Status(ErrorCode::RPC_FAIL, "stale master epoch");
     }
-    if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
+    const bool had_work =
+        resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0 ||
+        resp.disk_drops_size() > 0 || resp.dram_events_size() > 0;
+    const HeartbeatSchedule::Next next =
+        schedule.After(!s.ok() ? HeartbeatSchedule::Outcome::kFailed
+                       : resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)
+                           ? HeartbeatSchedule::Outcome::kUnknownNode
+                           : HeartbeatSchedule::Outcome::kOk,
+                       had_work, started);
+    if (next.remount) {
       // The master forgot us (restart or declared dead): mount again and
       // hand it the directory of what our DRAM still holds.
       spdlog::warn("node {}: master does not know us; mounting again",
@@ -745,15 +769,7 @@ void Node::HeartbeatLoop() {
       ssd_->EnqueuePromotions(resp.promotion_tasks());
     }
     lock.lock();
-    // Pace only calls that returned early without work (errors, an old
-    // master that does not hold the poll), never a hand-over.
-    bool had_work = resp.offload_tasks_size() > 0 ||
-                    resp.promotion_tasks_size() > 0 ||
-                    resp.disk_drops_size() > 0 || resp.dram_events_size() > 0;
-    auto elapsed = std::chrono::steady_clock::now() - started;
-    auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
-    if (!had_work && elapsed < period && !stopping_)
-      cv_.wait_for(lock, period - elapsed);
+    WaitUntil(lock, next.beat_at_ms);  // HeartbeatSchedule paces
   }
 }
 

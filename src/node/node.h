@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
 #include "node/dram_directory.h"
@@ -31,7 +32,9 @@ namespace kvpool {
 
 class Node {
  public:
-  explicit Node(NodeConfig config);
+  // `clock` (must outlive the node) times the heartbeat and the SSD tier's
+  // loops; tests pass a FakeClock.
+  explicit Node(NodeConfig config, const Clock* clock = SystemClock::Default());
   ~Node();
   // Maps the segment, starts the data server, mounts at the master, starts
   // heartbeats. Fails (and cleans up) if any step fails.
@@ -121,8 +124,12 @@ class Node {
   bool RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id);
   std::optional<DramDirectory::SlotView> ResolveSlot(uint64_t segment_id) const;
   void HeartbeatLoop();
+  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
+  // Stop().
+  void WaitUntil(std::unique_lock<std::mutex>& lock, int64_t deadline_ms);
 
   NodeConfig config_;
+  const Clock* const clock_;
   std::unique_ptr<MasterClient> master_;
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional

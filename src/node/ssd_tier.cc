@@ -16,9 +16,10 @@ namespace kvpool {
 
 SsdTier::SsdTier(SsdTierConfig config, std::string node_id,
                  MasterClient* master, const SegmentTable* segments,
-                 TcpDataClient* tcp)
+                 TcpDataClient* tcp, const Clock* clock)
     : config_(std::move(config)),
       node_id_(std::move(node_id)),
+      clock_(clock),
       master_(master),
       segments_(segments),
       tcp_(tcp) {}

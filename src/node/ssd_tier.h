@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/deadline_queue.h"
 #include "common/metrics.h"
 #include "kvpool.pb.h"
@@ -97,8 +98,10 @@ struct PullStats {
 class SsdTier final : public LocalHolder {
  public:
   // `master`, `segments` and `tcp` must outlive the tier.
+  // `clock` (must outlive it too) times the loops and promotion deadlines.
   SsdTier(SsdTierConfig config, std::string node_id, MasterClient* master,
-          const SegmentTable* segments, TcpDataClient* tcp);
+          const SegmentTable* segments, TcpDataClient* tcp,
+          const Clock* clock = SystemClock::Default());
   ~SsdTier();
   Status Start();
   // Refuses new work, finishes queued and running tasks, joins the workers.
@@ -188,6 +191,9 @@ class SsdTier final : public LocalHolder {
   void EvictionLoop();
   void PrefetchLoop();
   void PullLoop();
+  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
+  // Stop(); true when stopping.
+  bool WaitUntilOrStop(std::unique_lock<std::mutex>& lock, int64_t deadline_ms);
   struct PrefetchRequest {
     std::string tenant;
     std::vector<std::string> keys;
@@ -196,8 +202,9 @@ class SsdTier final : public LocalHolder {
   struct PromotionJob {
     rpc::PromotionTask task;
     PrefetchDone done;
-    // From the task's deadline_in_ms at receipt (none: never expires here).
-    std::optional<std::chrono::steady_clock::time_point> deadline;
+    // clock_ ms: the task's deadline_in_ms from receipt (none: never
+    // expires here).
+    std::optional<int64_t> deadline_ms;
   };
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
@@ -213,6 +220,7 @@ class SsdTier final : public LocalHolder {
 
   const SsdTierConfig config_;
   const std::string node_id_;
+  const Clock* const clock_;
   PromotionWrittenHook written_hook_;
   MasterClient* master_;
   const SegmentTable* segments_;

@@ -5,10 +5,13 @@
 #include "common/failpoint.h"
 #include "node/ssd_tier.h"
 #include "node/ssd_tier_internal.h"
+#include "node/ssd_tier_timing.h"
 
 namespace kvpool {
 
 using ssd_tier_internal::Stub;
+using ssd_tier_timing::kOffloadNotifyAttempts;
+using ssd_tier_timing::OffloadRetryDelayMs;
 
 void SsdTier::EnqueueOffloads(
     const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks) {
@@ -93,11 +96,11 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
   // and only the reply was lost, and a rollback then loses the value (the
   // ACK is idempotent, so a repeat is harmless).
   Status s = master_->Call(&Stub::NotifyOffload, req, &resp);
-  for (int attempt = 1; !s.ok() && attempt < 3; ++attempt) {
+  for (int attempt = 1; !s.ok() && attempt < kOffloadNotifyAttempts;
+       ++attempt) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::milliseconds(100 << attempt),
-                       [&] { return stopping_; }))
+      if (WaitUntilOrStop(lock, clock_->NowMs() + OffloadRetryDelayMs(attempt)))
         break;
     }
     resp.Clear();

@@ -10,28 +10,41 @@
 
 #include "node/ssd_tier.h"
 #include "node/ssd_tier_internal.h"
+#include "node/ssd_tier_timing.h"
 
 namespace kvpool {
 
 using ssd_tier_internal::Stub;
 
 using ssd_tier_internal::AddPhaseTime;
+using ssd_tier_timing::PromotionDeadlineMs;
+using ssd_tier_timing::PromotionExpired;
+using ssd_tier_timing::PromotionOrder;
+
+bool SsdTier::WaitUntilOrStop(std::unique_lock<std::mutex>& lock,
+                              int64_t deadline_ms) {
+  // Blocks on real time, but the deadline is the Clock's: a spurious wake
+  // or another thread's notify waits again. Latency measured only for a
+  // metric (phase times, histograms) stays on steady_clock.
+  while (!stopping_) {
+    const int64_t left = deadline_ms - clock_->NowMs();
+    if (left <= 0) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(left));
+  }
+  return true;
+}
 
 void SsdTier::EnqueuePromotions(
     const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks) {
   if (tasks.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
+    const int64_t now = clock_->NowMs();
     for (const auto& t : tasks) {
       PromotionJob job{t, nullptr};
-      int64_t order = 0;  // none: after every task with a deadline
-      if (t.deadline_in_ms() > 0) {
-        job.deadline = now + std::chrono::milliseconds(t.deadline_in_ms());
-        order = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    job.deadline->time_since_epoch())
-                    .count();
-      }
+      job.deadline_ms = PromotionDeadlineMs(now, t.deadline_in_ms());
+      // No deadline: after every task with one.
+      const int64_t order = PromotionOrder(job.deadline_ms);
       shared_reads_.Want(TenantName(t.tenant()), t.key());
       promotions_.Push(std::move(job), order);
     }
@@ -77,12 +90,7 @@ void SsdTier::ResubmitPromotions() {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (codes[i] != ErrorCode::OK) continue;
-      const int64_t order =
-          jobs[i].deadline
-              ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                    jobs[i].deadline->time_since_epoch())
-                    .count()
-              : 0;
+      const int64_t order = PromotionOrder(jobs[i].deadline_ms);
       promotions_.Push(std::move(jobs[i]), order);
       ++kept;
     }
@@ -124,15 +132,14 @@ std::vector<std::string> SsdTier::queued_promotion_keys() const {
 }
 
 void SsdTier::PullLoop() {
-  const auto interval =
-      std::chrono::milliseconds(config_.promotion_pull_interval_ms);
-  auto next = std::chrono::steady_clock::now();
+  const int64_t interval = config_.promotion_pull_interval_ms;
+  int64_t next = clock_->NowMs();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // A fixed cadence, whatever the pull took: the RFC's 100 ms loop.
       next += interval;
-      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+      if (WaitUntilOrStop(lock, next)) return;
     }
     if (pull_paused_) continue;
     rpc::PullPromotionTasksRequest req;
@@ -246,12 +253,12 @@ void SsdTier::PromotionLoop() {
     // A task whose deadline passed while it waited here is dropped before
     // its SSD read: its get has come (or will before the read could land),
     // and the disk is better spent on the tasks that can still make it.
-    const auto now = std::chrono::steady_clock::now();
+    const int64_t now = clock_->NowMs();
     std::vector<rpc::PromotionTask> tasks, expired;
     std::vector<size_t> run;  // indices into jobs
     tasks.reserve(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      if (jobs[i].deadline && now >= *jobs[i].deadline) {
+      if (PromotionExpired(jobs[i].deadline_ms, now)) {
         expired.push_back(jobs[i].task);
       } else {
         tasks.push_back(jobs[i].task);
