@@ -314,11 +314,11 @@ Status Node::Start() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = false;
   }
   {
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_closed_ = false;
   }
   hb_thread_ = std::thread([this] {
@@ -449,7 +449,7 @@ bool Node::MountPendingExtras(bool remount) {
 
 Result<std::string> Node::AddExtra(std::unique_ptr<ShmSegment> memory,
                                    bool allocated) {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   if (extras_closed_ || !master_ || !data_server_ || segment_id_.load() == 0) {
     return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                   "the node is not running");
@@ -501,7 +501,7 @@ Result<std::string> Node::AllocateExtraSegment(uint64_t size) {
 }
 
 Status Node::UnmountExtraSegment(const std::string& name) {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   auto it = extras_.find(name);
   if (it == extras_.end()) {
     return Status(ErrorCode::SEGMENT_NOT_FOUND, "no extra segment " + name);
@@ -536,7 +536,7 @@ Status Node::UnmountExtraSegment(const std::string& name) {
 }
 
 std::vector<Node::ExtraSegmentInfo> Node::extra_segments() const {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   std::vector<ExtraSegmentInfo> out;
   for (const auto& [name, e] : extras_) {
     out.push_back(ExtraSegmentInfo{name, e.allocated, e.id, e.memory->size(),
@@ -547,7 +547,7 @@ std::vector<Node::ExtraSegmentInfo> Node::extra_segments() const {
 
 Status Node::Mount() {
   // Extra segments are mounted, unmounted and mounted again one at a time.
-  std::lock_guard<std::mutex> extra(extra_mu_);
+  MutexLock extra(&extra_mu_);
   // A new registration at the master numbers its events from 1 again.
   directory_.ResetSequence();
   const bool remount = segment_id_.load() != 0;
@@ -663,25 +663,25 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
   return true;
 }
 
-void Node::WaitUntil(std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
+void Node::WaitUntil(int64_t deadline_ms) {
   // Blocks on real time, but the deadline is the Clock's: a spurious wake
   // waits again, Stop() ends the wait.
   while (!stopping_) {
     const int64_t left = deadline_ms - clock_->NowMs();
     if (left <= 0) return;
-    cv_.wait_for(lock, std::chrono::milliseconds(left));
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(left));
   }
 }
 
 void Node::HeartbeatLoop() {
   HeartbeatSchedule schedule(clock_, config_.heartbeat_interval_ms);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     if (hb_paused_) {
-      WaitUntil(lock, schedule.PausedUntil());
+      WaitUntil(schedule.PausedUntil());
       continue;
     }
-    lock.unlock();
+    lock.Unlock();
     // A long poll: the master answers at once when it has tasks for us and
     // otherwise after heartbeat_interval_ms, so this is both the liveness
     // beat and the immediate hand-over of offload and promotion work.
@@ -695,7 +695,7 @@ void Node::HeartbeatLoop() {
     const int64_t started = schedule.BeatStarted();
     grpc::ClientContext ctx;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(&mu_);
       if (stopping_) break;
       hb_ctx_ = &ctx;
     }
@@ -711,7 +711,7 @@ void Node::HeartbeatLoop() {
     Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat,
                                  req, &resp, deadline_ms);
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(&mu_);
       hb_ctx_ = nullptr;
     }
     if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
@@ -757,9 +757,10 @@ void Node::HeartbeatLoop() {
         directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
       // Extra segments a remount could not mount (tried again, as mounted
       // before; never waits behind a mount_segment call in flight).
-      if (std::unique_lock<std::mutex> extra(extra_mu_, std::try_to_lock);
-          extra.owns_lock() && extras_pending_) {
-        extras_pending_ = !MountPendingExtras(/*remount=*/true);
+      if (extra_mu_.TryLock()) {
+        if (extras_pending_)
+          extras_pending_ = !MountPendingExtras(/*remount=*/true);
+        extra_mu_.Unlock();
       }
     }
     if (s.ok() && resp.error_code() == 0 && ssd_) {
@@ -768,23 +769,23 @@ void Node::HeartbeatLoop() {
       ssd_->EnqueueOffloads(resp.offload_tasks());
       ssd_->EnqueuePromotions(resp.promotion_tasks());
     }
-    lock.lock();
-    WaitUntil(lock, next.beat_at_ms);  // HeartbeatSchedule paces
+    lock.Lock();
+    WaitUntil(next.beat_at_ms);  // HeartbeatSchedule paces
   }
 }
 
 bool Node::heartbeat_in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return hb_ctx_ != nullptr;
 }
 
 void Node::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     if (hb_ctx_) hb_ctx_->TryCancel();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (hb_thread_.joinable()) hb_thread_.join();
   // Finish queued offloads and promotions while the segment is still ours.
   if (ssd_) {
@@ -794,7 +795,7 @@ void Node::Stop() {
   {
     // Extra segments leave the pool first; their memory goes only once the
     // data server has stopped (no request in flight can touch it then).
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_closed_ = true;
     for (auto& [name, e] : extras_) {
       if (!master_ || e.id == 0) continue;
@@ -824,7 +825,7 @@ void Node::Stop() {
   table_.Clear();
   own_table_.Clear();
   {
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_.clear();
     extra_bytes_ = 0;
   }

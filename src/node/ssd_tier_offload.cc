@@ -17,18 +17,18 @@ void SsdTier::EnqueueOffloads(
     const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks) {
   if (tasks.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& t : tasks) offloads_.push_back(t);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void SsdTier::OffloadLoop() {
   for (;;) {
     std::vector<rpc::OffloadTask> batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !offloads_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && offloads_.empty()) cv_.Wait(&mu_);
       if (offloads_.empty()) return;  // stopping and drained
       while (!offloads_.empty() && batch.size() < config_.offload_batch) {
         batch.push_back(std::move(offloads_.front()));
@@ -38,10 +38,10 @@ void SsdTier::OffloadLoop() {
     }
     RunOffloadBatch(std::move(batch));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       offload_active_ = false;
     }
-    cv_.notify_all();  // promotions held back for the offload may go
+    cv_.SignalAll();  // promotions held back for the offload may go
   }
 }
 
@@ -99,8 +99,8 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
   for (int attempt = 1; !s.ok() && attempt < kOffloadNotifyAttempts;
        ++attempt) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (WaitUntilOrStop(lock, clock_->NowMs() + OffloadRetryDelayMs(attempt)))
+      MutexLock lock(&mu_);
+      if (WaitUntilOrStop(clock_->NowMs() + OffloadRetryDelayMs(attempt)))
         break;
     }
     resp.Clear();
