@@ -15,20 +15,13 @@
 namespace kvpool {
 
 DataPlane::DataPlane(TransportMode mode,
-                     const TcpDataClientOptions& tcp_options)
-    : mode_(mode), tcp_(tcp_options) {}
-
-namespace {
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
+                     const TcpDataClientOptions& tcp_options,
+                     const Clock* clock)
+    : mode_(mode), clock_(clock), tcp_(tcp_options) {}
 
 std::shared_ptr<const ShmSegment> DataPlane::MapShm(
     const rpc::MemoryLocation& loc) {
-  const int64_t now = NowMs();
+  const int64_t now = clock_->NowMs();
   MutexLock lock(&shm_mu_);
   // Keyed by path and segment id: a node restarted in the same process
   // re-creates its file under the same name, and a mapping of the old
@@ -62,7 +55,7 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
 }
 
 void DataPlane::DropIdleMappings(int64_t idle_ms) {
-  const int64_t now = NowMs();
+  const int64_t now = clock_->NowMs();
   MutexLock lock(&shm_mu_);
   for (auto m = shm_maps_.begin(); m != shm_maps_.end();) {
     m = now - m->second.last_used_ms >= idle_ms ? shm_maps_.erase(m)
@@ -76,7 +69,7 @@ size_t DataPlane::mapped_segments() const {
 }
 
 void DataPlane::MaybeSweep() {
-  const int64_t now = NowMs();
+  const int64_t now = clock_->NowMs();
   int64_t next = next_sweep_ms_.load(std::memory_order_relaxed);
   if (now < next || !next_sweep_ms_.compare_exchange_strong(next, now + 5000))
     return;

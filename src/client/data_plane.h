@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "kvpool.pb.h"
 #include "kvpool/options.h"
@@ -46,8 +47,11 @@ struct TransferItem {
 
 class DataPlane {
  public:
+  // `clock` (must outlive the data plane) times the mappings' idle expiry
+  // and the sweep; tests pass a FakeClock.
   explicit DataPlane(TransportMode mode,
-                     const TcpDataClientOptions& tcp_options = {});
+                     const TcpDataClientOptions& tcp_options = {},
+                     const Clock* clock = SystemClock::Default());
   void Read(std::vector<TransferItem>& items);
   void Write(std::vector<TransferItem>& items);
   // SSD_READ of each op at the holder named by peers[i] = (endpoint, node
@@ -94,6 +98,7 @@ class DataPlane {
   void Transfer(std::vector<TransferItem>& items, bool write);
 
   const TransportMode mode_;
+  const Clock* const clock_;
   mutable Mutex shm_mu_;
   struct Mapping {
     std::shared_ptr<const ShmSegment> seg;

@@ -5,12 +5,12 @@
 namespace kvpool {
 
 void DramDirectory::ResetSequence() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   applied_ = 0;
 }
 
 uint64_t DramDirectory::applied_seq() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return applied_;
 }
 
@@ -19,12 +19,12 @@ void DramDirectory::Apply(
     const Resolver& resolve, const DiskDropper& drop_disk) {
   for (const auto& ev : events) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (ev.seq() <= applied_) continue;
     }
     if (ev.disk_drop()) {
       if (drop_disk) drop_disk(ev);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       applied_ = ev.seq();
       continue;
     }
@@ -45,7 +45,7 @@ void DramDirectory::Apply(
                      ev.tenant().empty() ? "default" : ev.tenant(),
                      ev.key()};
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (view && view->slot >= 0 && view->slot < kSlots) {
       auto& slot = slots_[view->slot];
       if (placed) {
@@ -63,7 +63,7 @@ std::vector<DramDirectory::Entry> DramDirectory::Verified(
   std::vector<Entry> out;
   if (slot < 0 || slot >= kSlots) return out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     out.reserve(slots_[slot].size());
     for (const auto& [off, e] : slots_[slot]) out.push_back(e);
   }
@@ -78,7 +78,7 @@ std::vector<DramDirectory::Entry> DramDirectory::Verified(
       bad.push_back(e.offset);
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (uint64_t off : bad) slots_[slot].erase(off);
   mismatches_ += bad.size();
   return good;
@@ -86,13 +86,13 @@ std::vector<DramDirectory::Entry> DramDirectory::Verified(
 
 void DramDirectory::Forget(int slot, uint64_t offset) {
   if (slot < 0 || slot >= kSlots) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   slots_[slot].erase(offset);
 }
 
 bool DramDirectory::Overlaps(int slot, uint64_t offset, uint64_t length) const {
   if (slot < 0 || slot >= kSlots || length == 0) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto& m = slots_[slot];
   // The first entry starting at or past `offset` overlaps if it starts
   // before the end; the one before it if it reaches past `offset`.
@@ -104,14 +104,14 @@ bool DramDirectory::Overlaps(int slot, uint64_t offset, uint64_t length) const {
 }
 
 size_t DramDirectory::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& s : slots_) n += s.size();
   return n;
 }
 
 uint64_t DramDirectory::checksum_mismatches() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return mismatches_;
 }
 
@@ -119,7 +119,7 @@ void DramDirectory::NoteChecksum(int slot, uint64_t offset, uint64_t size,
                                  uint64_t version, const std::string& tenant,
                                  const std::string& key, uint64_t checksum) {
   if (slot < 0 || slot >= kSlots) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto& notes = notes_[slot];
   // Notes whose placement never came (failed promotions) must not pile
   // up; dropping them all only costs their events a hash.
@@ -131,7 +131,7 @@ void DramDirectory::NoteChecksum(int slot, uint64_t offset, uint64_t size,
 std::optional<uint64_t> DramDirectory::TakeNote(int slot,
                                                 const rpc::DramEvent& ev) {
   if (slot < 0 || slot >= kSlots) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto& notes = notes_[slot];
   auto it = notes.find(ev.offset());
   if (it == notes.end()) return std::nullopt;
@@ -146,7 +146,7 @@ std::optional<uint64_t> DramDirectory::TakeNote(int slot,
 }
 
 uint64_t DramDirectory::noted_checksums_used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return notes_used_;
 }
 

@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool.pb.h"
 
 namespace kvpool {
@@ -93,12 +93,12 @@ class DramDirectory {
   // The noted checksum for this placement, taken out; nullopt if none.
   std::optional<uint64_t> TakeNote(int slot, const rpc::DramEvent& ev);
 
-  mutable std::mutex mu_;
-  uint64_t applied_ = 0;
-  std::map<uint64_t, Entry> slots_[kSlots];  // by offset
-  uint64_t mismatches_ = 0;
-  std::map<uint64_t, Note> notes_[kSlots];  // by offset
-  uint64_t notes_used_ = 0;
+  mutable Mutex mu_;
+  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Entry> slots_[kSlots] ABSL_GUARDED_BY(mu_);  // by offset
+  uint64_t mismatches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Note> notes_[kSlots] ABSL_GUARDED_BY(mu_);  // by offset
+  uint64_t notes_used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool

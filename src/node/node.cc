@@ -14,6 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/host_id.h"
+#include "node/heartbeat_schedule.h"
 #include "transport/local_holders.h"
 
 namespace kvpool {
@@ -107,8 +108,10 @@ TcpDataClientOptions PromotionClientOptions(const NodeConfig& c) {
 }
 }  // namespace
 
-Node::Node(NodeConfig config)
-    : config_(std::move(config)), tcp_(PromotionClientOptions(config_)) {
+Node::Node(NodeConfig config, const Clock* clock)
+    : config_(std::move(config)),
+      clock_(clock),
+      tcp_(PromotionClientOptions(config_)) {
   if (config_.node_id.empty()) config_.node_id = GenerateNodeId();
 }
 
@@ -185,7 +188,7 @@ Status Node::Start() {
     // to its owner, and only the data server's requests on it are waited
     // for (the tier reaches it over TCP, as another node's).
     ssd_ = std::make_shared<SsdTier>(sc, config_.node_id, master_.get(),
-                                     &own_table_, &tcp_);
+                                     &own_table_, &tcp_, clock_);
     // A promoted replica's bytes were verified against its SSD record: its
     // placement event takes that checksum instead of hashing 1 MiB again on
     // the heartbeat thread (the notify that leads to the event comes after).
@@ -311,11 +314,11 @@ Status Node::Start() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = false;
   }
   {
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_closed_ = false;
   }
   hb_thread_ = std::thread([this] {
@@ -446,7 +449,7 @@ bool Node::MountPendingExtras(bool remount) {
 
 Result<std::string> Node::AddExtra(std::unique_ptr<ShmSegment> memory,
                                    bool allocated) {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   if (extras_closed_ || !master_ || !data_server_ || segment_id_.load() == 0) {
     return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                   "the node is not running");
@@ -498,7 +501,7 @@ Result<std::string> Node::AllocateExtraSegment(uint64_t size) {
 }
 
 Status Node::UnmountExtraSegment(const std::string& name) {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   auto it = extras_.find(name);
   if (it == extras_.end()) {
     return Status(ErrorCode::SEGMENT_NOT_FOUND, "no extra segment " + name);
@@ -533,7 +536,7 @@ Status Node::UnmountExtraSegment(const std::string& name) {
 }
 
 std::vector<Node::ExtraSegmentInfo> Node::extra_segments() const {
-  std::lock_guard<std::mutex> lock(extra_mu_);
+  MutexLock lock(&extra_mu_);
   std::vector<ExtraSegmentInfo> out;
   for (const auto& [name, e] : extras_) {
     out.push_back(ExtraSegmentInfo{name, e.allocated, e.id, e.memory->size(),
@@ -544,7 +547,7 @@ std::vector<Node::ExtraSegmentInfo> Node::extra_segments() const {
 
 Status Node::Mount() {
   // Extra segments are mounted, unmounted and mounted again one at a time.
-  std::lock_guard<std::mutex> extra(extra_mu_);
+  MutexLock extra(&extra_mu_);
   // A new registration at the master numbers its events from 1 again.
   directory_.ResetSequence();
   const bool remount = segment_id_.load() != 0;
@@ -596,6 +599,8 @@ std::optional<DramDirectory::SlotView> Node::ResolveSlot(
 }
 
 bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
+  // Durations only observed for a log line or a histogram stay on
+  // steady_clock; what the node decides by time reads clock_.
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<DramDirectory::Entry> entries = directory_.Verified(
       slot, {static_cast<const uint8_t*>(seg.data()), seg.size()});
@@ -658,15 +663,25 @@ bool Node::RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id) {
   return true;
 }
 
+void Node::WaitUntil(int64_t deadline_ms) {
+  // Blocks on real time, but the deadline is the Clock's: a spurious wake
+  // waits again, Stop() ends the wait.
+  while (!stopping_) {
+    const int64_t left = deadline_ms - clock_->NowMs();
+    if (left <= 0) return;
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(left));
+  }
+}
+
 void Node::HeartbeatLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  HeartbeatSchedule schedule(clock_, config_.heartbeat_interval_ms);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     if (hb_paused_) {
-      cv_.wait_for(lock,
-                   std::chrono::milliseconds(config_.heartbeat_interval_ms));
+      WaitUntil(schedule.PausedUntil());
       continue;
     }
-    lock.unlock();
+    lock.Unlock();
     // A long poll: the master answers at once when it has tasks for us and
     // otherwise after heartbeat_interval_ms, so this is both the liveness
     // beat and the immediate hand-over of offload and promotion work.
@@ -677,10 +692,10 @@ void Node::HeartbeatLoop() {
     req.set_dram_acked_seq(directory_.applied_seq());
     req.set_known_epoch(master_->known_epoch());
     rpc::HeartbeatResponse resp;
-    auto started = std::chrono::steady_clock::now();
+    const int64_t started = schedule.BeatStarted();
     grpc::ClientContext ctx;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(&mu_);
       if (stopping_) break;
       hb_ctx_ = &ctx;
     }
@@ -696,7 +711,7 @@ void Node::HeartbeatLoop() {
     Status s = master_->CallWith(&ctx, &rpc::MasterService::Stub::Heartbeat,
                                  req, &resp, deadline_ms);
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(&mu_);
       hb_ctx_ = nullptr;
     }
     if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
@@ -708,7 +723,16 @@ void Node::HeartbeatLoop() {
       resp.Clear();
       s = Status(ErrorCode::RPC_FAIL, "stale master epoch");
     }
-    if (s.ok() && resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)) {
+    const bool had_work =
+        resp.offload_tasks_size() > 0 || resp.promotion_tasks_size() > 0 ||
+        resp.disk_drops_size() > 0 || resp.dram_events_size() > 0;
+    const HeartbeatSchedule::Next next =
+        schedule.After(!s.ok() ? HeartbeatSchedule::Outcome::kFailed
+                       : resp.error_code() == ToInt(ErrorCode::CLIENT_NOT_FOUND)
+                           ? HeartbeatSchedule::Outcome::kUnknownNode
+                           : HeartbeatSchedule::Outcome::kOk,
+                       had_work, started);
+    if (next.remount) {
       // The master forgot us (restart or declared dead): mount again and
       // hand it the directory of what our DRAM still holds.
       spdlog::warn("node {}: master does not know us; mounting again",
@@ -733,9 +757,10 @@ void Node::HeartbeatLoop() {
         directory_pending_[1] = !RegisterDirectory(1, *buffer_, buffer_id_);
       // Extra segments a remount could not mount (tried again, as mounted
       // before; never waits behind a mount_segment call in flight).
-      if (std::unique_lock<std::mutex> extra(extra_mu_, std::try_to_lock);
-          extra.owns_lock() && extras_pending_) {
-        extras_pending_ = !MountPendingExtras(/*remount=*/true);
+      if (extra_mu_.TryLock()) {
+        if (extras_pending_)
+          extras_pending_ = !MountPendingExtras(/*remount=*/true);
+        extra_mu_.Unlock();
       }
     }
     if (s.ok() && resp.error_code() == 0 && ssd_) {
@@ -744,31 +769,23 @@ void Node::HeartbeatLoop() {
       ssd_->EnqueueOffloads(resp.offload_tasks());
       ssd_->EnqueuePromotions(resp.promotion_tasks());
     }
-    lock.lock();
-    // Pace only calls that returned early without work (errors, an old
-    // master that does not hold the poll), never a hand-over.
-    bool had_work = resp.offload_tasks_size() > 0 ||
-                    resp.promotion_tasks_size() > 0 ||
-                    resp.disk_drops_size() > 0 || resp.dram_events_size() > 0;
-    auto elapsed = std::chrono::steady_clock::now() - started;
-    auto period = std::chrono::milliseconds(config_.heartbeat_interval_ms);
-    if (!had_work && elapsed < period && !stopping_)
-      cv_.wait_for(lock, period - elapsed);
+    lock.Lock();
+    WaitUntil(next.beat_at_ms);  // HeartbeatSchedule paces
   }
 }
 
 bool Node::heartbeat_in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return hb_ctx_ != nullptr;
 }
 
 void Node::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     if (hb_ctx_) hb_ctx_->TryCancel();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (hb_thread_.joinable()) hb_thread_.join();
   // Finish queued offloads and promotions while the segment is still ours.
   if (ssd_) {
@@ -778,7 +795,7 @@ void Node::Stop() {
   {
     // Extra segments leave the pool first; their memory goes only once the
     // data server has stopped (no request in flight can touch it then).
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_closed_ = true;
     for (auto& [name, e] : extras_) {
       if (!master_ || e.id == 0) continue;
@@ -808,7 +825,7 @@ void Node::Stop() {
   table_.Clear();
   own_table_.Clear();
   {
-    std::lock_guard<std::mutex> lock(extra_mu_);
+    MutexLock lock(&extra_mu_);
     extras_.clear();
     extra_bytes_ = 0;
   }

@@ -8,16 +8,16 @@
 #define KVPOOL_NODE_NODE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "node/dram_directory.h"
 #include "node/node_config.h"
 #include "node/ssd_tier.h"
@@ -31,7 +31,9 @@ namespace kvpool {
 
 class Node {
  public:
-  explicit Node(NodeConfig config);
+  // `clock` (must outlive the node) times the heartbeat and the SSD tier's
+  // loops; tests pass a FakeClock.
+  explicit Node(NodeConfig config, const Clock* clock = SystemClock::Default());
   ~Node();
   // Maps the segment, starts the data server, mounts at the master, starts
   // heartbeats. Fails (and cleans up) if any step fails.
@@ -108,12 +110,14 @@ class Node {
   Result<std::string> AddExtra(std::unique_ptr<ShmSegment> memory,
                                bool allocated);
   // Mounts (closed), serves, then opens it at the master (extra_mu_ held).
-  Status MountExtra(Extra* e, bool remount);
+  Status MountExtra(Extra* e, bool remount)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(extra_mu_);
   // Every extra segment not mounted at the current master (extra_mu_ held);
   // false if one failed (tried again on the next heartbeat).
-  bool MountPendingExtras(bool remount);
+  bool MountPendingExtras(bool remount)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(extra_mu_);
   // Mounts the node's segments (extra_mu_ taken: not held by the caller).
-  Status Mount();
+  Status Mount() ABSL_LOCKS_EXCLUDED(extra_mu_);
   Status MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
                   std::atomic<uint64_t>* id);
   // After a remount: hands the directory of one segment to the master;
@@ -121,8 +125,12 @@ class Node {
   bool RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id);
   std::optional<DramDirectory::SlotView> ResolveSlot(uint64_t segment_id) const;
   void HeartbeatLoop();
+  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
+  // Stop().
+  void WaitUntil(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   NodeConfig config_;
+  const Clock* const clock_;
   std::unique_ptr<MasterClient> master_;
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
@@ -144,17 +152,19 @@ class Node {
 
   // Extra segments by name; their mount, unmount and remount are serialised
   // by extra_mu_ (held across the master calls).
-  mutable std::mutex extra_mu_;
-  std::map<std::string, Extra> extras_;
-  bool extras_pending_ = false;  // some extra is not mounted at the master
-  bool extras_closed_ = false;   // Stop: no more extra segments
+  mutable Mutex extra_mu_;
+  std::map<std::string, Extra> extras_ ABSL_GUARDED_BY(extra_mu_);
+  // Some extra is not mounted at the master.
+  bool extras_pending_ ABSL_GUARDED_BY(extra_mu_) = false;
+  bool extras_closed_ ABSL_GUARDED_BY(extra_mu_) = false;  // Stop: no more
   std::atomic<uint64_t> extra_files_{0};  // AllocateExtraSegment's files
   std::atomic<uint64_t> extra_bytes_{0};  // their sizes (metrics, no lock)
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  grpc::ClientContext* hb_ctx_ = nullptr;  // the poll in flight, under mu_
+  mutable Mutex mu_;
+  CondVar cv_;  // Stop() wakes the heartbeat thread's waits
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The poll in flight (Stop() cancels it).
+  grpc::ClientContext* hb_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread hb_thread_;
 };
 

@@ -15,13 +15,13 @@ std::string SharedReads::Id(std::string_view tenant, std::string_view key) {
 
 void SharedReads::Want(std::string_view tenant, std::string_view key) {
   if (!enabled()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++entries_[Id(tenant, key)].wants;
 }
 
 void SharedReads::Unwant(std::string_view tenant, std::string_view key) {
   if (!enabled()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(Id(tenant, key));
   if (it == entries_.end()) return;
   if (--it->second.wants > 0) return;
@@ -34,7 +34,7 @@ void SharedReads::Unwant(std::string_view tenant, std::string_view key) {
 
 bool SharedReads::Wanted(std::string_view tenant, std::string_view key) const {
   if (!enabled()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(Id(tenant, key));
   return it != entries_.end() && it->second.bytes.data == nullptr;
 }
@@ -44,7 +44,7 @@ bool SharedReads::Offer(std::string_view tenant, std::string_view key,
   if (!enabled()) return false;
   const std::string id = Id(tenant, key);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end() || it->second.bytes.data) return false;
     if (stats_.held_bytes + bytes.size() > max_bytes_) {
@@ -62,7 +62,7 @@ bool SharedReads::Offer(std::string_view tenant, std::string_view key,
   }
   if (copy && !bytes.empty())
     std::memcpy(copy->data(), bytes.data(), bytes.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(id);
   // The promotion may have gone (or another offer won) while we copied.
   if (!copy || it == entries_.end() || it->second.bytes.data) {
@@ -78,7 +78,7 @@ bool SharedReads::Offer(std::string_view tenant, std::string_view key,
 SharedReads::Bytes SharedReads::Take(std::string_view tenant,
                                      std::string_view key) {
   if (!enabled()) return {};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(Id(tenant, key));
   if (it == entries_.end() || !it->second.bytes.data) return {};
   Bytes out = std::move(it->second.bytes);
@@ -89,7 +89,7 @@ SharedReads::Bytes SharedReads::Take(std::string_view tenant,
 }
 
 SharedReads::Stats SharedReads::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -15,12 +15,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "storage/aligned_buffer.h"
 
 namespace kvpool {
@@ -70,9 +70,9 @@ class SharedReads {
   static std::string Id(std::string_view tenant, std::string_view key);
 
   const uint64_t max_bytes_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
-  Stats stats_;                                     // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvpool

@@ -16,9 +16,10 @@ namespace kvpool {
 
 SsdTier::SsdTier(SsdTierConfig config, std::string node_id,
                  MasterClient* master, const SegmentTable* segments,
-                 TcpDataClient* tcp)
+                 TcpDataClient* tcp, const Clock* clock)
     : config_(std::move(config)),
       node_id_(std::move(node_id)),
+      clock_(clock),
       master_(master),
       segments_(segments),
       tcp_(tcp) {}
@@ -52,8 +53,11 @@ Status SsdTier::Start() {
   auto opened = FileStorage::Open(fc);
   if (!opened.ok()) return opened.status();
   storage_ = std::move(opened.value());
-  stopping_ = false;
-  prefetch_exited_ = false;
+  {
+    MutexLock lock(&mu_);  // no worker runs yet; for the analysis
+    stopping_ = false;
+    prefetch_exited_ = false;
+  }
   offload_thread_ = std::thread([this] {
     SetThreadName("kvp-offload");
     OffloadLoop();
@@ -119,12 +123,12 @@ Status SsdTier::Start() {
 
 void SsdTier::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_ && !offload_thread_.joinable()) return;
     stopping_ = true;
     promotions_paused_ = false;  // queued tasks must drain
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   // The pull and prefetch threads feed the promotion worker: join them
   // first.
   if (pull_thread_.joinable()) pull_thread_.join();
@@ -139,7 +143,7 @@ void SsdTier::Stop() {
 }
 
 uint64_t SsdTier::promotion_inflight_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return promo_inflight_;
 }
 

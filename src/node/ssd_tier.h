@@ -18,19 +18,19 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/deadline_queue.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "kvpool.pb.h"
 #include "node/shared_reads.h"
 #include "node/staging_pool.h"
@@ -97,8 +97,10 @@ struct PullStats {
 class SsdTier final : public LocalHolder {
  public:
   // `master`, `segments` and `tcp` must outlive the tier.
+  // `clock` (must outlive it too) times the loops and promotion deadlines.
   SsdTier(SsdTierConfig config, std::string node_id, MasterClient* master,
-          const SegmentTable* segments, TcpDataClient* tcp);
+          const SegmentTable* segments, TcpDataClient* tcp,
+          const Clock* clock = SystemClock::Default());
   ~SsdTier();
   Status Start();
   // Refuses new work, finishes queued and running tasks, joins the workers.
@@ -188,6 +190,12 @@ class SsdTier final : public LocalHolder {
   void EvictionLoop();
   void PrefetchLoop();
   void PullLoop();
+  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
+  // Stop(); true when stopping.
+  bool WaitUntilOrStop(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The promotion queue's next job may start: it fits the in-flight budget,
+  // or nothing else is in flight.
+  bool NextPromotionFits(uint64_t budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct PrefetchRequest {
     std::string tenant;
     std::vector<std::string> keys;
@@ -196,8 +204,9 @@ class SsdTier final : public LocalHolder {
   struct PromotionJob {
     rpc::PromotionTask task;
     PrefetchDone done;
-    // From the task's deadline_in_ms at receipt (none: never expires here).
-    std::optional<std::chrono::steady_clock::time_point> deadline;
+    // clock_ ms: the task's deadline_in_ms from receipt (none: never
+    // expires here).
+    std::optional<int64_t> deadline_ms;
   };
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
@@ -213,6 +222,7 @@ class SsdTier final : public LocalHolder {
 
   const SsdTierConfig config_;
   const std::string node_id_;
+  const Clock* const clock_;
   PromotionWrittenHook written_hook_;
   MasterClient* master_;
   const SegmentTable* segments_;
@@ -230,25 +240,26 @@ class SsdTier final : public LocalHolder {
   SharedReads shared_reads_{config_.ssd_read_share_bytes};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool prefetch_exited_ = false;
-  std::deque<rpc::OffloadTask> offloads_;
+  mutable Mutex mu_;
+  CondVar cv_;  // any change of what mu_ guards that a worker waits for
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool prefetch_exited_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<rpc::OffloadTask> offloads_ ABSL_GUARDED_BY(mu_);
   // Earliest deadline first, then FIFO (prefetch-on-exist, on-hit).
-  DeadlineQueue<PromotionJob> promotions_;
-  std::deque<PrefetchRequest> prefetches_;
-  uint64_t promo_inflight_ = 0;     // guarded by mu_
-  bool offload_active_ = false;     // guarded by mu_: a batch is being written
-  bool promotions_paused_ = false;  // guarded by mu_ (test hook)
+  DeadlineQueue<PromotionJob> promotions_ ABSL_GUARDED_BY(mu_);
+  std::deque<PrefetchRequest> prefetches_ ABSL_GUARDED_BY(mu_);
+  uint64_t promo_inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  // A batch is being written.
+  bool offload_active_ ABSL_GUARDED_BY(mu_) = false;
+  bool promotions_paused_ ABSL_GUARDED_BY(mu_) = false;  // test hook
   std::atomic<uint64_t> promo_peak_{0};
   std::thread offload_thread_, eviction_thread_, prefetch_thread_, pull_thread_;
   std::vector<std::thread> promotion_threads_;
   std::atomic<bool> pull_paused_{false};
   // The master has the batch promotion RPCs (cleared on UNIMPLEMENTED).
   std::atomic<bool> batch_rpcs_{true};
-  mutable std::mutex pull_mu_;
-  PullStats pull_stats_;
+  mutable Mutex pull_mu_;
+  PullStats pull_stats_ ABSL_GUARDED_BY(pull_mu_);
 };
 
 }  // namespace kvpool

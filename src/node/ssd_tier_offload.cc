@@ -5,27 +5,30 @@
 #include "common/failpoint.h"
 #include "node/ssd_tier.h"
 #include "node/ssd_tier_internal.h"
+#include "node/ssd_tier_timing.h"
 
 namespace kvpool {
 
 using ssd_tier_internal::Stub;
+using ssd_tier_timing::kOffloadNotifyAttempts;
+using ssd_tier_timing::OffloadRetryDelayMs;
 
 void SsdTier::EnqueueOffloads(
     const google::protobuf::RepeatedPtrField<rpc::OffloadTask>& tasks) {
   if (tasks.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& t : tasks) offloads_.push_back(t);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void SsdTier::OffloadLoop() {
   for (;;) {
     std::vector<rpc::OffloadTask> batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !offloads_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && offloads_.empty()) cv_.Wait(&mu_);
       if (offloads_.empty()) return;  // stopping and drained
       while (!offloads_.empty() && batch.size() < config_.offload_batch) {
         batch.push_back(std::move(offloads_.front()));
@@ -35,10 +38,10 @@ void SsdTier::OffloadLoop() {
     }
     RunOffloadBatch(std::move(batch));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       offload_active_ = false;
     }
-    cv_.notify_all();  // promotions held back for the offload may go
+    cv_.SignalAll();  // promotions held back for the offload may go
   }
 }
 
@@ -93,11 +96,11 @@ void SsdTier::RunOffloadBatch(std::vector<rpc::OffloadTask> batch) {
   // and only the reply was lost, and a rollback then loses the value (the
   // ACK is idempotent, so a repeat is harmless).
   Status s = master_->Call(&Stub::NotifyOffload, req, &resp);
-  for (int attempt = 1; !s.ok() && attempt < 3; ++attempt) {
+  for (int attempt = 1; !s.ok() && attempt < kOffloadNotifyAttempts;
+       ++attempt) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::milliseconds(100 << attempt),
-                       [&] { return stopping_; }))
+      MutexLock lock(&mu_);
+      if (WaitUntilOrStop(clock_->NowMs() + OffloadRetryDelayMs(attempt)))
         break;
     }
     resp.Clear();

@@ -10,39 +10,51 @@
 
 #include "node/ssd_tier.h"
 #include "node/ssd_tier_internal.h"
+#include "node/ssd_tier_timing.h"
 
 namespace kvpool {
 
 using ssd_tier_internal::Stub;
 
 using ssd_tier_internal::AddPhaseTime;
+using ssd_tier_timing::PromotionDeadlineMs;
+using ssd_tier_timing::PromotionExpired;
+using ssd_tier_timing::PromotionOrder;
+
+bool SsdTier::WaitUntilOrStop(int64_t deadline_ms) {
+  // Blocks on real time, but the deadline is the Clock's: a spurious wake
+  // or another thread's notify waits again. Latency measured only for a
+  // metric (phase times, histograms) stays on steady_clock.
+  while (!stopping_) {
+    const int64_t left = deadline_ms - clock_->NowMs();
+    if (left <= 0) return false;
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(left));
+  }
+  return true;
+}
 
 void SsdTier::EnqueuePromotions(
     const google::protobuf::RepeatedPtrField<rpc::PromotionTask>& tasks) {
   if (tasks.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
+    MutexLock lock(&mu_);
+    const int64_t now = clock_->NowMs();
     for (const auto& t : tasks) {
       PromotionJob job{t, nullptr};
-      int64_t order = 0;  // none: after every task with a deadline
-      if (t.deadline_in_ms() > 0) {
-        job.deadline = now + std::chrono::milliseconds(t.deadline_in_ms());
-        order = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    job.deadline->time_since_epoch())
-                    .count();
-      }
+      job.deadline_ms = PromotionDeadlineMs(now, t.deadline_in_ms());
+      // No deadline: after every task with one.
+      const int64_t order = PromotionOrder(job.deadline_ms);
       shared_reads_.Want(TenantName(t.tenant()), t.key());
       promotions_.Push(std::move(job), order);
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void SsdTier::ResubmitPromotions() {
   std::vector<PromotionJob> jobs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (!promotions_.empty()) jobs.push_back(promotions_.Pop());
   }
   if (jobs.empty()) return;
@@ -74,20 +86,15 @@ void SsdTier::ResubmitPromotions() {
   }
   size_t kept = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (codes[i] != ErrorCode::OK) continue;
-      const int64_t order =
-          jobs[i].deadline
-              ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                    jobs[i].deadline->time_since_epoch())
-                    .count()
-              : 0;
+      const int64_t order = PromotionOrder(jobs[i].deadline_ms);
       promotions_.Push(std::move(jobs[i]), order);
       ++kept;
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (codes[i] == ErrorCode::OK) continue;
     shared_reads_.Unwant(TenantName(jobs[i].task.tenant()), jobs[i].task.key());
@@ -101,21 +108,21 @@ void SsdTier::ResubmitPromotions() {
 
 void SsdTier::PausePromotionsForTest(bool paused) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     promotions_paused_ = paused;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 size_t SsdTier::queued_promotions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return promotions_.size();
 }
 
 std::vector<std::string> SsdTier::queued_promotion_keys() const {
   DeadlineQueue<PromotionJob> copy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     copy = promotions_;
   }
   std::vector<std::string> keys;
@@ -124,15 +131,14 @@ std::vector<std::string> SsdTier::queued_promotion_keys() const {
 }
 
 void SsdTier::PullLoop() {
-  const auto interval =
-      std::chrono::milliseconds(config_.promotion_pull_interval_ms);
-  auto next = std::chrono::steady_clock::now();
+  const int64_t interval = config_.promotion_pull_interval_ms;
+  int64_t next = clock_->NowMs();
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // A fixed cadence, whatever the pull took: the RFC's 100 ms loop.
       next += interval;
-      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+      if (WaitUntilOrStop(next)) return;
     }
     if (pull_paused_) continue;
     rpc::PullPromotionTasksRequest req;
@@ -151,7 +157,7 @@ void SsdTier::PullLoop() {
       // handing promotions over with the heartbeat. Ask again now and then,
       // not never: after a roll-forward the new master honours the flag of
       // our next mount, and then only the pull brings promotions.
-      std::lock_guard<std::mutex> lock(pull_mu_);
+      MutexLock lock(&pull_mu_);
       if (!pull_stats_.master_lacks_pull) {
         spdlog::warn(
             "node {}: master has no PullPromotionTasks; promotions "
@@ -163,7 +169,7 @@ void SsdTier::PullLoop() {
       continue;
     }
     {
-      std::lock_guard<std::mutex> lock(pull_mu_);
+      MutexLock lock(&pull_mu_);
       if (pull_stats_.master_lacks_pull && s.ok()) {
         spdlog::info("node {}: master serves PullPromotionTasks again",
                      node_id_);
@@ -173,7 +179,7 @@ void SsdTier::PullLoop() {
     if (!s.ok() || resp.error_code() != 0) continue;  // remount is the hb's
     const uint64_t n = static_cast<uint64_t>(resp.tasks_size());
     {
-      std::lock_guard<std::mutex> lock(pull_mu_);
+      MutexLock lock(&pull_mu_);
       ++pull_stats_.pulls;
       pull_stats_.tasks += n;
       pull_stats_.max_tasks_per_pull =
@@ -188,39 +194,43 @@ void SsdTier::PullLoop() {
 }
 
 PullStats SsdTier::pull_stats() const {
-  std::lock_guard<std::mutex> lock(pull_mu_);
+  MutexLock lock(&pull_mu_);
   return pull_stats_;
+}
+
+bool SsdTier::NextPromotionFits(uint64_t budget) {
+  // The next job fits the budget, or nothing else is in flight. Offload
+  // writes go first: while one is queued or running, promotions run one
+  // batch at a time (the sequential worker's share of the disk), since puts
+  // under pressure wait for offloads to make DRAM evictable.
+  if (budget == 0 || promo_inflight_ == 0) return true;
+  if (!offloads_.empty() || offload_active_) return false;
+  return promo_inflight_ + promotions_.Front().task.size() <= budget;
 }
 
 void SsdTier::PromotionLoop() {
   const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
   const uint64_t budget = config_.promotion_inflight_bytes;  // 0: unbounded
-  // The next job fits the budget, or nothing else is in flight. Offload
-  // writes go first: while one is queued or running, promotions run one
-  // batch at a time (the sequential worker's share of the disk), since puts
-  // under pressure wait for offloads to make DRAM evictable.
-  auto fits = [&] {
-    if (budget == 0 || promo_inflight_ == 0) return true;
-    if (!offloads_.empty() || offload_active_) return false;
-    return promo_inflight_ + promotions_.Front().task.size() <= budget;
-  };
   for (;;) {
     std::vector<PromotionJob> jobs;
     uint64_t bytes = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Time spent with tasks queued but held back (the budget, an offload
-      // in progress) is "held"; waiting for work is not counted.
+      // in progress) is "held"; waiting for work is not counted. A measured
+      // duration for a metric: steady_clock.
       std::optional<std::chrono::steady_clock::time_point> held_since;
       // Stop only when the pull and prefetch threads can add nothing more
       // and the queue is empty.
-      cv_.wait(lock, [&] {
-        const bool ready =
-            !promotions_.empty() && fits() && !promotions_paused_;
+      for (;;) {
+        const bool ready = !promotions_.empty() && NextPromotionFits(budget) &&
+                           !promotions_paused_;
         if (!ready && !promotions_.empty() && !held_since)
           held_since = std::chrono::steady_clock::now();
-        return ready || (promotions_.empty() && stopping_ && prefetch_exited_);
-      });
+        if (ready || (promotions_.empty() && stopping_ && prefetch_exited_))
+          break;
+        cv_.Wait(&mu_);
+      }
       if (held_since) {
         AddPhaseTime(&metrics_,
                      !offloads_.empty() || offload_active_ ? "held_offload"
@@ -246,12 +256,12 @@ void SsdTier::PromotionLoop() {
     // A task whose deadline passed while it waited here is dropped before
     // its SSD read: its get has come (or will before the read could land),
     // and the disk is better spent on the tasks that can still make it.
-    const auto now = std::chrono::steady_clock::now();
+    const int64_t now = clock_->NowMs();
     std::vector<rpc::PromotionTask> tasks, expired;
     std::vector<size_t> run;  // indices into jobs
     tasks.reserve(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      if (jobs[i].deadline && now >= *jobs[i].deadline) {
+      if (PromotionExpired(jobs[i].deadline_ms, now)) {
         expired.push_back(jobs[i].task);
       } else {
         tasks.push_back(jobs[i].task);
@@ -266,10 +276,10 @@ void SsdTier::PromotionLoop() {
       if (released) return;
       released = true;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         promo_inflight_ -= bytes;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     };
     std::vector<Status> got;
     if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release);
@@ -302,7 +312,7 @@ std::vector<ErrorCode> SsdTier::PrefetchKeys(
   }
   if (req.keys.empty()) return codes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       for (auto& c : codes) c = ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;
       return codes;  // the job is dropped, as the seed asks of a stopped pool
@@ -310,7 +320,7 @@ std::vector<ErrorCode> SsdTier::PrefetchKeys(
     for (const auto& k : req.keys) shared_reads_.Want(req.tenant, k);
     prefetches_.push_back(std::move(req));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   metrics_.GetCounter("kvpool_node_prefetch_requests_total").Inc();
   return codes;
 }
@@ -319,11 +329,11 @@ void SsdTier::PrefetchLoop() {
   for (;;) {
     PrefetchRequest req;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !prefetches_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && prefetches_.empty()) cv_.Wait(&mu_);
       if (prefetches_.empty()) {
         prefetch_exited_ = true;
-        cv_.notify_all();
+        cv_.SignalAll();
         return;
       }
       req = std::move(prefetches_.front());
@@ -368,10 +378,10 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
   }
   if (jobs.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& j : jobs) promotions_.Push(std::move(j), 0);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace kvpool

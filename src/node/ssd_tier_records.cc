@@ -116,14 +116,16 @@ void SsdTier::DropRecords(
 }
 
 void SsdTier::EvictionLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    cv_.wait_for(lock,
-                 std::chrono::milliseconds(config_.ssd_eviction_interval_ms));
+    // At most every interval, and on any wake of cv_ (an offload or a
+    // promotion finishing): a period, no deadline, so it stays on real time.
+    cv_.WaitFor(&mu_,
+                std::chrono::milliseconds(config_.ssd_eviction_interval_ms));
     if (stopping_) break;
-    lock.unlock();
+    lock.Unlock();
     EvictIfNeeded();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -29,7 +29,7 @@ uint8_t* StagingPool::TryAcquire(uint64_t size) {
   if (slots_ == 0 || size == 0) return nullptr;
   const uint64_t need = (size + slot_bytes_ - 1) / slot_bytes_;
   if (need > slots_) return nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t free_run = 0;
   for (uint64_t i = 0; i < slots_; ++i) {
     free_run = used_[i] ? 0 : free_run + 1;
@@ -47,7 +47,7 @@ uint8_t* StagingPool::TryAcquire(uint64_t size) {
 void StagingPool::Release(uint8_t* p) {
   if (p == nullptr) return;
   const uint64_t first = uint64_t(p - base_) / slot_bytes_;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint32_t n = run_[first];
   for (uint64_t j = first; j < first + n; ++j) used_[j] = false;
   run_[first] = 0;
@@ -55,7 +55,7 @@ void StagingPool::Release(uint8_t* p) {
 }
 
 uint64_t StagingPool::in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return in_use_;
 }
 

@@ -10,8 +10,9 @@
 #define KVPOOL_NODE_STAGING_POOL_H_
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -37,11 +38,11 @@ class StagingPool {
   const uint64_t slot_bytes_;
   uint64_t slots_ = 0;
   uint8_t* base_ = nullptr;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // run_[i] > 0: slot i starts a run of that many slots in use.
-  std::vector<uint32_t> run_;  // guarded by mu_
-  std::vector<bool> used_;     // guarded by mu_
-  uint64_t in_use_ = 0;        // guarded by mu_
+  std::vector<uint32_t> run_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> used_ ABSL_GUARDED_BY(mu_);
+  uint64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool
