@@ -366,7 +366,7 @@ class MasterService {
 
  private:
   using Shard = ObjectStore::Shard;
-  using ObjectMap = decltype(Shard::objects);
+  using ObjectMap = ObjectStore::ObjectMap;
 
   // INVALID_KEY for an empty key or one over max_key_bytes.
   Status ValidateKey(std::string_view key) const;
@@ -410,8 +410,9 @@ class MasterService {
   // pending offload), keeping ranges that someone may still touch until
   // it is safe. Returns the iterator past it.
   // Drops `okey` from shard.pending_puts once no put of it is in progress.
-  // Caller holds shard.mu.
-  void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey);
+  // Caller holds shard.mu().
+  void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Why an object goes decides which copies of it may come back later
   // (the version floor): after a remove or replacement none older than
   // now; after an eviction none older than the evicted value (the value
@@ -424,10 +425,12 @@ class MasterService {
   // wait for added to `holders`. Returns the iterator past it.
   ObjectMap::iterator RemoveObject(
       Shard& shard, ObjectMap::iterator it,
-      std::vector<std::pair<uint32_t, uint64_t>>* holders);
+      std::vector<std::pair<uint32_t, uint64_t>>* holders)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms,
-                                  EraseCause cause = EraseCause::kRemoved);
+                                  EraseCause cause = EraseCause::kRemoved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Tells the directories of the nodes holding `m`'s COMPLETE memory
   // replicas (or only `only`) that they now hold this value (shard lock
   // held).
@@ -437,7 +440,8 @@ class MasterService {
   // (shard lock held); on OK, `*attach_to` is the existing object with that
   // very version (the copy is another replica of it), or end().
   ErrorCode AdmitCopy(Shard& shard, const ObjectKey& key, uint64_t version,
-                      uint64_t size, ObjectMap::iterator* attach_to);
+                      uint64_t size, ObjectMap::iterator* attach_to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Opens the segments closed at remount whose lease hold has ended and
   // whose directory is in.
   void ReopenSegments(int64_t now);
@@ -457,7 +461,7 @@ class MasterService {
   // its writer may still be writing), and a complete value refuses it
   // unless `upsert`.
   Status ClearWayForPut(Shard& shard, const ObjectKey& okey, bool upsert,
-                        int64_t now);
+                        int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // The put's ranges: in MAIN segments (preferred nodes first, none on an
   // excluded or unreachable node), evicting for room if need be, else
   // overflowing into prefetch buffers. Empty when there is no room.
@@ -475,9 +479,11 @@ class MasterService {
   // Publishes the pending put (as the key's object, or its upsert) unless
   // another put raced it or a segment went meanwhile (then frees
   // `placements`); on OK the tenant's reference passes from `pin` to it.
+  // Takes the shard's lock.
   Status RecordPendingPut(Shard& shard, const ObjectKey& okey, bool upsert,
                           int64_t now, const std::vector<Placement>& placements,
-                          ObjectMeta meta, TenantPin* pin);
+                          ObjectMeta meta, TenantPin* pin)
+      ABSL_LOCKS_EXCLUDED(shard.mu());
   // PutEnd's work; the holders to wait for are added to `holders`.
   Status CommitPut(const std::string& tenant, const std::string& key,
                    std::vector<std::pair<uint32_t, uint64_t>>* holders);
@@ -488,7 +494,8 @@ class MasterService {
   // holder; false when none or the queue is full. `holder_paused` is set
   // when a holder was skipped because its SSD refuses writes (full).
   bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
-                    bool* holder_paused = nullptr);
+                    bool* holder_paused = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   void DropNode(const NodeInfo& node);
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);

@@ -75,9 +75,9 @@ size_t TenantTable::size() const {
 
 size_t ObjectStore::Size() const {
   size_t n = 0;
-  for (const auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(s.mu));
-    n += s.objects.size();
+  for (Shard& s : shards_) {
+    MutexLock lock(&s.mu());
+    n += s.objects().size();
   }
   return n;
 }
