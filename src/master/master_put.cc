@@ -57,7 +57,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   // waiting for its next tick, so puts rarely have to evict synchronously.
   if (segments_.Usage(SegmentKind::kMain).ratio() >=
       config_.eviction_high_watermark_ratio) {
-    bg_cv_.notify_one();
+    bg_cv_.Signal();
   }
   return out;
 }
@@ -177,10 +177,10 @@ std::vector<Placement> MasterService::AllocateAfterEviction(
       break;
     }
     waited = true;
-    std::unique_lock<std::mutex> lock(offload_mu_);
-    offload_cv_.wait_until(
-        lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                     std::chrono::milliseconds(50)));
+    MutexLock lock(&offload_mu_);
+    offload_cv_.WaitUntil(
+        &offload_mu_, std::min(deadline, std::chrono::steady_clock::now() +
+                                             std::chrono::milliseconds(50)));
   }
   if (waited)
     metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();

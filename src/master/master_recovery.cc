@@ -64,7 +64,7 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
     // range that holds a value about to be re-registered.
     segments_.SetClosed(r.value(), true);
     {
-      std::lock_guard<std::mutex> lock(closed_mu_);
+      MutexLock lock(&closed_mu_);
       closed_[r.value()] = ClosedSegment{
           clock_->NowMs() + config_.default_kv_lease_ttl, keeps_dram_directory};
     }
@@ -117,7 +117,7 @@ Result<uint32_t> MasterService::MountExtraSegment(const std::string& node_id,
   auto r = segments_.Mount(std::move(info), /*closed=*/true);
   if (!r.ok()) return r;
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     closed_[r.value()] = ClosedSegment{
         remount ? clock_->NowMs() + config_.default_kv_lease_ttl : 0, true};
   }
@@ -135,7 +135,7 @@ Status MasterService::OpenExtraSegment(const std::string& node_id,
         fmt::format("node {} has no extra segment {}", node_id, segment_id));
   }
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     auto it = closed_.find(segment_id);
     if (it == closed_.end()) return Status::OK();  // open already
     it->second.awaiting_directory = false;         // here: awaiting the node
@@ -147,7 +147,7 @@ Status MasterService::OpenExtraSegment(const std::string& node_id,
 void MasterService::ReopenSegments(int64_t now) {
   std::vector<uint32_t> open;
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     for (auto it = closed_.begin(); it != closed_.end();) {
       const bool gone = !segments_.IsMounted(it->first);
       if (gone ||
@@ -341,7 +341,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       .Inc(objects.size() - taken);
   if (done) {
     {
-      std::lock_guard<std::mutex> lock(closed_mu_);
+      MutexLock lock(&closed_mu_);
       auto it = closed_.find(segment_id);
       if (it != closed_.end()) it->second.awaiting_directory = false;
     }

@@ -86,7 +86,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   [this](const SegmentUsage& u, uint64_t reserved,
                          uint64_t size) {
                     eviction_.RequestBufferRoom(u, reserved, size);
-                    bg_cv_.notify_all();
+                    bg_cv_.SignalAll();
                   },
           }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
@@ -150,7 +150,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
 MasterService::~MasterService() { Stop(); }
 
 void MasterService::Start() {
-  std::lock_guard<std::mutex> lock(bg_mu_);
+  MutexLock lock(&bg_mu_);
   if (bg_thread_.joinable()) return;
   bg_stop_ = false;
   bg_thread_ = std::thread([this] {
@@ -161,24 +161,24 @@ void MasterService::Start() {
 
 void MasterService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(&bg_mu_);
     bg_stop_ = true;
   }
   nodes_.WakeAll();
-  bg_cv_.notify_all();
+  bg_cv_.SignalAll();
   if (bg_thread_.joinable()) bg_thread_.join();
 }
 
 void MasterService::BackgroundLoop() {
-  std::unique_lock<std::mutex> lock(bg_mu_);
+  MutexLock lock(&bg_mu_);
   while (!bg_stop_) {
-    bg_cv_.wait_for(
-        lock, std::chrono::milliseconds(config_.housekeeping_interval_ms));
+    bg_cv_.WaitFor(&bg_mu_,
+                   std::chrono::milliseconds(config_.housekeeping_interval_ms));
     if (bg_stop_) break;
-    lock.unlock();
+    lock.Unlock();
     EvictIfNeeded();
     Housekeep();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -342,7 +342,7 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
           segments_.Free(f.placement);
         }
       });
-  if (due > 0) offload_cv_.notify_all();  // puts waiting for room
+  if (due > 0) offload_cv_.SignalAll();  // puts waiting for room
   if (tasks != nullptr) {
     const size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);

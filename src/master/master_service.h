@@ -14,7 +14,6 @@
 #define KVPOOL_MASTER_MASTER_SERVICE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -552,18 +551,22 @@ class MasterService {
     // node does not serve it yet (OpenExtraSegment).
     bool awaiting_directory = false;
   };
-  std::mutex closed_mu_;
-  std::unordered_map<uint32_t, ClosedSegment> closed_;
+  Mutex closed_mu_;
+  std::unordered_map<uint32_t, ClosedSegment> closed_
+      ABSL_GUARDED_BY(closed_mu_);
   std::atomic<int64_t> offloads_in_flight_{0};
-  // Signalled when offload results arrive, for puts waiting for room.
-  std::mutex offload_mu_;
-  std::condition_variable offload_cv_;
+  // Signalled when offload results arrive, for puts waiting for room. The
+  // mutex guards no data: a waiter re-checks the allocator, which has its
+  // own lock, and a missed signal costs at most one 50 ms slice.
+  Mutex offload_mu_;
+  CondVar offload_cv_;
 
   std::function<void()> prefetch_phase_hook_;
 
-  std::mutex bg_mu_;
-  std::condition_variable bg_cv_;
-  bool bg_stop_ = false;
+  Mutex bg_mu_;
+  CondVar bg_cv_;
+  bool bg_stop_ ABSL_GUARDED_BY(bg_mu_) = false;
+  // Started under bg_mu_ (Start); joined by Stop after bg_stop_ is set.
   std::thread bg_thread_;
   int64_t last_slow_housekeep_ms_ = 0;
 };

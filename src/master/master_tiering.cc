@@ -193,7 +193,7 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
   } else if (write_failures > 0) {
     nodes_.OffloadFailed(*idx, clock_->NowMs());
   }
-  offload_cv_.notify_all();  // puts waiting for room may retry now
+  offload_cv_.SignalAll();  // puts waiting for room may retry now
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"")
       .Inc(acks);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"")
@@ -520,7 +520,7 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
   auto idx = nodes_.IndexOf(node_id);
   bool serving;
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(&bg_mu_);
     serving = !bg_stop_;
   }
   const int64_t now = clock_->NowMs();

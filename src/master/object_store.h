@@ -9,8 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -230,11 +228,13 @@ class TenantTable {
     uint64_t name_hash = 0;
     std::atomic<int64_t> refs{0};
   };
-  mutable std::shared_mutex mu_;
+  // Readers (lookups, and Pin/Unref of a tenant that exists, whose count is
+  // atomic) share it; creating or forgetting a tenant takes it exclusively.
+  mutable SharedMutex mu_;
   // Node-based, so each name stays put and `ids_` can key on views of it.
-  absl::node_hash_map<uint32_t, Entry> entries_;
-  absl::flat_hash_map<std::string_view, uint32_t> ids_;
-  uint32_t next_id_ = 0;
+  absl::node_hash_map<uint32_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string_view, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A reference a request holds on its tenant while it works (TenantTable::Pin),
