@@ -170,17 +170,16 @@ std::vector<Placement> MasterService::AllocateAfterEviction(
     placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
                                     preferred, excluded);
     const bool room_coming =
-        (config_.enable_offload && offloads_in_flight_.load() > 0) ||
+        (config_.enable_offload && offload_scheduler_.in_flight() > 0) ||
         segments_.HeldBytes(SegmentKind::kMain) > 0;
     if (!placements.empty() || !room_coming ||
         std::chrono::steady_clock::now() >= deadline) {
       break;
     }
     waited = true;
-    MutexLock lock(&offload_mu_);
-    offload_cv_.WaitUntil(
-        &offload_mu_, std::min(deadline, std::chrono::steady_clock::now() +
-                                             std::chrono::milliseconds(50)));
+    offload_scheduler_.WaitForRoom(std::min(
+        deadline,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
   }
   if (waited)
     metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
@@ -300,7 +299,7 @@ Status MasterService::CommitPut(
     if (config_.put_waits_for_holders)
       CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
-      QueueOffload(shard, ins->first, ins->second);
+      offload_scheduler_.Queue(shard, ins->first, ins->second);
     }
     ForgetPendingPut(shard, okey);
     return Status::OK();
@@ -318,7 +317,7 @@ Status MasterService::CommitPut(
   if (config_.enable_offload && !config_.offload_on_evict) {
     // Proactive offload: handed to the holder now (its heartbeat is a long
     // poll), so the SSD copy usually exists before eviction needs it.
-    QueueOffload(shard, it->first, it->second);
+    offload_scheduler_.Queue(shard, it->first, it->second);
   }
   ForgetPendingPut(shard, okey);
   return Status::OK();

@@ -326,7 +326,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       attach = ins;
     }
     if (config_.enable_offload && !config_.offload_on_evict) {
-      QueueOffload(shard, attach->first, attach->second);
+      offload_scheduler_.Queue(shard, attach->first, attach->second);
     }
     ++taken;
   }

@@ -55,7 +55,8 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                                const ObjectMeta& m, bool* holder_ssd_full) {
                           // EvictionPolicy calls its hooks under the lock.
                           shard.AssertHeld();
-                          return QueueOffload(shard, key, m, holder_ssd_full);
+                          return offload_scheduler_.Queue(shard, key, m,
+                                                          holder_ssd_full);
                         },
                     .count_prefetch_fate =
                         [this](ObjectMeta& m, const char* fate) {
@@ -88,7 +89,11 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                     eviction_.RequestBufferRoom(u, reserved, size);
                     bg_cv_.SignalAll();
                   },
-          }) {
+          }),
+      offload_scheduler_(OffloadScheduler::Options::FromConfig(config_), clock_,
+                         segments_, nodes_, metrics_, [this](uint32_t tenant) {
+                           return tenants_.Name(tenant);
+                         }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   // The OK series exist from the start, so a scraper sees every result
@@ -129,7 +134,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   segments_.HeldBytes(SegmentKind::kPrefetchBuffer));
   });
   metrics_.AddGauge("kvpool_master_offloads_in_flight", "",
-                    [this] { return double(offloads_in_flight_.load()); });
+                    [this] { return double(offload_scheduler_.in_flight()); });
   metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
                     [this] { return double(promotions_.in_flight()); });
   using Field = uint64_t PromotionCounters::*;
@@ -342,7 +347,7 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
           segments_.Free(f.placement);
         }
       });
-  if (due > 0) offload_cv_.SignalAll();  // puts waiting for room
+  if (due > 0) offload_scheduler_.RoomFreed();  // puts waiting for room
   if (tasks != nullptr) {
     const size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);
@@ -444,14 +449,7 @@ void MasterService::DropNode(const NodeInfo& node) {
       ++it;
       promotions_.Cancel(shard, kv);
     }
-    for (auto it = shard.offloads().begin(); it != shard.offloads().end();) {
-      if (it->second.node == node.index) {
-        it = shard.offloads().erase(it);
-        --offloads_in_flight_;
-      } else {
-        ++it;
-      }
-    }
+    offload_scheduler_.DropHolder(shard, node.index);
     for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(),
@@ -853,7 +851,7 @@ std::string MasterService::StatusJson() const {
       R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
       R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
       s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects,
-      s.evicted_bytes, offloads_in_flight_.load(), promo.admitted,
+      s.evicted_bytes, offload_scheduler_.in_flight(), promo.admitted,
       promo.completed, promo.failed, promo.cancelled, promo.expired,
       promo.in_flight, main.used, main.capacity, main.ratio(), pb.used,
       pb.capacity, pb.ratio(), segs);

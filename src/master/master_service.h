@@ -32,6 +32,7 @@
 #include "master/master_config.h"
 #include "master/node_registry.h"
 #include "master/object_store.h"
+#include "master/offload_scheduler.h"
 #include "master/promotion_scheduler.h"
 #include "master/segment_manager.h"
 #include "master/tiering_metrics.h"
@@ -489,12 +490,6 @@ class MasterService {
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).
   void DropDiskCopies(const ObjectKey& key, const ObjectMeta& m);
-  // Queues an offload of the object's memory replica to an SSD-capable
-  // holder; false when none or the queue is full. `holder_paused` is set
-  // when a holder was skipped because its SSD refuses writes (full).
-  bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
-                    bool* holder_paused = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   void DropNode(const NodeInfo& node);
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
@@ -545,6 +540,9 @@ class MasterService {
   EvictionPolicy eviction_;
   // The promotion entry: its gates, accounting, expiry and reaper.
   PromotionScheduler promotions_;
+  // Offload tasks: the pins, the in-flight cap, the SSD-full pause, the
+  // reaper, and the wait of puts for room.
+  OffloadScheduler offload_scheduler_;
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     // A remounted node's directory is not in yet, or an extra segment's
@@ -554,12 +552,6 @@ class MasterService {
   Mutex closed_mu_;
   std::unordered_map<uint32_t, ClosedSegment> closed_
       ABSL_GUARDED_BY(closed_mu_);
-  std::atomic<int64_t> offloads_in_flight_{0};
-  // Signalled when offload results arrive, for puts waiting for room. The
-  // mutex guards no data: a waiter re-checks the allocator, which has its
-  // own lock, and a missed signal costs at most one 50 ms slice.
-  Mutex offload_mu_;
-  CondVar offload_cv_;
 
   std::function<void()> prefetch_phase_hook_;
 

@@ -53,12 +53,9 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     // Exactly, per key: an older copy elsewhere must not replace it.
     lost_versions_.Record(LostKeyHash(tenant_hash, kv.key), it->second.version);
   }
-  auto off = shard.offloads().find(kv);
-  if (off != shard.offloads().end()) {
+  if (offload_scheduler_.Cancel(shard, kv)) {
     // The holder may be copying this memory to its SSD right now.
     not_before_ms = std::max(not_before_ms, now + kTaskGraceMs);
-    shard.offloads().erase(off);
-    --offloads_in_flight_;
   }
   if (shard.promotions().count(kv)) promotions_.Cancel(shard, kv);
   CountPrefetchFate(it->second, "removed_unread");
@@ -89,48 +86,6 @@ void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
   }
 }
 
-bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
-                                 const ObjectMeta& m, bool* holder_paused) {
-  if (shard.offloads().count(key)) return true;
-  if (m.FirstCompleteDisk() != nullptr) return false;
-  if (offloads_in_flight_.load() >= config_.offloading_queue_limit) {
-    metrics_.GetCounter("kvpool_master_offload_queue_full_total").Inc();
-    return false;
-  }
-  for (const auto& r : m.replicas) {
-    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
-      continue;
-    auto seg = segments_.Info(r.segment);
-    // An extra segment's memory goes back to its owner at unmount: the
-    // holder copies only from its own segments.
-    if (!seg || seg->extra) continue;
-    auto idx = nodes_.IndexOf(seg->node_id);
-    if (!idx) continue;
-    auto node = nodes_.Info(*idx);
-    if (!node || !node->ssd_enabled) continue;
-    if (nodes_.OffloadPaused(*idx, clock_->NowMs())) {
-      // Its SSD refuses writes (full): no task to fail again at once.
-      if (holder_paused) *holder_paused = true;
-      metrics_.GetCounter("kvpool_master_offload_paused_total").Inc();
-      continue;
-    }
-    shard.offloads()[key] = OffloadState{*idx, m.version, clock_->NowMs()};
-    ++offloads_in_flight_;
-    if (!nodes_.PushOffload(
-            *idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
-                                 r.offset, m.size, m.version})) {
-      // The holder went in between (declared dead, or restarted): no task
-      // may wait for it until the reaper.
-      shard.offloads().erase(key);
-      --offloads_in_flight_;
-      return false;
-    }
-    metrics_.GetCounter("kvpool_master_offload_tasks_total").Inc();
-    return true;
-  }
-  return false;
-}
-
 std::vector<ErrorCode> MasterService::NotifyOffload(
     const std::string& node_id, const std::vector<OffloadResultIn>& results) {
   KVPOOL_FAILPOINT("master.offload_ack.before");
@@ -156,18 +111,12 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     }
     auto& shard = objects_.ShardFor(kv);
     MutexLock lock(&shard.mu());
-    auto off = shard.offloads().find(kv);
-    bool ours = off != shard.offloads().end() && off->second.node == *idx &&
-                off->second.version == r.version;
-    if (ours) {
-      if (r.code == ErrorCode::OK) {
-        tiering_metrics_.offload_duration->Observe(
-            static_cast<double>(clock_->NowMs() - off->second.created_ms) /
-            1000.0);
-      }
-      // ACK or NACK, the pin is released at once.
-      shard.offloads().erase(off);
-      --offloads_in_flight_;
+    // ACK or NACK, the pin of this holder's task is released at once.
+    int64_t created_ms = 0;
+    if (offload_scheduler_.Answer(shard, kv, *idx, r.version, &created_ms) &&
+        r.code == ErrorCode::OK) {
+      tiering_metrics_.offload_duration->Observe(
+          static_cast<double>(clock_->NowMs() - created_ms) / 1000.0);
     }
     if (r.code != ErrorCode::OK) {
       ++nacks;
@@ -188,12 +137,8 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     }
     ++acks;
   }
-  if (acks > 0) {
-    nodes_.OffloadSucceeded(*idx);
-  } else if (write_failures > 0) {
-    nodes_.OffloadFailed(*idx, clock_->NowMs());
-  }
-  offload_cv_.SignalAll();  // puts waiting for room may retry now
+  // The holder's SSD backoff; puts waiting for room may retry now.
+  offload_scheduler_.Answered(*idx, acks, write_failures);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"")
       .Inc(acks);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"")
@@ -436,25 +381,14 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
 }
 
 void MasterService::ReapTasks(int64_t now) {
-  const int64_t offload_ttl = config_.offload_task_ttl_sec * 1000;
   uint64_t offload_expired = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
     MutexLock lock(&shard.mu());
     promotions_.Reap(shard, now);
-    for (auto it = shard.offloads().begin(); it != shard.offloads().end();) {
-      if (now - it->second.created_ms > offload_ttl) {
-        it = shard.offloads().erase(it);
-        --offloads_in_flight_;
-        ++offload_expired;
-      } else {
-        ++it;
-      }
-    }
+    offload_expired += offload_scheduler_.Reap(shard, now);
   }
-  if (offload_expired)
-    metrics_.GetCounter("kvpool_master_offload_expired_total")
-        .Inc(offload_expired);
+  offload_scheduler_.CountExpired(offload_expired);
 }
 
 }  // namespace kvpool
