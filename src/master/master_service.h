@@ -409,7 +409,7 @@ class MasterService {
   // Erases an object and everything hanging off it (promotion entry,
   // pending offload), keeping ranges that someone may still touch until
   // it is safe. Returns the iterator past it.
-  // Drops `okey` from shard.pending_puts once no put of it is in progress.
+  // Drops `okey` from shard.pending_puts() once no put of it is in progress.
   // Caller holds shard.mu().
   void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
