@@ -57,14 +57,15 @@ class EvictionPolicy::Pass {
                : m.last_access_ms;
   }
   bool Eligible(const Shard& shard, const ObjectKey& k, const ObjectMeta& m,
-                const Round& round) const {
+                const Round& round) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
     if (m.hard_pin || (m.SoftPinned(now_) && !round.allow_soft) ||
         m.LeaseLive(now_) || m.HasProcessing() || MemoryBytes(m) == 0) {
       return false;
     }
     if ((m.FirstCompleteDisk() != nullptr) != round.with_copy) return false;
     // A pending offload reads this memory: it is pinned until answered.
-    return !shard.offloads.count(k);
+    return !shard.offloads().count(k);
   }
 
  private:
@@ -169,8 +170,8 @@ std::optional<int64_t> EvictionPolicy::SelectCutoff(const Pass& pass,
   std::vector<std::pair<int64_t, uint64_t>> cands;  // (rank, bytes)
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (const auto& [k, m] : shard.objects) {
+    MutexLock lock(&shard.mu());
+    for (const auto& [k, m] : shard.objects()) {
       if (pass.Eligible(shard, k, m, round))
         cands.emplace_back(pass.Rank(m), pass.MemoryBytes(m));
     }
@@ -189,9 +190,9 @@ void EvictionPolicy::EvictUpTo(const Pass& pass, Round round, int64_t cutoff,
                                uint64_t bytes, Tally* tally) {
   for (size_t i = 0; i < ObjectStore::kShards && tally->freed < bytes; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto it = shard.objects.begin();
-         it != shard.objects.end() && tally->freed < bytes;) {
+    MutexLock lock(&shard.mu());
+    for (auto it = shard.objects().begin();
+         it != shard.objects().end() && tally->freed < bytes;) {
       ObjectMeta& m = it->second;
       if (pass.Rank(m) > cutoff || !pass.Eligible(shard, it->first, m, round)) {
         ++it;

@@ -38,7 +38,7 @@ namespace kvpool {
 class EvictionPolicy {
  public:
   using Shard = ObjectStore::Shard;
-  using ObjectMap = decltype(Shard::objects);
+  using ObjectMap = ObjectStore::ObjectMap;
 
   // The knobs it reads, named as in MasterConfig.
   struct Options {
@@ -125,11 +125,13 @@ class EvictionPolicy {
   // Whether an object with no SSD copy may be dropped now (offload on):
   // false when an offload was queued for it instead, or it is kept.
   bool MayDropWithoutCopy(Shard& shard, const ObjectKey& key,
-                          const ObjectMeta& m, Tally* tally);
+                          const ObjectMeta& m, Tally* tally)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Removal: takes the object's replicas of the pass's kind and lets them
   // go, erasing the object if none is left. Returns the iterator past it.
   ObjectMap::iterator Evict(const Pass& pass, Shard& shard,
-                            ObjectMap::iterator it, Tally* tally);
+                            ObjectMap::iterator it, Tally* tally)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Accounting: the pass's counters.
   void Publish(const Tally& tally) ABSL_EXCLUSIVE_LOCKS_REQUIRED(evict_mu_);
   // Every COMPLETE memory replica of `m` lies in an extra segment, which

@@ -32,7 +32,7 @@ class EvictionPolicyTest : public ::testing::Test {
       offload_asked_.push_back(k.key);
       *holder_ssd_full = holder_ssd_full_;
       // As MasterService::QueueOffload: the task pins the memory it reads.
-      if (offload_queued_) shard.offloads[k] = OffloadState{1, 1, 0};
+      if (offload_queued_) shard.offloads()[k] = OffloadState{1, 1, 0};
       return offload_queued_;
     };
     hooks.count_prefetch_fate = [this](ObjectMeta& m, const char* fate) {
@@ -51,7 +51,7 @@ class EvictionPolicyTest : public ::testing::Test {
                                  EvictionPolicy::ObjectMap::iterator it) {
       erased_.push_back(it->first.key);
       auto next = std::next(it);
-      shard.objects.erase(it);
+      shard.objects().erase(it);
       return next;
     };
     policy_ = std::make_unique<EvictionPolicy>(
@@ -82,7 +82,7 @@ class EvictionPolicyTest : public ::testing::Test {
     auto& shard = objects_->ShardFor(k);
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
     // push_back for a read of uninitialized memory (CMakeLists.txt).
-    ObjectMeta& m = shard.objects[k];
+    ObjectMeta& m = shard.objects()[k];
     m.size = size;
     m.last_access_ms = clock_.NowMs();
     m.replicas.push_back(Replica{p[0].offset, p[0].segment, p[0].handle,
@@ -95,8 +95,8 @@ class EvictionPolicyTest : public ::testing::Test {
   const ObjectMeta* Find(const std::string& key) {
     ObjectKey k{0, key};
     auto& shard = objects_->ShardFor(k);
-    auto it = shard.objects.find(k);
-    return it == shard.objects.end() ? nullptr : &it->second;
+    auto it = shard.objects().find(k);
+    return it == shard.objects().end() ? nullptr : &it->second;
   }
   bool InMemory(const std::string& key) {
     const ObjectMeta* m = Find(key);
@@ -161,7 +161,7 @@ TEST_F(EvictionPolicyTest, NeverEvictsPinnedLeasedWrittenOrOffloadingObjects) {
   Add("writing", kKiB).replicas[0].status = ReplicaStatus::kProcessing;
   Add("offloading", kKiB);
   ObjectKey off{0, "offloading"};
-  objects_->ShardFor(off).offloads[off] = OffloadState{1, 1, clock_.NowMs()};
+  objects_->ShardFor(off).offloads()[off] = OffloadState{1, 1, clock_.NowMs()};
   Add("plain", kKiB);
 
   EXPECT_EQ(policy_->EvictBytes(50 * kKiB), kKiB);
@@ -230,7 +230,7 @@ TEST_F(EvictionPolicyTest, WithOffloadAnUncopiedValueIsCopiedNotDropped) {
   EXPECT_EQ(policy_->EvictBytes(kKiB), 0u);
   EXPECT_EQ(offload_asked_.size(), 1u);
   ObjectKey k{0, "k"};
-  objects_->ShardFor(k).offloads.clear();  // the holder's NACK
+  objects_->ShardFor(k).offloads().clear();  // the holder's NACK
 
   offload_queued_ = false;  // no holder could take it
   EXPECT_EQ(policy_->EvictBytes(kKiB), 0u);

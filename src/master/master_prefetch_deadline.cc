@@ -18,7 +18,7 @@ size_t MasterService::DropExpiredPromotions(
     ObjectKeyView kv;
     if (t.deadline_ms > 0 && LookupKey(t.tenant, t.key, &kv)) {
       auto& shard = objects_.ShardFor(kv);
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(&shard.mu());
       expired = promotions_.ExpireIfDue(shard, kv, now, t);
     }
     if (expired) {

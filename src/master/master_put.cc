@@ -27,7 +27,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   auto& shard = objects_.ShardFor(okey);
   const int64_t now = clock_->NowMs();
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu());
     if (Status s = ClearWayForPut(shard, okey, opts.upsert, now); !s.ok())
       return fail(s);
   }
@@ -57,7 +57,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
   // waiting for its next tick, so puts rarely have to evict synchronously.
   if (segments_.Usage(SegmentKind::kMain).ratio() >=
       config_.eviction_high_watermark_ratio) {
-    bg_cv_.notify_one();
+    bg_cv_.Signal();
   }
   return out;
 }
@@ -87,19 +87,19 @@ Status MasterService::ClearWayForPut(Shard& shard, const ObjectKey& okey,
                                      bool upsert, int64_t now) {
   const int64_t discard_ms = config_.put_start_discard_timeout_sec * 1000;
   const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
-  auto it = shard.objects.find(okey);
-  auto up = shard.upserts.find(okey);
-  if (up != shard.upserts.end()) {
+  auto it = shard.objects().find(okey);
+  auto up = shard.upserts().find(okey);
+  if (up != shard.upserts().end()) {
     if (now - up->second.last_access_ms < discard_ms) {
       return Status(ErrorCode::REPLICA_IS_NOT_READY,
                     "an upsert of this key is in progress");
     }
     ReleaseReplicas(up->second.replicas,
                     up->second.last_access_ms + release_ms);
-    shard.upserts.erase(up);
+    shard.upserts().erase(up);
     tenants_.Unref(okey.tenant);
   }
-  if (it == shard.objects.end()) return Status::OK();
+  if (it == shard.objects().end()) return Status::OK();
   ObjectMeta& m = it->second;
   if (m.HasProcessing()) {
     if (now - m.last_access_ms < discard_ms) {
@@ -170,17 +170,16 @@ std::vector<Placement> MasterService::AllocateAfterEviction(
     placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
                                     preferred, excluded);
     const bool room_coming =
-        (config_.enable_offload && offloads_in_flight_.load() > 0) ||
+        (config_.enable_offload && offload_scheduler_.in_flight() > 0) ||
         segments_.HeldBytes(SegmentKind::kMain) > 0;
     if (!placements.empty() || !room_coming ||
         std::chrono::steady_clock::now() >= deadline) {
       break;
     }
     waited = true;
-    std::unique_lock<std::mutex> lock(offload_mu_);
-    offload_cv_.wait_until(
-        lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                     std::chrono::milliseconds(50)));
+    offload_scheduler_.WaitForRoom(std::min(
+        deadline,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
   }
   if (waited)
     metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
@@ -215,7 +214,7 @@ Status MasterService::RecordPendingPut(Shard& shard, const ObjectKey& okey,
                                        bool upsert, int64_t now,
                                        const std::vector<Placement>& placements,
                                        ObjectMeta meta, TenantPin* pin) {
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu());
   // Another put may have raced us between the check and the allocation.
   if (Status s = ClearWayForPut(shard, okey, upsert, now); !s.ok()) {
     for (const auto& p : placements) segments_.Free(p);
@@ -231,13 +230,13 @@ Status MasterService::RecordPendingPut(Shard& shard, const ObjectKey& okey,
     return Status(ErrorCode::NO_AVAILABLE_HANDLE,
                   "a segment chosen for the put was unmounted meanwhile");
   }
-  if (shard.objects.count(okey)) {
-    shard.upserts[okey] = std::move(meta);
+  if (shard.objects().count(okey)) {
+    shard.upserts()[okey] = std::move(meta);
   } else {
-    shard.objects.emplace(okey, std::move(meta));
+    shard.objects().emplace(okey, std::move(meta));
   }
   pin->Transfer();  // to the object or upsert
-  shard.pending_puts.insert(okey);
+  shard.pending_puts().insert(okey);
   return Status::OK();
 }
 
@@ -273,19 +272,19 @@ Status MasterService::CommitPut(
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
-  std::unique_lock<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu());
   const int64_t now = clock_->NowMs();
-  auto up = shard.upserts.find(okey);
-  if (up != shard.upserts.end()) {
+  auto up = shard.upserts().find(okey);
+  if (up != shard.upserts().end()) {
     // The upsert's reference on the tenant passes to the object it becomes,
     // so the tenant outlives the erase of the old value below.
     ObjectMeta fresh = std::move(up->second);
-    shard.upserts.erase(up);
+    shard.upserts().erase(up);
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
     fresh.last_access_ms = now;
-    auto it = shard.objects.find(okey);
+    auto it = shard.objects().find(okey);
     int64_t not_before = 0;
-    if (it != shard.objects.end()) {
+    if (it != shard.objects().end()) {
       // Readers of the old value hold its lease: keep its bytes until then.
       // Its SSD copies, promotion and offload describe the old bytes: gone.
       not_before = it->second.lease_deadline_ms;
@@ -294,19 +293,19 @@ Status MasterService::CommitPut(
       EraseObject(shard, it, not_before);
       CollectHolders(replicas, holders);
     }
-    auto [ins, ok] = shard.objects.emplace(
+    auto [ins, ok] = shard.objects().emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
     NotePlaced(ins->first, ins->second);
     if (config_.put_waits_for_holders)
       CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
-      QueueOffload(shard, ins->first, ins->second);
+      offload_scheduler_.Queue(shard, ins->first, ins->second);
     }
     ForgetPendingPut(shard, okey);
     return Status::OK();
   }
-  auto it = shard.objects.find(okey);
-  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+  auto it = shard.objects().find(okey);
+  if (it == shard.objects().end() || !it->second.HasProcessing()) {
     return Status(ErrorCode::OBJECT_NOT_FOUND,
                   "no put in progress for this key");
   }
@@ -318,7 +317,7 @@ Status MasterService::CommitPut(
   if (config_.enable_offload && !config_.offload_on_evict) {
     // Proactive offload: handed to the holder now (its heartbeat is a long
     // poll), so the SSD copy usually exists before eviction needs it.
-    QueueOffload(shard, it->first, it->second);
+    offload_scheduler_.Queue(shard, it->first, it->second);
   }
   ForgetPendingPut(shard, okey);
   return Status::OK();
@@ -331,21 +330,21 @@ Status MasterService::PutRevoke(const std::string& tenant,
   if (!LookupKey(tenant, key, &okey))
     return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(okey);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu());
   // The client gave up on its write, but over TCP a write it sent may still
   // land (a node that was paused processes what its socket holds): the
   // range is reused only after the grace, never under a late write.
   const int64_t not_before = clock_->NowMs() + kTaskGraceMs;
-  auto up = shard.upserts.find(okey);
-  if (up != shard.upserts.end()) {
+  auto up = shard.upserts().find(okey);
+  if (up != shard.upserts().end()) {
     ReleaseReplicas(up->second.replicas, not_before);
-    shard.upserts.erase(up);
+    shard.upserts().erase(up);
     ForgetPendingPut(shard, okey);
     tenants_.Unref(okey.tenant);
     return Status::OK();
   }
-  auto it = shard.objects.find(okey);
-  if (it == shard.objects.end() || !it->second.HasProcessing()) {
+  auto it = shard.objects().find(okey);
+  if (it == shard.objects().end() || !it->second.HasProcessing()) {
     return Status(ErrorCode::OBJECT_NOT_FOUND,
                   "no put in progress for this key");
   }
@@ -355,18 +354,18 @@ Status MasterService::PutRevoke(const std::string& tenant,
   }),
                   not_before);
   const bool gone = reps.empty();
-  if (gone) shard.objects.erase(it);
+  if (gone) shard.objects().erase(it);
   ForgetPendingPut(shard, okey);
   if (gone) tenants_.Unref(okey.tenant);
   return Status::OK();
 }
 
 void MasterService::ForgetPendingPut(Shard& shard, const ObjectKeyView& okey) {
-  if (shard.upserts.count(okey)) return;
-  auto it = shard.objects.find(okey);
-  if (it != shard.objects.end() && it->second.HasProcessing()) return;
-  auto p = shard.pending_puts.find(okey);
-  if (p != shard.pending_puts.end()) shard.pending_puts.erase(p);
+  if (shard.upserts().count(okey)) return;
+  auto it = shard.objects().find(okey);
+  if (it != shard.objects().end() && it->second.HasProcessing()) return;
+  auto p = shard.pending_puts().find(okey);
+  if (p != shard.pending_puts().end()) shard.pending_puts().erase(p);
 }
 
 }  // namespace kvpool

@@ -64,7 +64,7 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
     // range that holds a value about to be re-registered.
     segments_.SetClosed(r.value(), true);
     {
-      std::lock_guard<std::mutex> lock(closed_mu_);
+      MutexLock lock(&closed_mu_);
       closed_[r.value()] = ClosedSegment{
           clock_->NowMs() + config_.default_kv_lease_ttl, keeps_dram_directory};
     }
@@ -117,7 +117,7 @@ Result<uint32_t> MasterService::MountExtraSegment(const std::string& node_id,
   auto r = segments_.Mount(std::move(info), /*closed=*/true);
   if (!r.ok()) return r;
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     closed_[r.value()] = ClosedSegment{
         remount ? clock_->NowMs() + config_.default_kv_lease_ttl : 0, true};
   }
@@ -135,7 +135,7 @@ Status MasterService::OpenExtraSegment(const std::string& node_id,
         fmt::format("node {} has no extra segment {}", node_id, segment_id));
   }
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     auto it = closed_.find(segment_id);
     if (it == closed_.end()) return Status::OK();  // open already
     it->second.awaiting_directory = false;         // here: awaiting the node
@@ -147,7 +147,7 @@ Status MasterService::OpenExtraSegment(const std::string& node_id,
 void MasterService::ReopenSegments(int64_t now) {
   std::vector<uint32_t> open;
   {
-    std::lock_guard<std::mutex> lock(closed_mu_);
+    MutexLock lock(&closed_mu_);
     for (auto it = closed_.begin(); it != closed_.end();) {
       const bool gone = !segments_.IsMounted(it->first);
       if (gone ||
@@ -231,7 +231,7 @@ void MasterService::AwaitHolders(
 ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
                                    uint64_t version, uint64_t size,
                                    ObjectMap::iterator* attach_to) {
-  *attach_to = shard.objects.end();
+  *attach_to = shard.objects().end();
   // By the tenant's name: the tenant may have been emptied and forgotten
   // since, and this copy is what creates it again.
   const uint64_t tenant_hash = tenants_.NameHash(key.tenant);
@@ -245,8 +245,8 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
     return ErrorCode::OBJECT_NOT_FOUND;  // remove_all since
   }
   versions_.Observe(version);
-  auto it = shard.objects.find(key);
-  if (it == shard.objects.end()) return ErrorCode::OK;
+  auto it = shard.objects().find(key);
+  if (it == shard.objects().end()) return ErrorCode::OK;
   ObjectMeta& m = it->second;
   if (version != 0 && m.version == version && m.size == size) {
     *attach_to = it;  // another replica of the very same value
@@ -259,8 +259,8 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
   }
   // The pool's value is older: it came back from another node first. A put
   // or task working on it keeps it (the newer copy is refused this time).
-  if (m.HasProcessing() || shard.promotions.count(key) ||
-      shard.offloads.count(key)) {
+  if (m.HasProcessing() || shard.promotions().count(key) ||
+      shard.offloads().count(key)) {
     return ErrorCode::OBJECT_ALREADY_EXISTS;
   }
   DropDiskCopies(it->first, m);
@@ -302,7 +302,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       continue;
     }
     auto& shard = objects_.ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu());
     ObjectMap::iterator attach;
     out[i] = AdmitCopy(shard, key, o.version, o.size, &attach);
     if (out[i] != ErrorCode::OK) continue;
@@ -313,7 +313,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
     }
     Replica rep{p->offset, p->segment, p->handle, ReplicaKind::kMemory,
                 ReplicaStatus::kComplete};
-    if (attach != shard.objects.end()) {
+    if (attach != shard.objects().end()) {
       attach->second.replicas.insert(attach->second.replicas.begin(), rep);
     } else {
       ObjectMeta m;
@@ -322,11 +322,11 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       m.last_access_ms = now;
       m.replicas.push_back(rep);
       pin.Transfer();  // to the object
-      auto [ins, ok] = shard.objects.emplace(std::move(key), std::move(m));
+      auto [ins, ok] = shard.objects().emplace(std::move(key), std::move(m));
       attach = ins;
     }
     if (config_.enable_offload && !config_.offload_on_evict) {
-      QueueOffload(shard, attach->first, attach->second);
+      offload_scheduler_.Queue(shard, attach->first, attach->second);
     }
     ++taken;
   }
@@ -341,7 +341,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       .Inc(objects.size() - taken);
   if (done) {
     {
-      std::lock_guard<std::mutex> lock(closed_mu_);
+      MutexLock lock(&closed_mu_);
       auto it = closed_.find(segment_id);
       if (it != closed_.end()) it->second.awaiting_directory = false;
     }

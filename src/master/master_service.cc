@@ -53,7 +53,10 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                     .queue_offload =
                         [this](Shard& shard, const ObjectKey& key,
                                const ObjectMeta& m, bool* holder_ssd_full) {
-                          return QueueOffload(shard, key, m, holder_ssd_full);
+                          // EvictionPolicy calls its hooks under the lock.
+                          shard.AssertHeld();
+                          return offload_scheduler_.Queue(shard, key, m,
+                                                          holder_ssd_full);
                         },
                     .count_prefetch_fate =
                         [this](ObjectMeta& m, const char* fate) {
@@ -65,6 +68,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                         },
                     .erase_evicted =
                         [this](Shard& shard, ObjectMap::iterator it) {
+                          shard.AssertHeld();  // as queue_offload
                           return EraseObject(shard, it, 0,
                                              EraseCause::kEvicted);
                         },
@@ -83,9 +87,13 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   [this](const SegmentUsage& u, uint64_t reserved,
                          uint64_t size) {
                     eviction_.RequestBufferRoom(u, reserved, size);
-                    bg_cv_.notify_all();
+                    bg_cv_.SignalAll();
                   },
-          }) {
+          }),
+      offload_scheduler_(OffloadScheduler::Options::FromConfig(config_), clock_,
+                         segments_, nodes_, metrics_, [this](uint32_t tenant) {
+                           return tenants_.Name(tenant);
+                         }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   // The OK series exist from the start, so a scraper sees every result
@@ -126,7 +134,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   segments_.HeldBytes(SegmentKind::kPrefetchBuffer));
   });
   metrics_.AddGauge("kvpool_master_offloads_in_flight", "",
-                    [this] { return double(offloads_in_flight_.load()); });
+                    [this] { return double(offload_scheduler_.in_flight()); });
   metrics_.AddGauge("kvpool_master_promotion_in_flight", "",
                     [this] { return double(promotions_.in_flight()); });
   using Field = uint64_t PromotionCounters::*;
@@ -147,7 +155,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
 MasterService::~MasterService() { Stop(); }
 
 void MasterService::Start() {
-  std::lock_guard<std::mutex> lock(bg_mu_);
+  MutexLock lock(&bg_mu_);
   if (bg_thread_.joinable()) return;
   bg_stop_ = false;
   bg_thread_ = std::thread([this] {
@@ -158,24 +166,24 @@ void MasterService::Start() {
 
 void MasterService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(&bg_mu_);
     bg_stop_ = true;
   }
   nodes_.WakeAll();
-  bg_cv_.notify_all();
+  bg_cv_.SignalAll();
   if (bg_thread_.joinable()) bg_thread_.join();
 }
 
 void MasterService::BackgroundLoop() {
-  std::unique_lock<std::mutex> lock(bg_mu_);
+  MutexLock lock(&bg_mu_);
   while (!bg_stop_) {
-    bg_cv_.wait_for(
-        lock, std::chrono::milliseconds(config_.housekeeping_interval_ms));
+    bg_cv_.WaitFor(&bg_mu_,
+                   std::chrono::milliseconds(config_.housekeeping_interval_ms));
     if (bg_stop_) break;
-    lock.unlock();
+    lock.Unlock();
     EvictIfNeeded();
     Housekeep();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -339,7 +347,7 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
           segments_.Free(f.placement);
         }
       });
-  if (due > 0) offload_cv_.notify_all();  // puts waiting for room
+  if (due > 0) offload_scheduler_.RoomFreed();  // puts waiting for room
   if (tasks != nullptr) {
     const size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);
@@ -392,19 +400,19 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
   uint64_t dropped_objects = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto it = shard.upserts.begin(); it != shard.upserts.end();) {
+    MutexLock lock(&shard.mu());
+    for (auto it = shard.upserts().begin(); it != shard.upserts().end();) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
       if (reps.empty()) {
         const uint32_t tenant = it->first.tenant;
-        shard.upserts.erase(it++);  // absl: other iterators stay valid
+        shard.upserts().erase(it++);  // absl: other iterators stay valid
         tenants_.Unref(tenant);
       } else {
         ++it;
       }
     }
-    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+    for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
       if (reps.empty()) {
@@ -430,8 +438,9 @@ void MasterService::DropNode(const NodeInfo& node) {
   uint64_t lost = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto it = shard.promotions.begin(); it != shard.promotions.end();) {
+    MutexLock lock(&shard.mu());
+    for (auto it = shard.promotions().begin();
+         it != shard.promotions().end();) {
       if (it->second.holder != node.index) {
         ++it;
         continue;
@@ -440,15 +449,8 @@ void MasterService::DropNode(const NodeInfo& node) {
       ++it;
       promotions_.Cancel(shard, kv);
     }
-    for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
-      if (it->second.node == node.index) {
-        it = shard.offloads.erase(it);
-        --offloads_in_flight_;
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+    offload_scheduler_.DropHolder(shard, node.index);
+    for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       auto& reps = it->second.replicas;
       reps.erase(std::remove_if(reps.begin(), reps.end(),
                                 [&](const Replica& r) {
@@ -486,9 +488,9 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
   auto& shard = objects_.ShardFor(okey);
   GetResult out;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(okey);
-    if (it == shard.objects.end())
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(okey);
+    if (it == shard.objects().end())
       return fail(Status(ErrorCode::OBJECT_NOT_FOUND));
     ObjectMeta& m = it->second;
     if (!m.HasComplete()) return fail(Status(ErrorCode::REPLICA_IS_NOT_READY));
@@ -497,8 +499,8 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
       CountPrefetchFate(
           m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
     } else if (!m.HasCompleteMemory()) {
-      auto p = shard.promotions.find(okey);
-      if (p != shard.promotions.end() && p->second.from_prefetch)
+      auto p = shard.promotions().find(okey);
+      if (p != shard.promotions().end() && p->second.from_prefetch)
         p->second.get_before_landing = true;  // this get reads the SSD
     }
     out.lease_ttl_ms = GrantReadLease(m, now);
@@ -528,9 +530,9 @@ ErrorCode MasterService::ExistKey(const std::string& tenant,
     code = s.code();
   } else if (ObjectKeyView okey; LookupKey(tenant, key, &okey)) {
     auto& shard = objects_.ShardFor(okey);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(okey);
-    if (it != shard.objects.end() && it->second.HasComplete()) {
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(okey);
+    if (it != shard.objects().end() && it->second.HasComplete()) {
       code = ErrorCode::OK;
       if (grant_lease) {
         const int64_t now = clock_->NowMs();
@@ -556,9 +558,9 @@ void MasterService::QueryOne(int64_t tenant_id, std::string_view key,
   } else {
     ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
     auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(view);
-    if (it == shard.objects.end()) {
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(view);
+    if (it == shard.objects().end()) {
       item.code = ErrorCode::OBJECT_NOT_FOUND;
     } else {
       const ObjectMeta& m = it->second;
@@ -578,13 +580,13 @@ void MasterService::PrefetchLookup(int64_t tenant_id, std::string_view key,
   ObjectKeyView view{static_cast<uint32_t>(tenant_id), key};
   auto& shard = const_cast<ObjectStore&>(objects_).ShardFor(view);
   // Under the lock: the table's arrays may be reallocated by a writer.
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu());
   if (stage == PrefetchStage::kSlot) {
-    shard.objects.prefetch(view);
+    shard.objects().prefetch(view);
     return;
   }
-  auto it = shard.objects.find(view);
-  if (it == shard.objects.end()) return;
+  auto it = shard.objects().find(view);
+  if (it == shard.objects().end()) return;
   // The key, the fields QueryOne reads and the inline replicas.
   const char* node = reinterpret_cast<const char*>(&*it);
   for (size_t off = 0; off < sizeof(*it); off += 64) {
@@ -624,9 +626,9 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
   auto& shard = objects_.ShardFor(okey);
   std::vector<std::pair<uint32_t, uint64_t>> holders;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(okey);
-    if (it == shard.objects.end()) {
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(okey);
+    if (it == shard.objects().end()) {
       // A node may still re-register a copy this master has not heard of yet
       // (it just restarted): that copy is older than this remove.
       floor_.Raise(FloorHash(okey), versions_.Next());
@@ -720,8 +722,8 @@ Result<uint64_t> MasterService::RemoveMatching(const std::string& tenant,
   std::vector<std::pair<uint32_t, uint64_t>> holders;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto it = shard.objects.begin(); it != shard.objects.end();) {
+    MutexLock lock(&shard.mu());
+    for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       ObjectMeta& m = it->second;
       bool removable =
           it->first.tenant == static_cast<uint32_t>(tid) &&
@@ -768,11 +770,11 @@ void MasterService::Housekeep() {
   uint64_t reclaimed = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (auto key = shard.pending_puts.begin();
-         key != shard.pending_puts.end();) {
+    MutexLock lock(&shard.mu());
+    for (auto key = shard.pending_puts().begin();
+         key != shard.pending_puts().end();) {
       bool still_pending = false;
-      for (auto* table : {&shard.objects, &shard.upserts}) {
+      for (auto* table : {&shard.objects(), &shard.upserts()}) {
         auto it = table->find(*key);
         if (it == table->end() || !it->second.HasProcessing()) continue;
         ObjectMeta& m = it->second;
@@ -786,7 +788,7 @@ void MasterService::Housekeep() {
                         0);
         ++reclaimed;
         if (!m.replicas.empty()) continue;
-        if (table == &shard.objects) {
+        if (table == &shard.objects()) {
           EraseObject(shard, it, 0);
         } else {
           const uint32_t tenant = it->first.tenant;
@@ -794,7 +796,7 @@ void MasterService::Housekeep() {
           tenants_.Unref(tenant);
         }
       }
-      key = still_pending ? std::next(key) : shard.pending_puts.erase(key);
+      key = still_pending ? std::next(key) : shard.pending_puts().erase(key);
     }
   }
   if (reclaimed) {
@@ -812,9 +814,9 @@ MasterStats MasterService::Stats() const {
   MasterStats s;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = const_cast<ObjectStore&>(objects_).shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    s.objects += shard.objects.size();
-    for (const auto& [k, m] : shard.objects) {
+    MutexLock lock(&shard.mu());
+    s.objects += shard.objects().size();
+    for (const auto& [k, m] : shard.objects()) {
       for (const auto& r : m.replicas) {
         s.memory_replicas += r.kind == ReplicaKind::kMemory;
         s.disk_replicas += r.kind == ReplicaKind::kLocalDisk;
@@ -849,7 +851,7 @@ std::string MasterService::StatusJson() const {
       R"("main":{{"used":{},"capacity":{},"watermark":{:.4f}}},)"
       R"("prefetch_buffer":{{"used":{},"capacity":{},"watermark":{:.4f}}},"segments":[{}]}})",
       s.objects, s.memory_replicas, s.disk_replicas, s.evicted_objects,
-      s.evicted_bytes, offloads_in_flight_.load(), promo.admitted,
+      s.evicted_bytes, offload_scheduler_.in_flight(), promo.admitted,
       promo.completed, promo.failed, promo.cancelled, promo.expired,
       promo.in_flight, main.used, main.capacity, main.ratio(), pb.used,
       pb.capacity, pb.ratio(), segs);

@@ -14,7 +14,6 @@
 #define KVPOOL_MASTER_MASTER_SERVICE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +32,7 @@
 #include "master/master_config.h"
 #include "master/node_registry.h"
 #include "master/object_store.h"
+#include "master/offload_scheduler.h"
 #include "master/promotion_scheduler.h"
 #include "master/segment_manager.h"
 #include "master/tiering_metrics.h"
@@ -366,7 +366,7 @@ class MasterService {
 
  private:
   using Shard = ObjectStore::Shard;
-  using ObjectMap = decltype(Shard::objects);
+  using ObjectMap = ObjectStore::ObjectMap;
 
   // INVALID_KEY for an empty key or one over max_key_bytes.
   Status ValidateKey(std::string_view key) const;
@@ -409,9 +409,10 @@ class MasterService {
   // Erases an object and everything hanging off it (promotion entry,
   // pending offload), keeping ranges that someone may still touch until
   // it is safe. Returns the iterator past it.
-  // Drops `okey` from shard.pending_puts once no put of it is in progress.
-  // Caller holds shard.mu.
-  void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey);
+  // Drops `okey` from shard.pending_puts() once no put of it is in progress.
+  // Caller holds shard.mu().
+  void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Why an object goes decides which copies of it may come back later
   // (the version floor): after a remove or replacement none older than
   // now; after an eviction none older than the evicted value (the value
@@ -424,10 +425,12 @@ class MasterService {
   // wait for added to `holders`. Returns the iterator past it.
   ObjectMap::iterator RemoveObject(
       Shard& shard, ObjectMap::iterator it,
-      std::vector<std::pair<uint32_t, uint64_t>>* holders);
+      std::vector<std::pair<uint32_t, uint64_t>>* holders)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms,
-                                  EraseCause cause = EraseCause::kRemoved);
+                                  EraseCause cause = EraseCause::kRemoved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Tells the directories of the nodes holding `m`'s COMPLETE memory
   // replicas (or only `only`) that they now hold this value (shard lock
   // held).
@@ -437,7 +440,8 @@ class MasterService {
   // (shard lock held); on OK, `*attach_to` is the existing object with that
   // very version (the copy is another replica of it), or end().
   ErrorCode AdmitCopy(Shard& shard, const ObjectKey& key, uint64_t version,
-                      uint64_t size, ObjectMap::iterator* attach_to);
+                      uint64_t size, ObjectMap::iterator* attach_to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Opens the segments closed at remount whose lease hold has ended and
   // whose directory is in.
   void ReopenSegments(int64_t now);
@@ -457,7 +461,7 @@ class MasterService {
   // its writer may still be writing), and a complete value refuses it
   // unless `upsert`.
   Status ClearWayForPut(Shard& shard, const ObjectKey& okey, bool upsert,
-                        int64_t now);
+                        int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // The put's ranges: in MAIN segments (preferred nodes first, none on an
   // excluded or unreachable node), evicting for room if need be, else
   // overflowing into prefetch buffers. Empty when there is no room.
@@ -475,20 +479,17 @@ class MasterService {
   // Publishes the pending put (as the key's object, or its upsert) unless
   // another put raced it or a segment went meanwhile (then frees
   // `placements`); on OK the tenant's reference passes from `pin` to it.
+  // Takes the shard's lock.
   Status RecordPendingPut(Shard& shard, const ObjectKey& okey, bool upsert,
                           int64_t now, const std::vector<Placement>& placements,
-                          ObjectMeta meta, TenantPin* pin);
+                          ObjectMeta meta, TenantPin* pin)
+      ABSL_LOCKS_EXCLUDED(shard.mu());
   // PutEnd's work; the holders to wait for are added to `holders`.
   Status CommitPut(const std::string& tenant, const std::string& key,
                    std::vector<std::pair<uint32_t, uint64_t>>* holders);
   // Tells each holder of an SSD copy of `m` to delete it (a user remove or
   // an upsert's old value), so no restart re-registers it (shard lock held).
   void DropDiskCopies(const ObjectKey& key, const ObjectMeta& m);
-  // Queues an offload of the object's memory replica to an SSD-capable
-  // holder; false when none or the queue is full. `holder_paused` is set
-  // when a holder was skipped because its SSD refuses writes (full).
-  bool QueueOffload(Shard& shard, const ObjectKey& key, const ObjectMeta& m,
-                    bool* holder_paused = nullptr);
   void DropNode(const NodeInfo& node);
   void DropSegments(const std::vector<uint32_t>& segment_ids);
   void ReapTasks(int64_t now);
@@ -539,24 +540,25 @@ class MasterService {
   EvictionPolicy eviction_;
   // The promotion entry: its gates, accounting, expiry and reaper.
   PromotionScheduler promotions_;
+  // Offload tasks: the pins, the in-flight cap, the SSD-full pause, the
+  // reaper, and the wait of puts for room.
+  OffloadScheduler offload_scheduler_;
   struct ClosedSegment {
     int64_t reopen_at_ms = 0;
     // A remounted node's directory is not in yet, or an extra segment's
     // node does not serve it yet (OpenExtraSegment).
     bool awaiting_directory = false;
   };
-  std::mutex closed_mu_;
-  std::unordered_map<uint32_t, ClosedSegment> closed_;
-  std::atomic<int64_t> offloads_in_flight_{0};
-  // Signalled when offload results arrive, for puts waiting for room.
-  std::mutex offload_mu_;
-  std::condition_variable offload_cv_;
+  Mutex closed_mu_;
+  std::unordered_map<uint32_t, ClosedSegment> closed_
+      ABSL_GUARDED_BY(closed_mu_);
 
   std::function<void()> prefetch_phase_hook_;
 
-  std::mutex bg_mu_;
-  std::condition_variable bg_cv_;
-  bool bg_stop_ = false;
+  Mutex bg_mu_;
+  CondVar bg_cv_;
+  bool bg_stop_ ABSL_GUARDED_BY(bg_mu_) = false;
+  // Started under bg_mu_ (Start); joined by Stop after bg_stop_ is set.
   std::thread bg_thread_;
   int64_t last_slow_housekeep_ms_ = 0;
 };

@@ -53,19 +53,16 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     // Exactly, per key: an older copy elsewhere must not replace it.
     lost_versions_.Record(LostKeyHash(tenant_hash, kv.key), it->second.version);
   }
-  auto off = shard.offloads.find(kv);
-  if (off != shard.offloads.end()) {
+  if (offload_scheduler_.Cancel(shard, kv)) {
     // The holder may be copying this memory to its SSD right now.
     not_before_ms = std::max(not_before_ms, now + kTaskGraceMs);
-    shard.offloads.erase(off);
-    --offloads_in_flight_;
   }
-  if (shard.promotions.count(kv)) promotions_.Cancel(shard, kv);
+  if (shard.promotions().count(kv)) promotions_.Cancel(shard, kv);
   CountPrefetchFate(it->second, "removed_unread");
   ReleaseReplicas(it->second.replicas, not_before_ms);
   // absl's erase(iterator) returns nothing; it leaves other iterators valid.
   auto next = std::next(it);
-  shard.objects.erase(it);
+  shard.objects().erase(it);
   // Last: the tenant may go with its last object.
   tenants_.Unref(tenant);
   return next;
@@ -87,48 +84,6 @@ void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
                     "were told to delete")
         .Inc();
   }
-}
-
-bool MasterService::QueueOffload(Shard& shard, const ObjectKey& key,
-                                 const ObjectMeta& m, bool* holder_paused) {
-  if (shard.offloads.count(key)) return true;
-  if (m.FirstCompleteDisk() != nullptr) return false;
-  if (offloads_in_flight_.load() >= config_.offloading_queue_limit) {
-    metrics_.GetCounter("kvpool_master_offload_queue_full_total").Inc();
-    return false;
-  }
-  for (const auto& r : m.replicas) {
-    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
-      continue;
-    auto seg = segments_.Info(r.segment);
-    // An extra segment's memory goes back to its owner at unmount: the
-    // holder copies only from its own segments.
-    if (!seg || seg->extra) continue;
-    auto idx = nodes_.IndexOf(seg->node_id);
-    if (!idx) continue;
-    auto node = nodes_.Info(*idx);
-    if (!node || !node->ssd_enabled) continue;
-    if (nodes_.OffloadPaused(*idx, clock_->NowMs())) {
-      // Its SSD refuses writes (full): no task to fail again at once.
-      if (holder_paused) *holder_paused = true;
-      metrics_.GetCounter("kvpool_master_offload_paused_total").Inc();
-      continue;
-    }
-    shard.offloads[key] = OffloadState{*idx, m.version, clock_->NowMs()};
-    ++offloads_in_flight_;
-    if (!nodes_.PushOffload(
-            *idx, OffloadTaskMsg{tenants_.Name(key.tenant), key.key, r.segment,
-                                 r.offset, m.size, m.version})) {
-      // The holder went in between (declared dead, or restarted): no task
-      // may wait for it until the reaper.
-      shard.offloads.erase(key);
-      --offloads_in_flight_;
-      return false;
-    }
-    metrics_.GetCounter("kvpool_master_offload_tasks_total").Inc();
-    return true;
-  }
-  return false;
 }
 
 std::vector<ErrorCode> MasterService::NotifyOffload(
@@ -155,19 +110,13 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
       continue;
     }
     auto& shard = objects_.ShardFor(kv);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto off = shard.offloads.find(kv);
-    bool ours = off != shard.offloads.end() && off->second.node == *idx &&
-                off->second.version == r.version;
-    if (ours) {
-      if (r.code == ErrorCode::OK) {
-        tiering_metrics_.offload_duration->Observe(
-            static_cast<double>(clock_->NowMs() - off->second.created_ms) /
-            1000.0);
-      }
-      // ACK or NACK, the pin is released at once.
-      shard.offloads.erase(off);
-      --offloads_in_flight_;
+    MutexLock lock(&shard.mu());
+    // ACK or NACK, the pin of this holder's task is released at once.
+    int64_t created_ms = 0;
+    if (offload_scheduler_.Answer(shard, kv, *idx, r.version, &created_ms) &&
+        r.code == ErrorCode::OK) {
+      tiering_metrics_.offload_duration->Observe(
+          static_cast<double>(clock_->NowMs() - created_ms) / 1000.0);
     }
     if (r.code != ErrorCode::OK) {
       ++nacks;
@@ -176,8 +125,8 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
       write_failures += r.code == ErrorCode::NO_AVAILABLE_HANDLE;
       continue;  // the node holds no copy; nothing for it to drop
     }
-    auto it = shard.objects.find(kv);
-    if (it == shard.objects.end() || it->second.version != r.version) {
+    auto it = shard.objects().find(kv);
+    if (it == shard.objects().end() || it->second.version != r.version) {
       out[i] = ErrorCode::OBJECT_NOT_FOUND;  // stale copy: the node drops it
       ++stale;
       continue;
@@ -188,12 +137,8 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     }
     ++acks;
   }
-  if (acks > 0) {
-    nodes_.OffloadSucceeded(*idx);
-  } else if (write_failures > 0) {
-    nodes_.OffloadFailed(*idx, clock_->NowMs());
-  }
-  offload_cv_.notify_all();  // puts waiting for room may retry now
+  // The holder's SSD backoff; puts waiting for room may retry now.
+  offload_scheduler_.Answered(*idx, acks, write_failures);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"ack\"")
       .Inc(acks);
   metrics_.GetCounter("kvpool_master_offload_results_total", "result=\"nack\"")
@@ -227,9 +172,9 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
       continue;
     }
     auto& shard = objects_.ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(key);
-    if (it != shard.objects.end() && it->second.HasDiskOn(*idx) &&
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(key);
+    if (it != shard.objects().end() && it->second.HasDiskOn(*idx) &&
         it->second.size == o.size &&
         (o.version == 0 || it->second.version == o.version)) {
       continue;  // registered before (a repeated registration)
@@ -238,7 +183,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     out[i] = AdmitCopy(shard, key, o.version, o.size, &attach);
     if (out[i] != ErrorCode::OK) continue;
     Replica rep{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete};
-    if (attach != shard.objects.end()) {
+    if (attach != shard.objects().end()) {
       attach->second.replicas.push_back(rep);
     } else {
       ObjectMeta m;
@@ -247,7 +192,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
       m.last_access_ms = now;
       m.replicas.push_back(rep);
       pin.Transfer();  // to the object
-      shard.objects.emplace(std::move(key), std::move(m));
+      shard.objects().emplace(std::move(key), std::move(m));
     }
     ++taken;
   }
@@ -273,11 +218,11 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
     ObjectKeyView kv;
     if (!LookupKey(objects[i].tenant, objects[i].key, &kv)) continue;
     auto& shard = objects_.ShardFor(kv);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(kv);
-    if (it == shard.objects.end() || !it->second.HasDiskOn(*idx)) continue;
-    auto promo = shard.promotions.find(kv);
-    if (promo != shard.promotions.end() && promo->second.holder == *idx) {
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(kv);
+    if (it == shard.objects().end() || !it->second.HasDiskOn(*idx)) continue;
+    auto promo = shard.promotions().find(kv);
+    if (promo != shard.promotions().end() && promo->second.holder == *idx) {
       out[i] =
           ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS;  // the source is pinned
       continue;
@@ -310,11 +255,11 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
   ObjectKeyView kv;
   if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(kv);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto st = shard.promotions.find(kv);
-  auto it = shard.objects.find(kv);
-  if (st == shard.promotions.end() || st->second.task_id != task_id ||
-      it == shard.objects.end()) {
+  MutexLock lock(&shard.mu());
+  auto st = shard.promotions().find(kv);
+  auto it = shard.objects().find(kv);
+  if (st == shard.promotions().end() || st->second.task_id != task_id ||
+      it == shard.objects().end()) {
     return Status(ErrorCode::OBJECT_NOT_FOUND, "no such promotion task");
   }
   if (st->second.holder != *idx) {
@@ -354,9 +299,9 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   ObjectKeyView kv;
   if (!LookupKey(tenant, key, &kv)) return Status(ErrorCode::OBJECT_NOT_FOUND);
   auto& shard = objects_.ShardFor(kv);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto st = shard.promotions.find(kv);
-  if (st == shard.promotions.end() || st->second.task_id != task_id) {
+  MutexLock lock(&shard.mu());
+  auto st = shard.promotions().find(kv);
+  if (st == shard.promotions().end() || st->second.task_id != task_id) {
     return Status(ErrorCode::OBJECT_NOT_FOUND,
                   "no such promotion task (cancelled or reaped)");
   }
@@ -372,8 +317,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
     // The holder dropped it by the deadline it was handed, which a later
     // trigger has cleared since (an exist taking it over, a router trigger
     // without one): it goes back to the holder, with none.
-    auto obj = shard.objects.find(kv);
-    if (obj != shard.objects.end() &&
+    auto obj = shard.objects().find(kv);
+    if (obj != shard.objects().end() &&
         nodes_.PushPromotion(
             st->second.holder,
             PromotionTaskMsg{tenants_.Name(kv.tenant), key, obj->second.size,
@@ -390,8 +335,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
   const PromotionState state = promotions_.Take(shard, st);
   Placement staged{state.staged_segment, state.staged_handle,
                    state.staged_offset};
-  auto it = shard.objects.find(kv);
-  bool usable = success && state.staged && it != shard.objects.end() &&
+  auto it = shard.objects().find(kv);
+  bool usable = success && state.staged && it != shard.objects().end() &&
                 segments_.IsMounted(state.staged_segment);
   const int source = static_cast<int>(state.source) % 3;
   tiering_metrics_.outcome[source][usable ? 0 : 1]->Inc();
@@ -436,25 +381,14 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
 }
 
 void MasterService::ReapTasks(int64_t now) {
-  const int64_t offload_ttl = config_.offload_task_ttl_sec * 1000;
   uint64_t offload_expired = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
     auto& shard = objects_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu());
     promotions_.Reap(shard, now);
-    for (auto it = shard.offloads.begin(); it != shard.offloads.end();) {
-      if (now - it->second.created_ms > offload_ttl) {
-        it = shard.offloads.erase(it);
-        --offloads_in_flight_;
-        ++offload_expired;
-      } else {
-        ++it;
-      }
-    }
+    offload_expired += offload_scheduler_.Reap(shard, now);
   }
-  if (offload_expired)
-    metrics_.GetCounter("kvpool_master_offload_expired_total")
-        .Inc(offload_expired);
+  offload_scheduler_.CountExpired(offload_expired);
 }
 
 }  // namespace kvpool
@@ -520,7 +454,7 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
   auto idx = nodes_.IndexOf(node_id);
   bool serving;
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(&bg_mu_);
     serving = !bg_stop_;
   }
   const int64_t now = clock_->NowMs();
@@ -540,14 +474,14 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       continue;
     }
     auto& shard = objects_.ShardFor(kv);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(kv);
-    if (it == shard.objects.end()) {
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(kv);
+    if (it == shard.objects().end()) {
       r.code = ErrorCode::OBJECT_NOT_FOUND;
       continue;
     }
     ObjectMeta& m = it->second;
-    if (m.HasProcessing() || shard.upserts.count(kv)) {
+    if (m.HasProcessing() || shard.upserts().count(kv)) {
       r.code = ErrorCode::REPLICA_IS_NOT_READY;  // a put is in flight
       continue;
     }
@@ -555,7 +489,7 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
       continue;
     }
-    if (auto p = shard.promotions.find(kv); p != shard.promotions.end()) {
+    if (auto p = shard.promotions().find(kv); p != shard.promotions().end()) {
       promotions_.TakeOverForExist(p->second);
       r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
       continue;
@@ -604,9 +538,9 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     // statuses have no other for it.
     if (!KeyFits(keys[i]) || !LookupKey(tenant, keys[i], &views[i])) continue;
     auto& shard = objects_.ShardFor(views[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(views[i]);
-    if (it == shard.objects.end()) continue;
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(views[i]);
+    if (it == shard.objects().end()) continue;
     const ObjectMeta& m = it->second;
     if (m.HasCompleteMemory()) {
       out[i] = PrefetchStatus::kInMemory;
@@ -628,18 +562,18 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
   // lock, re-checking what phase 1 saw.
   for (size_t i : candidates) {
     auto& shard = objects_.ShardFor(views[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.objects.find(views[i]);
+    MutexLock lock(&shard.mu());
+    auto it = shard.objects().find(views[i]);
     if (out[i] == PrefetchStatus::kInMemory) {
       // In DRAM at phase 1: IN_MEMORY, its lease refreshed.
-      if (it != shard.objects.end()) {
+      if (it != shard.objects().end()) {
         it->second.lease_deadline_ms =
             std::max(it->second.lease_deadline_ms, lease);
         CountPendingRead(it->second, now);
       }
       continue;
     }
-    if (it == shard.objects.end()) {
+    if (it == shard.objects().end()) {
       out[i] = PrefetchStatus::kNotFound;  // removed in between
       continue;
     }
@@ -663,7 +597,8 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
           .Inc();
       continue;
     }
-    if (auto p = shard.promotions.find(views[i]); p != shard.promotions.end()) {
+    if (auto p = shard.promotions().find(views[i]);
+        p != shard.promotions().end()) {
       out[i] = PrefetchStatus::kQueued;  // idempotent re-trigger
       PromotionScheduler::ExtendDeadline(p->second, now, deadline_in_ms);
       continue;

@@ -4,7 +4,7 @@ namespace kvpool {
 
 int64_t TenantTable::Pin(std::string_view name, size_t max_tenants) {
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(&mu_);
     auto it = ids_.find(name);
     if (it != ids_.end()) {
       // Under the shared lock, so no Unref's reclaim (exclusive) can see
@@ -13,7 +13,7 @@ int64_t TenantTable::Pin(std::string_view name, size_t max_tenants) {
       return it->second;
     }
   }
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   auto it = ids_.find(name);
   if (it != ids_.end()) {
     entries_.find(it->second)->second.refs.fetch_add(1);
@@ -32,14 +32,14 @@ int64_t TenantTable::Pin(std::string_view name, size_t max_tenants) {
 
 void TenantTable::Unref(uint32_t id) {
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end() || it->second.refs.fetch_sub(1) != 1) return;
   }
   // The count may have gone up again meanwhile (a Pin): only a tenant still
   // at zero under the exclusive lock is forgotten, and by id, so a tenant
   // of the same name created since is not.
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.refs.load() != 0) return;
   ids_.erase(std::string_view(it->second.name));
@@ -47,19 +47,19 @@ void TenantTable::Unref(uint32_t id) {
 }
 
 int64_t TenantTable::Lookup(std::string_view name) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = ids_.find(name);
   return it == ids_.end() ? -1 : int64_t{it->second};
 }
 
 std::string TenantTable::Name(uint32_t id) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = entries_.find(id);
   return it == entries_.end() ? std::string() : it->second.name;
 }
 
 uint64_t TenantTable::NameHash(uint32_t id) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = entries_.find(id);
   return it == entries_.end() ? 0 : it->second.name_hash;
 }
@@ -69,15 +69,15 @@ uint64_t TenantTable::HashName(std::string_view name) {
 }
 
 size_t TenantTable::size() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return entries_.size();
 }
 
 size_t ObjectStore::Size() const {
   size_t n = 0;
-  for (const auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(s.mu));
-    n += s.objects.size();
+  for (Shard& s : shards_) {
+    MutexLock lock(&s.mu());
+    n += s.objects().size();
   }
   return n;
 }

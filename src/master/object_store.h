@@ -9,8 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -21,6 +19,8 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 #include <absl/container/node_hash_map.h>
+
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -228,11 +228,13 @@ class TenantTable {
     uint64_t name_hash = 0;
     std::atomic<int64_t> refs{0};
   };
-  mutable std::shared_mutex mu_;
+  // Readers (lookups, and Pin/Unref of a tenant that exists, whose count is
+  // atomic) share it; creating or forgetting a tenant takes it exclusively.
+  mutable SharedMutex mu_;
   // Node-based, so each name stays put and `ids_` can key on views of it.
-  absl::node_hash_map<uint32_t, Entry> entries_;
-  absl::flat_hash_map<std::string_view, uint32_t> ids_;
-  uint32_t next_id_ = 0;
+  absl::node_hash_map<uint32_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string_view, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A reference a request holds on its tenant while it works (TenantTable::Pin),
@@ -269,30 +271,133 @@ class TenantPin {
   uint32_t id_ = 0;
 };
 
+// One table of a shard, with exactly the operations the master uses on it
+// (find, count, insert, erase, iterate; prefetch for QueryReadOnlyBatch).
+// The shard hands a table out only to a caller that holds the shard's lock
+// (Shard::objects() etc. require it), so -Wthread-safety proves that every
+// access to a table happens under its lock. A reference or iterator must
+// not be kept past the unlock.
+template <typename Map>
+class ShardTable {
+ public:
+  using iterator = typename Map::iterator;
+  using const_iterator = typename Map::const_iterator;
+
+  template <typename K>
+  iterator find(const K& k) {
+    return map_.find(k);
+  }
+  template <typename K>
+  const_iterator find(const K& k) const {
+    return map_.find(k);
+  }
+  template <typename K>
+  size_t count(const K& k) const {
+    return map_.count(k);
+  }
+  // Inserts a default value for a key not present yet.
+  template <typename K>
+  decltype(auto) operator[](K&& k) {
+    return map_[std::forward<K>(k)];
+  }
+  template <typename... Args>
+  decltype(auto) emplace(Args&&... args) {
+    return map_.emplace(std::forward<Args>(args)...);
+  }
+  template <typename... Args>
+  decltype(auto) insert(Args&&... args) {
+    return map_.insert(std::forward<Args>(args)...);
+  }
+  // By iterator or by key, as the underlying container does.
+  template <typename... Args>
+  decltype(auto) erase(Args&&... args) {
+    return map_.erase(std::forward<Args>(args)...);
+  }
+  // Pulls the key's control bytes and slot into the cache (absl tables).
+  template <typename K>
+  void prefetch(const K& k) const {
+    map_.prefetch(k);
+  }
+  iterator begin() { return map_.begin(); }
+  iterator end() { return map_.end(); }
+  const_iterator begin() const { return map_.begin(); }
+  const_iterator end() const { return map_.end(); }
+  size_t size() const { return map_.size(); }
+  bool empty() const { return map_.empty(); }
+  void clear() { map_.clear(); }
+
+ private:
+  Map map_;
+};
+
 class ObjectStore {
  public:
   static constexpr size_t kShards = 1024;
-  struct Shard {
-    std::mutex mu;
-    // Node-based (an ObjectMeta never moves, so references survive inserts)
-    // SwissTable: per lookup one group of control bytes and one slot before
-    // the node, and both can be prefetched for a whole batch of keys
-    // (QueryReadOnlyBatch), which std::unordered_map's bucket chains cannot.
-    absl::node_hash_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
-        objects;
+  // Node-based (an ObjectMeta never moves, so references survive inserts)
+  // SwissTable: per lookup one group of control bytes and one slot before
+  // the node, and both can be prefetched for a whole batch of keys
+  // (QueryReadOnlyBatch), which std::unordered_map's bucket chains cannot.
+  using ObjectMap = ShardTable<
+      absl::node_hash_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>>;
+  using PromotionMap =
+      ShardTable<std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash,
+                                    ObjectKeyEq>>;
+  using OffloadMap = ShardTable<
+      std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq>>;
+  using KeySet =
+      ShardTable<std::unordered_set<ObjectKey, ObjectKeyHash, ObjectKeyEq>>;
+
+  // A slice of the key space under one lock. Callers take it with
+  // `MutexLock lock(&shard.mu());`; the tables are reachable only while it
+  // is held, and functions handed a locked shard say so with
+  // ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()).
+  class Shard {
+   public:
+    Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+    // For code the analysis cannot follow into (a callback run under the
+    // lock): states that the caller holds it. Checks nothing at run time.
+    void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) {}
+
+    ObjectMap& objects() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return objects_; }
+    const ObjectMap& objects() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return objects_;
+    }
+    ObjectMap& upserts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return upserts_; }
+    const ObjectMap& upserts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return upserts_;
+    }
+    PromotionMap& promotions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return promotions_;
+    }
+    const PromotionMap& promotions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return promotions_;
+    }
+    OffloadMap& offloads() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return offloads_;
+    }
+    const OffloadMap& offloads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return offloads_;
+    }
+    KeySet& pending_puts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pending_puts_;
+    }
+    const KeySet& pending_puts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pending_puts_;
+    }
+
+   private:
+    mutable Mutex mu_;
+    ObjectMap objects_ ABSL_GUARDED_BY(mu_);
     // Upserts in progress: the new replicas, invisible to readers until
     // PutEnd swaps them in (the old value stays readable meanwhile).
-    absl::node_hash_map<ObjectKey, ObjectMeta, ObjectKeyHash, ObjectKeyEq>
-        upserts;
-    std::unordered_map<ObjectKey, PromotionState, ObjectKeyHash, ObjectKeyEq>
-        promotions;
-    std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq>
-        offloads;
+    ObjectMap upserts_ ABSL_GUARDED_BY(mu_);
+    PromotionMap promotions_ ABSL_GUARDED_BY(mu_);
+    OffloadMap offloads_ ABSL_GUARDED_BY(mu_);
     // Keys that got a PROCESSING replica from PutStart (in `objects` or
     // `upserts`), so that the reclaim of abandoned puts visits these and not
     // every object. A key may stay here after its put ended; the next
     // reclaim pass drops it.
-    std::unordered_set<ObjectKey, ObjectKeyHash, ObjectKeyEq> pending_puts;
+    KeySet pending_puts_ ABSL_GUARDED_BY(mu_);
   };
 
   Shard& ShardFor(const ObjectKey& k) {
@@ -305,7 +410,7 @@ class ObjectStore {
   size_t Size() const;
 
  private:
-  Shard shards_[kShards];
+  mutable Shard shards_[kShards];
 };
 
 }  // namespace kvpool

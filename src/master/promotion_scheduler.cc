@@ -84,8 +84,8 @@ const char* PromotionScheduler::MaybePromoteOnHit(Shard& shard,
     return reject("frequency");
   }
   if (OverWatermark()) return reject("watermark");
-  if (shard.promotions.count(key) || m.HasProcessing() ||
-      shard.upserts.count(key)) {
+  if (shard.promotions().count(key) || m.HasProcessing() ||
+      shard.upserts().count(key)) {
     return reject("dedup");
   }
   if (!TryReserveSlot()) return reject("cap");
@@ -119,7 +119,7 @@ bool PromotionScheduler::Queue(Shard& shard, const ObjectKey& key,
 
 void PromotionScheduler::Admit(Shard& shard, const ObjectKey& key,
                                const PromotionState& st) {
-  shard.promotions[key] = st;
+  shard.promotions()[key] = st;
   ++admitted_;
 }
 
@@ -233,7 +233,7 @@ PromotionState PromotionScheduler::Take(Shard& shard,
                                         PromotionMap::iterator it) {
   PromotionState state = it->second;
   ReleaseBufferReservation(state);
-  shard.promotions.erase(it);
+  shard.promotions().erase(it);
   --in_flight_;
   return state;
 }
@@ -246,25 +246,25 @@ void PromotionScheduler::FreeStaged(const PromotionState& st, int64_t now) {
 }
 
 void PromotionScheduler::Cancel(Shard& shard, const ObjectKeyView& key) {
-  auto it = shard.promotions.find(key);
-  if (it == shard.promotions.end()) return;
+  auto it = shard.promotions().find(key);
+  if (it == shard.promotions().end()) return;
   ReleaseBufferReservation(it->second);
   if (it->second.staged) FreeStaged(it->second, clock_->NowMs());
-  shard.promotions.erase(it);
+  shard.promotions().erase(it);
   --in_flight_;
   ++cancelled_;
 }
 
 void PromotionScheduler::Expire(Shard& shard, const ObjectKeyView& key,
                                 const char* where) {
-  auto it = shard.promotions.find(key);
-  if (it == shard.promotions.end()) return;
+  auto it = shard.promotions().find(key);
+  if (it == shard.promotions().end()) return;
   ReleaseBufferReservation(it->second);
   FreeStaged(it->second, clock_->NowMs());
-  shard.promotions.erase(it);
+  shard.promotions().erase(it);
   --in_flight_;
   ++expired_;
-  if (auto obj = shard.objects.find(key); obj != shard.objects.end()) {
+  if (auto obj = shard.objects().find(key); obj != shard.objects().end()) {
     // The trigger's lease held a replica that will not come; readers keep
     // theirs.
     ObjectMeta& m = obj->second;
@@ -281,16 +281,16 @@ void PromotionScheduler::Expire(Shard& shard, const ObjectKeyView& key,
 
 bool PromotionScheduler::ExpireIfDue(Shard& shard, const ObjectKeyView& key,
                                      int64_t now, PromotionTaskMsg& t) {
-  auto st = shard.promotions.find(key);
-  if (st == shard.promotions.end() || st->second.task_id != t.task_id) {
+  auto st = shard.promotions().find(key);
+  if (st == shard.promotions().end() || st->second.task_id != t.task_id) {
     return false;
   }
   const int64_t d = st->second.deadline_ms;
   // Past its deadline, or already read from the SSD by every get the
   // router announced for it: too late either way.
-  auto obj = shard.objects.find(key);
+  auto obj = shard.objects().find(key);
   const bool all_read = st->second.get_before_landing &&
-                        obj != shard.objects.end() &&
+                        obj != shard.objects().end() &&
                         obj->second.pending_prefetch_reads == 0;
   if (d > 0 && (now >= d || all_read)) {
     Expire(shard, key, now >= d ? "master" : "master_after_get");
@@ -302,14 +302,14 @@ bool PromotionScheduler::ExpireIfDue(Shard& shard, const ObjectKeyView& key,
 
 void PromotionScheduler::Reap(Shard& shard, int64_t now) {
   const int64_t promo_ttl = options_.promotion_task_ttl_sec * 1000;
-  for (auto it = shard.promotions.begin(); it != shard.promotions.end();) {
+  for (auto it = shard.promotions().begin(); it != shard.promotions().end();) {
     if (now - it->second.created_ms <= promo_ttl) {
       ++it;
       continue;
     }
     ReleaseBufferReservation(it->second);
     FreeStaged(it->second, now);
-    it = shard.promotions.erase(it);
+    it = shard.promotions().erase(it);
     --in_flight_;
     ++expired_;
   }

@@ -58,7 +58,7 @@ struct PromotionCounters {
 class PromotionScheduler {
  public:
   using Shard = ObjectStore::Shard;
-  using PromotionMap = decltype(Shard::promotions);
+  using PromotionMap = ObjectStore::PromotionMap;
 
   // The knobs it reads, named as in MasterConfig.
   struct Options {
@@ -113,14 +113,16 @@ class PromotionScheduler {
   // counted), "holder_gone" if its holder went meanwhile (not counted), or
   // nullptr when admitted.
   const char* MaybePromoteOnHit(Shard& shard, const ObjectKey& key,
-                                ObjectMeta& m);
+                                ObjectMeta& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Records `st` as `key`'s entry (its slot already taken).
-  void Admit(Shard& shard, const ObjectKey& key, const PromotionState& st);
+  void Admit(Shard& shard, const ObjectKey& key, const PromotionState& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Hands `task` to the mailbox of `st.holder` (earliest deadline first,
   // then FIFO) and admits `st`; when the holder is gone, releases what `st`
   // took (slot, buffer reservation) and returns false.
   bool Queue(Shard& shard, const ObjectKey& key, PromotionState& st,
-             PromotionTaskMsg task);
+             PromotionTaskMsg task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // A router trigger for the SSD-only `key` of `size` bytes, past the
   // main watermark and with no entry yet: takes a slot, and with a
   // prefetch buffer on the holder (index `holder`, `holder_node_id`) and
@@ -131,12 +133,13 @@ class PromotionScheduler {
   RouterAdmission AdmitRouter(Shard& shard, const ObjectKey& key, uint64_t size,
                               uint32_t holder,
                               const std::string& holder_node_id, int64_t now,
-                              int64_t deadline_in_ms);
+                              int64_t deadline_in_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Prefetch on exist: admits a promotion of `key` that its holder (index
   // `holder`) runs itself, no mailbox. Returns the task id, or 0 when the
   // shared cap refuses it.
   uint64_t AdmitExist(Shard& shard, const ObjectKey& key, uint32_t holder,
-                      int64_t now);
+                      int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // An exist trigger found this promotion queued: a router promotion not
   // yet staged becomes the exist path's (no deadline, main DRAM).
   void TakeOverForExist(PromotionState& st);
@@ -159,23 +162,28 @@ class PromotionScheduler {
   // ---- the ends of an entry (shard lock held) ----
   // Removes the entry `it` its holder reported on, releasing its slot and
   // reservation; the caller counts it with Finished. Returns the entry.
-  PromotionState Take(Shard& shard, PromotionMap::iterator it);
+  PromotionState Take(Shard& shard, PromotionMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   void Finished(bool landed) { ++(landed ? completed_ : failed_); }
   // Drops `key`'s entry, if any (its object or holder went): releases its
   // buffer reservation and staged range; counted cancelled.
-  void Cancel(Shard& shard, const ObjectKeyView& key);
+  void Cancel(Shard& shard, const ObjectKeyView& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Releases an entry whose deadline passed: buffer reservation, staged
   // range, the trigger's lease; counts fate "expired" (`where`: "master",
   // "master_after_get" or "holder").
-  void Expire(Shard& shard, const ObjectKeyView& key, const char* where);
+  void Expire(Shard& shard, const ObjectKeyView& key, const char* where)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // The hand-out of task `t` (of `key`) at `now`: expires its entry if its
   // deadline passed or every get the router announced read the SSD
   // already (returns true), else fills in its time left.
   bool ExpireIfDue(Shard& shard, const ObjectKeyView& key, int64_t now,
-                   PromotionTaskMsg& t);
+                   PromotionTaskMsg& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // The reaper: drops the entries of `shard` older than
   // promotion_task_ttl_sec, counted expired.
-  void Reap(Shard& shard, int64_t now);
+  void Reap(Shard& shard, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
 
   PromotionCounters counters() const;
   uint64_t in_flight() const { return in_flight_.load(); }

@@ -59,7 +59,7 @@ class PromotionSchedulerTest : public ::testing::Test {
   ObjectMeta& AddOnDisk(const std::string& key, uint64_t size = kKiB) {
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
     // push_back for a read of uninitialized memory (CMakeLists.txt).
-    ObjectMeta& m = ShardOf(key).objects[Key(key)];
+    ObjectMeta& m = ShardOf(key).objects()[Key(key)];
     m.size = size;
     m.replicas.push_back(Replica{0, holder_, 0, ReplicaKind::kLocalDisk,
                                  ReplicaStatus::kComplete});
@@ -85,8 +85,8 @@ class PromotionSchedulerTest : public ::testing::Test {
 
   const PromotionState* Entry(const std::string& key) {
     auto& shard = ShardOf(key);
-    auto it = shard.promotions.find(Key(key));
-    return it == shard.promotions.end() ? nullptr : &it->second;
+    auto it = shard.promotions().find(Key(key));
+    return it == shard.promotions().end() ? nullptr : &it->second;
   }
 
   std::vector<PromotionTaskMsg> Mailbox() {
@@ -184,7 +184,7 @@ TEST_F(PromotionSchedulerTest, CapRefusesUntilATaskEnds) {
 
   // "a" lands: its holder's report ends it.
   auto& shard = ShardOf("a");
-  EXPECT_EQ(scheduler_->Take(shard, shard.promotions.find(Key("a"))).holder,
+  EXPECT_EQ(scheduler_->Take(shard, shard.promotions().find(Key("a"))).holder,
             holder_);
   scheduler_->Finished(true);
   EXPECT_EQ(scheduler_->in_flight(), 1u);
@@ -311,7 +311,7 @@ TEST_F(PromotionSchedulerTest, ReaperDropsTasksPastTheirTtl) {
   ASSERT_EQ(p.size(), 1u);
   {
     auto& shard = ShardOf("old");
-    PromotionState& st = shard.promotions.find(Key("old"))->second;
+    PromotionState& st = shard.promotions().find(Key("old"))->second;
     st.staged = true;
     st.staged_segment = seg;
     st.staged_handle = p[0].handle;

@@ -1,0 +1,94 @@
+#include "master/object_store.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace kvpool {
+namespace {
+
+// The shard's tables, reached through its lock: insert, find, count,
+// iterate and erase, as the master's callers use them.
+TEST(ObjectStoreTest, ShardTablesInsertFindIterateErase) {
+  ObjectStore store;
+  ObjectKey a{0, "a"};
+  ObjectKey b{1, "a"};  // same key, another tenant
+  ObjectStore::Shard& sa = store.ShardFor(a);
+  {
+    MutexLock lock(&sa.mu());
+    // Filled in place: GCC 12 takes a fresh local ObjectMeta for a read of
+    // uninitialized memory (CMakeLists.txt).
+    sa.objects()[a].size = 7;
+    sa.objects()[a].version = 1;  // the same entry, not a second one
+    // A borrowed key finds it without copying the string.
+    auto found = sa.objects().find(ObjectKeyView{0, "a"});
+    ASSERT_NE(found, sa.objects().end());
+    EXPECT_EQ(found->second.size, 7u);
+    EXPECT_EQ(found->second.version, 1u);
+    EXPECT_EQ(sa.objects().count(a), 1u);
+    EXPECT_EQ(sa.objects().find(ObjectKeyView{0, "zz"}), sa.objects().end());
+    sa.objects().prefetch(ObjectKeyView{0, "a"});  // a hint; changes nothing
+    EXPECT_EQ(sa.objects().size(), 1u);
+  }
+  ObjectStore::Shard& sb = store.ShardFor(b);
+  {
+    MutexLock lock(&sb.mu());
+    sb.objects()[b].size = 9;
+    EXPECT_EQ(sb.objects().count(ObjectKeyView{0, "a"}), &sb == &sa ? 1u : 0u);
+  }
+  EXPECT_EQ(store.Size(), 2u);
+
+  // Iterating every shard, each under its lock, sees both.
+  std::set<uint32_t> tenants;
+  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
+    ObjectStore::Shard& s = store.shard(i);
+    MutexLock lock(&s.mu());
+    for (const auto& [k, m] : s.objects()) {
+      EXPECT_EQ(k.key, "a");
+      EXPECT_EQ(m.size, k.tenant == 0 ? 7u : 9u);
+      tenants.insert(k.tenant);
+    }
+  }
+  EXPECT_EQ(tenants, (std::set<uint32_t>{0, 1}));
+
+  {
+    MutexLock lock(&sa.mu());
+    sa.objects().erase(sa.objects().find(a));
+    EXPECT_EQ(sa.objects().count(a), 0u);
+  }
+  EXPECT_EQ(store.Size(), 1u);
+}
+
+TEST(ObjectStoreTest, SideTablesAreKeyedLikeObjects) {
+  ObjectStore store;
+  ObjectKey k{0, "k"};
+  ObjectStore::Shard& s = store.ShardFor(k);
+  {
+    MutexLock lock(&s.mu());
+    s.upserts()[k].size = 1;
+    s.promotions()[k].task_id = 2;
+    s.offloads()[k] = OffloadState{3, 4, 5};
+    EXPECT_TRUE(s.pending_puts().insert(k).second);
+    EXPECT_EQ(s.upserts().find(ObjectKeyView{0, "k"})->second.size, 1u);
+    EXPECT_EQ(s.promotions().find(k)->second.task_id, 2u);
+    EXPECT_EQ(s.offloads().find(k)->second.version, 4u);
+    EXPECT_EQ(s.pending_puts().count(k), 1u);
+    // Erase by iterator (returns the next one) and by key.
+    auto next = s.offloads().erase(s.offloads().begin());
+    EXPECT_EQ(next, s.offloads().end());
+    EXPECT_EQ(s.promotions().erase(k), 1u);
+    EXPECT_EQ(s.pending_puts().erase(k), 1u);
+    s.upserts().clear();
+    EXPECT_TRUE(s.upserts().empty());
+    EXPECT_TRUE(s.promotions().empty());
+    EXPECT_TRUE(s.offloads().empty());
+    EXPECT_TRUE(s.pending_puts().empty());
+  }
+  // Outside the lock, which Size takes shard by shard. Only `objects` counts
+  // towards the store's size.
+  EXPECT_EQ(store.Size(), 0u);
+}
+
+}  // namespace
+}  // namespace kvpool
