@@ -122,7 +122,8 @@ TEST_F(MultiProcessTest, MasterAndNodeExitCleanlyOnSigterm) {
       StartMaster("rpc_port = 0\nmetrics_port = -1\n", &master);
   pid_t node = StartNode("node-a", address);
   auto client = TcpClientSeeing(address, 1);
-  ASSERT_TRUE(client->Put("k", "v").ok());
+  Status put = client->Put("k", "v");
+  ASSERT_TRUE(put.ok()) << put.ToString();
   client.reset();
   for (pid_t p : {node, master}) {
     kill(p, SIGTERM);
