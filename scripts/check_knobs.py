@@ -404,27 +404,33 @@ def check_python(root, cluster):
     for name in names:
         if f"o.{name} = {name};" not in " ".join(block.split()):
             err(f"{PY_STORE}: {name} is not copied into LocalClusterOptions (d)")
+    check_stub(root, "LocalCluster", names, opts, "LocalClusterOptions", "d")
+
+
+def check_stub(root, cls, names, opts, struct, part, spell=lambda n, v: v):
+    """The stub's `cls.__init__` has exactly `names` as keywords, each with
+    the default `opts` gives it (`spell` turns a C++ value into Python's)."""
     stub = read(root, PY_STUB)
-    sm = re.search(r"class LocalCluster:.*?def __init__\((.*?)\)\s*->", stub,
+    sm = re.search(r"class %s:.*?def __init__\((.*?)\)\s*->" % cls, stub,
                    re.S)
     if not sm:
-        err(f"{PY_STUB}: cannot find LocalCluster.__init__ (d)")
+        err(f"{PY_STUB}: cannot find {cls}.__init__ ({part})")
         return
     stub_args = {}
     for am in re.finditer(r"(\w+)\s*:\s*\w+\s*=\s*([^,\n]+)", sm.group(1)):
         stub_args[am.group(1)] = am.group(2).strip()
-    if set(stub_args) != names:
-        err(f"{PY_STUB}: LocalCluster keywords {sorted(stub_args)} != "
-            f"{PY_STORE}'s {sorted(names)} (d)")
+    if set(stub_args) != set(names):
+        err(f"{PY_STUB}: {cls} keywords {sorted(stub_args)} != "
+            f"{PY_STORE}'s {sorted(names)} ({part})")
     for name, text in stub_args.items():
         if name not in opts:
             continue
-        want = opts[name]
+        want = spell(name, opts[name])
         py = text.replace("True", "true").replace("False", "false")
         got = eval_cxx(py) if not py.startswith('"') else ast.literal_eval(text)
         if not same(got, want):
-            err(f"{PY_STUB}: LocalCluster({name}={text}) but "
-                f"LocalClusterOptions::{name} = {repr(want)} (d)")
+            err(f"{PY_STUB}: {cls}({name}={text}) but "
+                f"{struct}::{name} = {repr(want)} ({part})")
 
 
 # ---- (g): the Python Store and ClientConfig --------------------------------
@@ -460,28 +466,8 @@ def check_python_store(root, client):
     if not names:
         err(f"{PY_STORE}: Store has no keyword arguments? (g)")
         return
-    stub = read(root, PY_STUB)
-    sm = re.search(r"class Store:.*?def __init__\((.*?)\)\s*->", stub, re.S)
-    if not sm:
-        err(f"{PY_STUB}: cannot find Store.__init__ (g)")
-        return
-    stub_args = {}
-    for am in re.finditer(r"(\w+)\s*:\s*\w+\s*=\s*([^,\n]+)", sm.group(1)):
-        stub_args[am.group(1)] = am.group(2).strip()
-    if set(stub_args) != set(names):
-        err(f"{PY_STUB}: Store keywords {sorted(stub_args)} != "
-            f"{PY_STORE}'s {sorted(names)} (g)")
-    for name, text in stub_args.items():
-        if name not in opts:
-            continue
-        want = opts[name]
-        if name in PY_ENUMS:
-            want = PY_ENUMS[name].get(want, want)
-        py = text.replace("True", "true").replace("False", "false")
-        got = eval_cxx(py) if not py.startswith('"') else ast.literal_eval(text)
-        if not same(got, want):
-            err(f"{PY_STUB}: Store({name}={text}) but "
-                f"ClientConfig::{name} = {repr(want)} (g)")
+    check_stub(root, "Store", names, opts, "ClientConfig", "g",
+               lambda n, v: PY_ENUMS.get(n, {}).get(v, v))
 
 
 # ---- (e): docs/configuration.md -----------------------------------------
