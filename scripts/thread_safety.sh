@@ -37,5 +37,6 @@ if [[ ! -f $BUILD/build.ninja ]]; then
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DKVPOOL_THREAD_SAFETY=ON >/dev/null
 fi
-cmake --build "$BUILD" -j "$JOBS" --target kvpool_master kvpool_node kvpool_client
-echo "thread_safety: master, node and client build clean under -Wthread-safety"
+cmake --build "$BUILD" -j "$JOBS" --target kvpool_master kvpool_ha_master kvpool_node \
+  kvpool_client kvpool_compat
+echo "thread_safety: master, node, client and compat build clean under -Wthread-safety"

@@ -98,12 +98,12 @@ MooncakeStore::MooncakeStore() = default;
 MooncakeStore::~MooncakeStore() { Close(); }
 
 bool MooncakeStore::is_setup() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return client_ != nullptr;
 }
 
 Client* MooncakeStore::client() {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return client_.get();
 }
 
@@ -111,7 +111,7 @@ int MooncakeStore::SetupFromDict(
     const std::map<std::string, std::string>& dict) {
   auto c = SetupConfigFromDict(dict);
   if (!c.ok()) {
-    std::unique_lock lock(mu_);
+    WriterLock lock(&mu_);
     if (setup_attempted_) return kInvalid;
     setup_attempted_ = true;  // a failed setup also needs a close()
     return static_cast<int>(c.code());
@@ -120,7 +120,7 @@ int MooncakeStore::SetupFromDict(
 }
 
 int MooncakeStore::Setup(const SetupConfig& config) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   // As Mooncake: every setup, failed or not, must be followed by close()
   // before the next one, so a store is never replaced under its callers.
   if (setup_attempted_) return kInvalid;
@@ -206,7 +206,7 @@ int MooncakeStore::Setup(const SetupConfig& config) {
 }
 
 int MooncakeStore::Close() {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   return CloseLocked();
 }
 
@@ -221,10 +221,10 @@ int MooncakeStore::CloseLocked() {
   local_buffer_.reset();
   hostname_.clear();
   {
-    std::lock_guard<std::mutex> sl(session_mu_);
+    MutexLock sl(&session_mu_);
     get_sessions_.clear();
   }
-  std::lock_guard<std::mutex> reg(reg_mu_);
+  MutexLock reg(&reg_mu_);
   registered_.clear();
   return 0;
 }
@@ -233,7 +233,7 @@ int MooncakeStore::CloseLocked() {
 
 std::vector<Result<TierInfo>> MooncakeStore::BatchGetReplicaDesc(
     const std::vector<std::string>& keys) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) {
     return std::vector<Result<TierInfo>>(
         keys.size(), Status(ErrorCode::INVALID_PARAMS, "not set up"));
@@ -242,7 +242,7 @@ std::vector<Result<TierInfo>> MooncakeStore::BatchGetReplicaDesc(
 }
 
 std::string MooncakeStore::GetHostname() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return hostname_;
 }
 
@@ -284,7 +284,7 @@ MooncakeStore::MountResult MooncakeStore::MountSegment(const std::string& path,
                                                        int64_t size,
                                                        int64_t offset) {
   MountResult out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   Status s;
   if (!node_) {
     s = NotHosting();
@@ -311,7 +311,7 @@ MooncakeStore::MountResult MooncakeStore::MountSegment(const std::string& path,
 MooncakeStore::MountResult MooncakeStore::AllocateAndMountSegment(
     int64_t size) {
   MountResult out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   Status s;
   if (!node_) {
     s = NotHosting();
@@ -345,7 +345,7 @@ int MooncakeStore::UnmountAndFreeSegment(
 
 int MooncakeStore::UnmountExtras(const std::vector<std::string>& segment_ids,
                                  int64_t grace_period_seconds, bool allocated) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!node_ || grace_period_seconds < 0) return kMountFailed;
   // Which of ours each id is, to refuse one of the other call's kind (as
   // Mooncake, which keeps the two apart).
@@ -380,7 +380,7 @@ int MooncakeStore::UnmountExtras(const std::vector<std::string>& segment_ids,
 }
 
 int MooncakeStore::HealthCheck() {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   if (auto s = client_->Stat(); !s.ok() && !IsPermissionDenied(s.status()))
     return Code(s.status());

@@ -20,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +27,7 @@
 
 #include "capi/compat_config.h"
 #include "capi/local_buffer.h"
+#include "common/mutex.h"
 #include "kvpool/client.h"
 
 namespace kvpool {
@@ -202,8 +202,8 @@ class MooncakeStore {
 
  private:
   // The refusal of a mount call on a store that hosts no node. Needs mu_.
-  Status NotHosting() const;
-  int CloseLocked();
+  Status NotHosting() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  int CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int UnmountExtras(const std::vector<std::string>& segment_ids,
                     int64_t grace_period_seconds, bool allocated);
   // The puts of bytes from the caller's memory (Python bytes): key i's value
@@ -215,16 +215,20 @@ class MooncakeStore {
   // none does.
   uint64_t RegisteredCapacity(const void* p) const;
 
-  mutable std::shared_mutex mu_;  // shared: calls; exclusive: setup/close
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<Node> node_;
-  std::shared_ptr<LocalBuffer> local_buffer_;
-  std::string hostname_;
-  bool setup_attempted_ = false;  // since the last close(); guarded by mu_
-  std::mutex session_mu_;
-  std::set<std::string> get_sessions_;  // keys with an open get session
-  mutable std::mutex reg_mu_;
-  std::map<uintptr_t, uint64_t> registered_;  // base -> size
+  // Shared by calls; exclusive for setup and close, so a store is never
+  // replaced under a call in progress.
+  mutable SharedMutex mu_;
+  std::unique_ptr<Client> client_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Node> node_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<LocalBuffer> local_buffer_ ABSL_GUARDED_BY(mu_);
+  std::string hostname_ ABSL_GUARDED_BY(mu_);
+  bool setup_attempted_ ABSL_GUARDED_BY(mu_) = false;  // since last close()
+  Mutex session_mu_;
+  // Keys with an open get session.
+  std::set<std::string> get_sessions_ ABSL_GUARDED_BY(session_mu_);
+  mutable Mutex reg_mu_;
+  // Registered buffers: base -> size.
+  std::map<uintptr_t, uint64_t> registered_ ABSL_GUARDED_BY(reg_mu_);
 };
 
 }  // namespace kvpool::compat

@@ -56,7 +56,7 @@ int MooncakeStore::UpsertBatch(const std::vector<std::string>& keys,
 int MooncakeStore::PutBytes(const std::vector<std::string>& keys,
                             const std::vector<std::vector<Bytes>>& values,
                             const MooncakeReplicateConfig& rc, bool upsert) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   // As Mooncake, an empty value is a successful put that stores nothing.
   std::vector<std::string> k;
@@ -89,7 +89,7 @@ int MooncakeStore::PutBytes(const std::vector<std::string>& keys,
 // ----------------------------------------------------------------- gets
 
 Result<std::string> MooncakeStore::Get(std::string_view key) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return Status(ErrorCode::INVALID_PARAMS, "not set up");
   return client_->Get(key);
 }
@@ -101,7 +101,7 @@ std::shared_ptr<BufferHandle> MooncakeStore::GetBuffer(std::string_view key) {
 std::vector<std::shared_ptr<BufferHandle>> MooncakeStore::BatchGetBuffer(
     const std::vector<std::string>& keys) {
   std::vector<std::shared_ptr<BufferHandle>> out(keys.size());
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_ || keys.empty()) return out;
   // Sizes first (read-only lookup) so each value gets a local-buffer range
   // of the right size; keys that do not fit are read onto the heap.
@@ -156,7 +156,7 @@ std::vector<std::shared_ptr<BufferHandle>> MooncakeStore::BatchGetBuffer(
 // ------------------------------------------------------ exist, size, remove
 
 int64_t MooncakeStore::GetSize(std::string_view key) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   auto r = client_->GetSize(key);
   return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());
@@ -169,7 +169,7 @@ int MooncakeStore::IsExist(std::string_view key) {
 std::vector<int> MooncakeStore::BatchIsExist(
     const std::vector<std::string>& keys) {
   std::vector<int> out(keys.size(), -1);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_ || keys.empty()) return out;
   auto r = client_->BatchIsExist(keys);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -179,7 +179,7 @@ std::vector<int> MooncakeStore::BatchIsExist(
 }
 
 int MooncakeStore::Remove(std::string_view key, bool force) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   return Code(client_->Remove(key, force));
 }
@@ -187,7 +187,7 @@ int MooncakeStore::Remove(std::string_view key, bool force) {
 std::vector<int> MooncakeStore::BatchRemove(
     const std::vector<std::string>& keys, bool force) {
   std::vector<int> out(keys.size(), kInvalid);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto r = client_->BatchRemove(keys, force);
   for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
@@ -195,14 +195,14 @@ std::vector<int> MooncakeStore::BatchRemove(
 }
 
 int64_t MooncakeStore::RemoveAll(bool force) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   auto r = client_->RemoveAll(force);
   return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());
 }
 
 int64_t MooncakeStore::RemoveByRegex(const std::string& regex, bool force) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   auto r = client_->RemoveByRegex(regex, force);
   return r.ok() ? static_cast<int64_t>(r.value()) : Code(r.status());

@@ -69,9 +69,9 @@ bool ToRanges(const std::vector<P>& bufs, const std::vector<int64_t>& sizes,
 
 int MooncakeStore::RegisterBuffer(void* buf, int64_t size) {
   if (buf == nullptr || size <= 0) return kInvalid;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
-  std::lock_guard<std::mutex> reg(reg_mu_);
+  MutexLock reg(&reg_mu_);
   if (Status s = client_->RegisterBuffer(buf, static_cast<uint64_t>(size));
       !s.ok()) {
     return Code(s);
@@ -81,16 +81,16 @@ int MooncakeStore::RegisterBuffer(void* buf, int64_t size) {
 }
 
 int MooncakeStore::UnregisterBuffer(void* buf) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
-  std::lock_guard<std::mutex> reg(reg_mu_);
+  MutexLock reg(&reg_mu_);
   if (Status s = client_->UnregisterBuffer(buf); !s.ok()) return Code(s);
   registered_.erase(reinterpret_cast<uintptr_t>(buf));
   return 0;
 }
 
 uint64_t MooncakeStore::RegisteredCapacity(const void* p) const {
-  std::lock_guard<std::mutex> reg(reg_mu_);
+  MutexLock reg(&reg_mu_);
   auto a = reinterpret_cast<uintptr_t>(p);
   auto it = registered_.upper_bound(a);
   if (it == registered_.begin()) return 0;
@@ -109,7 +109,7 @@ std::vector<int> MooncakeStore::BatchPutFrom(
     const std::vector<int64_t>& sizes, const MooncakeReplicateConfig& rc) {
   std::vector<int> out(keys.size(), kInvalid);
   if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto cfg = ToReplicateConfig(rc);
   if (!cfg.ok()) {
@@ -170,7 +170,7 @@ std::vector<int> MooncakeStore::BatchPutFromMultiBuffers(
   for (size_t i = 0; i < keys.size(); ++i) {
     if (bufs[i].size() != sizes[i].size()) return out;  // all fail
   }
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto cfg = ToReplicateConfig(rc);
   if (!cfg.ok()) {
@@ -204,7 +204,7 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBuffers(
     const std::vector<std::vector<int64_t>>& sizes) {
   std::vector<int64_t> out(keys.size(), kInvalid);
   if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   std::vector<std::string> k;
   std::vector<std::vector<ConstSlice>> dst;
@@ -236,7 +236,7 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBufferRanges(
       offsets.size() != keys.size()) {
     return out;
   }
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   std::vector<std::string> k;
   std::vector<std::vector<ValueRange>> ranges;
@@ -252,7 +252,7 @@ std::vector<int64_t> MooncakeStore::BatchGetIntoMultiBufferRanges(
   // Keys with an open get session read under its lease; others look up now.
   std::vector<bool> in_session(k.size());
   {
-    std::lock_guard<std::mutex> sl(session_mu_);
+    MutexLock sl(&session_mu_);
     for (size_t j = 0; j < k.size(); ++j)
       in_session[j] = get_sessions_.count(k[j]) > 0;
   }
@@ -282,7 +282,7 @@ std::vector<int> MooncakeStore::BatchPutSessionStart(
     const MooncakeReplicateConfig& rc) {
   std::vector<int> out(keys.size(), kInvalid);
   if (sizes.size() != keys.size()) return out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto cfg = ToReplicateConfig(rc);
   if (!cfg.ok()) {
@@ -313,7 +313,7 @@ std::vector<int64_t> MooncakeStore::BatchPutFromMultiBufferRanges(
       offsets.size() != keys.size()) {
     return out;
   }
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   std::vector<std::string> k;
   std::vector<std::vector<ValueRange>> ranges;
@@ -337,7 +337,7 @@ std::vector<int64_t> MooncakeStore::BatchPutFromMultiBufferRanges(
 std::vector<int> MooncakeStore::BatchPutSessionEnd(
     const std::vector<std::string>& keys) {
   std::vector<int> out(keys.size(), kInvalid);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto r = client_->BatchPutSessionEnd(keys);
   for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
@@ -347,7 +347,7 @@ std::vector<int> MooncakeStore::BatchPutSessionEnd(
 std::vector<int> MooncakeStore::BatchPutSessionRevoke(
     const std::vector<std::string>& keys) {
   std::vector<int> out(keys.size(), kInvalid);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto r = client_->BatchPutSessionRevoke(keys);
   for (size_t i = 0; i < keys.size(); ++i) out[i] = Code(r[i]);
@@ -357,10 +357,10 @@ std::vector<int> MooncakeStore::BatchPutSessionRevoke(
 std::vector<int> MooncakeStore::BatchGetSessionStart(
     const std::vector<std::string>& keys) {
   std::vector<int> out(keys.size(), kInvalid);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   auto r = client_->BatchGetSessionStart(keys);
-  std::lock_guard<std::mutex> sl(session_mu_);
+  MutexLock sl(&session_mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
     out[i] = Code(r[i]);
     if (r[i].ok()) {
@@ -373,10 +373,10 @@ std::vector<int> MooncakeStore::BatchGetSessionStart(
 }
 
 int MooncakeStore::BatchGetSessionEnd(const std::vector<std::string>& keys) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return kInvalid;
   {
-    std::lock_guard<std::mutex> sl(session_mu_);
+    MutexLock sl(&session_mu_);
     for (const auto& k : keys) get_sessions_.erase(k);
   }
   return Code(client_->BatchGetSessionEnd(keys));
@@ -391,7 +391,7 @@ std::vector<int64_t> MooncakeStore::BatchGetInto(
     const std::vector<int64_t>& sizes) {
   std::vector<int64_t> out(keys.size(), kInvalid);
   if (bufs.size() != keys.size() || sizes.size() != keys.size()) return out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   ValidItems<void*> v(keys, bufs, sizes);
   if (v.keys.empty()) return out;
@@ -428,7 +428,7 @@ MooncakeStore::Ranges MooncakeStore::GetIntoRanges(
     }
   }
   if (!shaped) return out;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (!client_) return out;
   // Every fragment that fits its buffer, grouped by key so that each key is
   // looked up once and only the fragments are read.

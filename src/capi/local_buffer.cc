@@ -50,7 +50,7 @@ std::shared_ptr<BufferHandle> LocalBuffer::Allocate(uint64_t size) {
   const uint64_t need = RoundUp(size == 0 ? 1 : size);
   uint64_t offset = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = free_.begin();
     while (it != free_.end() && it->second < need) ++it;
     if (it == free_.end()) return nullptr;
@@ -66,7 +66,7 @@ std::shared_ptr<BufferHandle> LocalBuffer::Allocate(uint64_t size) {
 }
 
 void LocalBuffer::Free(uint64_t offset, uint64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = free_.emplace(offset, size);
   if (!inserted) return;  // a double free would be a bug; keep the map sane
   auto next = std::next(it);
@@ -84,7 +84,7 @@ void LocalBuffer::Free(uint64_t offset, uint64_t size) {
 }
 
 uint64_t LocalBuffer::free_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t n = 0;
   for (const auto& [off, len] : free_) n += len;
   return n;

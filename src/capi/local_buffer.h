@@ -10,8 +10,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "kvpool/status.h"
 
 namespace kvpool::compat {
@@ -59,8 +59,9 @@ class LocalBuffer : public std::enable_shared_from_this<LocalBuffer> {
 
   void* base_;
   uint64_t size_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> free_;  // offset -> length, coalesced
+  mutable Mutex mu_;
+  // Free ranges: offset -> length, coalesced.
+  std::map<uint64_t, uint64_t> free_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvpool::compat
