@@ -31,7 +31,7 @@ class EvictionPolicyTest : public ::testing::Test {
                                  bool* holder_ssd_full) {
       offload_asked_.push_back(k.key);
       *holder_ssd_full = holder_ssd_full_;
-      // As MasterService::QueueOffload: the task pins the memory it reads.
+      // As OffloadScheduler::Queue: the task pins the memory it reads.
       if (offload_queued_) shard.offloads()[k] = OffloadState{1, 1, 0};
       return offload_queued_;
     };
