@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
@@ -339,6 +340,48 @@ TEST(ClusterSegmentDir, SegmentFilesLiveInTheConfiguredDirectory) {
   bad.segment_dir = "relative";
   LocalCluster refused(bad);
   EXPECT_EQ(refused.Start().code(), ErrorCode::INVALID_PARAMS);
+}
+
+// A client in a node's own process (a hosting Mooncake-compatible store, an
+// engine that is also a node) copies through the node's mapping: each
+// segment file is mapped once, so the client's first put or get does not
+// populate the page tables of a second mapping of the whole segment.
+TEST(ClusterSegmentDir, ClientsInTheNodesProcessShareItsMapping) {
+  std::string dir = "/dev/shm/kvpool_segdir_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{dir};
+  auto mappings = [&dir] {
+    std::ifstream maps("/proc/self/maps");
+    size_t n = 0;
+    for (std::string line; std::getline(maps, line);) {
+      n += line.find(dir + "/") != std::string::npos;
+    }
+    return n;
+  };
+  {
+    LocalClusterOptions o;
+    o.num_nodes = 1;
+    o.segment_size = 16ull << 20;
+    o.segment_dir = dir;
+    LocalCluster cluster(o);
+    ASSERT_TRUE(cluster.Start().ok());
+    EXPECT_EQ(mappings(), 1u);
+    ClientConfig cc;
+    cc.transport = TransportMode::kShm;
+    auto c = cluster.NewClient(cc).value();
+    const std::string v = RandomBytes(1 << 20, 3);
+    ASSERT_TRUE(c->Put("k", v).ok());
+    auto got = c->Get("k");
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got.value(), v);
+    EXPECT_EQ(c->counters().tcp_bytes_read, 0u);
+    EXPECT_EQ(mappings(), 1u);
+  }
+  EXPECT_EQ(mappings(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 TEST(ClusterMetrics, MasterServesPrometheusAndStatus) {

@@ -11,6 +11,7 @@
 #include "client/op_metrics.h"
 #include "common/host_id.h"
 #include "transport/local_holders.h"
+#include "transport/local_segments.h"
 
 namespace kvpool {
 
@@ -32,15 +33,21 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
     it->second.last_used_ms = now;
     return it->second.seg;
   }
-  auto seg = ShmSegment::Open(loc.shm_path(), loc.segment_size());
-  if (!seg.ok()) {
-    if (mode_ == TransportMode::kAuto) {
-      std::call_once(shm_fallback_logged_, [&] {
-        spdlog::warn("cannot map {} ({}); same-host segments will use TCP",
-                     loc.shm_path(), seg.status().ToString());
-      });
+  // A node of this process: its own mapping (no second one to populate).
+  std::shared_ptr<const ShmSegment> mapped =
+      FindLocalSegment(loc.shm_path(), loc.segment_size());
+  if (!mapped) {
+    auto seg = ShmSegment::Open(loc.shm_path(), loc.segment_size());
+    if (!seg.ok()) {
+      if (mode_ == TransportMode::kAuto) {
+        std::call_once(shm_fallback_logged_, [&] {
+          spdlog::warn("cannot map {} ({}); same-host segments will use TCP",
+                       loc.shm_path(), seg.status().ToString());
+        });
+      }
+      return nullptr;
     }
-    return nullptr;
+    mapped = std::shared_ptr<const ShmSegment>(std::move(seg.value()));
   }
   // Other mounts of this file are older (a segment id is never reused):
   // no new reply names them, so let them go; copies in progress and cached
@@ -49,7 +56,7 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
     m = m->first.first == loc.shm_path() ? shm_maps_.erase(m) : std::next(m);
   }
   auto& slot = shm_maps_[key];
-  slot.seg = std::shared_ptr<const ShmSegment>(std::move(seg.value()));
+  slot.seg = std::move(mapped);
   slot.last_used_ms = now;
   return slot.seg;
 }

@@ -16,6 +16,7 @@
 #include "common/host_id.h"
 #include "node/heartbeat_schedule.h"
 #include "transport/local_holders.h"
+#include "transport/local_segments.h"
 
 namespace kvpool {
 
@@ -154,6 +155,8 @@ Status Node::Start() {
     if (!buf.ok()) return buf.status();
     buffer_ = std::move(buf.value());
   }
+  PublishLocalSegment(segment_);
+  PublishLocalSegment(buffer_);
   TcpDataServerOptions data_options;
   data_options.io_threads = config_.data_threads;
   data_options.capability_clock_skew_ms = config_.capability_clock_skew_ms;
@@ -829,8 +832,14 @@ void Node::Stop() {
     extras_.clear();
     extra_bytes_ = 0;
   }
-  segment_.reset();
-  buffer_.reset();
+  // A client of this process may still hold a mapping: the memory stays
+  // valid for it, but the names go now, so a new node can take them.
+  for (auto* seg : {&segment_, &buffer_}) {
+    if (!*seg) continue;
+    WithdrawLocalSegment(seg->get());
+    (*seg)->Unlink();
+    seg->reset();
+  }
 }
 
 std::string Node::StatusJson() const {

@@ -132,8 +132,10 @@ class Node {
   NodeConfig config_;
   const Clock* const clock_;
   std::unique_ptr<MasterClient> master_;
-  std::unique_ptr<ShmSegment> segment_;
-  std::unique_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
+  // Shared with clients in this process (transport/local_segments.h),
+  // which copy through this mapping rather than map the file again.
+  std::shared_ptr<ShmSegment> segment_;
+  std::shared_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
   SegmentTable table_;  // every segment: what the data server serves
   // The node's own segments (main, prefetch buffer): what the SSD tier
   // copies into and out of directly. Extra segments are left out.

@@ -44,9 +44,14 @@ ShmSegment::ShmSegment(std::string path, uint8_t* base, uint64_t size,
       offset_(offset),
       block_size_(block_size) {}
 
+void ShmSegment::Unlink() {
+  if (owner_) ::unlink(path_.c_str());
+  owner_ = false;
+}
+
 ShmSegment::~ShmSegment() {
   if (base_ != nullptr) ::munmap(base_, size_);
-  if (owner_) ::unlink(path_.c_str());
+  Unlink();
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,

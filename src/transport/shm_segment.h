@@ -43,6 +43,11 @@ class ShmSegment {
   static Result<std::unique_ptr<ShmSegment>> OpenRange(const std::string& path,
                                                        uint64_t offset,
                                                        uint64_t size);
+  // Removes the file of a segment made by Create now rather than when the
+  // mapping goes (nothing for a segment made by Open or OpenRange): the
+  // mapping stays valid for whoever still holds it, and a new segment can
+  // be created under the same name at once.
+  void Unlink();
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;

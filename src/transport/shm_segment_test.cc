@@ -1,4 +1,5 @@
 #include "transport/shm_segment.h"
+#include "transport/local_segments.h"
 
 #include <gtest/gtest.h>
 #include <linux/magic.h>
@@ -284,6 +285,70 @@ TEST(ShmSegmentTest, OpenRangeRefusesWhatItCannotMapSafely) {
   EXPECT_EQ(ShmSegment::OpenRange(path + "-missing", 0, page).code(),
             ErrorCode::FILE_NOT_FOUND);
   EXPECT_TRUE(ShmSegment::OpenRange(path, page, page).ok());
+}
+
+// Unlink removes a created segment's name at once; the mapping stays valid
+// for its holders and the name can be created again (a node restarted in
+// the same process while a client still holds the old mapping).
+TEST(ShmSegmentTest, UnlinkFreesTheNameAndKeepsTheMapping) {
+  const std::string name = UniqueName();
+  auto first = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string path = (*first)->path();
+  (*first)->data()[3] = 7;
+  (*first)->Unlink();
+  EXPECT_FALSE(FileExists(path));
+  EXPECT_EQ((*first)->data()[3], 7);
+  auto second = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  // The first one's destructor must not remove the second one's file.
+  first.value().reset();
+  EXPECT_TRUE(FileExists(path));
+}
+
+TEST(LocalSegmentsTest, FindsWhatIsPublishedWhileItLives) {
+  auto made = ShmSegment::Create(UniqueName(), 8192);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::shared_ptr<ShmSegment> seg = std::move(made.value());
+  const std::string path = seg->path();
+  EXPECT_EQ(FindLocalSegment(path, 8192), nullptr);  // not published yet
+  PublishLocalSegment(seg);
+  EXPECT_EQ(FindLocalSegment(path, 8192).get(), seg.get());
+  // Another size at that path is not this segment: the caller maps the
+  // file itself (and Open refuses the mismatch, as before).
+  EXPECT_EQ(FindLocalSegment(path, 4096), nullptr);
+  EXPECT_EQ(FindLocalSegment(path + "x", 8192), nullptr);
+  // What a finder holds stays mapped after the owner lets go.
+  auto held = FindLocalSegment(path, 8192);
+  held->data()[0] = 9;
+  WithdrawLocalSegment(seg.get());
+  EXPECT_EQ(FindLocalSegment(path, 8192), nullptr);
+  seg.reset();
+  EXPECT_EQ(held->data()[0], 9);
+  // A published segment that died without being withdrawn is not found.
+  auto other = ShmSegment::Create(UniqueName(), 4096);
+  ASSERT_TRUE(other.ok());
+  std::shared_ptr<ShmSegment> gone = std::move(other.value());
+  const std::string gone_path = gone->path();
+  PublishLocalSegment(gone);
+  gone.reset();
+  EXPECT_EQ(FindLocalSegment(gone_path, 4096), nullptr);
+}
+
+TEST(LocalSegmentsTest, WithdrawingAnOldSegmentKeepsItsSuccessor) {
+  const std::string name = UniqueName();
+  auto a = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(a.ok());
+  std::shared_ptr<ShmSegment> old_seg = std::move(a.value());
+  PublishLocalSegment(old_seg);
+  old_seg->Unlink();
+  auto b = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::shared_ptr<ShmSegment> new_seg = std::move(b.value());
+  PublishLocalSegment(new_seg);
+  WithdrawLocalSegment(old_seg.get());
+  EXPECT_EQ(FindLocalSegment(new_seg->path(), 4096).get(), new_seg.get());
+  WithdrawLocalSegment(new_seg.get());
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#include "transport/local_segments.h"
+
+#include <unordered_map>
+
+#include "common/mutex.h"
+
+namespace kvpool {
+
+namespace {
+struct Registry {
+  Mutex mu;
+  std::unordered_map<std::string, std::weak_ptr<const ShmSegment>> by_path
+      ABSL_GUARDED_BY(mu);
+};
+Registry& Segments() {
+  static auto* r = new Registry();  // never destroyed: used at exit
+  return *r;
+}
+}  // namespace
+
+void PublishLocalSegment(const std::shared_ptr<const ShmSegment>& seg) {
+  if (!seg) return;
+  Registry& r = Segments();
+  MutexLock lock(&r.mu);
+  r.by_path[seg->path()] = seg;
+}
+
+void WithdrawLocalSegment(const ShmSegment* seg) {
+  if (seg == nullptr) return;
+  Registry& r = Segments();
+  MutexLock lock(&r.mu);
+  auto it = r.by_path.find(seg->path());
+  if (it == r.by_path.end()) return;
+  auto live = it->second.lock();
+  // Only this segment's own entry (or one whose segment is already gone).
+  if (!live || live.get() == seg) r.by_path.erase(it);
+}
+
+std::shared_ptr<const ShmSegment> FindLocalSegment(const std::string& path,
+                                                   uint64_t size) {
+  Registry& r = Segments();
+  MutexLock lock(&r.mu);
+  auto it = r.by_path.find(path);
+  if (it == r.by_path.end()) return nullptr;
+  auto seg = it->second.lock();
+  if (!seg) {
+    r.by_path.erase(it);
+    return nullptr;
+  }
+  return seg->size() == size ? seg : nullptr;
+}
+
+}  // namespace kvpool
