@@ -12,8 +12,9 @@
 // eviction. Empty when there is no room. A put waits at most
 // put_offload_wait_ms (plus one wait slice) for room.
 //
-// Thread-safe: keeps no state of its own beyond its counters; called
-// without any shard lock held (eviction takes shard locks).
+// Thread-safe: it keeps no state of its own (its counters live in the
+// MetricsRegistry). Called without any shard lock held: the eviction
+// callback takes shard locks.
 #ifndef KVPOOL_MASTER_PLACEMENT_POLICY_H_
 #define KVPOOL_MASTER_PLACEMENT_POLICY_H_
 
