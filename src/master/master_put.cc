@@ -1,12 +1,12 @@
 // MasterService's puts: PutStart in its named steps (validate, clear the
 // way past an existing or abandoned put of the key, allocate with eviction
-// if need be, record the pending put), PutEnd / BatchPutEnd, PutRevoke.
+// if need be (PlacementPolicy, placement_policy.h), record the pending
+// put), PutEnd / BatchPutEnd, PutRevoke.
 // Split from master_service.cc to keep each file to one concern; both
 // implement the one MasterService class.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "common/failpoint.h"
 #include "master/master_service.h"
@@ -31,7 +31,14 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     if (Status s = ClearWayForPut(shard, okey, opts.upsert, now); !s.ok())
       return fail(s);
   }
-  std::vector<Placement> placements = AllocateForPut(size, opts);
+  std::vector<Placement> placements =
+      placement_.Allocate(PlacementPolicy::Request{
+          .size = size,
+          .replica_num = opts.replica_num,
+          .preferred_node = opts.preferred_node,
+          .preferred_nodes = opts.preferred_nodes,
+          .excluded_nodes = opts.excluded_nodes,
+      });
   if (placements.empty()) {
     return fail(Status(
         ErrorCode::NO_AVAILABLE_HANDLE,
@@ -112,78 +119,6 @@ Status MasterService::ClearWayForPut(Shard& shard, const ObjectKey& okey,
   }
   if (!upsert) return Status(ErrorCode::OBJECT_ALREADY_EXISTS);
   return Status::OK();
-}
-
-std::vector<Placement> MasterService::AllocateForPut(uint64_t size,
-                                                     const PutOptions& opts) {
-  std::vector<std::string> preferred;
-  if (!opts.preferred_node.empty()) preferred.push_back(opts.preferred_node);
-  preferred.insert(preferred.end(), opts.preferred_nodes.begin(),
-                   opts.preferred_nodes.end());
-  for (const auto& n : opts.excluded_nodes) nodes_.ReportUnreachable(n);
-  const std::vector<std::string> excluded = nodes_.Unreachable();
-  auto placements = segments_.Allocate(size, opts.replica_num,
-                                       SegmentKind::kMain, preferred, excluded);
-  if (placements.empty()) {
-    placements =
-        AllocateAfterEviction(size, opts.replica_num, preferred, excluded);
-  }
-  if (placements.empty()) {
-    // Soft partition: an ordinary put may overflow into prefetch buffers
-    // (the RFC's v1); prefetch then throttles until the buffer drains.
-    placements =
-        segments_.Allocate(size, opts.replica_num, SegmentKind::kPrefetchBuffer,
-                           preferred, excluded);
-    if (!placements.empty()) {
-      metrics_
-          .GetCounter("kvpool_master_put_buffer_overflow_total", "",
-                      "puts placed in a prefetch buffer: main DRAM was full")
-          .Inc();
-    }
-  }
-  return placements;
-}
-
-std::vector<Placement> MasterService::AllocateAfterEviction(
-    uint64_t size, int replica_num, const std::vector<std::string>& preferred,
-    const std::vector<std::string>& excluded) {
-  // Make room synchronously rather than failing a put the pool could hold.
-  // With offload on, DRAM may be full of keys whose SSD copy is still
-  // being written: wait for those copies (each result wakes us) rather
-  // than drop them or refuse the put; bounded by put_offload_wait_ms.
-  metrics_
-      .GetCounter("kvpool_master_put_evictions_total", "",
-                  "eviction passes started by a put that found no room")
-      .Inc();
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(config_.put_offload_wait_ms);
-  bool waited = false;
-  std::vector<Placement> placements;
-  for (;;) {
-    // Evicted ranges become free once their nodes have applied the frees
-    // (a heartbeat round trip): evict again only if those will not do.
-    if (segments_.HeldBytes(SegmentKind::kMain) < size) {
-      uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
-      EvictBytes(std::max<uint64_t>(
-          size, uint64_t(config_.eviction_ratio * double(cap))));
-    }
-    placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
-                                    preferred, excluded);
-    const bool room_coming =
-        (config_.enable_offload && offload_scheduler_.in_flight() > 0) ||
-        segments_.HeldBytes(SegmentKind::kMain) > 0;
-    if (!placements.empty() || !room_coming ||
-        std::chrono::steady_clock::now() >= deadline) {
-      break;
-    }
-    waited = true;
-    offload_scheduler_.WaitForRoom(std::min(
-        deadline,
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
-  }
-  if (waited)
-    metrics_.GetCounter("kvpool_master_put_waited_for_offload_total").Inc();
-  return placements;
 }
 
 ObjectMeta MasterService::NewPendingObject(

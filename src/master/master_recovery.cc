@@ -63,11 +63,9 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
     // still copy; and until the node's directory is in, so no put takes a
     // range that holds a value about to be re-registered.
     segments_.SetClosed(r.value(), true);
-    {
-      MutexLock lock(&closed_mu_);
-      closed_[r.value()] = ClosedSegment{
-          clock_->NowMs() + config_.default_kv_lease_ttl, keeps_dram_directory};
-    }
+    closed_segments_.Add(r.value(),
+                         clock_->NowMs() + config_.default_kv_lease_ttl,
+                         keeps_dram_directory);
     metrics_
         .GetCounter("kvpool_master_remount_holds_total", "",
                     "re-mounted segments held for a lease period")
@@ -116,11 +114,9 @@ Result<uint32_t> MasterService::MountExtraSegment(const std::string& node_id,
   // ranges have run out (as for a remounted main segment).
   auto r = segments_.Mount(std::move(info), /*closed=*/true);
   if (!r.ok()) return r;
-  {
-    MutexLock lock(&closed_mu_);
-    closed_[r.value()] = ClosedSegment{
-        remount ? clock_->NowMs() + config_.default_kv_lease_ttl : 0, true};
-  }
+  closed_segments_.Add(
+      r.value(), remount ? clock_->NowMs() + config_.default_kv_lease_ttl : 0,
+      /*awaiting_directory=*/true);
   spdlog::info("mounted extra segment {} of node {} ({} bytes{})", r.value(),
                node_id, size, shm_path.empty() ? ", TCP only" : "");
   return r;
@@ -134,31 +130,16 @@ Status MasterService::OpenExtraSegment(const std::string& node_id,
         ErrorCode::SEGMENT_NOT_FOUND,
         fmt::format("node {} has no extra segment {}", node_id, segment_id));
   }
-  {
-    MutexLock lock(&closed_mu_);
-    auto it = closed_.find(segment_id);
-    if (it == closed_.end()) return Status::OK();  // open already
-    it->second.awaiting_directory = false;         // here: awaiting the node
-  }
+  // Here the awaited signal is the node's: it serves the segment.
+  if (!closed_segments_.ClearAwaiting(segment_id))
+    return Status::OK();  // open already
   ReopenSegments(clock_->NowMs());
   return Status::OK();
 }
 
 void MasterService::ReopenSegments(int64_t now) {
-  std::vector<uint32_t> open;
-  {
-    MutexLock lock(&closed_mu_);
-    for (auto it = closed_.begin(); it != closed_.end();) {
-      const bool gone = !segments_.IsMounted(it->first);
-      if (gone ||
-          (now >= it->second.reopen_at_ms && !it->second.awaiting_directory)) {
-        if (!gone) open.push_back(it->first);
-        it = closed_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  const std::vector<uint32_t> open = closed_segments_.TakeDue(
+      now, [this](uint32_t id) { return segments_.IsMounted(id); });
   for (uint32_t id : open) {
     segments_.SetClosed(id, false);
     spdlog::info("segment {} takes puts again", id);
@@ -340,11 +321,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
                   "copies refused as older than the pool's value or removed")
       .Inc(objects.size() - taken);
   if (done) {
-    {
-      MutexLock lock(&closed_mu_);
-      auto it = closed_.find(segment_id);
-      if (it != closed_.end()) it->second.awaiting_directory = false;
-    }
+    closed_segments_.ClearAwaiting(segment_id);
     ReopenSegments(now);
     spdlog::info("node {}: directory of segment {} is in", node_id, segment_id);
   }

@@ -90,10 +90,13 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                     bg_cv_.SignalAll();
                   },
           }),
-      offload_scheduler_(OffloadScheduler::Options::FromConfig(config_), clock_,
-                         segments_, nodes_, metrics_, [this](uint32_t tenant) {
-                           return tenants_.Name(tenant);
-                         }) {
+      offload_scheduler_(
+          OffloadScheduler::Options::FromConfig(config_), clock_, segments_,
+          nodes_, metrics_,
+          [this](uint32_t tenant) { return tenants_.Name(tenant); }),
+      placement_(PlacementPolicy::Options::FromConfig(config_), segments_,
+                 nodes_, offload_scheduler_, metrics_,
+                 [this](uint64_t bytes) { return EvictBytes(bytes); }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   // The OK series exist from the start, so a scraper sees every result

@@ -27,12 +27,14 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "kvpool/status.h"
+#include "master/closed_segments.h"
 #include "master/eviction_policy.h"
 #include "master/lost_versions.h"
 #include "master/master_config.h"
 #include "master/node_registry.h"
 #include "master/object_store.h"
 #include "master/offload_scheduler.h"
+#include "master/placement_policy.h"
 #include "master/promotion_scheduler.h"
 #include "master/segment_manager.h"
 #include "master/tiering_metrics.h"
@@ -462,16 +464,6 @@ class MasterService {
   // unless `upsert`.
   Status ClearWayForPut(Shard& shard, const ObjectKey& okey, bool upsert,
                         int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
-  // The put's ranges: in MAIN segments (preferred nodes first, none on an
-  // excluded or unreachable node), evicting for room if need be, else
-  // overflowing into prefetch buffers. Empty when there is no room.
-  std::vector<Placement> AllocateForPut(uint64_t size, const PutOptions& opts);
-  // Evicts synchronously and retries, waiting for room that is on its way
-  // (offloads in flight, frees the nodes have still to apply) up to
-  // put_offload_wait_ms.
-  std::vector<Placement> AllocateAfterEviction(
-      uint64_t size, int replica_num, const std::vector<std::string>& preferred,
-      const std::vector<std::string>& excluded);
   // The object a put creates: a PROCESSING replica per placement.
   ObjectMeta NewPendingObject(uint64_t size, const PutOptions& opts,
                               int64_t now,
@@ -543,15 +535,11 @@ class MasterService {
   // Offload tasks: the pins, the in-flight cap, the SSD-full pause, the
   // reaper, and the wait of puts for room.
   OffloadScheduler offload_scheduler_;
-  struct ClosedSegment {
-    int64_t reopen_at_ms = 0;
-    // A remounted node's directory is not in yet, or an extra segment's
-    // node does not serve it yet (OpenExtraSegment).
-    bool awaiting_directory = false;
-  };
-  Mutex closed_mu_;
-  std::unordered_map<uint32_t, ClosedSegment> closed_
-      ABSL_GUARDED_BY(closed_mu_);
+  // Where a put's replicas go (after offload_scheduler_, which it waits on).
+  PlacementPolicy placement_;
+  // Segments closed at a mount until their lease hold ends and their
+  // directory is in (ReopenSegments opens them).
+  ClosedSegments closed_segments_;
 
   std::function<void()> prefetch_phase_hook_;
 
