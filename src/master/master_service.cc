@@ -47,6 +47,12 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
       // Tenants come and go far less often than keys.
       tenant_floor_(static_cast<size_t>(std::clamp<int64_t>(
           config_.version_floor_slots / 16, 1, int64_t{1} << 16))),
+      leases_(LeasePolicy::Options::FromConfig(config_), segments_,
+              LeasePolicy::Metrics{
+                  .registry = &metrics_,
+                  .prefetch_window = tiering_metrics_.prefetch_window,
+                  .prefetch_fate = &tiering_metrics_.prefetch_fate,
+              }),
       eviction_(EvictionPolicy::Options::FromConfig(config_), clock_, objects_,
                 segments_, metrics_,
                 EvictionPolicy::Hooks{
@@ -60,7 +66,7 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                         },
                     .count_prefetch_fate =
                         [this](ObjectMeta& m, const char* fate) {
-                          CountPrefetchFate(m, fate);
+                          leases_.CountPrefetchFate(m, fate);
                         },
                     .release_replicas =
                         [this](std::span<const Replica> replicas) {
@@ -499,14 +505,14 @@ Result<GetResult> MasterService::GetReplicaList(const std::string& tenant,
     if (!m.HasComplete()) return fail(Status(ErrorCode::REPLICA_IS_NOT_READY));
     const int64_t now = clock_->NowMs();
     if (m.prefetched_unread && m.HasCompleteMemory()) {
-      CountPrefetchFate(
+      leases_.CountPrefetchFate(
           m, m.LeaseLive(now) ? "read_from_dram" : "read_after_lease_end");
     } else if (!m.HasCompleteMemory()) {
       auto p = shard.promotions().find(okey);
       if (p != shard.promotions().end() && p->second.from_prefetch)
         p->second.get_before_landing = true;  // this get reads the SSD
     }
-    out.lease_ttl_ms = GrantReadLease(m, now);
+    out.lease_ttl_ms = leases_.GrantReadLease(m, now);
     if (m.SoftPinned(now)) m.soft_pin_deadline_ms = now + m.soft_pin_ttl_ms;
     m.last_access_ms = now;
     out.size = m.size;

@@ -29,6 +29,7 @@
 #include "kvpool/status.h"
 #include "master/closed_segments.h"
 #include "master/eviction_policy.h"
+#include "master/lease_policy.h"
 #include "master/lost_versions.h"
 #include "master/master_config.h"
 #include "master/node_registry.h"
@@ -320,15 +321,6 @@ class MasterService {
   // deadline has passed, releasing their entry, and fills in the time left
   // of the others. Returns how many were dropped.
   size_t DropExpiredPromotions(std::vector<PromotionTaskMsg>* tasks);
-  // Counts the fate of a prefetched replica (shard lock held).
-  void CountPrefetchFate(ObjectMeta& m, const char* fate);
-  // A get's lease on `m` (shard lock held); returns its TTL in ms. Consumes
-  // one pending router trigger, and recycles buffered replicas when
-  // prefetch_consumed_lease_ms is set.
-  int64_t GrantReadLease(ObjectMeta& m, int64_t now);
-  // Whether every COMPLETE memory replica of `m` (at least one) lives in a
-  // prefetch buffer segment.
-  bool OnlyInPrefetchBuffer(const ObjectMeta& m) const;
   // Test hook: runs between the read-only and the read-write phase of
   // BatchPrefetchToMemory (the TOCTOU window). Not for production use.
   void SetPrefetchPhaseHookForTest(std::function<void()> hook) {
@@ -528,6 +520,9 @@ class MasterService {
   // go; a tenant sharing a slot with another only has copies older than
   // that one's remove_all refused (a clean miss), never a stale one taken.
   VersionFloor tenant_floor_;  // version_floor_slots / 16, at most 2^16
+  // A get's read lease and the fate of prefetched replicas (shard lock
+  // held by the caller).
+  LeasePolicy leases_;
   // Which replicas go when a tier runs full; erases through EraseObject.
   EvictionPolicy eviction_;
   // The promotion entry: its gates, accounting, expiry and reaper.

@@ -58,7 +58,7 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
     not_before_ms = std::max(not_before_ms, now + kTaskGraceMs);
   }
   if (shard.promotions().count(kv)) promotions_.Cancel(shard, kv);
-  CountPrefetchFate(it->second, "removed_unread");
+  leases_.CountPrefetchFate(it->second, "removed_unread");
   ReleaseReplicas(it->second.replicas, not_before_ms);
   // absl's erase(iterator) returns nothing; it leaves other iterators valid.
   auto next = std::next(it);
@@ -394,57 +394,6 @@ void MasterService::ReapTasks(int64_t now) {
 }  // namespace kvpool
 
 namespace kvpool {
-
-void MasterService::CountPrefetchFate(ObjectMeta& m, const char* fate) {
-  if (!m.prefetched_unread) return;
-  m.prefetched_unread = false;
-  tiering_metrics_.prefetch_fate.With(fate).Inc();
-}
-
-bool MasterService::OnlyInPrefetchBuffer(const ObjectMeta& m) const {
-  bool any = false;
-  for (const auto& r : m.replicas) {
-    if (r.kind != ReplicaKind::kMemory || r.status != ReplicaStatus::kComplete)
-      continue;
-    auto info = segments_.Info(r.segment);
-    if (!info || info->kind != SegmentKind::kPrefetchBuffer) return false;
-    any = true;
-  }
-  return any;
-}
-
-int64_t MasterService::GrantReadLease(ObjectMeta& m, int64_t now) {
-  const bool consumed_trigger = m.pending_prefetch_reads > 0;
-  if (consumed_trigger) {
-    --m.pending_prefetch_reads;
-    tiering_metrics_.prefetch_window->Observe(
-        static_cast<uint32_t>(static_cast<uint32_t>(now) -
-                              m.pending_trigger_ms32) /
-        1000.0);
-    // A later pending trigger's window counts from this get.
-    m.pending_trigger_ms32 = static_cast<uint32_t>(now);
-  }
-  int64_t ttl = config_.default_kv_lease_ttl;
-  const bool recycle =
-      config_.prefetch_consumed_lease_ms > 0 && OnlyInPrefetchBuffer(m);
-  if (recycle) ttl = std::min(ttl, config_.prefetch_consumed_lease_ms);
-  m.reader_lease_deadline_ms = std::max(m.reader_lease_deadline_ms, now + ttl);
-  if (recycle && consumed_trigger && m.pending_prefetch_reads == 0) {
-    // The last request the router announced has read it: the trigger's and
-    // the landing's leases have done their job. Readers keep theirs.
-    if (m.lease_deadline_ms > m.reader_lease_deadline_ms) {
-      m.lease_deadline_ms = m.reader_lease_deadline_ms;
-      metrics_
-          .GetCounter("kvpool_master_prefetch_buffer_recycled_total", "",
-                      "buffered blocks whose trigger lease was dropped by "
-                      "their consuming get")
-          .Inc();
-    }
-  } else {
-    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + ttl);
-  }
-  return ttl;
-}
 
 std::vector<MasterService::PrefetchRegistration>
 MasterService::RegisterPrefetchTask(const std::string& node_id,
