@@ -138,9 +138,10 @@ class SsdTier final : public LocalHolder {
 
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
-  // The same chain for several keys at once: one AllocStart and one
-  // NotifyPromotion per key (each with its own RAII guard), the SSD reads in
-  // one submission. Statuses in task order.
+  // The same chain for several keys at once: one BatchPromotionAllocStart
+  // and one BatchPromotionNotify (one call per key for an older master),
+  // the SSD reads in one submission, and every key's outcome reported on
+  // every way out. Statuses in task order.
   // `data_done` (optional) runs once every key's bytes are in place or
   // failed, before the outcomes are reported: the pipelined executor frees
   // the batch's share of its in-flight budget there, so the notify round
@@ -208,6 +209,10 @@ class SsdTier final : public LocalHolder {
     // expires here).
     std::optional<int64_t> deadline_ms;
   };
+  // The promotion chain's steps (ssd_tier_promote.cc): one batch's state
+  // and the RAII reporter of its outcomes to the master.
+  class PromotionBatch;
+  class PromotionReporter;
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
   void RegisterPrefetches(PrefetchRequest req);
@@ -237,6 +242,11 @@ class SsdTier final : public LocalHolder {
   Histogram& ssd_read_duration_{metrics_.GetHistogram(
       "kvpool_node_ssd_read_duration_seconds", "", LatencyBucketsSeconds(),
       "time to serve one batch of SSD reads to clients")};
+  // kvpool_node_promotion_phase_microseconds_total{phase}: where the
+  // promotion workers' time goes (ssd_tier_internal::AddPhaseTime).
+  CounterVec promotion_phase_us_{
+      &metrics_, "kvpool_node_promotion_phase_microseconds_total", "phase",
+      "time promotion workers spent in each step of the chain"};
   SharedReads shared_reads_{config_.ssd_read_share_bytes};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 

@@ -3,8 +3,6 @@
 #ifndef KVPOOL_NODE_SSD_TIER_INTERNAL_H_
 #define KVPOOL_NODE_SSD_TIER_INTERNAL_H_
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -17,19 +15,16 @@ namespace kvpool::ssd_tier_internal {
 using Stub = rpc::MasterService::Stub;
 
 // Adds the microseconds since `start` to the chain's time in `phase`
-// (kvpool_node_promotion_phase_microseconds_total): where a promotion's time
-// goes, summed over every worker, so a reader can tell a chain bound by its
-// round trips from one bound by the disk.
-inline void AddPhaseTime(MetricsRegistry* metrics, const char* phase,
+// (SsdTier's kvpool_node_promotion_phase_microseconds_total): where a
+// promotion's time goes, summed over every worker, so a reader can tell a
+// chain bound by its round trips from one bound by the disk. `phase` is a
+// string literal (CounterVec::With finds its series by address).
+inline void AddPhaseTime(CounterVec* phases, const char* phase,
                          std::chrono::steady_clock::time_point start) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - start)
                       .count();
-  metrics
-      ->GetCounter("kvpool_node_promotion_phase_microseconds_total",
-                   fmt::format("phase=\"{}\"", phase),
-                   "time promotion workers spent in each step of the chain")
-      .Inc(uint64_t(std::max<int64_t>(0, us)));
+  phases->With(phase).Inc(uint64_t(std::max<int64_t>(0, us)));
 }
 
 }  // namespace kvpool::ssd_tier_internal

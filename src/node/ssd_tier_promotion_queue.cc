@@ -232,7 +232,7 @@ void SsdTier::PromotionLoop() {
         cv_.Wait(&mu_);
       }
       if (held_since) {
-        AddPhaseTime(&metrics_,
+        AddPhaseTime(&promotion_phase_us_,
                      !offloads_.empty() || offload_active_ ? "held_offload"
                                                            : "held_budget",
                      *held_since);
