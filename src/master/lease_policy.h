@@ -14,10 +14,8 @@
 //   trigger's (and the landing's) lease down to the readers' part.
 // - Nothing a reader was granted is ever shortened: reader_lease_deadline_ms
 //   only grows, and dropping the trigger's lease lowers lease_deadline_ms
-//   to the readers' part, never below it. (Known gap, kept as it was: if
-//   the trigger's lease has already run out when its consuming get
-//   arrives, lease_deadline_ms is left below the readers' part; see the
-//   DISABLED_ test in lease_policy_test.cc.)
+//   to the readers' part, never below it (and raises it there when the
+//   trigger's lease ran out before its consuming get came).
 // - The fate of a prefetched replica is counted once, at the first of read,
 //   eviction or removal.
 //

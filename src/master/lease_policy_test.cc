@@ -217,13 +217,11 @@ TEST_F(LeasePolicyTest, AFateIsCountedOnce) {
   EXPECT_EQ(registry_.CounterValue(kFate, "fate=\"removed_unread\""), 0u);
 }
 
-// BUG (reported, not fixed: this is a structural change only): with
-// prefetch_consumed_lease_ms on, a consuming get that arrives after the
-// trigger's lease ran out grants the reader now + 200 but leaves
-// lease_deadline_ms at the old, ended deadline (the drop branch only ever
-// lowers it). The object then reads as unleased (LeaseLive false), so
-// eviction or a non-forced remove may free the range the reader is copying.
-TEST_F(LeasePolicyTest, DISABLED_LateConsumingGetStillLeasesTheObject) {
+// A consuming get that arrives after the trigger's lease ran out: the
+// reader's lease is the object's lease too, so eviction or a non-forced
+// remove cannot free the range while the reader copies. (The drop branch
+// once only lowered lease_deadline_ms and left it ended here.)
+TEST_F(LeasePolicyTest, LateConsumingGetStillLeasesTheObject) {
   const LeasePolicy p = Make(kConsumed);
   ObjectMeta m = Buffered(1, kNow - 6000, kNow - 1000);  // trigger lease over
   EXPECT_EQ(p.GrantReadLease(m, kNow), kConsumed);
