@@ -25,7 +25,10 @@ script reads those headers and checks every copy against them:
   (g) the Python Store (python/src/py_store.cc, _kvpool.pyi): each keyword
       is a ClientConfig field, its default is read from a ClientConfig
       object (`cdefaults.<field>`), it is copied into the config, and the
-      stub says the same default.
+      stub says the same default;
+  (h) the master's policies (POLICY_OPTIONS below): each field of their
+      `struct Options` (the knobs a policy reads, filled by FromConfig) is a
+      MasterConfig field of the same name and default.
 
 Prints every disagreement and exits 1; exits 0 when all agree. With
 --bin-dir (where kvpool-master and kvpool-node are) it also runs their
@@ -527,6 +530,28 @@ def check_docs(root, structs, tool_only):
                     "field of it nor a tool-only flag (e)")
 
 
+# ---- (h): the master policies' Options -------------------------------------
+
+POLICY_OPTIONS = [
+    "src/master/eviction_policy.h",
+    "src/master/lease_policy.h",
+    "src/master/offload_scheduler.h",
+    "src/master/placement_policy.h",
+    "src/master/promotion_scheduler.h",
+]
+
+
+def check_policy_options(root, master):
+    defaults = dict(master)
+    for rel in POLICY_OPTIONS:
+        for name, val in struct_fields(read(root, rel), "Options"):
+            if name not in defaults:
+                err(f"(h) {rel}: Options::{name} is not a MasterConfig field")
+            elif not same(val, defaults[name]):
+                err(f"(h) {rel}: Options::{name} defaults to {val!r}, "
+                    f"MasterConfig::{name} to {defaults[name]!r}")
+
+
 # ---- (f): MasterConfig::ToString ----------------------------------------
 
 def check_to_string(root, master):
@@ -570,6 +595,7 @@ def main():
                {"MasterConfig": TOOL_ONLY_FLAGS["kvpool-master"],
                 "NodeConfig": TOOL_ONLY_FLAGS["kvpool-node"]})
     check_to_string(root, master)
+    check_policy_options(root, master)
     for e in errors:
         print(e)
     if errors:
