@@ -77,12 +77,15 @@ def reader(impl, master, sizes, count, tag, results):
     ptr = ctypes.addressof(buf)
     s.register_buffer(ptr, cap)
     out = {}
+    first = None  # the reader's very first get, inside the first average
     for size in sizes:
         keys = ["%s-%d-%d" % (tag, size, i) for i in range(count)]
         t = time.perf_counter()
         for k in keys:
             if s.get_into(k, ptr, size) != size:
                 results.put(("error", "get_into failed"))
+            if first is None:
+                first = time.perf_counter() - t
         one = (time.perf_counter() - t) / len(keys)
         batches = [keys[i:i + 16] for i in range(0, len(keys) - 15, 16)]
         t = time.perf_counter()
@@ -104,7 +107,7 @@ def reader(impl, master, sizes, count, tag, results):
     for _ in range(n):
         s.is_exist(probe[0])
     exist1 = (time.perf_counter() - t) / n
-    results.put(("get", out, exist128, exist1))
+    results.put(("get", out, exist128, exist1, first))
     s.unregister_buffer(ptr)
     s.close()
 
@@ -188,6 +191,9 @@ def main():
         first = statistics.median(r["put"][1] for r in rows[impl])
         print("%-9s %-22s %10.3f %10s" % (impl, "first put (in the above)",
                                           first * 1e3, "-"))
+        first_get = statistics.median(r["get"][3] for r in rows[impl])
+        print("%-9s %-22s %10.3f %10s" % (impl, "first get (in the above)",
+                                          first_get * 1e3, "-"))
         e128 = statistics.median(r["get"][1] for r in rows[impl])
         e1 = statistics.median(r["get"][2] for r in rows[impl])
         print("%-9s %-22s %10.3f %10s" % (impl, "batch_is_exist x128",

@@ -111,6 +111,7 @@ DataPlane::Path DataPlane::Choose(TransferItem& item, uint8_t** shm_ptr,
   bool same_host = !loc.shm_path().empty() && loc.host_id() == LocalHostId();
   if (mode_ != TransportMode::kTcp && same_host) {
     if (auto seg = MapShm(loc)) {
+      seg->Prepare(loc.offset(), loc.length());
       *shm_ptr = const_cast<uint8_t*>(seg->data()) + loc.offset();
       *hold = std::move(seg);
       return Path::kShm;

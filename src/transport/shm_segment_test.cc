@@ -187,7 +187,8 @@ TEST(ShmSegmentTest, OpenSharesTheCreatorsBytes) {
   ASSERT_TRUE(owner.ok()) << owner.status().ToString();
   auto peer = ShmSegment::Open((*owner)->path(), 64 << 10);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  EXPECT_EQ(ResidentBytes((*peer)->data()), 64 << 10);
+  // Lazily: no page is mapped in the opener until a copy prepares it.
+  EXPECT_EQ(ResidentBytes((*peer)->data()), 0);
   EXPECT_NE((*peer)->data(), (*owner)->data());
   EXPECT_EQ((*peer)->size(), 64u << 10);
   EXPECT_EQ((*peer)->path(), (*owner)->path());
@@ -196,6 +197,38 @@ TEST(ShmSegmentTest, OpenSharesTheCreatorsBytes) {
   EXPECT_EQ(std::memcmp((*peer)->data() + 100, "hello", 5), 0);
   std::memcpy((*peer)->data() + 60000, "world", 5);
   EXPECT_EQ(std::memcmp((*owner)->data() + 60000, "world", 5), 0);
+}
+
+// Prepare maps the chunks a range touches, once, and nothing else: a
+// client's first copy no longer pays for the whole segment.
+TEST(ShmSegmentTest, PrepareMapsOnlyTheChunksARangeTouches) {
+  constexpr uint64_t kChunk = ShmSegment::kPrepareChunk;
+  auto owner = ShmSegment::Create(UniqueName(), 4 * kChunk + 4096);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  auto peer = ShmSegment::Open((*owner)->path(), 4 * kChunk + 4096);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_EQ(ResidentBytes((*peer)->data()), 0);
+  // Resident: the chunks prepared, plus at most the kernel's fault-around
+  // window (64 KiB by default) past them; never the whole segment.
+  auto resident_between = [&](uint64_t lo, uint64_t hi) {
+    const int64_t r = ResidentBytes((*peer)->data());
+    EXPECT_GE(r, int64_t(lo));
+    EXPECT_LT(r, int64_t(hi));
+  };
+  (*peer)->Prepare(kChunk + 10, 100);  // inside chunk 1
+  resident_between(kChunk, 2 * kChunk);
+  (*peer)->Prepare(kChunk - 1, 2);  // chunks 0 and 1: only 0 is new
+  resident_between(2 * kChunk, 3 * kChunk);
+  (*peer)->Prepare(4 * kChunk, 1 << 30);  // the short last chunk, clipped
+  resident_between(2 * kChunk + 4096, 3 * kChunk);
+  const int64_t before = ResidentBytes((*peer)->data());
+  (*peer)->Prepare(0, 0);
+  (*peer)->Prepare(5 * kChunk, 10);  // past the end: nothing
+  (*peer)->Prepare(kChunk, 10);      // prepared already: nothing
+  EXPECT_EQ(ResidentBytes((*peer)->data()), before);
+  // The bytes are the creator's, prepared or not.
+  std::memcpy((*owner)->data() + 3 * kChunk, "lazy", 4);
+  EXPECT_EQ(std::memcmp((*peer)->data() + 3 * kChunk, "lazy", 4), 0);
 }
 
 TEST(ShmSegmentTest, OpenRejectsASizeMismatch) {
