@@ -3,9 +3,15 @@
 namespace kvpool {
 
 void ClosedSegments::Add(uint32_t id, int64_t reopen_at_ms,
-                         bool awaiting_directory) {
+                         bool awaiting_directory, bool unserved) {
   MutexLock lock(&mu_);
-  closed_[id] = Entry{reopen_at_ms, awaiting_directory};
+  closed_[id] = Entry{reopen_at_ms, awaiting_directory, unserved};
+}
+
+bool ClosedSegments::Unserved(uint32_t id) const {
+  MutexLock lock(&mu_);
+  auto it = closed_.find(id);
+  return it != closed_.end() && it->second.unserved;
 }
 
 bool ClosedSegments::ClearAwaiting(uint32_t id) {
@@ -13,6 +19,7 @@ bool ClosedSegments::ClearAwaiting(uint32_t id) {
   auto it = closed_.find(id);
   if (it == closed_.end()) return false;
   it->second.awaiting_directory = false;
+  it->second.unserved = false;
   return true;
 }
 

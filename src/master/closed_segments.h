@@ -27,8 +27,14 @@ class ClosedSegments {
 
   // Records segment `id` as closed until `reopen_at_ms` and, with
   // `awaiting_directory`, until ClearAwaiting(id) as well. Replaces an
-  // earlier record of `id`.
-  void Add(uint32_t id, int64_t reopen_at_ms, bool awaiting_directory);
+  // earlier record of `id`. `unserved`: a fresh segment its node does not
+  // serve yet; Unserved(id) says so until ClearAwaiting(id).
+  void Add(uint32_t id, int64_t reopen_at_ms, bool awaiting_directory,
+           bool unserved = false);
+  // Recorded with `unserved` and not yet cleared: the master leaves it out
+  // of the pool's listing (Stats), so a client that waits to see a segment
+  // can put into it at once.
+  bool Unserved(uint32_t id) const;
   // The awaited signal for `id` came (its directory is in, or its node
   // serves it). False when `id` is not recorded (open already, or never
   // closed): nothing changes then.
@@ -46,6 +52,7 @@ class ClosedSegments {
     // A remounted node's directory is not in yet, or an extra segment's
     // node does not serve it yet (OpenExtraSegment).
     bool awaiting_directory = false;
+    bool unserved = false;
   };
   mutable Mutex mu_;
   std::unordered_map<uint32_t, Entry> closed_ ABSL_GUARDED_BY(mu_);

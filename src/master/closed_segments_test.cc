@@ -86,6 +86,18 @@ TEST_F(ClosedSegmentsTest, ClearOfAnUnknownIdIsANoOp) {
   EXPECT_FALSE(closed_.ClearAwaiting(1));  // forgotten once reopened
 }
 
+TEST_F(ClosedSegmentsTest, AnUnservedSegmentIsSoUntilItsNodeOpensIt) {
+  closed_.Add(5, 0, /*awaiting_directory=*/true, /*unserved=*/true);
+  closed_.Add(6, 0, /*awaiting_directory=*/true);  // an extra segment
+  EXPECT_TRUE(closed_.Unserved(5));
+  EXPECT_FALSE(closed_.Unserved(6));
+  EXPECT_FALSE(closed_.Unserved(7));  // not recorded
+  EXPECT_TRUE(TakeDue(0).empty());
+  EXPECT_TRUE(closed_.ClearAwaiting(5));
+  EXPECT_FALSE(closed_.Unserved(5));
+  EXPECT_EQ(TakeDue(0), std::vector<uint32_t>{5});
+}
+
 TEST_F(ClosedSegmentsTest, AddAgainReplacesTheRecord) {
   closed_.Add(1, 100, true);
   closed_.Add(1, 200, false);

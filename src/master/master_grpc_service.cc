@@ -115,7 +115,8 @@ grpc::Status MasterGrpcService::MountSegment(
       std::move(info), req->ssd_enabled(),
       req->pulls_promotions() && !svc_->emulating_pre_prefetch(),
       req->remount(),
-      req->keeps_dram_directory() && !svc_->emulating_pre_prefetch());
+      req->keeps_dram_directory() && !svc_->emulating_pre_prefetch(),
+      req->opens_when_served() && !svc_->emulating_pre_prefetch());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
     resp->set_segment_id(r.value());

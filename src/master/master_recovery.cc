@@ -15,7 +15,8 @@ namespace kvpool {
 Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
                                              bool pulls_promotions,
                                              bool remount,
-                                             bool keeps_dram_directory) {
+                                             bool keeps_dram_directory,
+                                             bool opens_when_served) {
   if (info.node_id.empty())
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   if (info.capacity == 0)
@@ -54,10 +55,16 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
   info.cap_key = key;
   nodes_.Register(node, info.data_endpoint, info.host_id, ssd_enabled,
                   pulls_promotions, keeps_dram_directory, key);
-  auto r = segments_.Mount(std::move(info));
+  // Mounted closed when the node opens it itself: no allocation sees it
+  // before the node has the key and the id this reply carries.
+  info.opened_by_node = opens_when_served;
+  auto r = segments_.Mount(std::move(info), /*closed=*/opens_when_served);
   if (!r.ok()) return r;
   spdlog::info("mounted segment {} of node {}", r.value(), node);
-  if (remount) {
+  if (!remount && opens_when_served) {
+    closed_segments_.Add(r.value(), /*reopen_at_ms=*/0,
+                         /*awaiting_directory=*/true, /*unserved=*/true);
+  } else if (remount) {
     // Closed until every lease an earlier master (or our earlier view of
     // this node) granted has ended, so no put lands on bytes a reader may
     // still copy; and until the node's directory is in, so no put takes a
@@ -65,7 +72,7 @@ Result<uint32_t> MasterService::MountSegment(SegmentInfo info, bool ssd_enabled,
     segments_.SetClosed(r.value(), true);
     closed_segments_.Add(r.value(),
                          clock_->NowMs() + config_.default_kv_lease_ttl,
-                         keeps_dram_directory);
+                         keeps_dram_directory || opens_when_served);
     metrics_
         .GetCounter("kvpool_master_remount_holds_total", "",
                     "re-mounted segments held for a lease period")
@@ -125,10 +132,11 @@ Result<uint32_t> MasterService::MountExtraSegment(const std::string& node_id,
 Status MasterService::OpenExtraSegment(const std::string& node_id,
                                        uint32_t segment_id) {
   auto info = segments_.Info(segment_id);
-  if (!info || info->node_id != node_id || !info->extra) {
-    return Status(
-        ErrorCode::SEGMENT_NOT_FOUND,
-        fmt::format("node {} has no extra segment {}", node_id, segment_id));
+  if (!info || info->node_id != node_id ||
+      !(info->extra || info->opened_by_node)) {
+    return Status(ErrorCode::SEGMENT_NOT_FOUND,
+                  fmt::format("node {} has no segment {} that it opens",
+                              node_id, segment_id));
   }
   // Here the awaited signal is the node's: it serves the segment.
   if (!closed_segments_.ClearAwaiting(segment_id))

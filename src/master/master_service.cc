@@ -836,6 +836,10 @@ MasterStats MasterService::Stats() const {
   s.evicted_bytes = eviction_.evicted_bytes();
   s.pauses_survived = nodes_.pauses_survived();
   s.segments = segments_.Snapshot();
+  // Not in the pool until its node serves it (opens_when_served).
+  std::erase_if(s.segments, [this](const SegmentSnapshot& seg) {
+    return closed_segments_.Unserved(seg.info.id);
+  });
   return s;
 }
 

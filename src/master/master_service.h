@@ -161,11 +161,14 @@ class MasterService {
   // which every such lease has run out. `keeps_dram_directory`: the node
   // tracks its COMPLETE replicas from DramEvents (see NodeRegistry) and,
   // after a remount, re-registers them (RegisterMemoryObjects); the segment
-  // stays closed until its last batch is in.
+  // stays closed until its last batch is in. `opens_when_served`: the
+  // segment is closed until the node calls OpenExtraSegment (it serves the
+  // segment), or, after a remount with a directory, until that is in.
   Result<uint32_t> MountSegment(SegmentInfo info, bool ssd_enabled = false,
                                 bool pulls_promotions = false,
                                 bool remount = false,
-                                bool keeps_dram_directory = false);
+                                bool keeps_dram_directory = false,
+                                bool opens_when_served = false);
   // A remounted node's directory of segment `segment_id`, in batches sorted
   // by offset. Per object: OK = it is the key's value again, readable at
   // once; OBJECT_ALREADY_EXISTS = the pool has a newer value;
@@ -194,7 +197,10 @@ class MasterService {
   // node serves it), nor, with `remount`, for default_kv_lease_ttl.
   Result<uint32_t> MountExtraSegment(const std::string& node_id, uint64_t size,
                                      const std::string& shm_path, bool remount);
-  // SEGMENT_NOT_FOUND unless `segment_id` is an extra segment of the node.
+  // The node serves `segment_id`, one of its segments mounted closed until
+  // it says so (an extra segment, or one mounted with opens_when_served):
+  // it takes puts once nothing else holds it closed. SEGMENT_NOT_FOUND
+  // unless the segment is such a segment of the node.
   Status OpenExtraSegment(const std::string& node_id, uint32_t segment_id);
   Status UnmountSegment(const std::string& node_id, uint32_t segment_id);
   // CLIENT_NOT_FOUND when the node is unknown (e.g. the master restarted):

@@ -557,6 +557,49 @@ TEST_F(MasterServiceTest, RemoveAllRespectsLeasesUnlessForced) {
   EXPECT_EQ(svc_->Stats().objects, 0u);
 }
 
+// A node that opens its segment itself (opens_when_served): nothing is
+// placed in it between the mount and the node's word that it serves it,
+// since the key and the segment id reach the node only with the mount's
+// reply. (Before, a put in that window was granted a range the node could
+// not serve yet: its write failed and the client marked the node
+// unreachable.) An older node's segment takes puts at once, as before.
+TEST_F(MasterServiceTest, ASegmentItsNodeOpensTakesNoPutUntilOpened) {
+  SegmentInfo info;
+  info.node_id = "a";
+  info.capacity = 1 << 20;
+  info.data_endpoint = "a:1";
+  auto id = svc_->MountSegment(info, false, false, /*remount=*/false,
+                               /*keeps_dram_directory=*/false,
+                               /*opens_when_served=*/true);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(Put("early", 4096).code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  // Not listed before it is served, so a client that waits to see it can
+  // put into it at once.
+  EXPECT_TRUE(svc_->Stats().segments.empty());
+  EXPECT_EQ(svc_->OpenExtraSegment("b", id.value()).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);  // not b's
+  ASSERT_TRUE(svc_->OpenExtraSegment("a", id.value()).ok());
+  EXPECT_TRUE(svc_->OpenExtraSegment("a", id.value()).ok());  // idempotent
+  EXPECT_EQ(svc_->Stats().segments.size(), 1u);
+  EXPECT_TRUE(Put("served", 4096).ok());
+  // An older node (no flag): open at once, and not a segment it opens.
+  const uint32_t old_id = Mount("b", 1 << 20);
+  EXPECT_EQ(svc_->OpenExtraSegment("b", old_id).code(),
+            ErrorCode::SEGMENT_NOT_FOUND);
+  PutOptions on_b;
+  on_b.preferred_node = "b";
+  auto r = svc_->PutStart("", "old-node", 4096, on_b);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].segment->id, old_id);
+  // Mounted again (a master that forgot it): closed for the lease period
+  // even once the node serves it.
+  auto again = svc_->MountSegment(info, false, false, /*remount=*/true, false,
+                                  /*opens_when_served=*/true);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(svc_->OpenExtraSegment("a", again.value()).ok());
+  EXPECT_TRUE(svc_->segments().IsClosed(again.value()));
+}
+
 // Mooncake's mount_segment: a further segment of a running node. It joins
 // the node (its key, endpoint and host; the node stays registered as it
 // is), and takes nothing until the node says it serves it.

@@ -41,6 +41,9 @@ struct SegmentInfo {
   // unmount, so nothing is offloaded from it (the node's SSD tier copies
   // only from the node's own segments).
   bool extra = false;
+  // Mounted closed until its node says it serves it (OpenExtraSegment), as
+  // every extra segment is: MountSegmentRequest.opens_when_served.
+  bool opened_by_node = false;
 };
 
 // One allocated range.

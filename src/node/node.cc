@@ -348,6 +348,7 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
   req.set_remount(id->load() != 0);
   req.set_keeps_dram_directory(config_.dram_directory);
   req.set_known_epoch(master_->known_epoch());
+  req.set_opens_when_served(true);
   rpc::MountSegmentResponse resp;
   if (Status s =
           master_->Call(&rpc::MasterService::Stub::MountSegment, req, &resp);
@@ -385,7 +386,35 @@ Status Node::MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
     table_.Remove(old);
     own_table_.Remove(old);
   }
+  // Served from here on: the master places nothing in the segment until we
+  // say so, so no put's write arrives before the key and the id above.
+  // After a remount with a directory, the directory's last batch opens it
+  // instead (nothing may be placed before the directory is in).
+  if (!(req.remount() && config_.dram_directory)) {
+    Status s = OpenAtMaster(resp.segment_id(), "segment");
+    // An older master ignored opens_when_served and never closed it: it
+    // answers as for an unknown extra segment, or lacks the RPC.
+    if (s.code() == ErrorCode::SEGMENT_NOT_FOUND ||
+        s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
+      return Status::OK();
+    }
+    return s;
+  }
   return Status::OK();
+}
+
+Status Node::OpenAtMaster(uint64_t id, const char* what) {
+  rpc::MountExtraSegmentRequest open;
+  open.set_node_id(config_.node_id);
+  open.set_open_segment_id(id);
+  rpc::MountSegmentResponse opened;
+  Status s = master_->Call(&rpc::MasterService::Stub::MountExtraSegment, open,
+                           &opened);
+  if (s.ok() && opened.error_code() != 0) {
+    s = Status(ErrorCodeFromInt(opened.error_code()),
+               fmt::format("master did not open the {}", what));
+  }
+  return s;
 }
 
 Status Node::MountExtra(Extra* e, bool remount) {
@@ -411,16 +440,7 @@ Status Node::MountExtra(Extra* e, bool remount) {
   // Served before it is opened: the master places nothing in it until then,
   // so no put is granted a range this node does not serve yet.
   table_.Add(id, SegmentView{e->memory->data(), e->memory->size()});
-  rpc::MountExtraSegmentRequest open;
-  open.set_node_id(config_.node_id);
-  open.set_open_segment_id(id);
-  rpc::MountSegmentResponse opened;
-  Status s = master_->Call(&rpc::MasterService::Stub::MountExtraSegment, open,
-                           &opened);
-  if (s.ok() && opened.error_code() != 0) {
-    s = Status(ErrorCodeFromInt(opened.error_code()),
-               "master did not open the extra segment");
-  }
+  Status s = OpenAtMaster(id, "extra segment");
   if (!s.ok()) {
     // Closed at the master, it takes nothing; take it out there too if we
     // can (it goes with the node otherwise).

@@ -120,6 +120,10 @@ class Node {
   Status Mount() ABSL_LOCKS_EXCLUDED(extra_mu_);
   Status MountOne(const ShmSegment& seg, rpc::SegmentKind kind,
                   std::atomic<uint64_t>* id);
+  // Tells the master this node serves segment `id` (mounted closed until
+  // then). An older master answers SEGMENT_NOT_FOUND for a main segment or
+  // UNIMPLEMENTED: it never closed it, and MountOne goes on.
+  Status OpenAtMaster(uint64_t id, const char* what);
   // After a remount: hands the directory of one segment to the master;
   // false if the master could not be told (tried again next beat).
   bool RegisterDirectory(int slot, const ShmSegment& seg, uint64_t id);
