@@ -38,6 +38,17 @@ void WithdrawLocalSegment(const ShmSegment* seg) {
 
 std::shared_ptr<const ShmSegment> FindLocalSegment(const std::string& path,
                                                    uint64_t size) {
+#if defined(__SANITIZE_THREAD__)
+  // A client's copy and a node thread's later use of the same bytes are
+  // ordered by the protocol through sockets (a put's end at the master,
+  // then the offload task in the node's heartbeat), which TSan does not
+  // model: through one shared mapping it would report every such pair as a
+  // race between two kvpool accesses (docs/sanitizers.md). TSan builds keep
+  // a mapping per client, as between processes.
+  (void)path;
+  (void)size;
+  return nullptr;
+#endif
   Registry& r = Segments();
   MutexLock lock(&r.mu);
   auto it = r.by_path.find(path);

@@ -340,6 +340,9 @@ TEST(ShmSegmentTest, UnlinkFreesTheNameAndKeepsTheMapping) {
 }
 
 TEST(LocalSegmentsTest, FindsWhatIsPublishedWhileItLives) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "TSan builds keep a mapping per client (local_segments.cc)";
+#endif
   auto made = ShmSegment::Create(UniqueName(), 8192);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::shared_ptr<ShmSegment> seg = std::move(made.value());
@@ -369,6 +372,9 @@ TEST(LocalSegmentsTest, FindsWhatIsPublishedWhileItLives) {
 }
 
 TEST(LocalSegmentsTest, WithdrawingAnOldSegmentKeepsItsSuccessor) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "TSan builds keep a mapping per client (local_segments.cc)";
+#endif
   const std::string name = UniqueName();
   auto a = ShmSegment::Create(name, 4096);
   ASSERT_TRUE(a.ok());
