@@ -304,15 +304,27 @@ TEST(ClusterLiveness, NodeRemountsAfterMasterForgetsIt) {
   EXPECT_EQ(c->Get("again").value(), "v");
 }
 
+// A fresh directory under /dev/shm, removed with its contents at the end.
+class ShmTempDir {
+ public:
+  ShmTempDir() : made_(::mkdtemp(path_.data()) != nullptr) {}
+  ~ShmTempDir() {
+    if (made_) std::filesystem::remove_all(path_);
+  }
+  bool made() const { return made_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_ = "/dev/shm/kvpool_segdir_XXXXXX";
+  const bool made_;
+};
+
 // NodeConfig::segment_dir: the segment files live where the operator says
 // (a huge-page tmpfs, say), and same-host clients map them from there.
 TEST(ClusterSegmentDir, SegmentFilesLiveInTheConfiguredDirectory) {
-  std::string dir = "/dev/shm/kvpool_segdir_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  struct Remove {
-    std::string path;
-    ~Remove() { std::filesystem::remove_all(path); }
-  } remove{dir};
+  ShmTempDir tmp;
+  ASSERT_TRUE(tmp.made());
+  const std::string& dir = tmp.path();
   {
     LocalClusterOptions o;
     o.segment_dir = dir;
@@ -350,12 +362,9 @@ TEST(ClusterSegmentDir, ClientsInTheNodesProcessShareItsMapping) {
 #if defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "TSan builds keep a mapping per client (local_segments.cc)";
 #endif
-  std::string dir = "/dev/shm/kvpool_segdir_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  struct Remove {
-    std::string path;
-    ~Remove() { std::filesystem::remove_all(path); }
-  } remove{dir};
+  ShmTempDir tmp;
+  ASSERT_TRUE(tmp.made());
+  const std::string& dir = tmp.path();
   auto mappings = [&dir] {
     std::ifstream maps("/proc/self/maps");
     size_t n = 0;
