@@ -15,6 +15,7 @@
 #include "kvpool/local_cluster.h"
 #include "kvpool/router.h"
 #include "master/master_auth.h"
+#include "master/master_grpc_service.h"
 #include "master/master_server.h"
 #include "node/node.h"
 #include "rpc/master_client.h"
@@ -456,6 +457,119 @@ TEST_F(AuthTest, RepeatedCallsFindTheirTokenVerified) {
   EXPECT_EQ(last.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(Contains(last.error_message(), "token too old"))
       << last.error_message();
+}
+
+// The token moves from the metadata into the request (auth_token) once the
+// master has said that it reads it there (docs/security.md, "Tokens"); the
+// checks are the same either way.
+TEST_F(AuthTest, TokensMoveIntoTheRequestOnceTheMasterSaysItReadsThem) {
+  auto stub = Stub();
+  rpc::ExistKeyRequest req;
+  req.set_tenant("b");
+  req.add_keys("k");
+  auto says_body = [](const grpc::ClientContext& ctx) {
+    return ctx.GetServerInitialMetadata().count(auth::kBodyTokenHeader) > 0;
+  };
+  const std::string token =
+      Token(auth::Role::kTenant, "b", "ExistKey", auth::UnixNowMs());
+  {
+    auto ctx = Context(token);
+    rpc::ExistKeyResponse resp;
+    ASSERT_TRUE(stub->ExistKey(ctx.get(), req, &resp).ok());
+    EXPECT_TRUE(says_body(*ctx));
+  }
+  auto exist_in_body = [&](const std::string& body_token,
+                           const std::string& tenant = "b") {
+    rpc::ExistKeyRequest r = req;
+    r.set_tenant(tenant);
+    r.set_auth_token(body_token);
+    auto ctx = Context("");
+    rpc::ExistKeyResponse resp;
+    grpc::Status s = stub->ExistKey(ctx.get(), r, &resp);
+    if (s.ok()) {
+      EXPECT_FALSE(says_body(*ctx));  // it needs no telling
+    }
+    return s;
+  };
+  EXPECT_TRUE(exist_in_body(token).ok());
+  grpc::Status other_tenant = exist_in_body(token, "a");
+  EXPECT_EQ(other_tenant.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  auto forged = auth::MakeCredential(auth::ClusterSecret::Generate(),
+                                     auth::Role::kTenant, "b");
+  grpc::Status f = exist_in_body(
+      forged->Token(std::string(kService) + "ExistKey", auth::UnixNowMs()));
+  EXPECT_EQ(f.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Contains(f.error_message(), "bad signature"))
+      << f.error_message();
+  grpc::Status misdirected = exist_in_body(
+      Token(auth::Role::kTenant, "b", "Remove", auth::UnixNowMs()));
+  EXPECT_EQ(misdirected.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status stale = exist_in_body(
+      Token(auth::Role::kTenant, "b", "ExistKey",
+            auth::UnixNowMs() - auth::kDefaultMaxClockSkewMs - 60000));
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // A good token in the metadata does not make up for a bad one in the
+  // request: the request's is the one checked.
+  {
+    rpc::ExistKeyRequest r = req;
+    r.set_auth_token(
+        forged->Token(std::string(kService) + "ExistKey", auth::UnixNowMs()));
+    rpc::ExistKeyResponse resp;
+    EXPECT_EQ(stub->ExistKey(Context(token).get(), r, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // Through the client library: after its first call, a client's tokens
+  // ride in its requests.
+  auto carried = [&](const char* carrier) {
+    return cluster_->master().service().metrics().CounterValue(
+        "kvpool_master_auth_token_carrier_total",
+        std::string("carrier=\"") + carrier + "\"");
+  };
+  auto b = NewClient("b", CredentialFile(auth::Role::kTenant, "b"));
+  const uint64_t in_request = carried("request");
+  const uint64_t in_metadata = carried("metadata");
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(b->Put("k" + std::to_string(i), "value").ok()) << i;
+  }
+  // Two RPCs per put; the node's own calls may add to either counter.
+  EXPECT_GE(carried("request") - in_request, uint64_t(2 * kCalls - 1));
+  EXPECT_LE(carried("metadata") - in_metadata, uint64_t(kCalls / 2));
+}
+
+// A master from before auth_token (simulated: this one stops reading it)
+// refuses a call whose token is in the request as having none; the client
+// goes back to the metadata and makes the call again, so no call of its
+// fails. Each master client is refused once at most (this test's, and the
+// node's own when it calls meanwhile).
+TEST_F(AuthTest, AClientGoesBackToTheMetadataForAMasterThatIgnoresItsRequest) {
+  auto b = NewClient("b", CredentialFile(auth::Role::kTenant, "b"));
+  ASSERT_TRUE(b->Put("k0", "v0").ok());  // the master says: in the request
+  ASSERT_TRUE(b->Put("k1", "v1").ok());
+  RpcAuthorizer* authorizer = cluster_->master().grpc_service().authorizer();
+  ASSERT_NE(authorizer, nullptr);
+  authorizer->set_reads_body_token(false);
+  const uint64_t refused = Refused("unauthenticated");
+  auto got = b->Get("k1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "v1");
+  for (int i = 2; i < 8; ++i)
+    ASSERT_TRUE(b->Put("k" + std::to_string(i), "v").ok()) << i;
+  const uint64_t refusals = Refused("unauthenticated") - refused;
+  EXPECT_GE(refusals, 1u);
+  EXPECT_LE(refusals, 3u);
+  // And into the request again once the master says so once more.
+  authorizer->set_reads_body_token(true);
+  auto in_request = [&] {
+    return cluster_->master().service().metrics().CounterValue(
+        "kvpool_master_auth_token_carrier_total", "carrier=\"request\"");
+  };
+  ASSERT_TRUE(b->Put("k8", "v").ok());
+  const uint64_t before = in_request();
+  ASSERT_TRUE(b->Put("k9", "v").ok());
+  EXPECT_GE(in_request(), before + 2);
+  EXPECT_EQ(Refused("unauthenticated") - refused, refusals);
 }
 
 TEST(VerifiedTokenCacheTest, FindsWhatItRemembersAndStaysBounded) {

@@ -127,7 +127,14 @@ RpcAuthorizer::RpcAuthorizer(const auth::ClusterSecret& secret,
           "RPC tokens found already verified (hit) or verified with two "
           "HMACs (miss)")),
       cache_misses_(&metrics->GetCounter("kvpool_master_auth_token_cache_total",
-                                         "result=\"miss\"")) {}
+                                         "result=\"miss\"")),
+      in_request_(&metrics->GetCounter(
+          "kvpool_master_auth_token_carrier_total", "carrier=\"request\"",
+          "RPC tokens read from the request's auth_token field (request) or "
+          "from the gRPC metadata (metadata: older clients, and each "
+          "client's first call)")),
+      in_metadata_(&metrics->GetCounter(
+          "kvpool_master_auth_token_carrier_total", "carrier=\"metadata\"")) {}
 
 VerifiedTokenCache::VerifiedTokenCache(int64_t max_age_ms, size_t capacity)
     : max_age_ms_(max_age_ms),
@@ -179,19 +186,47 @@ grpc::Status RpcAuthorizer::Deny(std::string msg) const {
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::move(msg));
 }
 
-grpc::Status RpcAuthorizer::Authenticate(const grpc::ServerContextBase& ctx,
-                                         RpcMethod m, Role* role,
-                                         std::string_view* principal) const {
+grpc::Status RpcAuthorizer::TokenOf(const grpc::ServerContextBase& ctx,
+                                    std::string_view body_token,
+                                    std::string_view* token) const {
+  // A token in the request is used as it is, without a look at the metadata:
+  // building the metadata map is part of what the request field saves. A
+  // token in the metadata as well is then simply not read; the request's
+  // must verify on its own.
+  const bool reads_body = reads_body_token_.load(std::memory_order_relaxed);
+  if (reads_body && !body_token.empty()) {
+    in_request_->Inc();
+    *token = body_token;
+    return grpc::Status::OK;
+  }
   const auto& md = ctx.client_metadata();
   auto [first, last] = md.equal_range(auth::kMetadataKey);
   if (first == last) {
     return Unauthenticated(
-        "missing kvpool-auth credential: this master requires one (see "
-        "docs/security.md)");
+        fmt::format("{}: this master requires one (see docs/security.md)",
+                    auth::kMissingCredential));
   }
   if (std::next(first) != last)
     return Unauthenticated("more than one kvpool-auth credential");
-  const std::string_view token(first->second.data(), first->second.size());
+  *token = std::string_view(first->second.data(), first->second.size());
+  in_metadata_->Inc();
+  if (reads_body) {
+    // Tell the client that its next calls may carry the token in the
+    // request (auth::kBodyTokenHeader). Handlers run before any reply is
+    // sent, so the initial metadata is still open.
+    const_cast<grpc::ServerContextBase&>(ctx).AddInitialMetadata(
+        auth::kBodyTokenHeader, "1");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RpcAuthorizer::Authenticate(const grpc::ServerContextBase& ctx,
+                                         RpcMethod m,
+                                         std::string_view body_token,
+                                         Role* role,
+                                         std::string_view* principal) const {
+  std::string_view token;
+  if (grpc::Status s = TokenOf(ctx, body_token, &token); !s.ok()) return s;
   const int64_t now = auth::UnixNowMs();
 
   VerifiedTokenCache::Entry v;

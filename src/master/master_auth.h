@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -110,13 +111,20 @@ class RpcAuthorizer {
                 MetricsRegistry* metrics);
 
   // OK, UNAUTHENTICATED (no token or a token that does not verify), or
-  // PERMISSION_DENIED (a valid identity acting outside its rights).
+  // PERMISSION_DENIED (a valid identity acting outside its rights). The
+  // token is the request's auth_token, else `batch_token` (for an item of a
+  // batch, the batch's), else the metadata's.
   template <typename Req>
   grpc::Status Check(const grpc::ServerContextBase& ctx, RpcMethod m,
-                     const Req& req) const {
+                     const Req& req, std::string_view batch_token = {}) const {
     auth::Role role;
     std::string_view principal;
-    if (grpc::Status s = Authenticate(ctx, m, &role, &principal); !s.ok())
+    std::string_view body_token = batch_token;
+    if constexpr (requires { req.auth_token(); }) {
+      if (!req.auth_token().empty()) body_token = req.auth_token();
+    }
+    if (grpc::Status s = Authenticate(ctx, m, body_token, &role, &principal);
+        !s.ok())
       return s;
     if (role != auth::Role::kTenant) return grpc::Status::OK;
     if constexpr (requires { req.tenant(); }) {
@@ -133,12 +141,22 @@ class RpcAuthorizer {
     }
   }
 
+  // false: the master behaves as one from before auth_token (it reads the
+  // metadata only and never says otherwise), for tests of mixed versions.
+  void set_reads_body_token(bool reads) {
+    reads_body_token_.store(reads, std::memory_order_relaxed);
+  }
+
  private:
-  // Verifies the call's token for `m` and the role's right to call it; on
-  // success `principal` points into the call's metadata.
+  // Verifies the call's token for `m` (`body_token`, the request's, when
+  // set; else the metadata's) and the role's right to call it; on success
+  // `principal` points into that token.
   grpc::Status Authenticate(const grpc::ServerContextBase& ctx, RpcMethod m,
-                            auth::Role* role,
+                            std::string_view body_token, auth::Role* role,
                             std::string_view* principal) const;
+  grpc::Status TokenOf(const grpc::ServerContextBase& ctx,
+                       std::string_view body_token,
+                       std::string_view* token) const;
   grpc::Status CheckTenant(std::string_view principal,
                            std::string_view tenant) const;
   grpc::Status Unauthenticated(std::string msg) const;
@@ -147,11 +165,14 @@ class RpcAuthorizer {
   // ~256 bytes a token: at most ~1 MiB.
   static constexpr size_t kTokenCacheCapacity = 4096;
   auth::TokenVerifier verifier_;
+  std::atomic<bool> reads_body_token_{true};
   mutable VerifiedTokenCache cache_;
   Counter* refused_unauthenticated_;
   Counter* refused_permission_;
   Counter* cache_hits_;
   Counter* cache_misses_;
+  Counter* in_request_;
+  Counter* in_metadata_;
 };
 
 }  // namespace kvpool

@@ -345,11 +345,18 @@ grpc::Status MasterGrpcService::RemoveDiskReplicas(
 grpc::Status MasterGrpcService::PromotionAllocStart(
     grpc::ServerContext* ctx, const rpc::PromotionAllocStartRequest* req,
     rpc::PromotionAllocStartResponse* resp) {
-  if (auto auth = Authorize(ctx, RpcMethod::kPromotionAllocStart, *req);
+  return PromotionAllocStartItem(ctx, *req, {}, resp);
+}
+
+grpc::Status MasterGrpcService::PromotionAllocStartItem(
+    grpc::ServerContext* ctx, const rpc::PromotionAllocStartRequest& req,
+    std::string_view batch_token, rpc::PromotionAllocStartResponse* resp) {
+  if (auto auth =
+          Authorize(ctx, RpcMethod::kPromotionAllocStart, req, batch_token);
       !auth.ok())
     return auth;
-  auto r = svc_->PromotionAllocStart(req->node_id(), req->tenant(), req->key(),
-                                     req->size(), req->task_id());
+  auto r = svc_->PromotionAllocStart(req.node_id(), req.tenant(), req.key(),
+                                     req.size(), req.task_id());
   resp->set_error_code(ToInt(r.code()));
   if (r.ok()) {
     ToProto(r.value(), WriteGrant(*svc_, r.value().length),
@@ -371,7 +378,9 @@ grpc::Status MasterGrpcService::BatchPromotionAllocStart(
   if (req->items_size() > kMaxBatch) return TooLarge();
   for (const auto& item : req->items()) {
     rpc::PromotionAllocStartResponse* out = resp->add_items();
-    if (grpc::Status s = PromotionAllocStart(ctx, &item, out); !s.ok()) {
+    if (grpc::Status s =
+            PromotionAllocStartItem(ctx, item, req->auth_token(), out);
+        !s.ok()) {
       out->Clear();
       out->set_error_code(RefusedItemCode(s));
     }
@@ -392,7 +401,7 @@ grpc::Status MasterGrpcService::BatchPromotionNotify(
   if (req->items_size() > kMaxBatch) return TooLarge();
   for (const auto& item : req->items()) {
     rpc::KeyStatus st;
-    grpc::Status s = NotifyPromotion(ctx, &item, &st);
+    grpc::Status s = NotifyPromotionItem(ctx, item, req->auth_token(), &st);
     resp->add_error_codes(s.ok() ? st.error_code() : RefusedItemCode(s));
   }
   return grpc::Status::OK;
@@ -451,12 +460,19 @@ grpc::Status MasterGrpcService::RegisterPrefetchTask(
 grpc::Status MasterGrpcService::NotifyPromotion(
     grpc::ServerContext* ctx, const rpc::PromotionNotifyRequest* req,
     rpc::KeyStatus* resp) {
-  if (auto auth = Authorize(ctx, RpcMethod::kNotifyPromotion, *req); !auth.ok())
+  return NotifyPromotionItem(ctx, *req, {}, resp);
+}
+
+grpc::Status MasterGrpcService::NotifyPromotionItem(
+    grpc::ServerContext* ctx, const rpc::PromotionNotifyRequest& req,
+    std::string_view batch_token, rpc::KeyStatus* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kNotifyPromotion, req, batch_token);
+      !auth.ok())
     return auth;
-  resp->set_error_code(ToInt(
-      svc_->NotifyPromotion(req->node_id(), req->tenant(), req->key(),
-                            req->task_id(), req->success(), req->expired())
-          .code()));
+  resp->set_error_code(
+      ToInt(svc_->NotifyPromotion(req.node_id(), req.tenant(), req.key(),
+                                  req.task_id(), req.success(), req.expired())
+                .code()));
   return grpc::Status::OK;
 }
 

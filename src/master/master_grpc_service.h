@@ -44,6 +44,8 @@ class MasterGrpcService final
   void set_authorizer(std::unique_ptr<RpcAuthorizer> authorizer) {
     auth_ = std::move(authorizer);
   }
+  // Null when authentication is off.
+  RpcAuthorizer* authorizer() const { return auth_.get(); }
   // Before serving: null (the default) serves every call under epoch 0.
   void set_gate(std::shared_ptr<ServingGate> gate) { gate_ = std::move(gate); }
 
@@ -130,10 +132,22 @@ class MasterGrpcService final
   void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);
   void DoGet(const std::string& tenant, const std::string& key,
              rpc::GetReplicaListResponse* resp);
+  // The item handlers of BatchPromotionAllocStart and BatchPromotionNotify:
+  // an item is authorized with the batch's token (`batch_token`, empty when
+  // it came in the metadata).
+  grpc::Status PromotionAllocStartItem(
+      grpc::ServerContext* ctx, const rpc::PromotionAllocStartRequest& req,
+      std::string_view batch_token, rpc::PromotionAllocStartResponse* resp);
+  grpc::Status NotifyPromotionItem(grpc::ServerContext* ctx,
+                                   const rpc::PromotionNotifyRequest& req,
+                                   std::string_view batch_token,
+                                   rpc::KeyStatus* resp);
   // Each handler's first statement; one branch when authentication is off.
+  // `batch_token`: see PromotionAllocStartItem.
   template <typename Req>
   grpc::Status Authorize(const grpc::ServerContextBase* ctx, RpcMethod m,
-                         const Req& req) const {
+                         const Req& req,
+                         std::string_view batch_token = {}) const {
     // A standby, or a leader unsure of its lease, answers nothing at all:
     // clients take UNAVAILABLE as "find the leader again".
     if (gate_ != nullptr) {
@@ -144,7 +158,8 @@ class MasterGrpcService final
       const_cast<grpc::ServerContextBase*>(ctx)->AddInitialMetadata(
           kEpochHeader, std::to_string(epoch));
     }
-    return auth_ == nullptr ? grpc::Status::OK : auth_->Check(*ctx, m, req);
+    return auth_ == nullptr ? grpc::Status::OK
+                            : auth_->Check(*ctx, m, req, batch_token);
   }
   grpc::Status NotServing() const;
   // The epoch to stamp on a reply to a node, checked once more as the reply

@@ -623,8 +623,14 @@ TEST_F(LimitsTest, MemoryOfTenantsIsGivenBack) {
 
 // The batch promotion RPCs run each item through its own handler; an item
 // that handler refuses (here: the credential went stale while an earlier
-// item ran) is a failed item, not a success with an empty answer.
-TEST_F(LimitsTest, ABatchItemItsHandlerRefusedIsReportedAsFailed) {
+// item ran) is a failed item, not a success with an empty answer. The items
+// are checked with the batch's token wherever it came: in the metadata, or
+// in the batch request's auth_token (the items carry none).
+class BatchItemAuthTest : public LimitsTest,
+                          public ::testing::WithParamInterface<bool> {};
+
+TEST_P(BatchItemAuthTest, ABatchItemItsHandlerRefusedIsReportedAsFailed) {
+  const bool in_request = GetParam();
   Mount("a", false, /*ssd=*/true);
   auto secret = auth::ClusterSecret::Generate();
   auto cred = auth::MakeCredential(secret, auth::Role::kNode, "a");
@@ -633,20 +639,23 @@ TEST_F(LimitsTest, ABatchItemItsHandlerRefusedIsReportedAsFailed) {
   MasterGrpcService grpc_svc(svc_.get());
   grpc_svc.set_authorizer(
       std::make_unique<RpcAuthorizer>(secret, kSkewMs, &svc_->metrics()));
+  // `invoke(ctx, token)` puts `token` into its request when it is not empty.
   auto call = [&](RpcMethod m, auto invoke) {
     grpc::ServerContext ctx;
     grpc::testing::ServerContextTestSpouse spouse(&ctx);
     // Fresh for the batch's check, stale once the first item has stalled.
-    spouse.AddClientMetadata(
-        auth::kMetadataKey,
-        cred->Token(RpcMethodName(m), auth::UnixNowMs() - kSkewMs / 2));
+    const std::string token =
+        cred->Token(RpcMethodName(m), auth::UnixNowMs() - kSkewMs / 2);
+    if (!in_request) spouse.AddClientMetadata(auth::kMetadataKey, token);
     ASSERT_TRUE(
         ArmFailpoints("master.promotion_call.before=pause:1500@1").ok());
-    invoke(&ctx);
+    invoke(&ctx, in_request ? token : std::string());
     DisarmFailpoints();
   };
-  call(RpcMethod::kBatchPromotionAllocStart, [&](grpc::ServerContext* ctx) {
+  call(RpcMethod::kBatchPromotionAllocStart, [&](grpc::ServerContext* ctx,
+                                                 const std::string& token) {
     rpc::BatchPromotionAllocStartRequest req;
+    req.set_auth_token(token);
     for (int i = 0; i < 2; ++i) {
       auto* item = req.add_items();
       item->set_node_id("a");
@@ -661,22 +670,30 @@ TEST_F(LimitsTest, ABatchItemItsHandlerRefusedIsReportedAsFailed) {
     EXPECT_EQ(resp.items(1).error_code(), ToInt(ErrorCode::ILLEGAL_CLIENT));
     EXPECT_FALSE(resp.items(1).has_replica());
   });
-  call(RpcMethod::kBatchPromotionNotify, [&](grpc::ServerContext* ctx) {
-    rpc::BatchPromotionNotifyRequest req;
-    for (int i = 0; i < 2; ++i) {
-      auto* item = req.add_items();
-      item->set_node_id("a");
-      item->set_key("k");
-      item->set_task_id(1);
-      item->set_success(true);
-    }
-    rpc::BatchPromotionNotifyResponse resp;
-    ASSERT_TRUE(grpc_svc.BatchPromotionNotify(ctx, &req, &resp).ok());
-    ASSERT_EQ(resp.error_codes_size(), 2);
-    EXPECT_EQ(resp.error_codes(0), ToInt(ErrorCode::OBJECT_NOT_FOUND));
-    EXPECT_EQ(resp.error_codes(1), ToInt(ErrorCode::ILLEGAL_CLIENT));
-  });
+  call(RpcMethod::kBatchPromotionNotify,
+       [&](grpc::ServerContext* ctx, const std::string& token) {
+         rpc::BatchPromotionNotifyRequest req;
+         req.set_auth_token(token);
+         for (int i = 0; i < 2; ++i) {
+           auto* item = req.add_items();
+           item->set_node_id("a");
+           item->set_key("k");
+           item->set_task_id(1);
+           item->set_success(true);
+         }
+         rpc::BatchPromotionNotifyResponse resp;
+         ASSERT_TRUE(grpc_svc.BatchPromotionNotify(ctx, &req, &resp).ok());
+         ASSERT_EQ(resp.error_codes_size(), 2);
+         EXPECT_EQ(resp.error_codes(0), ToInt(ErrorCode::OBJECT_NOT_FOUND));
+         EXPECT_EQ(resp.error_codes(1), ToInt(ErrorCode::ILLEGAL_CLIENT));
+       });
 }
+
+INSTANTIATE_TEST_SUITE_P(TokenCarrier, BatchItemAuthTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "InRequest" : "InMetadata";
+                         });
 
 }  // namespace
 }  // namespace kvpool

@@ -36,6 +36,7 @@ class MasterServer {
   int metrics_port() const { return http_ ? http_->port() : -1; }
   std::string address() const;  // "host:port" clients should dial
   MasterService& service() { return *service_; }
+  MasterGrpcService& grpc_service() { return *grpc_service_; }
 
  private:
   MasterConfig config_;

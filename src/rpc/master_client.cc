@@ -176,6 +176,16 @@ std::shared_ptr<const MasterClient::Conn> MasterClient::FollowLeader(
   }
 }
 
+bool MasterClient::SaysTokenInBody(const grpc::ClientContext& ctx) {
+  const auto& md = ctx.GetServerInitialMetadata();
+  return md.find(auth::kBodyTokenHeader) != md.end();
+}
+
+bool MasterClient::IgnoredTokenInBody(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAUTHENTICATED &&
+         s.error_message().starts_with(auth::kMissingCredential);
+}
+
 grpc::Status MasterClient::CheckEpoch(const grpc::ClientContext& ctx) const {
   const auto& md = ctx.GetServerInitialMetadata();
   auto it = md.find(kEpochHeader);

@@ -189,6 +189,9 @@ class MasterClient {
     uint64_t epoch = 0;  // 0 without HA
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<rpc::MasterService::Stub> stub;
+    // Whether this master reads the token from the request (it said so with
+    // auth::kBodyTokenHeader); false until then and for older masters.
+    mutable std::atomic<bool> token_in_body{false};
   };
   std::shared_ptr<const Conn> Dial(const std::string& address,
                                    uint64_t epoch) const;
@@ -209,18 +212,39 @@ class MasterClient {
     ctx->set_deadline(
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(timeout_ms < 0 ? timeout_ms_ : timeout_ms));
+    grpc::ClientContext again;  // for a master that ignored auth_token
     if (credential_) {
       const char* name = MasterMethodName(method);
       if (name == nullptr) {
         return grpc::Status(grpc::StatusCode::INTERNAL,
                             "RPC missing from KVPOOL_MASTER_RPCS");
       }
+      if (c.token_in_body.load(std::memory_order_relaxed)) {
+        Req signed_req(req);
+        signed_req.set_auth_token(TokenFor(name));
+        grpc::Status s = (c.stub.get()->*method)(ctx, signed_req, resp);
+        if (!IgnoredTokenInBody(s)) {
+          return etcd_ && s.ok() ? CheckEpoch(*ctx) : s;
+        }
+        // The master at this address no longer reads auth_token (an older
+        // version started in its place): back to the metadata, and the
+        // call once more, which it refused before doing anything.
+        c.token_in_body.store(false, std::memory_order_relaxed);
+        again.set_deadline(ctx->deadline());
+        ctx = &again;
+      }
       ctx->AddMetadata(auth::kMetadataKey, TokenFor(name));
     }
     grpc::Status s = (c.stub.get()->*method)(ctx, req, resp);
+    if (credential_ && s.ok() && SaysTokenInBody(*ctx))
+      c.token_in_body.store(true, std::memory_order_relaxed);
     if (etcd_ && s.ok()) return CheckEpoch(*ctx);
     return s;
   }
+  // The master's reply says it reads the token from the request.
+  static bool SaysTokenInBody(const grpc::ClientContext& ctx);
+  // A refusal that means the master did not look at auth_token.
+  static bool IgnoredTokenInBody(const grpc::Status& s);
   // Under HA: UNAVAILABLE for a reply whose kvpool-epoch header is older
   // than an epoch already seen (a deposed leader's), so it is never used.
   grpc::Status CheckEpoch(const grpc::ClientContext& ctx) const;
