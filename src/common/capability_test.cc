@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "common/crypto.h"
 
 namespace kvpool::cap {
@@ -27,6 +32,66 @@ TEST(CapabilityTest, RangeTokenGrantsExactlyWhatWasSigned) {
             ErrorCode::ILLEGAL_CLIENT);
   EXPECT_EQ(key.VerifyRange(Bytes(t), 3, 4096, 1 << 20, kOpWrite, now, 0),
             ErrorCode::ILLEGAL_CLIENT);
+}
+
+std::string Le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(v >> (8 * i));
+  return s;
+}
+
+// A token's MAC is HMAC-SHA256 (OpenSSL's HMAC, through crypto::HmacSha256)
+// of domain || subject || the token's 24 field bytes, cut to kMacSize: the
+// wire format nodes and masters of other versions compute, for keys of the
+// usual size and for keys longer than SHA-256's block.
+TEST(CapabilityTest, MacsAreHmacSha256OfDomainSubjectAndFields) {
+  for (size_t key_size : {kKeySize, size_t{100}}) {
+    const std::string raw = crypto::RandomBytes(key_size);
+    Key key(raw);
+    for (uint64_t i = 0; i < 16; ++i) {
+      const std::string t =
+          key.SignRange(i, i * 4096, 1 << 20, kOpRead | kOpWrite, 77, i);
+      ASSERT_EQ(t.size(), kTokenSize);
+      const std::string subject = Le64(i) + Le64(i * 4096) + Le64(1 << 20);
+      crypto::Mac want = crypto::HmacSha256(
+          raw, "kvpool-cap-range-v1" + subject + t.substr(0, 24));
+      EXPECT_EQ(t.substr(24),
+                std::string(want.begin(), want.begin() + kMacSize))
+          << key_size << " " << i;
+    }
+    const std::string t = key.SignKey("", "some-key", kOpSsdRead, 77, 0);
+    const std::string subject =
+        std::string("\x07\0\0\0\x08\0\0\0", 8) + "default" + "some-key";
+    crypto::Mac want = crypto::HmacSha256(
+        raw, "kvpool-cap-key-v1" + subject + t.substr(0, 24));
+    EXPECT_EQ(t.substr(24), std::string(want.begin(), want.begin() + kMacSize))
+        << key_size;
+  }
+}
+
+// A Key is shared by every thread of a master or node: concurrent MACs
+// agree with one another.
+TEST(CapabilityTest, ConcurrentMacsAgree) {
+  Key key(crypto::RandomBytes(kKeySize));
+  std::vector<std::string> expected;
+  for (uint64_t i = 0; i < 64; ++i)
+    expected.push_back(key.SignRange(i, i * 4096, 1 << 20, kOpRead, 5, i));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 500; ++round) {
+        const uint64_t i = (round * 7 + t) % expected.size();
+        if (key.SignRange(i, i * 4096, 1 << 20, kOpRead, 5, i) != expected[i])
+          mismatches.fetch_add(1);
+        if (key.VerifyRange(Bytes(expected[i]), i, i * 4096, 1 << 20, kOpRead,
+                            5, 0) != ErrorCode::OK)
+          mismatches.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(CapabilityTest, ExpiredTokenIsRefusedAfterTheGrace) {
