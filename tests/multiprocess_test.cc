@@ -377,9 +377,20 @@ TEST_F(MultiProcessTest, NodeDeclaredDeadKeepsItsValuesWhenItWakes) {
   cc.transport = TransportMode::kTcp;
   cc.data_io_timeout_ms = 500;  // a get of the stopped node fails fast
   auto client = Client::Create(cc).value();
+  // The 500 ms data timeout is for the stopped node's get below; a put that
+  // meets it under a loaded sanitizer build (the ASan run of a local CI once
+  // refused one a few ms after the node served) is tried again, and every
+  // refusal is printed with its reason.
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(
-        client->Put("k" + std::to_string(i), RandomBytes(8192, i)).ok());
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          Status put =
+              client->Put("k" + std::to_string(i), RandomBytes(8192, i));
+          if (!put.ok()) std::cerr << "put refused: " << put.ToString() << "\n";
+          return put.ok();
+        },
+        std::chrono::seconds(20)))
+        << i;
   }
   StartNode("node-b", address);
   TcpClientSeeing(address, 2);

@@ -98,6 +98,19 @@ Status SsdTier::Start() {
         "gets' SSD reads kept for a queued promotion, refused for the "
         "budget, and kept but unused (the promotion went first)");
   }
+  for (const char* event : {"joined", "missed", "timed_out"}) {
+    metrics_.AddGauge(
+        "kvpool_node_ssd_read_join_events", fmt::format("event=\"{}\"", event),
+        [this, e = std::string(event)] {
+          auto s = in_flight_reads_.stats();
+          return double(e == "joined"   ? s.joined
+                        : e == "missed" ? s.missed
+                                        : s.timeouts);
+        },
+        "gets that found a promotion reading their key: served from its "
+        "read (joined), or read the disk themselves (missed; timed_out: "
+        "the wait ran out)");
+  }
   metrics_.AddGauge(
       "kvpool_node_ssd_disk_full", "",
       [this] { return storage_->GetStats().disk_full ? 1.0 : 0.0; },
@@ -156,41 +169,80 @@ void SsdTier::ServeReads(std::span<KeyReadOp> ops) {
     items.push_back(ReadItem{op.tenant.empty() ? "default" : op.tenant, op.key,
                              op.dest, op.length});
   }
+  // A key a promotion is reading right now: join that read rather than
+  // read the disk again (node/in_flight_reads.h), if the record is the one
+  // the promotion reads.
+  std::vector<std::shared_ptr<InFlightReads::Waiter>> joined(ops.size());
+  std::vector<size_t> from_disk;
+  from_disk.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (in_flight_reads_.Reading(items[i].tenant, items[i].key)) {
+      auto v = storage_->LookupVersion(items[i].tenant, items[i].key);
+      if (v.ok()) {
+        joined[i] =
+            in_flight_reads_.Enroll(items[i].tenant, items[i].key, v.value(),
+                                    ops[i].dest, ops[i].length);
+      }
+    }
+    if (!joined[i]) from_disk.push_back(i);
+  }
+  uint64_t bytes = ReadForGets(ops, items, from_disk);
+  std::vector<size_t> again;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!joined[i]) continue;
+    if (in_flight_reads_.Await(joined[i])) {
+      ops[i].result = ErrorCode::OK;
+      bytes += ops[i].length;
+    } else {
+      again.push_back(i);
+    }
+  }
+  if (!again.empty()) bytes += ReadForGets(ops, items, again);
+  metrics_.GetCounter("kvpool_node_ssd_read_bytes_total").Inc(bytes);
+  ssd_read_duration_.ObserveSince(start);
+}
+
+uint64_t SsdTier::ReadForGets(std::span<KeyReadOp> ops,
+                              const std::vector<ReadItem>& all,
+                              const std::vector<size_t>& which) {
+  if (which.empty()) return 0;
+  std::vector<ReadItem> items;
+  items.reserve(which.size());
+  for (size_t i : which) items.push_back(all[i]);
   // A key a queued promotion wants: note its record's version before the
   // read, so the bytes are kept only if the record did not change under it.
-  std::vector<std::optional<uint64_t>> share(ops.size());
+  std::vector<std::optional<uint64_t>> share(items.size());
   if (shared_reads_.enabled()) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (!shared_reads_.Wanted(items[i].tenant, items[i].key)) continue;
-      auto v = storage_->LookupVersion(items[i].tenant, items[i].key);
-      if (v.ok()) share[i] = v.value();
+    for (size_t n = 0; n < items.size(); ++n) {
+      if (!shared_reads_.Wanted(items[n].tenant, items[n].key)) continue;
+      auto v = storage_->LookupVersion(items[n].tenant, items[n].key);
+      if (v.ok()) share[n] = v.value();
     }
   }
   auto got = storage_->BatchRead(items);
   uint64_t bytes = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (!got[i].ok()) {
-      ops[i].result = got[i].code() == ErrorCode::BUFFER_OVERFLOW
-                          ? ErrorCode::OBJECT_NOT_FOUND
-                          : got[i].code();
-    } else if (got[i].value() != ops[i].length) {
-      ops[i].result =
+  for (size_t n = 0; n < items.size(); ++n) {
+    KeyReadOp& op = ops[which[n]];
+    if (!got[n].ok()) {
+      op.result = got[n].code() == ErrorCode::BUFFER_OVERFLOW
+                      ? ErrorCode::OBJECT_NOT_FOUND
+                      : got[n].code();
+    } else if (got[n].value() != op.length) {
+      op.result =
           ErrorCode::OBJECT_NOT_FOUND;  // not the value the master meant
     } else {
-      ops[i].result = ErrorCode::OK;
-      bytes += ops[i].length;
-      auto after = share[i]
-                       ? storage_->LookupVersion(items[i].tenant, items[i].key)
+      op.result = ErrorCode::OK;
+      bytes += op.length;
+      auto after = share[n]
+                       ? storage_->LookupVersion(items[n].tenant, items[n].key)
                        : Result<uint64_t>(ErrorCode::OBJECT_NOT_FOUND);
-      if (after.ok() && after.value() == *share[i]) {
-        shared_reads_.Offer(
-            items[i].tenant, items[i].key, *share[i],
-            {static_cast<const uint8_t*>(ops[i].dest), ops[i].length});
+      if (after.ok() && after.value() == *share[n]) {
+        shared_reads_.Offer(items[n].tenant, items[n].key, *share[n],
+                            {static_cast<const uint8_t*>(op.dest), op.length});
       }
     }
   }
-  metrics_.GetCounter("kvpool_node_ssd_read_bytes_total").Inc(bytes);
-  ssd_read_duration_.ObserveSince(start);
+  return bytes;
 }
 
 std::string SsdTier::StatusJson() const {

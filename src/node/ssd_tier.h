@@ -32,6 +32,7 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "kvpool.pb.h"
+#include "node/in_flight_reads.h"
 #include "node/shared_reads.h"
 #include "node/staging_pool.h"
 #include "rpc/master_client.h"
@@ -165,6 +166,9 @@ class SsdTier final : public LocalHolder {
   uint64_t promotion_inflight_peak() const { return promo_peak_.load(); }
   // Gets' SSD reads kept for queued promotions (ssd_read_share_bytes).
   SharedReads::Stats shared_read_stats() const { return shared_reads_.stats(); }
+  InFlightReads::Stats joined_read_stats() const {
+    return in_flight_reads_.stats();
+  }
   // False once an older master refused the batch promotion RPCs.
   bool batch_rpcs() const { return batch_rpcs_.load(); }
   // Test hook: a holder that stops pulling (its tasks wait for the reaper).
@@ -186,6 +190,11 @@ class SsdTier final : public LocalHolder {
   std::string StatusJson() const;
 
  private:
+  // Reads ops[which] of a get from the SSD (`all` = the ops as ReadItems),
+  // offering a queued promotion's keys to SharedReads; their bytes.
+  uint64_t ReadForGets(std::span<KeyReadOp> ops,
+                       const std::vector<ReadItem>& all,
+                       const std::vector<size_t>& which);
   void OffloadLoop();
   void PromotionLoop();
   void EvictionLoop();
@@ -248,6 +257,13 @@ class SsdTier final : public LocalHolder {
       &metrics_, "kvpool_node_promotion_phase_microseconds_total", "phase",
       "time promotion workers spent in each step of the chain"};
   SharedReads shared_reads_{config_.ssd_read_share_bytes};
+  // With read sharing on, a get of a key a promotion is reading joins that
+  // read (node/in_flight_reads.h). The wait is bounded by what a read issued
+  // now could take at worst; a read already in flight ends no later than one
+  // issued behind it, so the bound only matters for a stuck disk.
+  static constexpr std::chrono::milliseconds kJoinReadWait{1000};
+  InFlightReads in_flight_reads_{config_.ssd_read_share_bytes > 0,
+                                 kJoinReadWait};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 
   mutable Mutex mu_;

@@ -275,10 +275,22 @@ void SsdTier::PromotionBatch::PlanReads() {
 void SsdTier::PromotionBatch::Read() {
   if (reads_.empty()) return;
   const auto phase_start = std::chrono::steady_clock::now();
+  // Gets of these keys that arrive meanwhile join this read (InFlightReads)
+  // instead of reading the disk again.
+  InFlightReads& joins = tier_->in_flight_reads_;
+  for (const ReadItem& item : reads_)
+    joins.Begin(TenantName(item.tenant), item.key);
   auto read = tier_->storage_->BatchRead(reads_);
   for (size_t r = 0; r < from_disk_.size(); ++r) {
     const size_t j = from_disk_[r];
-    if (read[r].ok()) checksums_[j] = checksum_of_[j];
+    const ReadItem& item = reads_[r];
+    if (read[r].ok()) {
+      checksums_[j] = checksum_of_[j];
+      joins.End(TenantName(item.tenant), item.key, version_of_[j],
+                {static_cast<const uint8_t*>(item.dest), read[r].value()});
+    } else {
+      joins.End(TenantName(item.tenant), item.key, 0, {});
+    }
     got_[j] = std::move(read[r]);
   }
   AddPhaseTime(&tier_->promotion_phase_us_, "read", phase_start);

@@ -10,12 +10,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "node/ssd_tier.h"
 #include "storage/aligned_buffer.h"
 #include "storage/storage_test_util.h"
+#include "tests/test_util.h"
 
 namespace kvpool {
 namespace {
@@ -338,6 +341,66 @@ TEST_F(SsdTierPromoteTest, WithinItsDeadlineItIsPromoted) {
   EXPECT_FALSE(notified[0].expired());
   EXPECT_TRUE(InSegment(0));
 }
+
+// A get of a key whose promotion is reading it from the disk joins that
+// read (read sharing on): one disk read serves both, and the get has the
+// promotion's verified bytes. With sharing off the get reads the disk again.
+class SsdTierJoinTest : public SsdTierPromoteTest,
+                        public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SsdTierJoinTest, AGetDuringThePromotionsReadJoinsIt) {
+  const bool sharing = GetParam();
+  config_.ssd_read_share_bytes = sharing ? (1 << 20) : 0;
+  StartTier();
+  const auto value = storage::testing::Pattern(kValue, 42);
+  std::vector<WriteItem> items = {
+      WriteItem{"default", "k0", value.data(), value.size(), 100}};
+  ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  rpc::PromotionTask task = Task(0);
+  task.set_tenant("default");
+
+  // The promotion's disk read stalls 300 ms; the get arrives meanwhile.
+  ASSERT_TRUE(ArmFailpoints("storage.read=pause:300@1").ok());
+  std::vector<Status> promoted;
+  std::thread promotion([&] {
+    std::vector<rpc::PromotionTask> tasks = {task};
+    promoted = tier_->PromoteKeysFromLocalDisk(tasks);
+  });
+  ASSERT_TRUE(kvpool::testing::WaitUntil(
+      [] { return FailpointPasses("storage.read") >= 1; },
+      std::chrono::seconds(10)));
+  storage::AlignedBuffer dest(kValue);
+  std::memset(dest.data(), 0, kValue);
+  KeyReadOp op;
+  op.tenant = "";  // a client's default tenant
+  op.key = "k0";
+  op.length = kValue;
+  op.dest = dest.data();
+  tier_->ServeReads({&op, 1});
+  promotion.join();
+  const uint64_t disk_reads = FailpointPasses("storage.read");
+  DisarmFailpoints();
+
+  EXPECT_EQ(op.result, ErrorCode::OK);
+  EXPECT_EQ(std::memcmp(dest.data(), value.data(), kValue), 0);
+  ASSERT_EQ(promoted.size(), 1u);
+  EXPECT_TRUE(promoted[0].ok()) << promoted[0].ToString();
+  EXPECT_TRUE(std::memcmp(segment_.data() + fake_.offset_of("k0"), value.data(),
+                          kValue) == 0);
+  if (sharing) {
+    EXPECT_EQ(disk_reads, 1u);  // the promotion's only
+    EXPECT_EQ(tier_->joined_read_stats().joined, 1u);
+  } else {
+    EXPECT_EQ(disk_reads, 2u);
+    EXPECT_EQ(tier_->joined_read_stats().joined, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadSharing, SsdTierJoinTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "On" : "Off";
+                         });
 
 }  // namespace
 }  // namespace kvpool
