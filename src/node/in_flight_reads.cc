@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "node/tenant_key_id.h"
+
 namespace kvpool {
 
 // One enrolled get. Its fields are read and written under the owning
@@ -24,25 +26,17 @@ InFlightReads::InFlightReads(bool enabled, std::chrono::milliseconds max_wait)
 
 InFlightReads::~InFlightReads() = default;
 
-std::string InFlightReads::Id(std::string_view tenant, std::string_view key) {
-  std::string id;
-  id.reserve(tenant.size() + 1 + key.size());
-  id.append(tenant).push_back('\0');
-  id.append(key);
-  return id;
-}
-
 void InFlightReads::Begin(std::string_view tenant, std::string_view key) {
   if (!enabled_) return;
   MutexLock lock(&mu_);
-  ++entries_[Id(tenant, key)].readers;
+  ++entries_[TenantKeyId(tenant, key)].readers;
 }
 
 void InFlightReads::End(std::string_view tenant, std::string_view key,
                         uint64_t version, std::span<const uint8_t> bytes) {
   if (!enabled_) return;
   MutexLock lock(&mu_);
-  auto it = entries_.find(Id(tenant, key));
+  auto it = entries_.find(TenantKeyId(tenant, key));
   if (it == entries_.end()) return;
   // Copied under the lock: a waiter that gave up has been removed, so no
   // copy lands in a buffer its get has left. One value at a time, as a get
@@ -63,14 +57,14 @@ bool InFlightReads::Reading(std::string_view tenant,
                             std::string_view key) const {
   if (!enabled_) return false;
   MutexLock lock(&mu_);
-  return entries_.count(Id(tenant, key)) > 0;
+  return entries_.count(TenantKeyId(tenant, key)) > 0;
 }
 
 std::shared_ptr<InFlightReads::Waiter> InFlightReads::Enroll(
     std::string_view tenant, std::string_view key, uint64_t version,
     uint8_t* dest, uint64_t length) {
   if (!enabled_) return nullptr;
-  std::string id = Id(tenant, key);
+  std::string id = TenantKeyId(tenant, key);
   MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return nullptr;

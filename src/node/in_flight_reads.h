@@ -76,7 +76,6 @@ class InFlightReads {
     int readers = 0;
     std::vector<std::shared_ptr<Waiter>> waiters;
   };
-  static std::string Id(std::string_view tenant, std::string_view key);
 
   const bool enabled_;
   const std::chrono::milliseconds max_wait_;

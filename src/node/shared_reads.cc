@@ -3,26 +3,20 @@
 #include <cstring>
 #include <new>
 
-namespace kvpool {
+#include "node/tenant_key_id.h"
 
-std::string SharedReads::Id(std::string_view tenant, std::string_view key) {
-  std::string id;
-  id.reserve(tenant.size() + 1 + key.size());
-  id.append(tenant).push_back('\0');
-  id.append(key);
-  return id;
-}
+namespace kvpool {
 
 void SharedReads::Want(std::string_view tenant, std::string_view key) {
   if (!enabled()) return;
   MutexLock lock(&mu_);
-  ++entries_[Id(tenant, key)].wants;
+  ++entries_[TenantKeyId(tenant, key)].wants;
 }
 
 void SharedReads::Unwant(std::string_view tenant, std::string_view key) {
   if (!enabled()) return;
   MutexLock lock(&mu_);
-  auto it = entries_.find(Id(tenant, key));
+  auto it = entries_.find(TenantKeyId(tenant, key));
   if (it == entries_.end()) return;
   if (--it->second.wants > 0) return;
   if (it->second.bytes.data) {
@@ -35,14 +29,14 @@ void SharedReads::Unwant(std::string_view tenant, std::string_view key) {
 bool SharedReads::Wanted(std::string_view tenant, std::string_view key) const {
   if (!enabled()) return false;
   MutexLock lock(&mu_);
-  auto it = entries_.find(Id(tenant, key));
+  auto it = entries_.find(TenantKeyId(tenant, key));
   return it != entries_.end() && it->second.bytes.data == nullptr;
 }
 
 bool SharedReads::Offer(std::string_view tenant, std::string_view key,
                         uint64_t version, std::span<const uint8_t> bytes) {
   if (!enabled()) return false;
-  const std::string id = Id(tenant, key);
+  const std::string id = TenantKeyId(tenant, key);
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
@@ -79,7 +73,7 @@ SharedReads::Bytes SharedReads::Take(std::string_view tenant,
                                      std::string_view key) {
   if (!enabled()) return {};
   MutexLock lock(&mu_);
-  auto it = entries_.find(Id(tenant, key));
+  auto it = entries_.find(TenantKeyId(tenant, key));
   if (it == entries_.end() || !it->second.bytes.data) return {};
   Bytes out = std::move(it->second.bytes);
   it->second.bytes = Bytes{};

@@ -67,7 +67,6 @@ class SharedReads {
     int wants = 0;
     Bytes bytes;  // data == nullptr: nothing kept
   };
-  static std::string Id(std::string_view tenant, std::string_view key);
 
   const uint64_t max_bytes_;
   mutable Mutex mu_;
