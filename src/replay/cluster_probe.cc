@@ -30,6 +30,11 @@ uint64_t NodeSharedReads(LocalCluster& cluster, size_t i) {
                               "kvpool_node_promotion_shared_reads_total");
 }
 
+uint64_t NodeJoinedReads(LocalCluster& cluster, size_t i) {
+  SsdTier* ssd = cluster.node(i).ssd();
+  return ssd == nullptr ? 0 : ssd->joined_read_stats().joined;
+}
+
 void ReadStatusJson(const nlohmann::json& j, ClusterSnapshot* s) {
   auto u = [&](const nlohmann::json& o, const char* k) -> uint64_t {
     return o.contains(k) && o[k].is_number() ? o[k].get<uint64_t>() : 0;
@@ -76,6 +81,7 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
     s.node_promotions_ok.push_back(NodePromotions(cluster, i, true));
     s.node_disk_reads.push_back(NodeDiskReads(cluster, i));
     s.node_shared_reads.push_back(NodeSharedReads(cluster, i));
+    s.node_joined_reads.push_back(NodeJoinedReads(cluster, i));
   }
   return s;
 }

@@ -315,6 +315,8 @@ class ProcessCluster : public ReplayCluster {
             Metric(m, "kvpool_node_ssd_values_read", ""));
         s.node_shared_reads.push_back(
             Metric(m, "kvpool_node_promotion_shared_reads_total", ""));
+        s.node_joined_reads.push_back(
+            Metric(m, "kvpool_node_ssd_read_join_events", "event=\"joined\""));
       }
     }
     return s;
