@@ -32,12 +32,13 @@ void InFlightReads::Begin(std::string_view tenant, std::string_view key) {
   ++entries_[TenantKeyId(tenant, key)].readers;
 }
 
-void InFlightReads::End(std::string_view tenant, std::string_view key,
-                        uint64_t version, std::span<const uint8_t> bytes) {
-  if (!enabled_) return;
+size_t InFlightReads::End(std::string_view tenant, std::string_view key,
+                          uint64_t version, std::span<const uint8_t> bytes) {
+  if (!enabled_) return 0;
   MutexLock lock(&mu_);
   auto it = entries_.find(TenantKeyId(tenant, key));
-  if (it == entries_.end()) return;
+  if (it == entries_.end()) return 0;
+  size_t filled = 0;
   // Copied under the lock: a waiter that gave up has been removed, so no
   // copy lands in a buffer its get has left. One value at a time, as a get
   // would have read it.
@@ -46,11 +47,13 @@ void InFlightReads::End(std::string_view tenant, std::string_view key,
     if (!bytes.empty() && bytes.size() == w->length && version == w->version) {
       std::memcpy(w->dest, bytes.data(), bytes.size());
       w->filled = true;
+      ++filled;
     }
   }
   it->second.waiters.clear();
   if (--it->second.readers <= 0) entries_.erase(it);
   cv_.SignalAll();
+  return filled;
 }
 
 bool InFlightReads::Reading(std::string_view tenant,

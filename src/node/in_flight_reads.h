@@ -1,22 +1,26 @@
-// Promotion reads of this holder's SSD that are in flight, which a get of
-// the same key may join instead of reading the disk a second time.
+// SSD reads of this holder that are in flight, which another reader of the
+// same key may join instead of reading the disk a second time. SsdTier keeps
+// two: promotion reads, which gets join, and gets' reads of keys a queued
+// promotion wants, which that promotion joins.
 //
-// SharedReads covers one order: a get reads first and a queued promotion
-// takes its bytes. This covers the other: the router triggers a promotion at
-// routing, the holder starts reading it at once (its queue is earliest
-// deadline first), and the engine's get of the same block arrives while
-// that read is still on the disk. Without this the get reads the block
-// again, on the disk the promotion is already using, and the promotion's
-// DRAM copy lands after the get has gone (docs/results/README.md,
-// "throttled-takeover": 17.3 k disk reads against 12.9 k).
+// SharedReads covers one order: a get's read has ended and a queued
+// promotion takes its bytes. These cover the two where both reads would be
+// on the disk at once:
+//  - the router triggers a promotion at routing, the holder starts reading
+//    it at once (its queue is earliest deadline first), and the engine's get
+//    of the same block arrives while that read is on the disk;
+//  - a get reads a batch of blocks while the holder's worker comes to the
+//    promotions queued for those same blocks one by one.
+// Without them both read (docs/results/README.md, "throttled-takeover":
+// 17.3 k disk reads against 12.9 k).
 //
-// A get enrolls (Enroll) while a promotion read of its key is in flight, and
-// then waits (Await) at most `max_wait` for that read to end. When it does
-// (End), the promotion's verified bytes are copied into every enrolled get
-// whose length and record version match; any other get (a failed read, a
-// different length or version, or past its wait) reads the disk itself, as
-// before. A get that gives up is removed before Await returns, so End never
-// writes into a buffer its get has left. Thread-safe.
+// A reader enrolls (Enroll) while a read of its key is in flight, and then
+// waits (Await) at most `max_wait` for that read to end. When it does
+// (End), the verified bytes are copied into every enrolled reader whose
+// length and record version match; any other (a failed read, a different
+// length or version, or past its wait) reads the disk itself, as before. A
+// reader that gives up is removed before Await returns, so End never writes
+// into a buffer its reader has left. Thread-safe.
 #ifndef KVPOOL_NODE_IN_FLIGHT_READS_H_
 #define KVPOOL_NODE_IN_FLIGHT_READS_H_
 
@@ -50,18 +54,19 @@ class InFlightReads {
 
   bool enabled() const { return enabled_; }
 
-  // A promotion starts / has ended its SSD read of (tenant, key). `bytes`
-  // are the verified value read from record `version`; empty when the read
-  // failed. Every Begin is followed by one End.
+  // A read of (tenant, key) starts / has ended. `bytes` are the verified
+  // value read from record `version`; empty when the read failed. Every
+  // Begin is followed by one End, which returns how many enrolled readers it
+  // filled.
   void Begin(std::string_view tenant, std::string_view key);
-  void End(std::string_view tenant, std::string_view key, uint64_t version,
-           std::span<const uint8_t> bytes);
+  size_t End(std::string_view tenant, std::string_view key, uint64_t version,
+             std::span<const uint8_t> bytes);
 
-  // Whether a promotion read of the key is in flight now (a hint: it may end
-  // before Enroll).
+  // Whether a read of the key is in flight now (a hint: it may end before
+  // Enroll).
   bool Reading(std::string_view tenant, std::string_view key) const;
-  // A get that wants `length` bytes of record `version` into `dest`: null
-  // when no promotion read of the key is in flight (read it yourself).
+  // A reader that wants `length` bytes of record `version` into `dest`: null
+  // when no read of the key is in flight (read it yourself).
   std::shared_ptr<Waiter> Enroll(std::string_view tenant, std::string_view key,
                                  uint64_t version, uint8_t* dest,
                                  uint64_t length);

@@ -68,7 +68,7 @@ TEST(InFlightReads, AGetThatGaveUpIsNeverWrittenInto) {
   EXPECT_EQ(r.stats().timeouts, 1u);
   dest.reset();  // under ASan, a late copy would be a use after free
   std::vector<uint8_t> value(4096, 9);
-  r.End("t", "k", 1, value);
+  EXPECT_EQ(r.End("t", "k", 1, value), 0u);  // filled nobody
   EXPECT_FALSE(r.Reading("t", "k"));
 }
 
@@ -84,7 +84,7 @@ TEST(InFlightReads, EveryGetOfTheKeyIsServedByOneRead) {
   for (int i = 0; i < kGets; ++i)
     gets.emplace_back([&, i] { served += r.Await(waiters[i]) ? 1 : 0; });
   std::vector<uint8_t> value(64, 3);
-  r.End("t", "k", 5, value);
+  EXPECT_EQ(r.End("t", "k", 5, value), size_t{kGets});
   for (auto& g : gets) g.join();
   EXPECT_EQ(served.load(), kGets);
   for (const auto& d : dests) EXPECT_EQ(d, value);
@@ -96,7 +96,7 @@ TEST(InFlightReads, OffDoesNothing) {
   r.Begin("t", "k");
   EXPECT_FALSE(r.Reading("t", "k"));
   EXPECT_EQ(r.Enroll("t", "k", 1, dest.data(), dest.size()), nullptr);
-  r.End("t", "k", 1, dest);
+  EXPECT_EQ(r.End("t", "k", 1, dest), 0u);
 }
 
 }  // namespace

@@ -100,6 +100,20 @@ Status SsdTier::Start() {
   }
   for (const char* event : {"joined", "missed", "timed_out"}) {
     metrics_.AddGauge(
+        "kvpool_node_promotion_read_join_events",
+        fmt::format("event=\"{}\"", event),
+        [this, e = std::string(event)] {
+          auto s = get_reads_.stats();
+          return double(e == "joined"   ? s.joined
+                        : e == "missed" ? s.missed
+                                        : s.timeouts);
+        },
+        "promotions that found a get reading their key from this SSD: "
+        "served from its read (joined), or read the disk themselves "
+        "(missed; timed_out: the wait ran out)");
+  }
+  for (const char* event : {"joined", "missed", "timed_out"}) {
+    metrics_.AddGauge(
         "kvpool_node_ssd_read_join_events", fmt::format("event=\"{}\"", event),
         [this, e = std::string(event)] {
           auto s = in_flight_reads_.stats();
@@ -219,6 +233,11 @@ uint64_t SsdTier::ReadForGets(std::span<KeyReadOp> ops,
       if (v.ok()) share[n] = v.value();
     }
   }
+  // A promotion of such a key that comes to read it meanwhile joins this
+  // read instead of reading the disk a second time.
+  for (size_t n = 0; n < items.size(); ++n) {
+    if (share[n]) get_reads_.Begin(items[n].tenant, items[n].key);
+  }
   auto got = storage_->BatchRead(items);
   uint64_t bytes = 0;
   for (size_t n = 0; n < items.size(); ++n) {
@@ -237,10 +256,17 @@ uint64_t SsdTier::ReadForGets(std::span<KeyReadOp> ops,
                        ? storage_->LookupVersion(items[n].tenant, items[n].key)
                        : Result<uint64_t>(ErrorCode::OBJECT_NOT_FOUND);
       if (after.ok() && after.value() == *share[n]) {
-        shared_reads_.Offer(items[n].tenant, items[n].key, *share[n],
-                            {static_cast<const uint8_t*>(op.dest), op.length});
+        const std::span<const uint8_t> read{
+            static_cast<const uint8_t*>(op.dest), op.length};
+        // A promotion that joined this read has its bytes already.
+        if (get_reads_.End(items[n].tenant, items[n].key, *share[n], read) ==
+            0) {
+          shared_reads_.Offer(items[n].tenant, items[n].key, *share[n], read);
+        }
+        continue;
       }
     }
+    if (share[n]) get_reads_.End(items[n].tenant, items[n].key, 0, {});
   }
   return bytes;
 }

@@ -166,6 +166,10 @@ class SsdTier final : public LocalHolder {
   uint64_t promotion_inflight_peak() const { return promo_peak_.load(); }
   // Gets' SSD reads kept for queued promotions (ssd_read_share_bytes).
   SharedReads::Stats shared_read_stats() const { return shared_reads_.stats(); }
+  // Promotions that took the bytes of a get's read in flight (get_reads_).
+  InFlightReads::Stats promotion_join_stats() const {
+    return get_reads_.stats();
+  }
   InFlightReads::Stats joined_read_stats() const {
     return in_flight_reads_.stats();
   }
@@ -264,6 +268,10 @@ class SsdTier final : public LocalHolder {
   static constexpr std::chrono::milliseconds kJoinReadWait{1000};
   InFlightReads in_flight_reads_{config_.ssd_read_share_bytes > 0,
                                  kJoinReadWait};
+  // The same the other way round: a get's read of a key a queued promotion
+  // wants, which that promotion joins when it comes to read the key while
+  // the get's read is still on the disk (PromotionBatch::PlanReads).
+  InFlightReads get_reads_{config_.ssd_read_share_bytes > 0, kJoinReadWait};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
 
   mutable Mutex mu_;

@@ -113,6 +113,7 @@ class SsdTier::PromotionBatch {
   bool AnyStaged() const { return !staged_.empty(); }
   // 2. read: where each staged key's bytes come from, then the disk reads.
   void PlanReads();
+  void AddDiskRead(size_t j, uint8_t* into);
   void Read();
   // 3. write: each value into its staged replica; a key written is marked
   // a success in `reporter`.
@@ -229,7 +230,8 @@ void SsdTier::PromotionBatch::CheckStaged(
 //  - else a buffer of its own, then copied or written over the network.
 // A key whose bytes a get has just read from this SSD (SharedReads) is
 // not read again: those bytes, from the record version still on disk, are
-// copied in instead.
+// copied in instead. Nor is one a get is reading now: the batch waits for
+// that read (get_reads_) and takes its bytes.
 void SsdTier::PromotionBatch::PlanReads() {
   const size_t m = staged_.size();
   src_.assign(m, nullptr);
@@ -239,6 +241,12 @@ void SsdTier::PromotionBatch::PlanReads() {
   checksums_.resize(m);
   checksum_of_.assign(m, 0);
   version_of_.assign(m, 0);
+  struct Joining {
+    size_t j;
+    uint8_t* into;
+    std::shared_ptr<InFlightReads::Waiter> waiter;
+  };
+  std::vector<Joining> joining;
   for (size_t j = 0; j < m; ++j) {
     const size_t i = staged_[j];
     const rpc::PromotionTask& task = tasks_[i];
@@ -266,10 +274,35 @@ void SsdTier::PromotionBatch::PlanReads() {
       into = owned_[j]->data();
     }
     if (into != dst) src_[j] = into;
-    reads_.push_back(ReadItem{task.tenant(), task.key(), into, task.size(),
-                              &checksum_of_[j], &version_of_[j]});
-    from_disk_.push_back(j);
+    // A get is reading this key from the disk now: take its bytes when its
+    // read ends rather than read the key a second time.
+    if (tier_->get_reads_.Reading(tenant, task.key())) {
+      auto now = tier_->storage_->LookupVersion(tenant, task.key());
+      if (now.ok()) {
+        auto waiter = tier_->get_reads_.Enroll(tenant, task.key(), now.value(),
+                                               into, task.size());
+        if (waiter) {
+          joining.push_back({j, into, std::move(waiter)});
+          continue;
+        }
+      }
+    }
+    AddDiskRead(j, into);
   }
+  for (Joining& g : joining) {
+    if (tier_->get_reads_.Await(g.waiter)) {
+      got_[g.j] = tasks_[staged_[g.j]].size();
+    } else {
+      AddDiskRead(g.j, g.into);
+    }
+  }
+}
+
+void SsdTier::PromotionBatch::AddDiskRead(size_t j, uint8_t* into) {
+  const rpc::PromotionTask& task = tasks_[staged_[j]];
+  reads_.push_back(ReadItem{task.tenant(), task.key(), into, task.size(),
+                            &checksum_of_[j], &version_of_[j]});
+  from_disk_.push_back(j);
 }
 
 void SsdTier::PromotionBatch::Read() {

@@ -396,6 +396,62 @@ TEST_P(SsdTierJoinTest, AGetDuringThePromotionsReadJoinsIt) {
   }
 }
 
+// The other order: a get is reading a key from the disk when the worker
+// comes to the promotion queued for it. With read sharing on, the promotion
+// waits for the get's read and takes its bytes (one disk read); off, it
+// reads the disk itself.
+TEST_P(SsdTierJoinTest, APromotionDuringAGetsReadJoinsIt) {
+  const bool sharing = GetParam();
+  config_.ssd_read_share_bytes = sharing ? (1 << 20) : 0;
+  StartTier();
+  const auto value = storage::testing::Pattern(kValue, 42);
+  std::vector<WriteItem> items = {
+      WriteItem{"default", "k0", value.data(), value.size(), 100}};
+  ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  tier_->PausePromotionsForTest(true);
+  google::protobuf::RepeatedPtrField<rpc::PromotionTask> tasks;
+  *tasks.Add() = Task(0);
+  tasks.Mutable(0)->set_tenant("default");
+  tier_->EnqueuePromotions(tasks);  // queued: the get's read is wanted
+
+  // The get's disk read stalls 700 ms (within the promotion's 1 s wait for
+  // it); the worker is let go meanwhile.
+  ASSERT_TRUE(ArmFailpoints("storage.read=pause:700@1").ok());
+  storage::AlignedBuffer dest(kValue);
+  std::memset(dest.data(), 0, kValue);
+  KeyReadOp op;
+  op.tenant = "";
+  op.key = "k0";
+  op.length = kValue;
+  op.dest = dest.data();
+  std::thread get([&] { tier_->ServeReads({&op, 1}); });
+  ASSERT_TRUE(kvpool::testing::WaitUntil(
+      [] { return FailpointPasses("storage.read") >= 1; },
+      std::chrono::seconds(10)));
+  tier_->PausePromotionsForTest(false);
+  auto notified = fake_.WaitForNotified(1);
+  get.join();
+  const uint64_t disk_reads = FailpointPasses("storage.read");
+  DisarmFailpoints();
+
+  EXPECT_EQ(op.result, ErrorCode::OK);
+  EXPECT_EQ(std::memcmp(dest.data(), value.data(), kValue), 0);
+  ASSERT_EQ(notified.size(), 1u);
+  EXPECT_TRUE(notified[0].success());
+  EXPECT_TRUE(std::memcmp(segment_.data() + fake_.offset_of("k0"), value.data(),
+                          kValue) == 0);
+  if (sharing) {
+    EXPECT_EQ(disk_reads, 1u);  // the get's only
+    EXPECT_EQ(tier_->promotion_join_stats().joined, 1u);
+    // Its bytes went to the promotion that joined, not also to the store
+    // of reads kept for later promotions.
+    EXPECT_EQ(tier_->shared_read_stats().offered, 0u);
+  } else {
+    EXPECT_EQ(disk_reads, 2u);
+    EXPECT_EQ(tier_->promotion_join_stats().joined, 0u);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ReadSharing, SsdTierJoinTest,
                          ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {

@@ -35,6 +35,11 @@ uint64_t NodeJoinedReads(LocalCluster& cluster, size_t i) {
   return ssd == nullptr ? 0 : ssd->joined_read_stats().joined;
 }
 
+uint64_t NodePromotionJoins(LocalCluster& cluster, size_t i) {
+  SsdTier* ssd = cluster.node(i).ssd();
+  return ssd == nullptr ? 0 : ssd->promotion_join_stats().joined;
+}
+
 void ReadStatusJson(const nlohmann::json& j, ClusterSnapshot* s) {
   auto u = [&](const nlohmann::json& o, const char* k) -> uint64_t {
     return o.contains(k) && o[k].is_number() ? o[k].get<uint64_t>() : 0;
@@ -82,6 +87,7 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
     s.node_disk_reads.push_back(NodeDiskReads(cluster, i));
     s.node_shared_reads.push_back(NodeSharedReads(cluster, i));
     s.node_joined_reads.push_back(NodeJoinedReads(cluster, i));
+    s.node_promotion_joins.push_back(NodePromotionJoins(cluster, i));
   }
   return s;
 }

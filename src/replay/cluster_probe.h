@@ -29,7 +29,8 @@ struct ClusterSnapshot {
   std::vector<uint64_t> node_promotions_ok;  // per node, in node order
   // Per node: values its SSD tier read from the disk (gets and promotions),
   // and promotions served from a get's read instead (ssd_read_share_bytes).
-  std::vector<uint64_t> node_disk_reads, node_shared_reads, node_joined_reads;
+  std::vector<uint64_t> node_disk_reads, node_shared_reads, node_joined_reads,
+      node_promotion_joins;
   double MainRatio() const {
     return main_capacity ? double(main_used) / double(main_capacity) : 0;
   }
@@ -49,6 +50,8 @@ uint64_t NodeDiskReads(LocalCluster& cluster, size_t i);
 uint64_t NodeSharedReads(LocalCluster& cluster, size_t i);
 // Gets served by a promotion's read of the same key (node/in_flight_reads.h).
 uint64_t NodeJoinedReads(LocalCluster& cluster, size_t i);
+// Promotions served by a get's read of the same key in flight.
+uint64_t NodePromotionJoins(LocalCluster& cluster, size_t i);
 
 // Master counters the report needs, read once at the end of an arm.
 struct MasterCounters {

@@ -317,6 +317,8 @@ class ProcessCluster : public ReplayCluster {
             Metric(m, "kvpool_node_promotion_shared_reads_total", ""));
         s.node_joined_reads.push_back(
             Metric(m, "kvpool_node_ssd_read_join_events", "event=\"joined\""));
+        s.node_promotion_joins.push_back(Metric(
+            m, "kvpool_node_promotion_read_join_events", "event=\"joined\""));
       }
     }
     return s;

@@ -163,7 +163,10 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                 a.at_end.node_shared_reads)},
       {"gets_joined_promotion_reads",
        SumDelta(a.at_measure_start.node_joined_reads,
-                a.at_end.node_joined_reads)}};
+                a.at_end.node_joined_reads)},
+      {"promotions_joined_get_reads",
+       SumDelta(a.at_measure_start.node_promotion_joins,
+                a.at_end.node_promotion_joins)}};
   j["routing"] = {{"routed", routed},
                   {"affinity_hits", affinity},
                   {"route_errors", a.route_errors},
@@ -701,13 +704,13 @@ std::string RenderMarkdown(const json& r) {
   md +=
       "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
       "DRAM share | found, not read | corrupt | puts | puts failed | "
-      "holders' disk reads | promotions from a get's read | gets that joined "
-      "a promotion's read |\n"
+      "holders' disk reads | promotions from a get's read (kept / joined) | "
+      "gets that joined a promotion's read |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r["arms"]) {
     const auto& d = a["reads"];
     md += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} "
         "|\n",
         a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
         d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),
@@ -716,6 +719,7 @@ std::string RenderMarkdown(const json& r) {
         d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>(),
         d.value("holder_disk_reads", uint64_t{0}),
         d.value("promotions_from_get_reads", uint64_t{0}),
+        d.value("promotions_joined_get_reads", uint64_t{0}),
         d.value("gets_joined_promotion_reads", uint64_t{0}));
   }
   md +=
