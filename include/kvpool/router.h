@@ -129,6 +129,14 @@ class Router {
   // The engine finished a request routed to it (load accounting, and the
   // service rate of the deadline estimate).
   void Complete(const std::string& engine_id);
+  // The engine's own count of requests waiting for admission, as a router
+  // that scrapes its engines sees it (vLLM's vllm:num_requests_waiting,
+  // SGLang's num_queue_reqs). Once an engine has reported, its deadline
+  // estimate counts the reported queue instead of in-flight requests beyond
+  // max_running: an engine whose admission is bound by its KV memory rather
+  // than by max_num_seqs queues requests long before max_running are in
+  // flight (docs/router_prefetch.md, "Deadlines"). Unknown engine: ignored.
+  void ReportQueue(const std::string& engine_id, uint64_t waiting);
 
   RouterStats stats() const;
   const RouterConfig& config() const;

@@ -317,6 +317,12 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       RouteRequest rq;
       rq.request_id = fmt::format("req-{}", i);
       for (uint64_t h : trace[i].hash_ids) rq.block_keys.push_back(BlockKey(h));
+      // The engines' waiting queues, as a router scraping them would see
+      // them: what the router's deadline estimate counts (ReportQueue).
+      for (int k = 0; k < o.engines; ++k) {
+        router->ReportQueue(fmt::format("engine-{}", k),
+                            engines[size_t(k)]->Waiting());
+      }
       const double rs = NowSec();
       auto d = router->Route(rq);
       if (d.ok()) {

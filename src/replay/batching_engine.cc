@@ -81,6 +81,11 @@ void BatchingEngine::Enqueue(EngineRequest r) {
   step_cv_.notify_one();
 }
 
+size_t BatchingEngine::Waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return inbox_.size() + sched_waiting_.load();
+}
+
 size_t BatchingEngine::Load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return outstanding_;
@@ -263,6 +268,7 @@ void BatchingEngine::StepLoop() {
       f.rec.admit_s = now;
       if (!at_arrival) SubmitLoad(id, f, now);
     }
+    sched_waiting_ = sched_.waiting();
     for (uint64_t id : load_blocked) {
       Inflight& f = *inflight_.at(id);
       if (f.rec.fit_s == 0) f.rec.fit_s = now;

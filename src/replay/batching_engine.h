@@ -18,6 +18,7 @@
 #ifndef KVPOOL_REPLAY_BATCHING_ENGINE_H_
 #define KVPOOL_REPLAY_BATCHING_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -47,6 +48,7 @@ class BatchingEngine : public Engine {
   Status Start() override;
   void Enqueue(EngineRequest r) override;
   size_t Load() const override;
+  size_t Waiting() const override;
   void Drain() override;
   const BusyLog& busy() const override { return busy_; }
   EngineStats stats() const override;
@@ -88,6 +90,8 @@ class BatchingEngine : public Engine {
   DoneFn done_;
   LoadFn load_;
   BatchScheduler sched_;  // step thread only
+  // sched_'s waiting queue after the step thread's last admission round.
+  std::atomic<size_t> sched_waiting_{0};
   // Step thread only: requests by id (their trace index).
   std::unordered_map<uint64_t, std::unique_ptr<Inflight>> inflight_;
 

@@ -128,6 +128,9 @@ class Engine {
   virtual void Enqueue(EngineRequest r) = 0;
   // Requests queued or in service.
   virtual size_t Load() const = 0;
+  // Requests waiting for admission (not yet given GPU memory), as the engine
+  // would report them to a router (vLLM's num_requests_waiting).
+  virtual size_t Waiting() const = 0;
   // Serves what is queued, then stops the engine's threads.
   virtual void Drain() = 0;
   virtual const BusyLog& busy() const = 0;

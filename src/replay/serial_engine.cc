@@ -40,6 +40,11 @@ void SerialEngine::Enqueue(EngineRequest r) {
   cv_.notify_one();
 }
 
+size_t SerialEngine::Waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
 size_t SerialEngine::Load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size() + (busy_now_ ? 1 : 0);

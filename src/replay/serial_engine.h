@@ -27,6 +27,7 @@ class SerialEngine : public Engine {
   Status Start() override;
   void Enqueue(EngineRequest r) override;
   size_t Load() const override;
+  size_t Waiting() const override;
   void Drain() override;
   const BusyLog& busy() const override { return busy_; }
   EngineStats stats() const override;

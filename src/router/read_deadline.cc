@@ -21,4 +21,13 @@ int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,
   return floor_ms + int64_t(std::ceil(slack * ahead * mean_interval_ms));
 }
 
+int64_t EstimateReadDeadlineFromQueueMs(uint64_t waiting,
+                                        double mean_interval_ms,
+                                        int64_t floor_ms, double slack) {
+  if (waiting == 0) return floor_ms;
+  if (mean_interval_ms <= 0) return 0;
+  const double ahead = double(waiting) + 1;
+  return floor_ms + int64_t(std::ceil(slack * ahead * mean_interval_ms));
+}
+
 }  // namespace kvpool

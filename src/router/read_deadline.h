@@ -35,6 +35,14 @@ int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,
                                double mean_interval_ms, int64_t floor_ms,
                                double slack);
 
+// The same from the engine's own count of requests waiting for admission
+// (Router::ReportQueue): none waiting, the floor; else the request is
+// admitted after those `waiting` and one more completion. 0 (no deadline)
+// when no interval has been measured.
+int64_t EstimateReadDeadlineFromQueueMs(uint64_t waiting,
+                                        double mean_interval_ms,
+                                        int64_t floor_ms, double slack);
+
 }  // namespace kvpool
 
 #endif  // KVPOOL_ROUTER_READ_DEADLINE_H_

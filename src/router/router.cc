@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -50,6 +52,8 @@ struct Router::State {
   mutable std::mutex load_mu;
   std::vector<uint64_t> in_flight;       // indexed like config.engines
   std::vector<ServiceInterval> service;  // likewise, for the deadline
+  // The engine's last reported waiting queue (ReportQueue); -1: never.
+  std::vector<int64_t> reported_waiting;
 
   std::atomic<uint64_t> requests{0}, blocks_looked_up{0}, ssd_only_blocks{0},
       triggered{0}, queued{0}, in_memory{0}, throttled_watermark{0},
@@ -146,6 +150,7 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
   state->config = config;
   state->in_flight.assign(config.engines.size(), 0);
   state->service.assign(config.engines.size(), ServiceInterval());
+  state->reported_waiting.assign(config.engines.size(), -1);
   return std::unique_ptr<Router>(new Router(std::move(state)));
 }
 
@@ -219,7 +224,12 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
       const size_t e = static_cast<size_t>(c.engine);
       d.engine_id = s.config.engines[e].id;
       d.affinity_hit = c.affinity;
-      if (s.config.prefetch_deadline) {
+      if (s.config.prefetch_deadline && s.reported_waiting[e] >= 0) {
+        deadline_ms = EstimateReadDeadlineFromQueueMs(
+            uint64_t(s.reported_waiting[e]), s.service[e].mean_ms(),
+            s.config.prefetch_deadline_floor_ms,
+            s.config.prefetch_deadline_slack);
+      } else if (s.config.prefetch_deadline) {
         deadline_ms = EstimateReadDeadlineMs(
             s.in_flight[e], s.config.engines[e].max_running,
             s.service[e].mean_ms(), s.config.prefetch_deadline_floor_ms,
@@ -263,13 +273,26 @@ void Router::Complete(const std::string& engine_id) {
     if (s.in_flight[i] == 0) return;
     const int max_running = s.config.engines[i].max_running;
     const bool had_queue =
-        max_running > 0 && s.in_flight[i] > uint64_t(max_running);
+        s.reported_waiting[i] >= 0
+            ? s.reported_waiting[i] > 0
+            : max_running > 0 && s.in_flight[i] > uint64_t(max_running);
     s.service[i].OnComplete(
         std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::steady_clock::now().time_since_epoch())
             .count(),
         had_queue);
     --s.in_flight[i];
+    return;
+  }
+}
+
+void Router::ReportQueue(const std::string& engine_id, uint64_t waiting) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.load_mu);
+  for (size_t i = 0; i < s.config.engines.size(); ++i) {
+    if (s.config.engines[i].id != engine_id) continue;
+    s.reported_waiting[i] =
+        int64_t(std::min<uint64_t>(waiting, uint64_t(INT64_MAX)));
     return;
   }
 }

@@ -128,6 +128,16 @@ TEST(ReadDeadlineTest, FloorWhenNothingWaitsThenQueueTimesInterval) {
   EXPECT_EQ(EstimateReadDeadlineMs(10, 8, 0, 100, 2.0), 0);
 }
 
+TEST(ReadDeadlineTest, FromTheReportedQueue) {
+  // Nothing waiting: admitted at once, whatever is in flight.
+  EXPECT_EQ(EstimateReadDeadlineFromQueueMs(0, 50, 100, 2.0), 100);
+  // Three waiting: admitted after them and one more completion.
+  EXPECT_EQ(EstimateReadDeadlineFromQueueMs(3, 50, 100, 2.0), 100 + 2 * 4 * 50);
+  EXPECT_EQ(EstimateReadDeadlineFromQueueMs(1, 10.2, 0, 1.0), 21);  // ceil
+  // Waiting, but no measured rate: no deadline rather than a guess.
+  EXPECT_EQ(EstimateReadDeadlineFromQueueMs(3, 0, 100, 2.0), 0);
+}
+
 TEST(ReadDeadlineTest, IntervalCountsOnlyCompletionsWithAQueue) {
   ServiceInterval s;
   s.OnComplete(1000, true);  // the first completion only starts the clock
@@ -639,6 +649,50 @@ TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   EXPECT_EQ(d->prefetch_deadline_ms, 0);
   EXPECT_EQ(router->stats().deadlines_sent, 1u);
   // Either way the promotions run.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& k : cold)
+          if (Tier(*c, k) != "memory") return false;
+        return true;
+      },
+      std::chrono::seconds(20)));
+}
+
+// An engine whose admission is bound by its KV memory queues requests long
+// before max_running of them are in flight. Once it reports its queue, the
+// router's deadline counts that queue instead of guessing from in-flight
+// requests.
+TEST_F(RouterSsdTest, AReportedQueueReplacesTheInFlightGuess) {
+  opts_.enable_prefetch_trigger = true;
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 3);
+  EngineInfo e0;
+  e0.id = "e0";
+  e0.max_running = 256;  // vLLM's max_num_seqs; memory binds first
+  RouterConfig rc;
+  rc.master_server_address = cluster_->master_address();
+  rc.engines = {e0};
+  rc.prefetch_deadline = true;
+  rc.prefetch_deadline_floor_ms = 60000;  // see DeadlineFollowsTheEngineQueue
+  auto router = Router::Create(rc).value();
+  // 1 in flight of 256: by the in-flight guess nothing waits.
+  auto d = router->Route(Req({cold[0]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 60000);
+  // The engine says 3 wait: no completion has been measured, so no deadline
+  // (the guess would still have sent the floor).
+  router->ReportQueue("e0", 3);
+  router->ReportQueue("no-such-engine", 7);  // ignored
+  d = router->Route(Req({cold[1]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 0);
+  // The queue drained: the floor again.
+  router->ReportQueue("e0", 0);
+  d = router->Route(Req({cold[2]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 60000);
+  EXPECT_EQ(router->stats().deadlines_sent, 2u);
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (const auto& k : cold)
