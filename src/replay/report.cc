@@ -710,7 +710,7 @@ std::string RenderMarkdown(const json& r) {
   for (const auto& a : r["arms"]) {
     const auto& d = a["reads"];
     md += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} "
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} "
         "|\n",
         a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
         d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 namespace kvpool::replay {
 namespace {
 
@@ -139,6 +142,33 @@ TEST(ReportTest, MarkdownAndTableNameEveryArm) {
   }
   EXPECT_NE(table.find("router"), std::string::npos);
   EXPECT_NE(table.find("-74%"), std::string::npos) << table;
+}
+
+// Every row of every markdown table has as many cells as its header: a
+// format string one placeholder short shifts every figure after it.
+TEST(ReportTest, EveryMarkdownRowHasItsHeadersCells) {
+  Fixture f;
+  const std::string md = RenderMarkdown(f.Build());
+  std::istringstream lines(md);
+  std::string line;
+  int header_cells = -1;
+  int tables = 0;
+  auto cells = [](const std::string& l) {
+    return int(std::count(l.begin(), l.end(), '|')) - 1;
+  };
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '|') {
+      header_cells = -1;
+      continue;
+    }
+    if (header_cells < 0) {
+      header_cells = cells(line);
+      ++tables;
+      continue;
+    }
+    EXPECT_EQ(cells(line), header_cells) << line;
+  }
+  EXPECT_GE(tables, 5);
 }
 
 }  // namespace
