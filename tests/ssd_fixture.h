@@ -63,6 +63,16 @@ class SsdFixture : public ::testing::Test {
     auto t = c.BatchGetReplicaDesc({key});
     return t[0].ok() ? t[0]->BestTier() : "absent";
   }
+  // Waits (20 s at most) until every key's best replica is in DRAM.
+  static bool AllReachMemory(Client& c, const std::vector<std::string>& keys) {
+    return WaitUntil(
+        [&] {
+          for (const auto& k : keys)
+            if (Tier(c, k) != "memory") return false;
+          return true;
+        },
+        std::chrono::seconds(20));
+  }
   // A get, asked again on LEASE_EXPIRED (at most 5 times): the lease ran
   // out before the copy finished, which is the documented answer to a slow
   // read and one a client retries. Sanitizer runs on two loaded cores see it

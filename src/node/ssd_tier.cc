@@ -13,6 +13,26 @@
 #include "common/thread_name.h"
 
 namespace kvpool {
+namespace {
+
+// The joined / missed / timed_out counts of one InFlightReads, as one gauge
+// labelled by event.
+void AddJoinEventGauges(MetricsRegistry* metrics, const char* name,
+                        const InFlightReads* reads, const char* help) {
+  for (const char* event : {"joined", "missed", "timed_out"}) {
+    metrics->AddGauge(
+        name, fmt::format("event=\"{}\"", event),
+        [reads, e = std::string(event)] {
+          auto s = reads->stats();
+          return double(e == "joined"   ? s.joined
+                        : e == "missed" ? s.missed
+                                        : s.timeouts);
+        },
+        help);
+  }
+}
+
+}  // namespace
 
 SsdTier::SsdTier(SsdTierConfig config, std::string node_id,
                  MasterClient* master, const SegmentTable* segments,
@@ -98,33 +118,16 @@ Status SsdTier::Start() {
         "gets' SSD reads kept for a queued promotion, refused for the "
         "budget, and kept but unused (the promotion went first)");
   }
-  for (const char* event : {"joined", "missed", "timed_out"}) {
-    metrics_.AddGauge(
-        "kvpool_node_promotion_read_join_events",
-        fmt::format("event=\"{}\"", event),
-        [this, e = std::string(event)] {
-          auto s = get_reads_.stats();
-          return double(e == "joined"   ? s.joined
-                        : e == "missed" ? s.missed
-                                        : s.timeouts);
-        },
-        "promotions that found a get reading their key from this SSD: "
-        "served from its read (joined), or read the disk themselves "
-        "(missed; timed_out: the wait ran out)");
-  }
-  for (const char* event : {"joined", "missed", "timed_out"}) {
-    metrics_.AddGauge(
-        "kvpool_node_ssd_read_join_events", fmt::format("event=\"{}\"", event),
-        [this, e = std::string(event)] {
-          auto s = in_flight_reads_.stats();
-          return double(e == "joined"   ? s.joined
-                        : e == "missed" ? s.missed
-                                        : s.timeouts);
-        },
-        "gets that found a promotion reading their key: served from its "
-        "read (joined), or read the disk themselves (missed; timed_out: "
-        "the wait ran out)");
-  }
+  AddJoinEventGauges(&metrics_, "kvpool_node_promotion_read_join_events",
+                     &get_reads_,
+                     "promotions that found a get reading their key from "
+                     "this SSD: served from its read (joined), or read the "
+                     "disk themselves (missed; timed_out: the wait ran out)");
+  AddJoinEventGauges(&metrics_, "kvpool_node_ssd_read_join_events",
+                     &in_flight_reads_,
+                     "gets that found a promotion reading their key: served "
+                     "from its read (joined), or read the disk themselves "
+                     "(missed; timed_out: the wait ran out)");
   metrics_.AddGauge(
       "kvpool_node_ssd_disk_full", "",
       [this] { return storage_->GetStats().disk_full ? 1.0 : 0.0; },

@@ -346,16 +346,23 @@ TEST_F(SsdTierPromoteTest, WithinItsDeadlineItIsPromoted) {
 // read (read sharing on): one disk read serves both, and the get has the
 // promotion's verified bytes. With sharing off the get reads the disk again.
 class SsdTierJoinTest : public SsdTierPromoteTest,
-                        public ::testing::WithParamInterface<bool> {};
+                        public ::testing::WithParamInterface<bool> {
+ protected:
+  // Stores key "k0" of tenant "default" on the SSD; returns its value.
+  std::vector<uint8_t> StoreK0() {
+    auto value = storage::testing::Pattern(kValue, 42);
+    std::vector<WriteItem> items = {
+        WriteItem{"default", "k0", value.data(), value.size(), 100}};
+    EXPECT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+    return value;
+  }
+};
 
 TEST_P(SsdTierJoinTest, AGetDuringThePromotionsReadJoinsIt) {
   const bool sharing = GetParam();
   config_.ssd_read_share_bytes = sharing ? (1 << 20) : 0;
   StartTier();
-  const auto value = storage::testing::Pattern(kValue, 42);
-  std::vector<WriteItem> items = {
-      WriteItem{"default", "k0", value.data(), value.size(), 100}};
-  ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  const auto value = StoreK0();
   rpc::PromotionTask task = Task(0);
   task.set_tenant("default");
 
@@ -404,10 +411,7 @@ TEST_P(SsdTierJoinTest, APromotionDuringAGetsReadJoinsIt) {
   const bool sharing = GetParam();
   config_.ssd_read_share_bytes = sharing ? (1 << 20) : 0;
   StartTier();
-  const auto value = storage::testing::Pattern(kValue, 42);
-  std::vector<WriteItem> items = {
-      WriteItem{"default", "k0", value.data(), value.size(), 100}};
-  ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  const auto value = StoreK0();
   tier_->PausePromotionsForTest(true);
   google::protobuf::RepeatedPtrField<rpc::PromotionTask> tasks;
   *tasks.Add() = Task(0);

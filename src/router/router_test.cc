@@ -649,13 +649,7 @@ TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   EXPECT_EQ(d->prefetch_deadline_ms, 0);
   EXPECT_EQ(router->stats().deadlines_sent, 1u);
   // Either way the promotions run.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (const auto& k : cold)
-          if (Tier(*c, k) != "memory") return false;
-        return true;
-      },
-      std::chrono::seconds(20)));
+  ASSERT_TRUE(AllReachMemory(*c, cold));
 }
 
 // An engine whose admission is bound by its KV memory queues requests long
@@ -693,13 +687,7 @@ TEST_F(RouterSsdTest, AReportedQueueReplacesTheInFlightGuess) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prefetch_deadline_ms, 60000);
   EXPECT_EQ(router->stats().deadlines_sent, 2u);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (const auto& k : cold)
-          if (Tier(*c, k) != "memory") return false;
-        return true;
-      },
-      std::chrono::seconds(20)));
+  ASSERT_TRUE(AllReachMemory(*c, cold));
 }
 
 TEST_F(RouterSsdTest, TwoRoutersTriggeringTheSameKeysPromoteEachOnce) {
@@ -742,14 +730,7 @@ TEST_F(RouterSsdTest, TwoRoutersTriggeringTheSameKeysPromoteEachOnce) {
   EXPECT_EQ(failures.load(), 0) << "first: " << first_failure;
   EXPECT_EQ(bad_status.load(), 0);
 
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (const auto& k : cold) {
-          if (Tier(*c, k) != "memory") return false;
-        }
-        return true;
-      },
-      std::chrono::seconds(20)));
+  ASSERT_TRUE(AllReachMemory(*c, cold));
   auto& master = cluster_->master().service();
   ASSERT_TRUE(
       WaitUntil([&] { return master.promotion_counters().in_flight == 0; },
