@@ -8,11 +8,12 @@
 // nothing expires, no node dies and the tiers of the keys never change
 // (prefetch triggers queue promotions that no holder takes).
 //
-// Input: byte 0 % 3 selects the handler (0: POST /route, 1: POST
-// /complete, 2: GET /stats), the rest is the request body.
+// Input: byte 0 % 4 selects the handler (0: POST /route, 1: POST
+// /complete, 2: GET /stats, 3: POST /queue), the rest is the request body.
 //
 // Invariants checked (docs/fuzzing.md):
-//  1. Every reply is 200, 400 or 404 (404 only from /complete) with a
+//  1. Every reply is 200, 400 or 404 (404 only from /complete and /queue)
+//     with a
 //     JSON object body; never a 5xx: the master is up, so no upstream
 //     error is genuine.
 //  2. The status is the one a reference check of the body, written here
@@ -31,7 +32,9 @@
 //     local node, then least loaded, then config order) picks from the
 //     model's in-flight counts, with its endpoint.
 //  4. /complete of a known engine answers its in-flight count, one less
-//     than before (never below 0); /stats agrees with the counts too.
+//     than before (never below 0); /queue of a known engine with an
+//     integer "waiting" in [0, 1000000] answers it and nothing else does;
+//     /stats agrees with the counts and the last accepted reports too.
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
@@ -80,6 +83,7 @@ const std::vector<EngineInfo> kEngines = {
     {"e2", {}, "http://e2:8000", 0},
 };
 std::vector<uint64_t> g_in_flight(kEngines.size(), 0);
+std::vector<int64_t> g_reported(kEngines.size(), -1);  // -1: never
 std::set<std::string> g_tenants;  // the router's clients, one per tenant
 uint64_t g_routed = 0;            // routes that reached Router::Route
 uint64_t g_lookup_errors = 0;     // of those, refused by the master
@@ -352,6 +356,36 @@ void CheckComplete(const std::string& body) {
          &r);
 }
 
+void CheckQueue(const std::string& body) {
+  const RouterHttpServer::Reply r = g_http->HandleQueue(body);
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("engine_id") ||
+      !j["engine_id"].is_string() || !j.contains("waiting"))
+    return CheckError(r, 400);
+  const json& w = j["waiting"];
+  // The reference: an integer, by JSON's reading, within [0, 1000000].
+  bool valid = false;
+  int64_t waiting = -1;
+  if (w.is_number_unsigned()) {
+    valid = w.get<uint64_t>() <= 1000000;
+    if (valid) waiting = int64_t(w.get<uint64_t>());
+  } else if (w.is_number_integer()) {
+    waiting = w.get<int64_t>();
+    valid = waiting >= 0 && waiting <= 1000000;
+  }
+  if (!valid) return CheckError(r, 400);
+  const std::string id = j["engine_id"].get<std::string>();
+  size_t e = 0;
+  while (e < kEngines.size() && kEngines[e].id != id) ++e;
+  if (e == kEngines.size()) return CheckError(r, 404);
+  if (r.status != 200) Fail("a valid queue report refused", &r);
+  g_reported[e] = waiting;
+  const json out = json::parse(r.body, nullptr, false);
+  if (!out.is_object() || out.value("engine_id", "") != id ||
+      !out.contains("waiting") || out["waiting"] != waiting)
+    Fail("a queue report answered another count", &r);
+}
+
 void CheckStats() {
   const RouterHttpServer::Reply r = g_http->HandleStats();
   if (r.status != 200) Fail("stats refused", &r);
@@ -365,6 +399,10 @@ void CheckStats() {
     if (!e.is_object() || e.value("id", "") != kEngines[i].id ||
         !e.contains("in_flight") || e["in_flight"] != g_in_flight[i])
       Fail("stats: in_flight of " + kEngines[i].id + " differs", &r);
+    if (!e.contains("reported_waiting") ||
+        (g_reported[i] < 0 ? !e["reported_waiting"].is_null()
+                           : e["reported_waiting"] != g_reported[i]))
+      Fail("stats: reported_waiting of " + kEngines[i].id + " differs", &r);
   }
   if (!j.contains("lookup_errors") || j["lookup_errors"] != g_lookup_errors ||
       j.value("prefetch_errors", 1) != 0)
@@ -381,15 +419,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   g_body.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       CheckRoute(g_body);
       break;
     case 1:
       CheckComplete(g_body);
       break;
-    default:
+    case 2:
       CheckStats();
+      break;
+    default:
+      CheckQueue(g_body);
       break;
   }
   return 0;

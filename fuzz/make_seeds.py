@@ -429,8 +429,8 @@ put(MR, "seq_extra_node_dies", seq(
     ("GetReplicaList", key_req("", "x7")),
     ("MountExtraSegment", extra_req("node-a", MiB))))
 
-# ---- fuzz_router_http: byte 0 % 3 = handler (0 /route, 1 /complete,
-# 2 /stats), then the body. The harness's cluster: default tenant m0-m3 and
+# ---- fuzz_router_http: byte 0 % 4 = handler (0 /route, 1 /complete,
+# 2 /stats, 3 /queue), then the body. The harness's cluster: default tenant m0-m3 and
 # b0 in DRAM (b0 also on SSD), d0-d3 SSD-only (d0, d1 on node-a; d2, d3 on
 # node-b), p0 being put; tenant t1: m0 in DRAM, d0 SSD-only. Engines e0
 # (node-a), e1 (node-b), e2 (no node).
@@ -472,5 +472,19 @@ put(RH, "complete_e1", complete({"engine_id": "e1"}))
 put(RH, "complete_unknown", complete({"engine_id": "e9"}))
 put(RH, "complete_bad", complete({"engine": "e0"}))
 put(RH, "stats", b"\x02")
+
+
+def queue(body):
+    return b"\x03" + (body if isinstance(body, bytes) else
+                      json.dumps(body).encode())
+
+
+put(RH, "queue", queue({"engine_id": "e0", "waiting": 3}))
+put(RH, "queue_zero", queue({"engine_id": "e1", "waiting": 0}))
+put(RH, "queue_unknown", queue({"engine_id": "e9", "waiting": 1}))
+put(RH, "queue_negative", queue({"engine_id": "e0", "waiting": -1}))
+put(RH, "queue_float", queue(b'{"engine_id": "e0", "waiting": 2.0}'))
+put(RH, "queue_huge", queue(b'{"engine_id": "e0", '
+                            b'"waiting": 18446744073709551615}'))
 
 print("seeds written under", os.path.join(HERE, "corpus"))

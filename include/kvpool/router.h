@@ -111,6 +111,9 @@ struct RouterStats {
   uint64_t prefetch_errors = 0;     // trigger RPCs that failed (not "disabled")
   uint64_t deadlines_sent = 0;      // triggers that carried a deadline
   std::vector<uint64_t> in_flight;  // per engine, in config order
+  // Per engine, in config order: the last ReportQueue count, -1 if the
+  // engine never reported (its deadlines use the in-flight estimate).
+  std::vector<int64_t> reported_waiting;
 };
 
 class Router {

@@ -317,6 +317,7 @@ RouterStats Router::stats() const {
   {
     std::lock_guard<std::mutex> lock(s.load_mu);
     r.in_flight = s.in_flight;
+    r.reported_waiting = s.reported_waiting;
   }
   return r;
 }

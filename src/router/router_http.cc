@@ -236,6 +236,35 @@ RouterHttpServer::Reply RouterHttpServer::HandleComplete(
   return Error(404, ErrorCode::INVALID_PARAMS, "unknown engine '" + id + "'");
 }
 
+RouterHttpServer::Reply RouterHttpServer::HandleQueue(const std::string& body) {
+  json j;
+  Reply err;
+  if (!ParseObject(body, &j, &err)) return err;
+  std::string id;
+  if (!StringField(j, "engine_id", true, &id, &err)) return err;
+  auto w = j.find("waiting");
+  if (w == j.end()) {
+    return Error(400, ErrorCode::INVALID_PARAMS, "missing field \"waiting\"");
+  }
+  // A float, a string or a count no engine could queue is a caller's bug,
+  // not a queue: refusing it keeps one bad scraper from steering deadlines.
+  if (!w->is_number_integer() || w->get<int64_t>() < 0 ||
+      w->get<int64_t>() > kMaxReportedWaiting) {
+    return Error(400, ErrorCode::INVALID_PARAMS,
+                 "field \"waiting\" must be an integer in [0, " +
+                     std::to_string(kMaxReportedWaiting) + "]");
+  }
+  const auto& engines = router_->config().engines;
+  for (const auto& e : engines) {
+    if (e.id != id) continue;
+    const uint64_t waiting = w->get<uint64_t>();
+    router_->ReportQueue(id, waiting);
+    json out = {{"engine_id", id}, {"waiting", waiting}};
+    return {200, Dump(out)};
+  }
+  return Error(404, ErrorCode::INVALID_PARAMS, "unknown engine '" + id + "'");
+}
+
 RouterHttpServer::Reply RouterHttpServer::HandleStats() const {
   RouterStats s = router_->stats();
   json engines = json::array();
@@ -245,7 +274,11 @@ RouterHttpServer::Reply RouterHttpServer::HandleStats() const {
         {{"id", cfg[i].id},
          {"endpoint", cfg[i].endpoint},
          {"local_node_ids", cfg[i].local_node_ids},
-         {"in_flight", i < s.in_flight.size() ? s.in_flight[i] : 0}});
+         {"in_flight", i < s.in_flight.size() ? s.in_flight[i] : 0},
+         {"reported_waiting",
+          i < s.reported_waiting.size() && s.reported_waiting[i] >= 0
+              ? json(s.reported_waiting[i])
+              : json(nullptr)}});
   }
   json j = {{"requests", s.requests},
             {"blocks_looked_up", s.blocks_looked_up},
@@ -289,6 +322,10 @@ Status RouterHttpServer::Start(const std::string& host, int port) {
   server_->Post("/complete", [this, send](const httplib::Request& req,
                                           httplib::Response& res) {
     send(res, HandleComplete(req.body));
+  });
+  server_->Post("/queue", [this, send](const httplib::Request& req,
+                                       httplib::Response& res) {
+    send(res, HandleQueue(req.body));
   });
   server_->Get("/stats",
                [this, send](const httplib::Request&, httplib::Response& res) {

@@ -4,7 +4,10 @@
 //
 //   POST /route     {"request_id", "tenant"?, "block_keys": [...]} -> decision
 //   POST /complete  {"engine_id"}                                   -> load
-//   GET  /stats     router counters and per-engine in-flight counts
+//   POST /queue     {"engine_id", "waiting"}  the engine's waiting count
+//                   (Router::ReportQueue)                     -> the count
+//   GET  /stats     router counters, per-engine in-flight counts and last
+//                   reported queue (null before the first report)
 //   GET  /healthz   liveness of the router process (not of the master)
 //
 // Errors are {"error": message, "code": name}: 400 for malformed JSON,
@@ -16,6 +19,7 @@
 #ifndef KVPOOL_ROUTER_ROUTER_HTTP_H_
 #define KVPOOL_ROUTER_ROUTER_HTTP_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -65,6 +69,9 @@ class RouterHttpServer {
   };
   Reply HandleRoute(const std::string& body);
   Reply HandleComplete(const std::string& body);
+  // "waiting" must be an integer in [0, kMaxReportedWaiting].
+  static constexpr int64_t kMaxReportedWaiting = 1000000;
+  Reply HandleQueue(const std::string& body);
   // Carries an "http" object with http_stats() once started.
   Reply HandleStats() const;
 

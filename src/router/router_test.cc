@@ -511,6 +511,62 @@ TEST_F(RouterHttpLimitsTest, IdleConnectionIsClosed) {
   EXPECT_EQ(server_->http_stats().timed_out, 1u);
 }
 
+// POST /queue carries an engine's waiting count to Router::ReportQueue; no
+// master is needed, the report never reaches one.
+TEST(RouterHttpQueueTest, ReportsReachTheRouterAndBadOnesAreRefused) {
+  auto router = MakeRouter("127.0.0.1:" + std::to_string(ClosedPort()),
+                           {Engine("e0", {"node0"}), Engine("e1", {})});
+  ASSERT_TRUE(router);
+  RouterHttpServer server(router.get());
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client http("127.0.0.1", server.port());
+
+  auto waiting = [&](int engine) {
+    auto res = http.Get("/stats");
+    EXPECT_TRUE(res && res->status == 200);
+    return res ? json::parse(res->body)["engines"][engine]["reported_waiting"]
+               : json();
+  };
+  EXPECT_TRUE(waiting(0).is_null());  // never reported
+  EXPECT_EQ(router->stats().reported_waiting, (std::vector<int64_t>{-1, -1}));
+
+  auto res = http.Post("/queue", R"({"engine_id":"e1","waiting":7})",
+                       "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["waiting"], 7);
+  EXPECT_EQ(router->stats().reported_waiting, (std::vector<int64_t>{-1, 7}));
+  EXPECT_EQ(waiting(1), 7);
+  EXPECT_TRUE(waiting(0).is_null());
+  res = http.Post("/queue", R"({"engine_id":"e1","waiting":0})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(waiting(1), 0);
+
+  res = http.Post("/queue", R"({"engine_id":"e9","waiting":1})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  for (const char* bad :
+       {R"({"engine_id":"e0"})",  // no waiting
+        R"({"waiting":3})",       // no engine
+        R"({"engine_id":"e0","waiting":-1})",
+        R"({"engine_id":"e0","waiting":2.5})",
+        R"({"engine_id":"e0","waiting":"3"})",
+        R"({"engine_id":"e0","waiting":1000001})",
+        R"({"engine_id":"e0","waiting":18446744073709551615})",
+        R"({"engine_id":"e0","waiting":3)", "[]"}) {
+    res = http.Post("/queue", bad, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << bad;
+    EXPECT_FALSE(json::parse(res->body)["error"].get<std::string>().empty())
+        << bad;
+  }
+  // None of the refusals changed a report.
+  EXPECT_EQ(router->stats().reported_waiting, (std::vector<int64_t>{-1, 0}));
+}
+
 // ------------------------------------------------------- SSD tier, trigger
 
 class RouterSsdTest : public kvpool::testing::SsdFixture {};
@@ -615,11 +671,13 @@ TEST_F(RouterSsdTest, SsdOnlyPrefixBlocksAreQueuedThenPromoted) {
   EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 2u);
 }
 
+// One cluster for both halves: its SSD-only setup is most of the test's
+// time, ~40 s under TSan.
 TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   opts_.enable_prefetch_trigger = true;
   Start();
   auto c = NewClient();
-  auto cold = MakeSsdOnly(*c, 3);
+  auto cold = MakeSsdOnly(*c, 6);
   EngineInfo e0;
   e0.id = "e0";
   e0.max_running = 1;
@@ -648,45 +706,34 @@ TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prefetch_deadline_ms, 0);
   EXPECT_EQ(router->stats().deadlines_sent, 1u);
-  // Either way the promotions run.
-  ASSERT_TRUE(AllReachMemory(*c, cold));
-}
 
-// An engine whose admission is bound by its KV memory queues requests long
-// before max_running of them are in flight. Once it reports its queue, the
-// router's deadline counts that queue instead of guessing from in-flight
-// requests.
-TEST_F(RouterSsdTest, AReportedQueueReplacesTheInFlightGuess) {
-  opts_.enable_prefetch_trigger = true;
-  Start();
-  auto c = NewClient();
-  auto cold = MakeSsdOnly(*c, 3);
-  EngineInfo e0;
-  e0.id = "e0";
+  // An engine whose admission is bound by its KV memory queues requests
+  // long before max_running of them are in flight. Once it reports its
+  // queue, the router's deadline counts that queue instead of guessing from
+  // in-flight requests.
   e0.max_running = 256;  // vLLM's max_num_seqs; memory binds first
-  RouterConfig rc;
-  rc.master_server_address = cluster_->master_address();
   rc.engines = {e0};
-  rc.prefetch_deadline = true;
-  rc.prefetch_deadline_floor_ms = 60000;  // see DeadlineFollowsTheEngineQueue
-  auto router = Router::Create(rc).value();
+  auto reported = Router::Create(rc).value();
   // 1 in flight of 256: by the in-flight guess nothing waits.
-  auto d = router->Route(Req({cold[0]}));
+  d = reported->Route(Req({cold[3]}));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prefetch_deadline_ms, 60000);
   // The engine says 3 wait: no completion has been measured, so no deadline
   // (the guess would still have sent the floor).
-  router->ReportQueue("e0", 3);
-  router->ReportQueue("no-such-engine", 7);  // ignored
-  d = router->Route(Req({cold[1]}));
+  reported->ReportQueue("e0", 3);
+  reported->ReportQueue("no-such-engine", 7);  // ignored
+  d = reported->Route(Req({cold[4]}));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prefetch_deadline_ms, 0);
   // The queue drained: the floor again.
-  router->ReportQueue("e0", 0);
-  d = router->Route(Req({cold[2]}));
+  reported->ReportQueue("e0", 0);
+  d = reported->Route(Req({cold[5]}));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prefetch_deadline_ms, 60000);
-  EXPECT_EQ(router->stats().deadlines_sent, 2u);
+  EXPECT_EQ(reported->stats().deadlines_sent, 2u);
+  EXPECT_EQ(reported->stats().reported_waiting, std::vector<int64_t>{0});
+
+  // Either way the promotions run.
   ASSERT_TRUE(AllReachMemory(*c, cold));
 }
 
