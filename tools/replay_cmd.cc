@@ -215,12 +215,16 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--plot_script", o.plot_script,
                      "scripts/plot_replay.py (found automatically)");
     cmd_->add_flag("!--no_progress", o.progress, "no progress line");
+    cmd_->add_option("--from_json", from_json_,
+                     "run nothing: render this earlier report.json again "
+                     "into --out (replay.md, plots) with this build's report");
   }
 
   bool chosen() const override { return cmd_->parsed(); }
 
   int Run() override {
-    auto r = replay::RunReplay(opts_);
+    auto r = from_json_.empty() ? replay::RunReplay(opts_)
+                                : replay::RerenderReplay(opts_, from_json_);
     if (!r.ok()) {
       std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
       return 2;
@@ -252,6 +256,7 @@ class ReplayCommandImpl : public ReplayCommand {
  private:
   CLI::App* cmd_;
   replay::ReplayOptions opts_;
+  std::string from_json_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "replay/batch_sim.h"
 #include "replay/calibrate.h"
 #include "replay/report.h"
+#include "replay/report_windows.h"
 
 namespace kvpool::replay {
 
@@ -210,9 +211,13 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   in.estimated_disk_busy = disk_estimate;
   in.load_bound = load_bound;
   in.arms = &results;
-  ReplayOutput out;
-  out.report = BuildReport(in);
+  return WriteReplayOutput(o, BuildReport(in));
+}
 
+Result<ReplayOutput> WriteReplayOutput(const ReplayOptions& o,
+                                       nlohmann::json report) {
+  ReplayOutput out;
+  out.report = std::move(report);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   out.json_path = o.json_path.empty()
@@ -266,6 +271,20 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
     f << md;
   }
   return out;
+}
+
+Result<ReplayOutput> RerenderReplay(const ReplayOptions& o,
+                                    const std::string& json_path) {
+  std::ifstream f(json_path);
+  if (!f) return Status(ErrorCode::FILE_NOT_FOUND, json_path);
+  nlohmann::json report = nlohmann::json::parse(f, nullptr, false);
+  if (report.is_discarded() || !report.is_object() ||
+      !report.contains("arms") || !report["arms"].is_array()) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  json_path + " is not a kvpool replay report");
+  }
+  AddWindowBands(&report);
+  return WriteReplayOutput(o, std::move(report));
 }
 
 }  // namespace kvpool::replay

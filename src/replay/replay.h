@@ -6,6 +6,8 @@
 #define KVPOOL_REPLAY_REPLAY_H_
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "kvpool/status.h"
 #include "replay/options.h"
@@ -21,6 +23,18 @@ struct ReplayOutput {
 
 // Runs the replay and writes its files; the report is also returned.
 Result<ReplayOutput> RunReplay(const ReplayOptions& options);
+
+// Writes `report` as RunReplay does: the JSON (options.json_path, default
+// <out_dir>/replay.json), the Markdown and, with options.plots, the plots.
+Result<ReplayOutput> WriteReplayOutput(const ReplayOptions& options,
+                                       nlohmann::json report);
+
+// Renders an earlier run's JSON report again with this build's report
+// (sections added since it was written are filled from its data), without
+// running anything: FILE_NOT_FOUND, or INVALID_PARAMS for a file that is not
+// a replay report.
+Result<ReplayOutput> RerenderReplay(const ReplayOptions& options,
+                                    const std::string& json_path);
 
 }  // namespace kvpool::replay
 

@@ -11,6 +11,7 @@
 #include "common/size_parse.h"
 #include "replay/json_util.h"
 #include "replay/report_parts.h"
+#include "replay/report_windows.h"
 
 namespace kvpool::replay {
 
@@ -527,6 +528,7 @@ json BuildReport(const ReportInput& in) {
   for (const auto& a : *in.arms) arms.push_back(ArmJson(in, a));
   r["arms"] = arms;
   AddComparisons(&r);
+  AddWindowBands(&r);
   // Targets of issue #6, judged on the router arm.
   for (const auto& a : arms) {
     if (a["name"] != "router") continue;
@@ -739,6 +741,7 @@ std::string RenderMarkdown(const json& r) {
         Pct(Num(ro, "dram_share")), Num(w, "p50"), Num(w, "p90"),
         Num(w, "p99"));
   }
+  md += RenderWindowBandsMarkdown(r);
   md +=
       "\n## M0 figures\n\n| arm | DRAM watermark p50 / p90 / max | time at "
       "or above high mark | gets whose best replica was SSD | requests with "

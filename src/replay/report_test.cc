@@ -1,8 +1,14 @@
 #include "replay/report.h"
 
+#include "replay/replay.h"
+#include "replay/report_windows.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace kvpool::replay {
@@ -169,6 +175,84 @@ TEST(ReportTest, EveryMarkdownRowHasItsHeadersCells) {
     EXPECT_EQ(cells(line), header_cells) << line;
   }
   EXPECT_GE(tables, 5);
+}
+
+// Requests land in the band of their window (edges belong to the band
+// above), and each band counts its blocks and DRAM reads apart.
+TEST(ReportWindowsTest, BandsSplitByWindow) {
+  nlohmann::json w = {{0.0, 4, 0}, {19.99, 2, 1}, {20.0, 3, 3},
+                      {450, 5, 1}, {500, 10, 5},  {7000, 0, 0},
+                      {"bad"},     {1.0},         {"x", 1, 1}};
+  const auto b = WindowBands(w);
+  ASSERT_EQ(b.size(), std::size(kWindowBandEdgesMs) + 1);
+  EXPECT_EQ(b[0]["requests"], 2);
+  EXPECT_EQ(b[0]["blocks"], 6);
+  EXPECT_EQ(b[0]["from_dram"], 1);
+  EXPECT_NEAR(b[0]["dram_share"].get<double>(), 1.0 / 6, 1e-9);
+  EXPECT_EQ(b[1]["lo_ms"], 20.0);
+  EXPECT_EQ(b[1]["blocks"], 3);
+  EXPECT_EQ(b[1]["dram_share"], 1.0);
+  EXPECT_EQ(b[2]["blocks"], 5);
+  EXPECT_EQ(b[3]["requests"], 2);  // 500 and 7000 (no blocks)
+  EXPECT_EQ(b[3]["blocks"], 10);
+  EXPECT_TRUE(b[3]["hi_ms"].is_null());
+  // No windows: every band empty, no share.
+  for (const auto& e : WindowBands(nlohmann::json::array())) {
+    EXPECT_EQ(e["requests"], 0);
+    EXPECT_TRUE(e["dram_share"].is_null());
+  }
+}
+
+TEST(ReportWindowsTest, TheReportCarriesTheBands) {
+  Fixture f;
+  f.arms[1].records[1].window_ms = 600;  // one router request waited long
+  auto r = f.Build();
+  const auto& b = r["arms"][1]["ssd_only_by_window"];
+  EXPECT_EQ(b[0]["requests"], 1);
+  EXPECT_EQ(b[3]["requests"], 1);
+  EXPECT_EQ(b[3]["from_dram"], 2);
+  const std::string md = RenderMarkdown(r);
+  EXPECT_NE(md.find("by their request's route->get window"), std::string::npos);
+  EXPECT_NE(md.find("| router | 1, 2, 100.0% | 0, 0, - | 0, 0, - | 1, 2, "
+                    "100.0% |"),
+            std::string::npos)
+      << md;
+}
+
+// A report written by an older build renders again with the sections added
+// since; a file that is not a report is refused, and nothing is written.
+TEST(ReportWindowsTest, RerenderFillsTheNewSectionFromAnOldReport) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("kvpool_rerender_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Fixture f;
+  auto r = f.Build();
+  for (auto& a : r["arms"]) a.erase("ssd_only_by_window");  // as before
+  {
+    std::ofstream(dir / "old.json") << r.dump();
+    std::ofstream(dir / "junk.json") << "{\"not\": \"a report\"}";
+  }
+  ReplayOptions o;
+  o.out_dir = (dir / "out").string();
+  o.plots = false;
+  auto out = RerenderReplay(o, (dir / "old.json").string());
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_TRUE(out->report["arms"][1].contains("ssd_only_by_window"));
+  std::ifstream md(out->markdown_path);
+  std::stringstream text;
+  text << md.rdbuf();
+  EXPECT_NE(text.str().find("route->get window"), std::string::npos);
+  EXPECT_NE(text.str().find("## TTFT per arm"), std::string::npos);
+
+  o.out_dir = (dir / "out2").string();
+  auto bad = RerenderReplay(o, (dir / "junk.json").string());
+  EXPECT_EQ(bad.code(), ErrorCode::INVALID_PARAMS);
+  auto missing = RerenderReplay(o, (dir / "none.json").string());
+  EXPECT_EQ(missing.code(), ErrorCode::FILE_NOT_FOUND);
+  EXPECT_FALSE(fs::exists(dir / "out2"));
+  fs::remove_all(dir);
 }
 
 }  // namespace
