@@ -283,7 +283,18 @@ Result<ReplayOutput> RerenderReplay(const ReplayOptions& o,
     return Status(ErrorCode::INVALID_PARAMS,
                   json_path + " is not a kvpool replay report");
   }
-  AddWindowBands(&report);
+  // A file edited by hand or cut short can still hold an "arms" array:
+  // render once before writing anything, so such a file is refused whole.
+  try {
+    AddWindowBands(&report);
+    (void)RenderMarkdown(report);
+  } catch (const nlohmann::json::exception& e) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  json_path +
+                      " is not a replay report this build can "
+                      "render: " +
+                      e.what());
+  }
   return WriteReplayOutput(o, std::move(report));
 }
 

@@ -233,6 +233,7 @@ TEST(ReportWindowsTest, RerenderFillsTheNewSectionFromAnOldReport) {
   {
     std::ofstream(dir / "old.json") << r.dump();
     std::ofstream(dir / "junk.json") << "{\"not\": \"a report\"}";
+    std::ofstream(dir / "cut.json") << "{\"arms\": [{\"name\": 7}, 3]}";
   }
   ReplayOptions o;
   o.out_dir = (dir / "out").string();
@@ -249,6 +250,8 @@ TEST(ReportWindowsTest, RerenderFillsTheNewSectionFromAnOldReport) {
   o.out_dir = (dir / "out2").string();
   auto bad = RerenderReplay(o, (dir / "junk.json").string());
   EXPECT_EQ(bad.code(), ErrorCode::INVALID_PARAMS);
+  auto cut = RerenderReplay(o, (dir / "cut.json").string());
+  EXPECT_EQ(cut.code(), ErrorCode::INVALID_PARAMS);
   auto missing = RerenderReplay(o, (dir / "none.json").string());
   EXPECT_EQ(missing.code(), ErrorCode::FILE_NOT_FOUND);
   EXPECT_FALSE(fs::exists(dir / "out2"));
