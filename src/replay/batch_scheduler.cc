@@ -38,7 +38,10 @@ void BatchScheduler::LoadDone(uint64_t id, uint64_t cached_tokens) {
   r.load_done = true;
   const uint64_t cached = std::min(cached_tokens, r.prompt);
   r.prefill_left = std::max<uint64_t>(1, r.prompt - cached);
-  if (r.phase == Phase::kLoading) r.phase = Phase::kPrefill;
+  if (r.phase == Phase::kLoading) {
+    r.phase = Phase::kPrefill;
+    --loading_;
+  }
 }
 
 std::vector<uint64_t> BatchScheduler::Admit(
@@ -63,6 +66,7 @@ std::vector<uint64_t> BatchScheduler::Admit(
     would_use += need;
     kv_used_ += need;
     r.phase = r.load_done ? Phase::kPrefill : Phase::kLoading;
+    if (!r.load_done) ++loading_;
     admitted_.push_back(*it);
     out.push_back(*it);
     it = waiting_.erase(it);
@@ -126,6 +130,7 @@ void BatchScheduler::Release(uint64_t id) {
   if (a != admitted_.end()) {
     admitted_.erase(a);
     kv_used_ -= it->second.prompt + it->second.output;
+    if (it->second.phase == Phase::kLoading) --loading_;
   } else {
     auto w = std::find(waiting_.begin(), waiting_.end(), id);
     if (w != waiting_.end()) waiting_.erase(w);

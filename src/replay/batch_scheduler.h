@@ -99,6 +99,10 @@ class BatchScheduler {
   }
 
   size_t waiting() const { return waiting_.size(); }
+  // Admitted (holding GPU KV memory) with their KV load still running: what
+  // vLLM keeps in its waiting queue as WAITING_FOR_REMOTE_KVS. Always 0 with
+  // kArrival, whose loads end before admission.
+  size_t loading() const { return loading_; }
   size_t admitted() const { return admitted_.size(); }  // holding GPU KV
   size_t known() const { return reqs_.size(); }         // not yet released
   uint64_t kv_tokens_used() const { return kv_used_; }
@@ -119,6 +123,7 @@ class BatchScheduler {
   std::deque<uint64_t> waiting_;    // arrival order
   std::vector<uint64_t> admitted_;  // admission order, until released
   uint64_t kv_used_ = 0;
+  size_t loading_ = 0;  // admitted requests in kLoading
 };
 
 }  // namespace kvpool::replay

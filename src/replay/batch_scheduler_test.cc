@@ -139,6 +139,28 @@ TEST(BatchSchedulerTest, ArrivalModeSkipsRequestsStillLoading) {
   EXPECT_EQ(p.tokens, 100u + 50u);
 }
 
+TEST(BatchSchedulerTest, LoadingCountsAdmittedRequestsUntilTheirLoadEnds) {
+  BatchScheduler s(Config(2048, 256, 1 << 20));
+  s.Arrive(0, 100, 2);
+  s.Arrive(1, 100, 2);
+  EXPECT_EQ(s.loading(), 0u);  // waiting, not loading
+  EXPECT_EQ(s.Admit(), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(s.waiting(), 0u);
+  EXPECT_EQ(s.loading(), 2u);
+  s.LoadDone(1, 0);
+  EXPECT_EQ(s.loading(), 1u);
+  s.LoadDone(1, 0);  // a repeated report changes nothing
+  EXPECT_EQ(s.loading(), 1u);
+  s.Release(0);  // released while loading (the engine gave up on it)
+  EXPECT_EQ(s.loading(), 0u);
+  // Loads that end before admission never count.
+  BatchScheduler a(Config(2048, 256, 1 << 20, LoadStart::kArrival));
+  a.Arrive(0, 100, 2);
+  a.LoadDone(0, 0);
+  EXPECT_EQ(a.Admit(), (std::vector<uint64_t>{0}));
+  EXPECT_EQ(a.loading(), 0u);
+}
+
 SimConfig Sim(const SchedulerConfig& c, int loaders = 2) {
   SimConfig s;
   s.scheduler = c;

@@ -268,7 +268,7 @@ void BatchingEngine::StepLoop() {
       f.rec.admit_s = now;
       if (!at_arrival) SubmitLoad(id, f, now);
     }
-    sched_waiting_ = sched_.waiting();
+    sched_waiting_ = sched_.waiting() + sched_.loading();
     for (uint64_t id : load_blocked) {
       Inflight& f = *inflight_.at(id);
       if (f.rec.fit_s == 0) f.rec.fit_s = now;

@@ -90,7 +90,8 @@ class BatchingEngine : public Engine {
   DoneFn done_;
   LoadFn load_;
   BatchScheduler sched_;  // step thread only
-  // sched_'s waiting queue after the step thread's last admission round.
+  // sched_'s waiting queue and its admitted requests still loading, after
+  // the step thread's last admission round.
   std::atomic<size_t> sched_waiting_{0};
   // Step thread only: requests by id (their trace index).
   std::unordered_map<uint64_t, std::unique_ptr<Inflight>> inflight_;

@@ -138,14 +138,28 @@ TEST_P(SlowLoadTest, SlowLoadDoesNotDelayAnotherRequest) {
   ec.scheduler.load_start = GetParam();
   BatchingEngine e(
       ec, client_.get(), &model_,
-      [&](RequestRecord rec) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (rec.index == 1) release_slow = true;
-        done.push_back(std::move(rec));
-        cv.notify_all();
-      },
-      load);
-  RunBoth(e, mu, cv, done);
+      Collect(mu, cv, done), load);
+  ASSERT_TRUE(e.Start().ok());
+  e.Enqueue(Req(0));
+  e.Enqueue(Req(1));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
+                            [&] { return done.size() == 1; }));
+  }
+  // Request 0 is still loading: the engine reports it as waiting, unadmitted
+  // (arrival) or admitted with its load running (admission), as vLLM counts
+  // a request waiting for remote KVs in num_requests_waiting.
+  EXPECT_EQ(e.Waiting(), 1u);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    release_slow = true;
+    cv.notify_all();
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
+                            [&] { return done.size() == 2; }));
+  }
+  e.Drain();
+  EXPECT_EQ(e.Waiting(), 0u);
   ASSERT_EQ(done.size(), 2u);
   ASSERT_EQ(done[0].index, 1u);  // the fast request ended first
   const RequestRecord& fast = done[0];

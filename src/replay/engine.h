@@ -128,8 +128,10 @@ class Engine {
   virtual void Enqueue(EngineRequest r) = 0;
   // Requests queued or in service.
   virtual size_t Load() const = 0;
-  // Requests waiting for admission (not yet given GPU memory), as the engine
-  // would report them to a router (vLLM's num_requests_waiting).
+  // Requests not yet computing, as the engine would report them to a router
+  // (vLLM's num_requests_waiting): those waiting for admission, and those
+  // admitted whose KV load is still running (vLLM's v1 scheduler keeps them
+  // in its waiting queue as WAITING_FOR_REMOTE_KVS).
   virtual size_t Waiting() const = 0;
   // Serves what is queued, then stops the engine's threads.
   virtual void Drain() = 0;
