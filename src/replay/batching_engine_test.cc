@@ -136,9 +136,7 @@ TEST_P(SlowLoadTest, SlowLoadDoesNotDelayAnotherRequest) {
   EngineConfig ec = Config();
   ec.loaders = 2;
   ec.scheduler.load_start = GetParam();
-  BatchingEngine e(
-      ec, client_.get(), &model_,
-      Collect(mu, cv, done), load);
+  BatchingEngine e(ec, client_.get(), &model_, Collect(mu, cv, done), load);
   ASSERT_TRUE(e.Start().ok());
   e.Enqueue(Req(0));
   e.Enqueue(Req(1));
