@@ -72,6 +72,7 @@ struct RequestRecord {
   uint32_t ssd_reads = 0;   // from Client::counters().ssd_bytes_read
   uint32_t probe_ssd = 0;   // blocks the pre-read tier probe saw SSD-only
   uint32_t corrupt = 0;     // read, but not the bytes that were stored
+  std::string read_stop;    // PrefixLoad::stop_cause
   uint32_t put_blocks = 0;
   uint32_t put_failed = 0;
   uint64_t prefill_tokens = 0;

@@ -67,9 +67,14 @@ PrefixLoad LoadPrefix(Client& client, const std::vector<std::string>& keys,
       std::memcpy(&id, ptrs[read_ok], sizeof(id));
       if (id != t.hash_ids[read_ok]) {
         ++l.corrupt;
+        l.stop_cause = "corrupt";
         break;
       }
       ++read_ok;
+    }
+    if (read_ok < matched && l.stop_cause.empty()) {
+      l.stop_cause = got[read_ok].ok() ? "short_read"
+                                       : ErrorCodeName(got[read_ok].code());
     }
     l.ssd_reads = uint32_t(std::min<uint64_t>(read_ok, ssd_bytes / bb));
     l.dram_reads = uint32_t(read_ok) - l.ssd_reads;
@@ -115,6 +120,7 @@ void RecordLoad(const PrefixLoad& l, const RouteInfo& route,
   rec->probe_ms = l.probe_ms;
   rec->load_ms = l.read_ms;
   rec->get_start_s = l.get_start_s;
+  rec->read_stop = l.stop_cause;
   if (!route.routed) return;
   rec->window_ms = (l.get_start_s - route.routed_s) * 1e3;
   for (size_t j = 0; j < route.tiers.size(); ++j) {

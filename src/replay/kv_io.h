@@ -31,6 +31,10 @@ struct PrefixLoad {
   double done_s = 0;
   double lookup_ms = 0, probe_ms = 0, read_ms = 0;
   std::vector<char> probe;  // per matched block: 'M', 'S', 'P' or '-'
+  // Why the read prefix ended before `matched`: the failed get's ErrorCode
+  // name, "short_read" (fewer bytes than a block) or "corrupt"; empty when
+  // every matched block was read.
+  std::string stop_cause;
 };
 
 // BatchIsExist (no lease; prefetch_to_memory when `exist_prefetch`), a

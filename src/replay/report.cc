@@ -76,6 +76,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   std::vector<double> windows;  // one per SSD-only-at-route block
   json win_pairs = json::array();
   std::map<std::string, std::vector<double>> target_times;  // per holder
+  std::map<std::string, uint64_t> not_read_by_cause;  // blocks
   json requests = json::array();
   for (const auto& r : a.records) {
     ttft.push_back(r.ttft_ms);
@@ -89,6 +90,10 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
     dram += r.dram_reads;
     ssd += r.ssd_reads;
     corrupt += r.corrupt;
+    if (r.read_ok < r.matched) {
+      not_read_by_cause[r.read_stop.empty() ? "unknown" : r.read_stop] +=
+          r.matched - r.read_ok;
+    }
     put_blocks += r.put_blocks;
     put_failed += r.put_failed;
     probe_mismatch += r.probe_ssd != r.ssd_reads;
@@ -152,6 +157,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
       {"from_dram", dram},
       {"from_ssd", ssd},
       {"found_not_read", matched - read},
+      {"not_read_by_cause", not_read_by_cause},
       {"corrupt", corrupt},
       {"dram_share", read ? Round(double(dram) / double(read)) : 0},
       {"blocks_put", put_blocks},
@@ -723,6 +729,25 @@ std::string RenderMarkdown(const json& r) {
         d.value("promotions_from_get_reads", uint64_t{0}),
         d.value("promotions_joined_get_reads", uint64_t{0}),
         d.value("gets_joined_promotion_reads", uint64_t{0}));
+  }
+  std::string causes;
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    if (!d.contains("not_read_by_cause") || d["not_read_by_cause"].empty())
+      continue;
+    std::string row;
+    for (const auto& [cause, n] : d["not_read_by_cause"].items()) {
+      row += fmt::format("{}{} {}", row.empty() ? "" : ", ", cause,
+                         n.get<uint64_t>());
+    }
+    causes += fmt::format("- {}: {}\n", a["name"].get<std::string>(), row);
+  }
+  if (!causes.empty()) {
+    md +=
+        "\nFound, not read, by what ended the request's read prefix "
+        "(the get's error, short_read or corrupt; blocks from there on "
+        "were recomputed):\n\n" +
+        causes;
   }
   md +=
       "\n## Blocks SSD-only when routed: where their get read them\n\n"

@@ -124,6 +124,28 @@ TEST(ReportTest, FieldsAreConsistent) {
   EXPECT_EQ(r["engine_model"]["recompute_over_ssd"], 3.0);
 }
 
+TEST(ReportTest, BlocksNotReadAreCountedByWhatEndedThePrefix) {
+  Fixture f;
+  // Router arm: request 1 read 0 of 2 (its first get failed), request 2
+  // read 1 of 2 without a recorded cause.
+  f.arms[1].records[0].read_ok = 0;
+  f.arms[1].records[0].dram_reads = 0;
+  f.arms[1].records[0].read_stop = "REPLICA_IS_NOT_READY";
+  f.arms[1].records[1].read_ok = 1;
+  f.arms[1].records[1].dram_reads = 1;
+  auto r = f.Build();
+  const auto& off = r["arms"][0]["reads"];
+  const auto& router = r["arms"][1]["reads"];
+  EXPECT_TRUE(off["not_read_by_cause"].empty());
+  EXPECT_EQ(router["found_not_read"], 3);
+  EXPECT_EQ(router["not_read_by_cause"]["REPLICA_IS_NOT_READY"], 2);
+  EXPECT_EQ(router["not_read_by_cause"]["unknown"], 1);
+  const std::string md = RenderMarkdown(r);
+  EXPECT_NE(md.find("- router: REPLICA_IS_NOT_READY 2, unknown 1"),
+            std::string::npos);
+  EXPECT_EQ(md.find("- off:"), std::string::npos);
+}
+
 TEST(ReportTest, ChecksCatchInconsistentCounts) {
   Fixture f;
   f.arms[1].records[0].dram_reads = 1;            // 1 + 0 != 2 read
