@@ -73,8 +73,8 @@ PrefixLoad LoadPrefix(Client& client, const std::vector<std::string>& keys,
       ++read_ok;
     }
     if (read_ok < matched && l.stop_cause.empty()) {
-      l.stop_cause = got[read_ok].ok() ? "short_read"
-                                       : ErrorCodeName(got[read_ok].code());
+      l.stop_cause =
+          got[read_ok].ok() ? "short_read" : ErrorCodeName(got[read_ok].code());
     }
     l.ssd_reads = uint32_t(std::min<uint64_t>(read_ok, ssd_bytes / bb));
     l.dram_reads = uint32_t(read_ok) - l.ssd_reads;

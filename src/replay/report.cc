@@ -76,7 +76,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   std::vector<double> windows;  // one per SSD-only-at-route block
   json win_pairs = json::array();
   std::map<std::string, std::vector<double>> target_times;  // per holder
-  std::map<std::string, uint64_t> not_read_by_cause;  // blocks
+  std::map<std::string, uint64_t> not_read_by_cause;        // blocks
   json requests = json::array();
   for (const auto& r : a.records) {
     ttft.push_back(r.ttft_ms);
