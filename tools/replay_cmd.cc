@@ -142,7 +142,9 @@ class ReplayCommandImpl : public ReplayCommand {
                    "engine's read (EDF; too late = expired)");
     cmd_->add_option("--prefetch_deadline_floor_ms",
                      o.prefetch_deadline_floor_ms,
-                     "the router's deadline when nothing is queued ahead")
+                     "the router's deadline when nothing is queued ahead, "
+                     "in modelled ms (the router gets it x the model's "
+                     "scale)")
         ->capture_default_str();
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")

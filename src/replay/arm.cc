@@ -241,7 +241,8 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     rc.master_server_address = cluster.master_address();
     rc.enable_prefetch = arm.router_prefetch;
     rc.prefetch_deadline = o.prefetch_deadline;
-    rc.prefetch_deadline_floor_ms = o.prefetch_deadline_floor_ms;
+    rc.prefetch_deadline_floor_ms =
+        ScaledMs(o.prefetch_deadline_floor_ms, model.scale);
     for (int i = 0; i < o.engines; ++i) {
       EngineInfo e;
       e.id = fmt::format("engine-{}", i);
@@ -332,6 +333,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
         ri.route_ms = (ri.routed_s - rs) * 1e3;
         ri.affinity_hit = d->affinity_hit;
         ri.prefetch_disabled = d->prefetch_disabled;
+        ri.deadline_ms = d->prefetch_deadline_ms;
         std::unordered_map<std::string, PrefetchToMemoryStatus> st;
         for (size_t k = 0;
              k < d->triggered_keys.size() && k < d->prefetch_statuses.size();

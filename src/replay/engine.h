@@ -28,6 +28,7 @@ struct RouteInfo {
   double route_ms = 0;  // time spent in Route
   bool affinity_hit = false;
   bool prefetch_disabled = false;
+  int64_t deadline_ms = 0;  // the triggers' deadline from the route (0 none)
   // Per block of the prefix the router matched: 'M' memory, 'S' SSD only,
   // 'P' processing; the holder of the best replica; and the trigger status
   // (-1 = not triggered, else a PrefetchToMemoryStatus).

@@ -82,4 +82,8 @@ double DecodeMsPerTokenFor(double utilisation, int engines,
                   (budget_ms - load.mean_service_ms) / load.mean_output_tokens);
 }
 
+int64_t ScaledMs(int64_t modelled_ms, double scale) {
+  return std::max<int64_t>(1, std::llround(double(modelled_ms) * scale));
+}
+
 }  // namespace kvpool::replay

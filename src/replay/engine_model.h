@@ -129,6 +129,13 @@ LoadEstimate EstimateLoad(const std::vector<TraceRequest>& trace, size_t begin,
 double DecodeMsPerTokenFor(double utilisation, int engines,
                            const LoadEstimate& load);
 
+// A duration of the modelled world in machine ms: `modelled_ms` x `scale`,
+// at least 1. For the knobs that stand for the modelled engine's timing,
+// such as the router's deadline floor (how soon an engine with nothing
+// waiting reads): the replay's engine runs `scale` times faster than the
+// hardware it models, and so must what the router believes of it.
+int64_t ScaledMs(int64_t modelled_ms, double scale);
+
 }  // namespace kvpool::replay
 
 #endif  // KVPOOL_REPLAY_ENGINE_MODEL_H_

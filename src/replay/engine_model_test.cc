@@ -57,6 +57,16 @@ TEST(EngineModelTest, DecodeForUtilisation) {
   EXPECT_EQ(DecodeMsPerTokenFor(0.5, 2, LoadEstimate{}), 0);
 }
 
+TEST(EngineModelTest, ModelledDurationsScaleToMachineMsAndStayPositive) {
+  // The router's default floor on a model 13x faster than its hardware.
+  EXPECT_EQ(ScaledMs(100, 0.0778), 8);
+  EXPECT_EQ(ScaledMs(100, 1.0), 100);
+  EXPECT_EQ(ScaledMs(100, 2.5), 250);
+  // A floor never reaches 0, which would mean "no deadline" to the router.
+  EXPECT_EQ(ScaledMs(5, 0.01), 1);
+  EXPECT_EQ(ScaledMs(0, 0.5), 1);
+}
+
 TEST(EngineModelTest, LoadEstimateCountsPrefixHitsFromTheTrace) {
   std::vector<TraceRequest> t(3);
   t[0] = {0, 1024, 10, {1, 2}};

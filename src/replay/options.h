@@ -67,8 +67,10 @@ struct ReplayOptions {
   // (RouterConfig::prefetch_deadline); engines declare max_num_seqs (1 for
   // the serial engine) as their max_running.
   bool prefetch_deadline = false;
-  int64_t prefetch_deadline_floor_ms = 100;  // RouterConfig's
-  bool promotion_pull = false;               // holders' promotion pull thread
+  // RouterConfig's default, in modelled ms: the router gets it x the
+  // engine model's scale (ScaledMs), like every modelled duration.
+  int64_t prefetch_deadline_floor_ms = 100;
+  bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;

@@ -141,7 +141,8 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                         Round(r.part_wait_ms, 2),
                         Round(r.part_load_ms, 2),
                         Round(r.part_prefill_ms, 2),
-                        Round(r.load_total_ms, 2)});
+                        Round(r.load_total_ms, 2),
+                        r.route.deadline_ms});
   }
   j["requests"] = a.records.size();
   j["ttft_ms"] = Distribution(ttft);
@@ -392,7 +393,8 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                           "part_wait_ms",
                           "part_load_ms",
                           "part_prefill_ms",
-                          "load_total_ms"};
+                          "load_total_ms",
+                          "deadline_ms"};
   j["request_rows"] = requests;
   j.update(ArmPartsJson(a));
   j["dram_per_node"] = a.dram_per_node;
@@ -500,6 +502,8 @@ json BuildReport(const ReportInput& in) {
         {"batch", m.measured.batch},
         {"samples", m.measured.samples}}},
       {"scale", Round(m.scale, 5)},
+      {"prefetch_deadline_floor_machine_ms",
+       ScaledMs(o.prefetch_deadline_floor_ms, m.scale)},
       {"prefill_fixed_ms", Round(m.prefill_fixed_ms, 4)},
       {"prefill_ms_per_token", Round(m.prefill_ms_per_token, 6)},
       {"prefill_block_ms", Round(m.PrefillBlockMs(), 4)},

@@ -146,6 +146,21 @@ TEST(ReportTest, BlocksNotReadAreCountedByWhatEndedThePrefix) {
   EXPECT_EQ(md.find("- off:"), std::string::npos);
 }
 
+TEST(ReportTest, RowsCarryTheDeadlineTheRouteSent) {
+  Fixture f;
+  f.arms[1].records[0].route.deadline_ms = 350;
+  auto r = f.Build();
+  const auto& arm = r["arms"][1];
+  const auto& cols = arm["request_columns"];
+  const size_t c =
+      size_t(std::find(cols.begin(), cols.end(), "deadline_ms") - cols.begin());
+  ASSERT_LT(c, cols.size());
+  EXPECT_EQ(arm["request_rows"][0][c], 350);
+  EXPECT_EQ(arm["request_rows"][1][c], 0);
+  for (const auto& row : arm["request_rows"])
+    EXPECT_EQ(row.size(), cols.size());
+}
+
 TEST(ReportTest, ChecksCatchInconsistentCounts) {
   Fixture f;
   f.arms[1].records[0].dram_reads = 1;            // 1 + 0 != 2 read
