@@ -85,17 +85,24 @@ class EngineTest : public ::testing::Test {
       cv.notify_all();
     };
   }
-  // Starts `e`, gives it requests 0 and 1, waits (bounded) for both, drains.
-  void RunBoth(Engine& e, std::mutex& mu, std::condition_variable& cv,
-               std::vector<RequestRecord>& done) {
+  // Starts `e` and gives it requests 0 and 1.
+  void StartBoth(Engine& e) {
     ASSERT_TRUE(e.Start().ok());
     e.Enqueue(Req(0));
     e.Enqueue(Req(1));
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                              [&] { return done.size() == 2; }));
-    }
+  }
+  // Waits (bounded) until `n` requests are done.
+  static bool WaitForDone(std::mutex& mu, std::condition_variable& cv,
+                          const std::vector<RequestRecord>& done, size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30),
+                       [&] { return done.size() == n; });
+  }
+  // Starts `e`, gives it requests 0 and 1, waits (bounded) for both, drains.
+  void RunBoth(Engine& e, std::mutex& mu, std::condition_variable& cv,
+               std::vector<RequestRecord>& done) {
+    StartBoth(e);
+    ASSERT_TRUE(WaitForDone(mu, cv, done, 2));
     e.Drain();
   }
 
@@ -137,25 +144,18 @@ TEST_P(SlowLoadTest, SlowLoadDoesNotDelayAnotherRequest) {
   ec.loaders = 2;
   ec.scheduler.load_start = GetParam();
   BatchingEngine e(ec, client_.get(), &model_, Collect(mu, cv, done), load);
-  ASSERT_TRUE(e.Start().ok());
-  e.Enqueue(Req(0));
-  e.Enqueue(Req(1));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                            [&] { return done.size() == 1; }));
-  }
+  StartBoth(e);
+  ASSERT_TRUE(WaitForDone(mu, cv, done, 1));
   // Request 0 is still loading: the engine reports it as waiting, unadmitted
   // (arrival) or admitted with its load running (admission), as vLLM counts
   // a request waiting for remote KVs in num_requests_waiting.
   EXPECT_EQ(e.Waiting(), 1u);
   {
-    std::unique_lock<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu);
     release_slow = true;
-    cv.notify_all();
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30),
-                            [&] { return done.size() == 2; }));
   }
+  cv.notify_all();
+  ASSERT_TRUE(WaitForDone(mu, cv, done, 2));
   e.Drain();
   EXPECT_EQ(e.Waiting(), 0u);
   ASSERT_EQ(done.size(), 2u);
