@@ -32,7 +32,20 @@ int64_t LeaderElection::NowMs() {
 }
 
 bool LeaderElection::Held() const {
-  return NowMs() < held_until_ms_.load(std::memory_order_acquire);
+  int64_t until = held_until_ms_.load(std::memory_order_acquire);
+  while (until != 0) {
+    if (NowMs() < until) return true;
+    // A lapse is final once anyone has seen it: a keep-alive answered late
+    // must not make a leader that already stopped (and told its callers so)
+    // lead again. Zeroing it wins against the renewer's forward-only CAS; if
+    // the renewer extended first, nobody saw the lapse and the new time holds.
+    if (held_until_ms_.compare_exchange_weak(until, 0,
+                                             std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
+      return false;
+    }
+  }
+  return false;
 }
 
 Result<uint64_t> LeaderElection::Campaign(

@@ -68,7 +68,8 @@ class LeaderElection {
       const std::function<void(const LeaderInfo&)>& on_standby = {});
 
   // Whether the lease is certainly still this process's. One atomic load
-  // and a clock read: asked before every RPC.
+  // and a clock read: asked before every RPC. Once it has returned false it
+  // stays false until a later Campaign wins, whatever renewal answers after.
   bool Held() const;
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
 
@@ -90,7 +91,8 @@ class LeaderElection {
   EtcdClient* etcd_;
   ElectionConfig config_;
   int64_t granted_ttl_s_ = 0;
-  std::atomic<int64_t> held_until_ms_{0};  // steady clock; 0 = not leading
+  // Steady clock; 0 = not leading. Mutable: Held() zeroes a lapsed time.
+  mutable std::atomic<int64_t> held_until_ms_{0};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<int64_t> lease_id_{0};
   std::mutex mu_;

@@ -1,9 +1,13 @@
 #include "ha/leader_election.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <thread>
 
 #include "ha/etcd_test_process.h"
 
@@ -96,6 +100,107 @@ TEST_F(LeaderElectionTest, ALeaderCutOffFromEtcdStopsBeforeItsLeaseEnds) {
   // (before t0); WaitLost wakes for it. Half a TTL of slack for a loaded
   // (sanitized) run's scheduling, far below what etcd's expiry would take.
   EXPECT_LE(took, std::chrono::milliseconds(ttl_ms * 3 / 2));
+}
+
+// An etcd gateway that grants every lease and create, and holds its first
+// keep-alive reply until the test releases it: a renewal answered only after
+// the leader's own deadline has passed, which a real etcd gives no way to
+// time.
+class LateKeepAliveEtcd {
+ public:
+  LateKeepAliveEtcd() {
+    server_.Post("/v3/kv/range", [](const auto&, auto& res) {
+      res.set_content(R"({"header":{"revision":"1"}})", "application/json");
+    });
+    server_.Post("/v3/lease/grant", [](const auto&, auto& res) {
+      res.set_content(R"({"ID":"7","TTL":"1"})", "application/json");
+    });
+    server_.Post("/v3/kv/txn", [](const auto&, auto& res) {
+      res.set_content(R"({"header":{"revision":"5"},"succeeded":true})",
+                      "application/json");
+    });
+    server_.Post("/v3/lease/revoke", [](const auto&, auto& res) {
+      res.set_content("{}", "application/json");
+    });
+    server_.Post("/v3/lease/keepalive", [this](const auto&, auto& res) {
+      std::unique_lock<std::mutex> lock(mu_);
+      const int n = ++keepalives_;
+      cv_.notify_all();
+      if (n == 1) cv_.wait(lock, [this] { return released_; });
+      res.set_content(R"({"result":{"ID":"7","TTL":"1"}})", "application/json");
+      if (n == 1) answered_first_ = true;
+      cv_.notify_all();
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    // Bound and listening already: calls queue until the loop accepts.
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~LateKeepAliveEtcd() {
+    Release();
+    server_.stop();
+    thread_.join();
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  void WaitFirstKeepAlive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return keepalives_ >= 1; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  // True once the late reply has been written, false if `d` passed first.
+  bool WaitFirstAnswered(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, d, [this] { return answered_first_; });
+  }
+  // True if a second keep-alive came within `d`.
+  bool WaitSecondKeepAlive(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, d, [this] { return keepalives_ >= 2; });
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int keepalives_ = 0;
+  bool released_ = false;
+  bool answered_first_ = false;
+};
+
+TEST(LeaderElectionLapseTest, ARenewalAnsweredAfterTheDeadlineDoesNotRevive) {
+  LateKeepAliveEtcd etcd;
+  // The client waits far longer than the lease: the reply is late, not lost.
+  EtcdClient c({etcd.endpoint()}, 10000);
+  ElectionConfig config;
+  config.key = LeaderKey("lapse");
+  config.value = "a:1";
+  config.lease_ttl_s = 1;
+  LeaderElection a(&c, config);
+  std::atomic<bool> never{false};
+  ASSERT_TRUE(a.Campaign(&never).ok());
+  ASSERT_EQ(a.granted_ttl_s(), 1);
+  // The renewer sends its first keep-alive a third of a TTL in and is held.
+  etcd.WaitFirstKeepAlive();
+  EXPECT_TRUE(a.WaitLost(&never));
+  EXPECT_FALSE(a.Held());
+  // Its reply still proves the lease for sent + 0.9 s, past now: before the
+  // fix the renewer moved the deadline forward and Held() was true again.
+  etcd.Release();
+  ASSERT_TRUE(etcd.WaitFirstAnswered(std::chrono::seconds(5)));
+  // The renewer handles the reply, sleeps a period (333 ms) and, had it
+  // revived the lease, would renew again; neither may happen.
+  const auto until = Clock::now() + std::chrono::milliseconds(1000);
+  while (Clock::now() < until) {
+    ASSERT_FALSE(a.Held());
+    if (etcd.WaitSecondKeepAlive(std::chrono::milliseconds(10))) {
+      FAIL() << "the renewer renewed a lease it had lost";
+    }
+  }
 }
 
 TEST_F(LeaderElectionTest, ACrashedLeadersLeaseRunsOutAndAStandbyWins) {
