@@ -39,9 +39,8 @@ bool LeaderElection::Held() const {
     // must not make a leader that already stopped (and told its callers so)
     // lead again. Zeroing it wins against the renewer's forward-only CAS; if
     // the renewer extended first, nobody saw the lapse and the new time holds.
-    if (held_until_ms_.compare_exchange_weak(until, 0,
-                                             std::memory_order_acq_rel,
-                                             std::memory_order_acquire)) {
+    if (held_until_ms_.compare_exchange_weak(
+            until, 0, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return false;
     }
   }
