@@ -3,7 +3,9 @@
 // offload writes keep progressing under a promotion flood.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "common/failpoint.h"
 #include "node/node.h"
@@ -171,6 +173,72 @@ TEST_F(PromotionExecutorTest, OffByDefaultIsTheSequentialWorker) {
   // One worker, batches of promotion_read_batch (2) keys.
   EXPECT_LE(cluster_->node(0).ssd()->promotion_inflight_peak(), 2 * kValue);
 }
+
+// A get reading the disk holds back promotion reads submitted after it
+// (promotion_yield_to_gets_ms), and with the rule off it does not. The get
+// is held inside its read by a failpoint, the promotion of another key is
+// triggered meanwhile.
+class PromotionYieldTest : public PromotionExecutorTest,
+                           public ::testing::WithParamInterface<bool> {};
+
+TEST_P(PromotionYieldTest, APromotionWaitsForAGetReadingTheDiskOnlyWhenOn) {
+  const bool on = GetParam();
+  opts_.promotion_yield_to_gets_ms = on ? 10000 : 0;  // far past the 4 s
+  // The get is held 4 s inside its read: its lease must outlast that.
+  opts_.default_kv_lease_ttl = 20000;
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 2);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_TRUE(ArmFailpoints("node.get_read.during=pause:4000@1").ok());
+  struct Disarm {
+    ~Disarm() { DisarmFailpoints(); }
+  } disarm;
+  std::atomic<bool> get_done{false};
+  std::thread get([&] {
+    auto v = client->Get(keys[0]);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ(v.value(), RandomBytes(kValue, 0));
+    get_done = true;
+  });
+  struct Join {
+    std::thread* t;
+    ~Join() {
+      if (t->joinable()) t->join();
+    }
+  } join{&get};
+  ASSERT_TRUE(
+      WaitUntil([&] { return FailpointPasses("node.get_read.during") >= 1; },
+                std::chrono::seconds(20)));
+  auto other = NewClient();
+  auto r = other->BatchPrefetchToMemory({keys[1]});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.value()[0], S::kQueued);
+  if (on) {
+    // The promotion reached its read and found the get there.
+    ASSERT_TRUE(WaitUntil([&] { return tier->gets_first_stats().yields >= 1; },
+                          std::chrono::seconds(20)));
+    EXPECT_FALSE(get_done.load());
+    EXPECT_NE(Tier(*other, keys[1]), "memory");
+  } else {
+    // The promotion lands while the get is still in its read.
+    ASSERT_TRUE(AllInMemory(*other, {keys[1]}));
+    EXPECT_FALSE(get_done.load()) << "the get's 4 s read ended first";
+    EXPECT_EQ(tier->gets_first_stats().yields, 0u);
+  }
+  get.join();
+  ASSERT_TRUE(AllInMemory(*other, {keys[1]}));
+  EXPECT_EQ(other->Get(keys[1]).value(), RandomBytes(kValue, 1));
+  const auto s = tier->gets_first_stats();
+  EXPECT_EQ(s.timed_out, 0u);
+  EXPECT_EQ(s.gets_reading, 0);
+  if (on) {
+    EXPECT_GT(s.waited_us, 0u);
+  }
+  EXPECT_EQ(cluster_->master().service().promotion_counters().failed, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(OnAndOff, PromotionYieldTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace kvpool

@@ -49,7 +49,8 @@ class SsdFixture : public ::testing::Test {
   }
   void Start() {
     cluster_ = std::make_unique<LocalCluster>(opts_);
-    ASSERT_TRUE(cluster_->Start().ok());
+    const Status s = cluster_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
   std::unique_ptr<Client> NewClient(TransportMode mode = TransportMode::kAuto,
                                     bool prefetch = false) {

@@ -122,6 +122,10 @@ int main(int argc, char** argv) {
   kvpool::AddSizeFlag(app, "--ssd_read_share_bytes", &c.ssd_read_share_bytes,
                       "bytes a get's SSD read may keep for a queued promotion "
                       "of the same key (0 = off: promotions read the disk)");
+  app.add_option("--promotion_yield_to_gets_ms", c.promotion_yield_to_gets_ms,
+                 "while a get reads the SSD, a promotion waits up to this "
+                 "long before submitting its reads (0 = off)")
+      ->capture_default_str();
   app.add_option("--promotion_workers", c.promotion_workers,
                  "pipelined promotion executor: worker threads")
       ->capture_default_str()

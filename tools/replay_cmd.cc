@@ -159,6 +159,11 @@ class ReplayCommandImpl : public ReplayCommand {
     AddSizeFlag(*cmd_, "--ssd_read_share_bytes", &o.ssd_read_share_bytes,
                 "holders: bytes a get's SSD read may keep for a queued "
                 "promotion of the same key (0 = off)");
+    cmd_->add_option("--promotion_yield_to_gets_ms",
+                     o.promotion_yield_to_gets_ms,
+                     "holders: while a get reads the SSD, a promotion waits "
+                     "up to this long before submitting its reads (0 = off)")
+        ->capture_default_str();
     cmd_->add_option("--promotion_workers", o.promotion_workers,
                      "pipelined promotion executor: workers per holder")
         ->capture_default_str();

@@ -65,6 +65,7 @@ Status LocalCluster::Start() {
       nc.promotion_inflight_bytes = options_.promotion_inflight_bytes;
       nc.promotion_workers = options_.promotion_workers;
       nc.ssd_read_share_bytes = options_.ssd_read_share_bytes;
+      nc.promotion_yield_to_gets_ms = options_.promotion_yield_to_gets_ms;
       nc.promotion_staging_bytes = options_.promotion_staging_bytes;
     }
     auto node = std::make_unique<Node>(nc);

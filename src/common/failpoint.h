@@ -34,6 +34,7 @@ inline constexpr const char* kFailpointNames[] = {
     "node.promotion.after_write",     // promoted bytes written, not notified
     "storage.write",                  // before an SSD write is submitted
     "storage.read",                   // before an SSD read is submitted
+    "node.get_read.during",           // a get's SSD read, holding the disk
 };
 
 namespace failpoint_internal {

@@ -74,6 +74,10 @@ struct NodeConfig {
   // so one disk read serves both (SharedReads). 0 (the default): off, every
   // promotion reads the disk.
   uint64_t ssd_read_share_bytes = 0;
+  // Gets' SSD reads before promotions' (GetsFirst): while a get reads this
+  // holder's disk, a promotion waits up to this long before submitting its
+  // reads. 0 (the default): off, first come first served.
+  int64_t promotion_yield_to_gets_ms = 0;
   // Huge-page staging memory for promotion reads (SsdTierConfig's); 0: off.
   uint64_t promotion_staging_bytes = 0;
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/failpoint.h"
 #include "common/thread_name.h"
 
 namespace kvpool {
@@ -118,6 +119,24 @@ Status SsdTier::Start() {
         "gets' SSD reads kept for a queued promotion, refused for the "
         "budget, and kept but unused (the promotion went first)");
   }
+  metrics_.AddGauge("kvpool_node_promotion_yield_to_gets_ms", "", [this] {
+    return double(config_.promotion_yield_to_gets_ms);
+  });
+  for (const char* event : {"yielded", "timed_out"}) {
+    metrics_.AddGauge(
+        "kvpool_node_promotion_gets_first_events",
+        fmt::format("event=\"{}\"", event),
+        [this, e = std::string(event)] {
+          auto s = gets_first_.stats();
+          return double(e == "yielded" ? s.yields : s.timed_out);
+        },
+        "promotion read batches that found a get reading the disk and waited "
+        "(yielded), and those that went ahead after the bound (timed_out)");
+  }
+  metrics_.AddGauge(
+      "kvpool_node_promotion_gets_first_wait_seconds", "",
+      [this] { return double(gets_first_.stats().waited_us) / 1e6; },
+      "total time promotion reads waited for gets' reads");
   AddJoinEventGauges(&metrics_, "kvpool_node_promotion_read_join_events",
                      &get_reads_,
                      "promotions that found a get reading their key from "
@@ -241,7 +260,12 @@ uint64_t SsdTier::ReadForGets(std::span<KeyReadOp> ops,
   for (size_t n = 0; n < items.size(); ++n) {
     if (share[n]) get_reads_.Begin(items[n].tenant, items[n].key);
   }
-  auto got = storage_->BatchRead(items);
+  std::vector<Result<uint64_t>> got;
+  {
+    GetsFirst::GetReads first(&gets_first_);
+    KVPOOL_FAILPOINT("node.get_read.during");  // a long get read, for tests
+    got = storage_->BatchRead(items);
+  }
   uint64_t bytes = 0;
   for (size_t n = 0; n < items.size(); ++n) {
     KeyReadOp& op = ops[which[n]];

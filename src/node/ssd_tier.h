@@ -32,6 +32,7 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "kvpool.pb.h"
+#include "node/gets_first.h"
 #include "node/in_flight_reads.h"
 #include "node/shared_reads.h"
 #include "node/staging_pool.h"
@@ -77,6 +78,9 @@ struct SsdTierConfig {
   // in this holder's queue is kept (copied) for it, and the promotion then
   // skips its disk read. 0: off.
   uint64_t ssd_read_share_bytes = 0;
+  // GetsFirst's bound: while a get reads this tier's disk, a promotion batch
+  // waits up to this long before it submits its reads. 0: off.
+  int64_t promotion_yield_to_gets_ms = 0;
   // Bytes of huge-page staging memory for promotion reads (StagingPool):
   // > 0 reads each promoted value into a slot and copies it into its
   // replica; 0 (the default) reads straight into a replica in this node's
@@ -164,6 +168,8 @@ class SsdTier final : public LocalHolder {
   // Promotion bytes in flight now, and the most there ever were.
   uint64_t promotion_inflight_bytes() const;
   uint64_t promotion_inflight_peak() const { return promo_peak_.load(); }
+  // Promotions that waited for gets' disk reads (promotion_yield_to_gets_ms).
+  GetsFirst::Stats gets_first_stats() const { return gets_first_.stats(); }
   // Gets' SSD reads kept for queued promotions (ssd_read_share_bytes).
   SharedReads::Stats shared_read_stats() const { return shared_reads_.stats(); }
   // Promotions that took the bytes of a get's read in flight (get_reads_).
@@ -273,6 +279,8 @@ class SsdTier final : public LocalHolder {
   // the get's read is still on the disk (PromotionBatch::PlanReads).
   InFlightReads get_reads_{config_.ssd_read_share_bytes > 0, kJoinReadWait};
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
+  // Gets' disk reads before promotions' (promotion_yield_to_gets_ms).
+  GetsFirst gets_first_{config_.promotion_yield_to_gets_ms};
 
   mutable Mutex mu_;
   CondVar cv_;  // any change of what mu_ guards that a worker waits for

@@ -307,6 +307,13 @@ void SsdTier::PromotionBatch::AddDiskRead(size_t j, uint8_t* into) {
 
 void SsdTier::PromotionBatch::Read() {
   if (reads_.empty()) return;
+  // Behind any get reading the disk now, not beside it; before Begin, so
+  // that no get joins a read that is waiting for gets.
+  if (tier_->gets_first_.enabled()) {
+    const auto held_start = std::chrono::steady_clock::now();
+    tier_->gets_first_.AwaitGets();
+    AddPhaseTime(&tier_->promotion_phase_us_, "held_gets", held_start);
+  }
   const auto phase_start = std::chrono::steady_clock::now();
   // Gets of these keys that arrive meanwhile join this read (InFlightReads)
   // instead of reading the disk again.

@@ -134,6 +134,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.promotion_inflight_bytes = o.promotion_inflight_bytes;
   c.promotion_workers = o.promotion_workers;
   c.ssd_read_share_bytes = o.ssd_read_share_bytes;
+  c.promotion_yield_to_gets_ms = o.promotion_yield_to_gets_ms;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }

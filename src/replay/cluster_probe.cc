@@ -88,6 +88,12 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
     s.node_shared_reads.push_back(NodeSharedReads(cluster, i));
     s.node_joined_reads.push_back(NodeJoinedReads(cluster, i));
     s.node_promotion_joins.push_back(NodePromotionJoins(cluster, i));
+    SsdTier* ssd = cluster.node(i).ssd();
+    const GetsFirst::Stats g =
+        ssd ? ssd->gets_first_stats() : GetsFirst::Stats{};
+    s.node_yields.push_back(g.yields);
+    s.node_yields_timed_out.push_back(g.timed_out);
+    s.node_yield_wait_us.push_back(g.waited_us);
   }
   return s;
 }

@@ -31,6 +31,10 @@ struct ClusterSnapshot {
   // and promotions served from a get's read instead (ssd_read_share_bytes).
   std::vector<uint64_t> node_disk_reads, node_shared_reads, node_joined_reads,
       node_promotion_joins;
+  // Per node: promotion batches that waited for gets' disk reads, of them
+  // those that went after the bound, and the total wait in us
+  // (promotion_yield_to_gets_ms).
+  std::vector<uint64_t> node_yields, node_yields_timed_out, node_yield_wait_us;
   double MainRatio() const {
     return main_capacity ? double(main_used) / double(main_capacity) : 0;
   }

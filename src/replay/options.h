@@ -75,6 +75,7 @@ struct ReplayOptions {
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;
   uint64_t ssd_read_share_bytes = 0;  // holders' SharedReads budget; 0 = off
+  int64_t promotion_yield_to_gets_ms = 0;  // holders' GetsFirst; 0 = off
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
 

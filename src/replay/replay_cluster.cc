@@ -165,6 +165,12 @@ uint64_t Metric(const std::map<std::string, double>& m, const std::string& name,
   return it == m.end() ? 0 : uint64_t(it->second);
 }
 
+double MetricDouble(const std::map<std::string, double>& m,
+                    const std::string& name, const std::string& labels) {
+  auto it = m.find(labels.empty() ? name : name + "{" + labels + "}");
+  return it == m.end() ? 0 : it->second;
+}
+
 // "host:port" -> (host, port); port -1 if malformed.
 std::pair<std::string, int> HostPort(const std::string& s) {
   const size_t c = s.rfind(':');
@@ -263,6 +269,8 @@ class ProcessCluster : public ReplayCluster {
             fmt::format("--promotion_workers={}", o_.promotion_workers));
         na.push_back(
             fmt::format("--ssd_read_share_bytes={}", o_.ssd_read_share_bytes));
+        na.push_back(fmt::format("--promotion_yield_to_gets_ms={}",
+                                 o_.promotion_yield_to_gets_ms));
       }
       auto n = Spawn(id, bin_dir_ + "/kvpool-node", na, nlog);
       if (!n.ok()) return n.status();
@@ -319,6 +327,15 @@ class ProcessCluster : public ReplayCluster {
             Metric(m, "kvpool_node_ssd_read_join_events", "event=\"joined\""));
         s.node_promotion_joins.push_back(Metric(
             m, "kvpool_node_promotion_read_join_events", "event=\"joined\""));
+        s.node_yields.push_back(Metric(
+            m, "kvpool_node_promotion_gets_first_events", "event=\"yielded\""));
+        s.node_yields_timed_out.push_back(
+            Metric(m, "kvpool_node_promotion_gets_first_events",
+                   "event=\"timed_out\""));
+        s.node_yield_wait_us.push_back(uint64_t(
+            MetricDouble(m, "kvpool_node_promotion_gets_first_wait_seconds",
+                         "") *
+            1e6));
       }
     }
     return s;

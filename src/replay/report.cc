@@ -11,6 +11,7 @@
 #include "common/size_parse.h"
 #include "replay/json_util.h"
 #include "replay/report_parts.h"
+#include "replay/report_reads.h"
 #include "replay/report_windows.h"
 
 namespace kvpool::replay {
@@ -174,7 +175,16 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                 a.at_end.node_joined_reads)},
       {"promotions_joined_get_reads",
        SumDelta(a.at_measure_start.node_promotion_joins,
-                a.at_end.node_promotion_joins)}};
+                a.at_end.node_promotion_joins)},
+      {"promotions_yielded_to_gets",
+       SumDelta(a.at_measure_start.node_yields, a.at_end.node_yields)},
+      {"promotion_yields_timed_out",
+       SumDelta(a.at_measure_start.node_yields_timed_out,
+                a.at_end.node_yields_timed_out)},
+      {"promotion_yield_wait_ms",
+       Round(double(SumDelta(a.at_measure_start.node_yield_wait_us,
+                             a.at_end.node_yield_wait_us)) /
+             1000.0)}};
   j["routing"] = {{"routed", routed},
                   {"affinity_hits", affinity},
                   {"route_errors", a.route_errors},
@@ -465,6 +475,7 @@ json BuildReport(const ReportInput& in) {
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
       {"promotion_workers", o.promotion_workers},
       {"ssd_read_share_bytes", o.ssd_read_share_bytes},
+      {"promotion_yield_to_gets_ms", o.promotion_yield_to_gets_ms},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
       {"engine", EngineKindName(o.engine)},
@@ -713,46 +724,7 @@ std::string RenderMarkdown(const json& r) {
         Num(a["prefill_ms"], "p50"));
   }
   md += "\n" + RenderPartsMarkdown(r);
-  md +=
-      "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
-      "DRAM share | found, not read | corrupt | puts | puts failed | "
-      "holders' disk reads | promotions from a get's read (kept / joined) | "
-      "gets that joined a promotion's read |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& a : r["arms"]) {
-    const auto& d = a["reads"];
-    md += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} "
-        "|\n",
-        a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
-        d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),
-        d["from_ssd"].get<uint64_t>(), Pct(Num(d, "dram_share")),
-        d["found_not_read"].get<uint64_t>(), d["corrupt"].get<uint64_t>(),
-        d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>(),
-        d.value("holder_disk_reads", uint64_t{0}),
-        d.value("promotions_from_get_reads", uint64_t{0}),
-        d.value("promotions_joined_get_reads", uint64_t{0}),
-        d.value("gets_joined_promotion_reads", uint64_t{0}));
-  }
-  std::string causes;
-  for (const auto& a : r["arms"]) {
-    const auto& d = a["reads"];
-    if (!d.contains("not_read_by_cause") || d["not_read_by_cause"].empty())
-      continue;
-    std::string row;
-    for (const auto& [cause, n] : d["not_read_by_cause"].items()) {
-      row += fmt::format("{}{} {}", row.empty() ? "" : ", ", cause,
-                         n.get<uint64_t>());
-    }
-    causes += fmt::format("- {}: {}\n", a["name"].get<std::string>(), row);
-  }
-  if (!causes.empty()) {
-    md +=
-        "\nFound, not read, by what ended the request's read prefix "
-        "(the get's error, short_read or corrupt; blocks from there on "
-        "were recomputed):\n\n" +
-        causes;
-  }
+  md += RenderBlockReadsMarkdown(r);
   md +=
       "\n## Blocks SSD-only when routed: where their get read them\n\n"
       "| arm | blocks | from DRAM | from SSD | not read | DRAM share | "

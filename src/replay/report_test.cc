@@ -146,6 +146,28 @@ TEST(ReportTest, BlocksNotReadAreCountedByWhatEndedThePrefix) {
   EXPECT_EQ(md.find("- off:"), std::string::npos);
 }
 
+TEST(ReportTest, PromotionYieldsToGetsCountOverTheMeasuredWindow) {
+  Fixture f;
+  // Two holders; what they counted before the measured window is not the
+  // arm's.
+  f.arms[1].at_measure_start.node_yields = {5, 1};
+  f.arms[1].at_end.node_yields = {12, 4};
+  f.arms[1].at_measure_start.node_yields_timed_out = {0, 0};
+  f.arms[1].at_end.node_yields_timed_out = {1, 0};
+  f.arms[1].at_measure_start.node_yield_wait_us = {1000, 0};
+  f.arms[1].at_end.node_yield_wait_us = {91000, 40500};
+  auto r = f.Build();
+  const auto& router = r["arms"][1]["reads"];
+  EXPECT_EQ(router["promotions_yielded_to_gets"], 10);
+  EXPECT_EQ(router["promotion_yields_timed_out"], 1);
+  EXPECT_DOUBLE_EQ(router["promotion_yield_wait_ms"].get<double>(), 130.5);
+  EXPECT_EQ(r["arms"][0]["reads"]["promotions_yielded_to_gets"], 0);
+  const std::string md = RenderMarkdown(r);
+  EXPECT_NE(md.find("- router: 10 batches waited, 1 of them past the bound"),
+            std::string::npos);
+  EXPECT_EQ(md.find("- off: 0 batches"), std::string::npos);
+}
+
 TEST(ReportTest, RowsCarryTheDeadlineTheRouteSent) {
   Fixture f;
   f.arms[1].records[0].route.deadline_ms = 350;

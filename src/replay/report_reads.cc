@@ -1,0 +1,75 @@
+#include "replay/report_reads.h"
+
+#include <fmt/format.h>
+
+#include "replay/json_util.h"
+
+namespace kvpool::replay {
+
+namespace {
+std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
+}  // namespace
+
+std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
+  std::string md;
+  md +=
+      "\n## Block reads\n\n| arm | found | read | from DRAM | from SSD | "
+      "DRAM share | found, not read | corrupt | puts | puts failed | "
+      "holders' disk reads | promotions from a get's read (kept / joined) | "
+      "gets that joined a promotion's read |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} "
+        "|\n",
+        a["name"].get<std::string>(), d["blocks_found"].get<uint64_t>(),
+        d["blocks_read"].get<uint64_t>(), d["from_dram"].get<uint64_t>(),
+        d["from_ssd"].get<uint64_t>(), Pct(Num(d, "dram_share")),
+        d["found_not_read"].get<uint64_t>(), d["corrupt"].get<uint64_t>(),
+        d["blocks_put"].get<uint64_t>(), d["puts_failed"].get<uint64_t>(),
+        d.value("holder_disk_reads", uint64_t{0}),
+        d.value("promotions_from_get_reads", uint64_t{0}),
+        d.value("promotions_joined_get_reads", uint64_t{0}),
+        d.value("gets_joined_promotion_reads", uint64_t{0}));
+  }
+  std::string causes;
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    if (!d.contains("not_read_by_cause") || d["not_read_by_cause"].empty())
+      continue;
+    std::string row;
+    for (const auto& [cause, n] : d["not_read_by_cause"].items()) {
+      row += fmt::format("{}{} {}", row.empty() ? "" : ", ", cause,
+                         n.get<uint64_t>());
+    }
+    causes += fmt::format("- {}: {}\n", a["name"].get<std::string>(), row);
+  }
+  if (!causes.empty()) {
+    md +=
+        "\nFound, not read, by what ended the request's read prefix "
+        "(the get's error, short_read or corrupt; blocks from there on "
+        "were recomputed):\n\n" +
+        causes;
+  }
+  std::string yields;
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    const uint64_t n = d.value("promotions_yielded_to_gets", uint64_t{0});
+    if (n == 0) continue;
+    yields += fmt::format(
+        "- {}: {} batches waited, {} of them past the bound, {} ms in all\n",
+        a["name"].get<std::string>(), n,
+        d.value("promotion_yields_timed_out", uint64_t{0}),
+        Num(d, "promotion_yield_wait_ms"));
+  }
+  if (!yields.empty()) {
+    md +=
+        "\nPromotion read batches that waited for gets' disk reads "
+        "(promotion_yield_to_gets_ms):\n\n" +
+        yields;
+  }
+  return md;
+}
+
+}  // namespace kvpool::replay

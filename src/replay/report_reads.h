@@ -1,0 +1,16 @@
+// The replay report's "Block reads" section in Markdown: per arm, what was
+// found, read and from where, what ended a request's read prefix, and how
+// long promotions waited for gets' disk reads. Used by report.cc.
+#ifndef KVPOOL_REPLAY_REPORT_READS_H_
+#define KVPOOL_REPLAY_REPORT_READS_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kvpool::replay {
+
+std::string RenderBlockReadsMarkdown(const nlohmann::json& report);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_REPORT_READS_H_
