@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/failpoint.h"
 #include "tests/ssd_fixture.h"
 
 namespace kvpool {
@@ -81,6 +82,31 @@ TEST_F(SsdClusterTest, OffloadOnEvictAlsoLosesNothing) {
   EXPECT_EQ(svc.metrics().CounterValue(
                 "kvpool_master_force_evicted_without_copy_total"),
             0u);
+}
+
+// The lease is judged per value, by when the transfer that carried it
+// ended: a batch whose SSD read outlives the lease loses that value
+// (LEASE_EXPIRED, never bytes that may be stale), not the DRAM values it
+// copied before.
+TEST_F(SsdClusterTest, ALongSsdReadExpiresItsOwnValueNotTheBatchsDramOnes) {
+  Start();
+  auto c = NewClient();
+  auto cold = MakeSsdOnly(*c, 1);
+  ASSERT_TRUE(c->Put("hot", RandomBytes(kValue, 7)).ok());
+  ASSERT_EQ(Tier(*c, "hot"), "memory");
+  // The SSD read is held three times the fixture's 500 ms lease.
+  ASSERT_TRUE(ArmFailpoints("node.get_read.during=pause:1500@1").ok());
+  struct Disarm {
+    ~Disarm() { DisarmFailpoints(); }
+  } disarm;
+  auto got = c->BatchGet({"hot", cold[0]});
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(got[0].value(), RandomBytes(kValue, 7));
+  EXPECT_EQ(got[1].status().code(), ErrorCode::LEASE_EXPIRED);
+  EXPECT_EQ(FailpointPasses("node.get_read.during"), 1u);
+  // Read again without the pause, the value is whole.
+  EXPECT_EQ(c->Get(cold[0]).value(), RandomBytes(kValue, 0));
 }
 
 TEST_F(SsdClusterTest, RemoteHolderServesSsdReadOverTcp) {

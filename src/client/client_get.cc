@@ -81,8 +81,18 @@ void RunReads(DataPlane& data, const std::string& tenant,
       for (const auto& op : disk) disk_keys.push_back(op.key);
       prefetcher->TriggerPrefetch(disk_keys, /*ignore_cooldown=*/true);
     }
-    if (!items.empty()) data.Read(items);
-    if (!disk.empty()) data.ReadKeys(disk, disk_peer);
+    // Each group's copies are stamped when that group ends: a batch's DRAM
+    // blocks are not judged by how long its SSD reads took.
+    if (!items.empty()) {
+      data.Read(items);
+      const int64_t done = SteadyMs();
+      for (size_t owner : item_owner) jobs[owner].copied_ms = done;
+    }
+    if (!disk.empty()) {
+      data.ReadKeys(disk, disk_peer);
+      const int64_t done = SteadyMs();
+      for (size_t owner : disk_owner) jobs[owner].copied_ms = done;
+    }
     auto settle = [&](size_t owner, ErrorCode code) {
       auto& j = jobs[owner];
       if (code == ErrorCode::OK) {
@@ -108,10 +118,11 @@ void RunReads(DataPlane& data, const std::string& tenant,
       settle(disk_owner[k], disk[k].result);
   }
   // Past the lease, the master may have reused the range: the bytes cannot
-  // be trusted (Mooncake's LEASE_EXPIRED).
-  const int64_t now = SteadyMs();
+  // be trusted (Mooncake's LEASE_EXPIRED). Judged per value, by when its own
+  // copy ended.
   for (auto& j : jobs) {
-    if (j.result.ok() && j.reply && now > j.lease_deadline_ms) {
+    const int64_t copied = j.copied_ms != 0 ? j.copied_ms : SteadyMs();
+    if (j.result.ok() && j.reply && copied > j.lease_deadline_ms) {
       j.result = Status(ErrorCode::LEASE_EXPIRED,
                         "lease expired before the copy completed");
     }

@@ -49,6 +49,9 @@ struct ReadJob {
   std::vector<ValuePiece> pieces;
   uint64_t piece_bytes = 0;  // what a successful read returns
   bool staged = false;       // the last attempt read into `owned`
+  // Steady ms when the last attempt's transfer ended: the lease is judged
+  // against it, not against the end of the whole batch.
+  int64_t copied_ms = 0;
 };
 
 // Reads every job whose reply is OK; tries the next replica when a transfer
