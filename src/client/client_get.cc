@@ -118,8 +118,8 @@ void RunReads(DataPlane& data, const std::string& tenant,
       settle(disk_owner[k], disk[k].result);
   }
   // Past the lease, the master may have reused the range: the bytes cannot
-  // be trusted (Mooncake's LEASE_EXPIRED). Judged per value, by when its own
-  // copy ended.
+  // be trusted (Mooncake's LEASE_EXPIRED). Judged per value, by when the
+  // transfer that carried it ended.
   for (auto& j : jobs) {
     const int64_t copied = j.copied_ms != 0 ? j.copied_ms : SteadyMs();
     if (j.result.ok() && j.reply && copied > j.lease_deadline_ms) {
