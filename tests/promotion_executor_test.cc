@@ -86,9 +86,7 @@ TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
   auto keys = MakeSsdOnly(*client, 1);
   SsdTier* tier = cluster_->node(0).ssd();
   ASSERT_TRUE(ArmFailpoints("node.promotion.after_write=pause:3000@1").ok());
-  struct Disarm {
-    ~Disarm() { DisarmFailpoints(); }
-  } disarm;
+  kvpool::testing::DisarmFailpointsAtExit disarm;
   auto r = client->BatchPrefetchToMemory(keys);
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r.value()[0], S::kQueued);
@@ -191,9 +189,7 @@ TEST_P(PromotionYieldTest, APromotionWaitsForAGetReadingTheDiskOnlyWhenOn) {
   auto keys = MakeSsdOnly(*client, 2);
   SsdTier* tier = cluster_->node(0).ssd();
   ASSERT_TRUE(ArmFailpoints("node.get_read.during=pause:4000@1").ok());
-  struct Disarm {
-    ~Disarm() { DisarmFailpoints(); }
-  } disarm;
+  kvpool::testing::DisarmFailpointsAtExit disarm;
   std::atomic<bool> get_done{false};
   std::thread get([&] {
     auto v = client->Get(keys[0]);

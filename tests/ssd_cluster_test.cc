@@ -96,9 +96,7 @@ TEST_F(SsdClusterTest, ALongSsdReadExpiresItsOwnValueNotTheBatchsDramOnes) {
   ASSERT_EQ(Tier(*c, "hot"), "memory");
   // The SSD read is held three times the fixture's 500 ms lease.
   ASSERT_TRUE(ArmFailpoints("node.get_read.during=pause:1500@1").ok());
-  struct Disarm {
-    ~Disarm() { DisarmFailpoints(); }
-  } disarm;
+  kvpool::testing::DisarmFailpointsAtExit disarm;
   auto got = c->BatchGet({"hot", cold[0]});
   ASSERT_EQ(got.size(), 2u);
   ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();

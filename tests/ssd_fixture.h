@@ -13,12 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "common/failpoint.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "node/node.h"
 #include "tests/test_util.h"
 
 namespace kvpool::testing {
+
+// Disarms every failpoint when the test's scope ends, however it ends.
+struct DisarmFailpointsAtExit {
+  ~DisarmFailpointsAtExit() { DisarmFailpoints(); }
+};
 
 inline constexpr uint64_t kValue = 1 << 20;
 

@@ -411,8 +411,6 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   return j;
 }
 
-std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
-
 }  // namespace
 
 json Distribution(std::vector<double> v) {

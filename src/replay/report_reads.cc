@@ -6,10 +6,6 @@
 
 namespace kvpool::replay {
 
-namespace {
-std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
-}  // namespace
-
 std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
   std::string md;
   md +=

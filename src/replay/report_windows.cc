@@ -6,6 +6,8 @@
 #include <iterator>
 #include <vector>
 
+#include "replay/json_util.h"
+
 namespace kvpool::replay {
 
 using nlohmann::json;
@@ -66,12 +68,11 @@ std::string RenderWindowBandsMarkdown(const json& report) {
   for (const auto& a : report["arms"]) {
     md += "| " + a["name"].get<std::string>() + " |";
     for (const auto& b : WindowBands(a.value("windows", json()))) {
-      md += fmt::format(
-          " {}, {}, {} |", b["requests"].get<uint64_t>(),
-          b["blocks"].get<uint64_t>(),
-          b["dram_share"].is_null()
-              ? std::string("-")
-              : fmt::format("{:.1f}%", 100 * b["dram_share"].get<double>()));
+      md += fmt::format(" {}, {}, {} |", b["requests"].get<uint64_t>(),
+                        b["blocks"].get<uint64_t>(),
+                        b["dram_share"].is_null()
+                            ? std::string("-")
+                            : Pct(b["dram_share"].get<double>()));
     }
     md += "\n";
   }
