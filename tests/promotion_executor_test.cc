@@ -109,6 +109,48 @@ TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
   }
 }
 
+// Nor does the alloc round trip hold budget: it moves no bytes. With the
+// master's alloc held, the batch has taken none of the budget yet.
+TEST_F(PromotionExecutorTest, TheAllocRoundTripHoldsNoBudget) {
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 1);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_TRUE(ArmFailpoints("master.promotion_call.before=pause:3000@1").ok());
+  kvpool::testing::DisarmFailpointsAtExit disarm;
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.value()[0], S::kQueued);
+  // The worker is in its alloc call, held at the master.
+  ASSERT_TRUE(WaitUntil(
+      [&] { return FailpointPasses("master.promotion_call.before") >= 1; },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+  EXPECT_EQ(tier->promotion_inflight_peak(), 0u);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
+  EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
+}
+
+// The heartbeat brings the executor as many tasks as it asks room for
+// (two batches per worker here: 4 x 2 x 2 = 16), not one per beat; the
+// sequential worker asks for none (the master's one per beat).
+TEST_F(PromotionExecutorTest, TheExecutorAsksForTwoBatchesPerWorker) {
+  Start();
+  SsdTier* tier = cluster_->node(0).ssd();
+  EXPECT_EQ(tier->PromotionRoom(), 16u);
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 6);
+  tier->PausePromotionsForTest(true);
+  ASSERT_TRUE(client->BatchPrefetchToMemory(keys).ok());
+  ASSERT_TRUE(WaitUntil([&] { return tier->queued_promotions() == 6; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(tier->PromotionRoom(), 10u);
+  tier->PausePromotionsForTest(false);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  EXPECT_EQ(tier->PromotionRoom(), 16u);
+}
+
 TEST_F(PromotionExecutorTest, StagingPoolReadsThenCopiesEveryKeyIntact) {
   // Two slots for four workers: some reads wait for no slot and fall back
   // to reading in place; every value lands intact either way.
@@ -170,6 +212,8 @@ TEST_F(PromotionExecutorTest, OffByDefaultIsTheSequentialWorker) {
   ASSERT_TRUE(AllInMemory(*client, keys));
   // One worker, batches of promotion_read_batch (2) keys.
   EXPECT_LE(cluster_->node(0).ssd()->promotion_inflight_peak(), 2 * kValue);
+  // And it asks the heartbeat for no room: one task per beat, as before.
+  EXPECT_EQ(cluster_->node(0).ssd()->PromotionRoom(), 0u);
 }
 
 // A get reading the disk holds back promotion reads submitted after it

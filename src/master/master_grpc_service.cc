@@ -194,8 +194,9 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext* ctx,
   int64_t wait_ms = std::min<int64_t>(req->wait_ms(), 5000);
   uint64_t epoch = 0;
   if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
-  Status s = svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(),
-                             &tasks, req->dram_acked_seq());
+  Status s =
+      svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(), &tasks,
+                      req->dram_acked_seq(), req->max_promotion_tasks());
   // Tasks a master hands over once its lease may have ended are never
   // delivered (the node would refuse them anyway, by their epoch).
   if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();

@@ -207,10 +207,14 @@ class MasterService {
   // the node must mount its segments again. With `tasks`, also hands over
   // the node's queued tasks, waiting up to `wait_ms` for some.
   // `dram_acked_seq`: the node applied every DramEvent up to it, so the
-  // ranges their frees held can be reused.
+  // ranges their frees held can be reused. `promotion_room`: the node's
+  // executor takes up to this many promotion tasks (at most
+  // kMaxPromotionRoom) where promotion_max_per_heartbeat is fewer; 0: that
+  // knob alone.
+  static constexpr size_t kMaxPromotionRoom = 256;
   Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0,
                    size_t max_offload = 0, NodeTasks* tasks = nullptr,
-                   uint64_t dram_acked_seq = 0);
+                   uint64_t dram_acked_seq = 0, size_t promotion_room = 0);
 
   // ---- put ----
   Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant,

@@ -666,6 +666,45 @@ TEST_F(BatchPrefetchTest, EveryStatusOfTheDecisionFlow) {
   ExpectInvariant();
 }
 
+// A holder running the pipelined executor says how many tasks it can take
+// (HeartbeatRequest.max_promotion_tasks): one task per beat would cap it at
+// one per round trip. Never past kMaxPromotionRoom, never where the knob
+// hands none, and a holder that asks for no room gets the knob's count.
+TEST_F(BatchPrefetchTest, AHoldersRoomWidensTheBeatUpToItsCap) {
+  const size_t n = MasterService::kMaxPromotionRoom + 20;
+  std::vector<DiskObjectIn> objects;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    objects.push_back({"default", keys.back(), 4096});
+  }
+  svc_->RegisterDiskObjects("ssd-node", objects);
+  auto r = svc_->BatchPrefetchToMemory("", keys);
+  ASSERT_TRUE(r.ok());
+  for (PS s : r.value()) ASSERT_EQ(s, PS::kQueued);
+  auto beat = [&](size_t room) {
+    NodeTasks t;
+    EXPECT_TRUE(svc_->Heartbeat("ssd-node", 0, 0, &t, 0, room).ok());
+    return t.promotions.size();
+  };
+  EXPECT_EQ(beat(0), 1u);  // the knob's default: one per beat
+  EXPECT_EQ(beat(1), 1u);
+  EXPECT_EQ(beat(16), 16u);
+  EXPECT_EQ(beat(100000), MasterService::kMaxPromotionRoom);
+  EXPECT_EQ(beat(100000), n - 18 - MasterService::kMaxPromotionRoom);
+  ExpectInvariant();
+}
+
+TEST_F(BatchPrefetchTest, NoRoomWhereTheKnobHandsNoPromotions) {
+  config_.promotion_max_per_heartbeat = 0;
+  Make();
+  svc_->RegisterDiskObjects("ssd-node", {{"default", "cold", 4096}});
+  ASSERT_EQ(One("cold"), PS::kQueued);
+  NodeTasks t;
+  ASSERT_TRUE(svc_->Heartbeat("ssd-node", 0, 0, &t, 0, 64).ok());
+  EXPECT_TRUE(t.promotions.empty());
+}
+
 TEST_F(BatchPrefetchTest, LeaseAtEnqueueProtectsTheKeyUntilTheGet) {
   EXPECT_EQ(One("cold"), PS::kQueued);
   // Granted at enqueue, before any promotion ran.

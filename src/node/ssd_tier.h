@@ -68,10 +68,12 @@ struct SsdTierConfig {
   // pipelined executor: `promotion_workers` threads run the promotion chain
   // at once, each on a batch of up to promotion_read_batch keys, so one
   // batch's RPCs and copies overlap the others' SSD reads; the bytes of all
-  // batches being staged, read or copied never exceed this budget (a single
-  // task larger than the budget runs alone). Sharing the disk with offload
-  // writes: while an offload batch is queued or being written, the executor
-  // starts no second batch (it runs as the sequential worker would).
+  // batches being read or copied never exceed this budget (a single task
+  // larger than the budget runs alone). A batch takes its share after its
+  // alloc round trip and gives it back before its notify round trip. Sharing
+  // the disk with offload writes: while an offload batch is queued or being
+  // written, the executor starts no second batch (it runs as the sequential
+  // worker would).
   uint64_t promotion_inflight_bytes = 0;
   int promotion_workers = 8;
   // Budget of SharedReads: a get's SSD read of a key whose promotion waits
@@ -147,13 +149,16 @@ class SsdTier final : public LocalHolder {
   // and one BatchPromotionNotify (one call per key for an older master),
   // the SSD reads in one submission, and every key's outcome reported on
   // every way out. Statuses in task order.
-  // `data_done` (optional) runs once every key's bytes are in place or
-  // failed, before the outcomes are reported: the pipelined executor frees
-  // the batch's share of its in-flight budget there, so the notify round
-  // trip holds no budget the disk could use.
+  // `before_data` (optional) runs after the alloc round trip, before the
+  // first byte is read, when any key was staged; `data_done` (optional)
+  // runs once every key's bytes are in place or failed, before the
+  // outcomes are reported. The pipelined executor takes and frees the
+  // batch's share of its in-flight budget there, so neither master round
+  // trip holds budget the disk could use.
   std::vector<Status> PromoteKeysFromLocalDisk(
       std::span<const rpc::PromotionTask> tasks,
-      const std::function<void()>& data_done = {});
+      const std::function<void()>& data_done = {},
+      const std::function<void()>& before_data = {});
   // Called when a promotion has written a value whose bytes it verified
   // against the SSD record into this node's own segment, with where and
   // what: the node's DRAM directory then takes the record's checksum
@@ -189,6 +194,11 @@ class SsdTier final : public LocalHolder {
   // Promotion tasks received and not yet started, and their keys in the
   // order the workers will take them.
   size_t queued_promotions() const;
+  // How many more promotion tasks the heartbeat should bring: with the
+  // pipelined executor on the heartbeat, enough to keep two batches per
+  // worker queued (at most 256); 0 otherwise (the sequential worker keeps
+  // the master's one task per beat, and a pulling holder pulls).
+  size_t PromotionRoom() const;
   std::vector<std::string> queued_promotion_keys() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
@@ -213,9 +223,13 @@ class SsdTier final : public LocalHolder {
   // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
   // Stop(); true when stopping.
   bool WaitUntilOrStop(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The promotion queue's next job may start: it fits the in-flight budget,
-  // or nothing else is in flight.
-  bool NextPromotionFits(uint64_t budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A batch of `bytes` may start reading: it fits the in-flight budget, or
+  // nothing else is in flight.
+  bool PromotionBytesFit(uint64_t budget, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until PromotionBytesFit, then counts `bytes` in flight.
+  void AcquirePromotionBytes(uint64_t budget, uint64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
   struct PrefetchRequest {
     std::string tenant;
     std::vector<std::string> keys;

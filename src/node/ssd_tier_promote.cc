@@ -410,7 +410,8 @@ Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
 
 std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     std::span<const rpc::PromotionTask> tasks,
-    const std::function<void()>& data_done) {
+    const std::function<void()>& data_done,
+    const std::function<void()>& before_data) {
   // 4. notify: the reporter tells the master every outcome on every way
   // out, after data_done.
   PromotionReporter reporter(this, tasks);
@@ -424,6 +425,7 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   PromotionBatch batch(this, tasks);
   batch.AllocStart();
   if (batch.AnyStaged()) {
+    if (before_data) before_data();
     batch.PlanReads();
     batch.Read();
     batch.Write(&reporter);

@@ -119,6 +119,15 @@ size_t SsdTier::queued_promotions() const {
   return promotions_.size();
 }
 
+size_t SsdTier::PromotionRoom() const {
+  if (config_.promotion_inflight_bytes == 0 || config_.promotion_pull) return 0;
+  const size_t want = std::min<size_t>(
+      256, 2 * size_t(std::max(1, config_.promotion_workers)) *
+               std::max<size_t>(1, config_.promotion_read_batch));
+  MutexLock lock(&mu_);
+  return promotions_.size() < want ? want - promotions_.size() : 0;
+}
+
 std::vector<std::string> SsdTier::queued_promotion_keys() const {
   DeadlineQueue<PromotionJob> copy;
   {
@@ -198,14 +207,36 @@ PullStats SsdTier::pull_stats() const {
   return pull_stats_;
 }
 
-bool SsdTier::NextPromotionFits(uint64_t budget) {
-  // The next job fits the budget, or nothing else is in flight. Offload
+bool SsdTier::PromotionBytesFit(uint64_t budget, uint64_t bytes) {
+  // The batch fits the budget, or nothing else is in flight. Offload
   // writes go first: while one is queued or running, promotions run one
   // batch at a time (the sequential worker's share of the disk), since puts
   // under pressure wait for offloads to make DRAM evictable.
   if (budget == 0 || promo_inflight_ == 0) return true;
   if (!offloads_.empty() || offload_active_) return false;
-  return promo_inflight_ + promotions_.Front().task.size() <= budget;
+  return promo_inflight_ + bytes <= budget;
+}
+
+void SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  // Time a batch waited here (for the budget, or behind an offload) is
+  // "held". A measured duration for a metric: steady_clock.
+  std::optional<std::chrono::steady_clock::time_point> held_since;
+  bool behind_offload = false;
+  while (!PromotionBytesFit(budget, bytes)) {
+    if (!held_since) held_since = std::chrono::steady_clock::now();
+    behind_offload = behind_offload || !offloads_.empty() || offload_active_;
+    cv_.Wait(&mu_);
+  }
+  if (held_since) {
+    AddPhaseTime(&promotion_phase_us_,
+                 behind_offload ? "held_offload" : "held_budget", *held_since);
+  }
+  promo_inflight_ += bytes;
+  uint64_t peak = promo_peak_.load();
+  while (promo_inflight_ > peak &&
+         !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
+  }
 }
 
 void SsdTier::PromotionLoop() {
@@ -216,41 +247,19 @@ void SsdTier::PromotionLoop() {
     uint64_t bytes = 0;
     {
       MutexLock lock(&mu_);
-      // Time spent with tasks queued but held back (the budget, an offload
-      // in progress) is "held"; waiting for work is not counted. A measured
-      // duration for a metric: steady_clock.
-      std::optional<std::chrono::steady_clock::time_point> held_since;
       // Stop only when the pull and prefetch threads can add nothing more
       // and the queue is empty.
-      for (;;) {
-        const bool ready = !promotions_.empty() && NextPromotionFits(budget) &&
-                           !promotions_paused_;
-        if (!ready && !promotions_.empty() && !held_since)
-          held_since = std::chrono::steady_clock::now();
-        if (ready || (promotions_.empty() && stopping_ && prefetch_exited_))
-          break;
+      while (promotions_.empty() || promotions_paused_) {
+        if (promotions_.empty() && stopping_ && prefetch_exited_) return;
         cv_.Wait(&mu_);
       }
-      if (held_since) {
-        AddPhaseTime(&promotion_phase_us_,
-                     !offloads_.empty() || offload_active_ ? "held_offload"
-                                                           : "held_budget",
-                     *held_since);
-      }
-      if (promotions_.empty()) return;
+      // A batch never holds more than the budget (a single larger task
+      // runs alone, see PromotionBytesFit).
       while (jobs.size() < batch && !promotions_.empty()) {
         const uint64_t size = promotions_.Front().task.size();
-        if (!jobs.empty() && budget > 0 &&
-            promo_inflight_ + bytes + size > budget) {
-          break;
-        }
+        if (!jobs.empty() && budget > 0 && bytes + size > budget) break;
         bytes += size;
         jobs.push_back(promotions_.Pop());
-      }
-      promo_inflight_ += bytes;
-      uint64_t peak = promo_peak_.load();
-      while (promo_inflight_ > peak &&
-             !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
       }
     }
     // A task whose deadline passed while it waited here is dropped before
@@ -260,29 +269,37 @@ void SsdTier::PromotionLoop() {
     std::vector<rpc::PromotionTask> tasks, expired;
     std::vector<size_t> run;  // indices into jobs
     tasks.reserve(jobs.size());
+    uint64_t run_bytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (PromotionExpired(jobs[i].deadline_ms, now)) {
         expired.push_back(jobs[i].task);
       } else {
         tasks.push_back(jobs[i].task);
         run.push_back(i);
+        run_bytes += jobs[i].task.size();
       }
     }
     ReportExpired(expired);
-    // The batch's bytes leave the budget once they are in place (before the
-    // notify round trip), or at once if nothing of it runs.
-    bool released = false;
+    // The budget bounds bytes being read or copied: a batch takes its share
+    // after the alloc round trip (which moves no bytes, so that a round trip
+    // to the master never holds budget the disk could use) and gives it back
+    // once its bytes are in place, before the notify round trip.
+    bool acquired = false;
+    auto acquire = [&] {
+      AcquirePromotionBytes(budget, run_bytes);
+      acquired = true;
+    };
     auto release = [&] {
-      if (released) return;
-      released = true;
+      if (!acquired) return;
+      acquired = false;
       {
         MutexLock lock(&mu_);
-        promo_inflight_ -= bytes;
+        promo_inflight_ -= run_bytes;
       }
       cv_.SignalAll();
     };
     std::vector<Status> got;
-    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release);
+    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release, acquire);
     release();
     for (const auto& j : jobs)
       shared_reads_.Unwant(TenantName(j.task.tenant()), j.task.key());

@@ -23,6 +23,7 @@
 
 #include "kvpool.pb.h"
 #include "kvpool_pre_deadline.pb.h"
+#include "kvpool_pre_promotion_room.pb.h"
 #include "kvpool_pre_trigger_source.pb.h"
 #include "master/object_store.h"  // TriggerSource (header-only enum)
 
@@ -32,6 +33,7 @@ namespace {
 namespace cur = ::kvpool::rpc;
 namespace old = ::kvpool::rpc::pre_trigger_source;
 namespace pre_dl = ::kvpool::rpc::pre_deadline;
+namespace pre_room = ::kvpool::rpc::pre_promotion_room;
 using google::protobuf::Descriptor;
 using google::protobuf::DescriptorPool;
 using google::protobuf::FieldDescriptor;
@@ -677,6 +679,56 @@ TEST(WireCompatTest, TriggerWithoutDeadlineIsByteIdenticalToOldRouter) {
   EXPECT_EQ(got.keys_size(), 2);
   EXPECT_EQ(UnknownVarint(Unknown(got), kRequestDeadlineField),
             std::optional<uint64_t>(120));
+}
+
+// ---- the executor's promotion room (issue #14) ----------------------------
+// HeartbeatRequest.max_promotion_tasks (6) rides node -> master: a holder
+// running the pipelined executor asks for that many promotion tasks per
+// beat. 0 means the master's promotion_max_per_heartbeat, as before.
+
+constexpr int kPromotionRoomField = 6;
+
+TEST(WireCompatTest, PromotionRoomFrozenFieldsKeepNumberAndType) {
+  const FileDescriptor* f = pre_room::HeartbeatRequest::descriptor()->file();
+  ASSERT_EQ(FrozenMessages(f).size(), 1u);
+  ExpectFrozenFieldsKept(f);
+  ExpectRoundTripsBothWays(f);
+}
+
+TEST(WireCompatTest, OldMasterReadsANewNodesBeatAndIgnoresItsRoom) {
+  cur::HeartbeatRequest n;
+  n.set_node_id("holder");
+  n.set_wait_ms(1000);
+  n.set_max_offload_tasks(256);
+  n.set_dram_acked_seq(42);
+  n.set_known_epoch(3);
+  n.set_max_promotion_tasks(128);
+  const auto o = Reparse<pre_room::HeartbeatRequest>(n);
+  EXPECT_EQ(o.node_id(), "holder");
+  EXPECT_EQ(o.wait_ms(), 1000u);
+  EXPECT_EQ(o.max_offload_tasks(), 256u);
+  EXPECT_EQ(o.dram_acked_seq(), 42u);
+  EXPECT_EQ(o.known_epoch(), 3u);
+  // Unknown to it: it hands over per its own knob, as before.
+  EXPECT_EQ(UnknownVarint(Unknown(o), kPromotionRoomField),
+            std::optional<uint64_t>(128));
+}
+
+TEST(WireCompatTest, OldNodesBeatAsksForNoRoom) {
+  pre_room::HeartbeatRequest o;
+  o.set_node_id("holder");
+  o.set_max_offload_tasks(256);
+  const auto n = Reparse<cur::HeartbeatRequest>(o);
+  EXPECT_EQ(n.max_offload_tasks(), 256u);
+  EXPECT_EQ(n.max_promotion_tasks(), 0u);  // the master's knob alone
+  // A node that asks for no room sends the old bytes.
+  cur::HeartbeatRequest same;
+  same.set_node_id("holder");
+  same.set_max_offload_tasks(256);
+  std::string nb, ob;
+  ASSERT_TRUE(same.SerializeToString(&nb));
+  ASSERT_TRUE(o.SerializeToString(&ob));
+  EXPECT_EQ(nb, ob);
 }
 
 }  // namespace
