@@ -399,6 +399,10 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   // fio on the same holder's SSD files, at the block size and the number
   // of reads the holder keeps in flight.
   row.depth = mode.Depth(value);
+  // Stopped first: a running holder's SSD garbage collection and eviction
+  // delete segment files while fio would read them.
+  c.reset();
+  cluster.Stop();
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     if (e.is_regular_file() && e.file_size() >= value) {
@@ -410,9 +414,9 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
     row.fio_blocks_per_s = fio.value() * 1e6 / double(value);
   } else {
     row.fio_error = fio.status().ToString();
+    std::fprintf(stderr, "  %-12s fio (%zu files): %s\n", mode.name.c_str(),
+                 files.size(), row.fio_error.c_str());
   }
-  c.reset();
-  cluster.Stop();
   return row;
 }
 

@@ -84,27 +84,43 @@ const google::protobuf::Struct* Child(const google::protobuf::Struct& s,
 Result<Measured> RunFio(const SsdBenchOptions& opts,
                         const std::vector<std::string>& files, uint64_t size,
                         int depth) {
-  // fio separates file names with ':'.
-  std::string names;
+  // fio takes at most 4096 characters per option: files of one directory
+  // are named relative to it (--directory), which fits hundreds of them.
+  std::string dir =
+      files.empty() ? std::string()
+                    : std::filesystem::path(files[0]).parent_path().string();
   for (const std::string& f : files) {
-    if (!names.empty()) names += ':';
+    if (std::filesystem::path(f).parent_path().string() != dir) dir.clear();
+  }
+  // fio separates file names with ':'. Past the limit, the files named so
+  // far stand for the rest (the same disk, files of the same kind).
+  std::string names;
+  for (const std::string& path : files) {
+    const std::string f =
+        dir.empty() ? path : std::filesystem::path(path).filename().string();
+    std::string escaped;
     for (char c : f) {
-      if (c == ':') names += '\\';
-      names += c;
+      if (c == ':') escaped += '\\';
+      escaped += c;
     }
+    if (!names.empty() && names.size() + 1 + escaped.size() > 4000) break;
+    if (!names.empty()) names += ':';
+    names += escaped;
   }
   // --readonly: fio must never write into the store's files.
   const std::string err_file = opts.dir + "/fio.stderr";
   // glibc then advises fio's I/O buffers MADV_HUGEPAGE, as FileStorage's
   // destinations are.
   const std::string cmd = fmt::format(
-      "{}{} --name=kvpool-ssd-bench --filename={} --readonly --rw=randread "
+      "{}{} --name=kvpool-ssd-bench{} --filename={} --readonly --rw=randread "
       "--bs={} --ioengine=io_uring --direct=1 --iodepth={} "
       "--iodepth_batch_submit={} --iodepth_batch_complete_min={} "
       "--runtime={} --time_based --lat_percentiles=1 --output-format=json "
       "2>{}",
       opts.huge_page_dest ? "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 " : "",
-      ShellQuote(opts.fio_path), ShellQuote(names), size, depth, depth, depth,
+      ShellQuote(opts.fio_path),
+      dir.empty() ? std::string() : " --directory=" + ShellQuote(dir),
+      ShellQuote(names), size, depth, depth, depth,
       std::max(1, int(opts.seconds_per_case + 0.5)), ShellQuote(err_file));
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) {
@@ -122,8 +138,8 @@ Result<Measured> RunFio(const SsdBenchOptions& opts,
     std::string why((std::istreambuf_iterator<char>(err)),
                     std::istreambuf_iterator<char>());
     return Status(ErrorCode::INTERNAL_ERROR,
-                  fmt::format("fio failed (exit {}; is it installed?): {}", rc,
-                              why.substr(0, 500)));
+                  fmt::format("fio failed (exit {}; is it installed?): {} {}",
+                              rc, why.substr(0, 500), text.substr(0, 500)));
   }
   google::protobuf::Struct doc;
   auto st =
