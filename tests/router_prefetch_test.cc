@@ -159,6 +159,39 @@ TEST_F(RouterPrefetchTest, PullThreadHonoursIntervalAndPerPullCap) {
   EXPECT_EQ(cluster_->master().service().promotion_counters().completed, 16u);
 }
 
+// With the pipelined executor the pull thread asks for the room in its
+// queue (2 batches per worker = 8 here), not promotion_max_per_pull (2), and
+// pulls again at once while the master has more and room remains, instead
+// of waiting out the cadence (1 s here) between pulls.
+TEST_F(RouterPrefetchTest, AnExecutorPullsWhatItHasRoomFor) {
+  opts_.num_nodes = 1;
+  opts_.segment_size = 32ull << 20;
+  opts_.prefetch_buffer_size = 24ull << 20;
+  opts_.promotion_pull = true;
+  opts_.promotion_pull_interval_ms = 1000;
+  opts_.promotion_max_per_pull = 2;
+  opts_.promotion_inflight_bytes = 3 * kValue;
+  opts_.promotion_workers = 2;
+  opts_.promotion_read_batch = 2;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 16);
+  SsdTier* tier = cluster_->node(0).ssd();
+  EXPECT_EQ(tier->PromotionRoom(), 0u);  // the heartbeat brings none
+  EXPECT_EQ(tier->ExecutorRoom(), 8u);
+  const PullStats before = tier->pull_stats();
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  ASSERT_TRUE(AllInMemory(keys));
+  const PullStats after = tier->pull_stats();
+  EXPECT_EQ(after.tasks - before.tasks, 16u);
+  EXPECT_GT(after.max_tasks_per_pull, 2u);
+  EXPECT_LE(after.max_tasks_per_pull, 8u);
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+}
+
 TEST_F(RouterPrefetchTest, BatchedReadsPromoteEveryKeyIntact) {
   opts_.prefetch_buffer_size = 16ull << 20;
   opts_.promotion_pull = true;

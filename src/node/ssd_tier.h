@@ -199,6 +199,9 @@ class SsdTier final : public LocalHolder {
   // worker queued (at most 256); 0 otherwise (the sequential worker keeps
   // the master's one task per beat, and a pulling holder pulls).
   size_t PromotionRoom() const;
+  // The same for the pull thread: how many it asks for beyond
+  // promotion_max_per_pull (0 without the executor).
+  size_t ExecutorRoom() const;
   std::vector<std::string> queued_promotion_keys() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);

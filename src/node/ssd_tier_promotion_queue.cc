@@ -120,7 +120,11 @@ size_t SsdTier::queued_promotions() const {
 }
 
 size_t SsdTier::PromotionRoom() const {
-  if (config_.promotion_inflight_bytes == 0 || config_.promotion_pull) return 0;
+  return config_.promotion_pull ? 0 : ExecutorRoom();
+}
+
+size_t SsdTier::ExecutorRoom() const {
+  if (config_.promotion_inflight_bytes == 0) return 0;
   const size_t want = std::min<size_t>(
       256, 2 * size_t(std::max(1, config_.promotion_workers)) *
                std::max<size_t>(1, config_.promotion_read_batch));
@@ -152,7 +156,9 @@ void SsdTier::PullLoop() {
     if (pull_paused_) continue;
     rpc::PullPromotionTasksRequest req;
     req.set_node_id(node_id_);
-    req.set_max_tasks(static_cast<uint32_t>(config_.promotion_max_per_pull));
+    // The executor takes what it has room for, when that is more.
+    const size_t ask = std::max(config_.promotion_max_per_pull, ExecutorRoom());
+    req.set_max_tasks(static_cast<uint32_t>(ask));
     req.set_known_epoch(master_->known_epoch());
     rpc::PullPromotionTasksResponse resp;
     Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
@@ -199,6 +205,13 @@ void SsdTier::PullLoop() {
       metrics_.GetCounter("kvpool_node_promotion_pulled_tasks_total").Inc(n);
       EnqueuePromotions(resp.tasks());
     }
+    // The master had more than the executor asked for, and the executor
+    // still has room: pull again at once rather than a cadence later, or
+    // the cadence caps the executor (max_per_pull per interval) below its
+    // disk. A full queue waits for the cadence, so the queue stays bounded;
+    // the sequential worker keeps the RFC's fixed cadence.
+    if (n > 0 && n >= ask && ExecutorRoom() > 0)
+      next = clock_->NowMs() - interval;
   }
 }
 
