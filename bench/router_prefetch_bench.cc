@@ -87,6 +87,9 @@ const HolderMode kRateModes[] = {
     {"pipe-32MiB", false, 8, 32, 32ull << 20},
     {"pipe-32MiB-b16", false, 16, 32, 32ull << 20},
     {"pipe-32MiB-w8", false, 8, 32, 32ull << 20, 8},
+    // The same executor fed by the pull thread (100 ms cadence): it pulls
+    // again as soon as its workers free half its queue.
+    {"pull-pipe-32MiB-w8", true, 8, 32, 32ull << 20, 8},
     // More workers than the budget's batches: a worker's RPCs overlap the
     // others' reads, so the disk sees the whole budget more of the time.
     {"pipe-16MiB-w8-b2", false, 2, 32, 16ull << 20, 8},

@@ -192,6 +192,54 @@ TEST_F(RouterPrefetchTest, AnExecutorPullsWhatItHasRoomFor) {
     EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
 }
 
+// Once the executor's queue is full and the master has more, the pull
+// thread pulls again as soon as the workers have taken half the queue, not
+// a cadence later (3 s here): the 12 tasks left after the first pull need 3
+// more pulls of at most 4, and all come before the next cadence pull.
+TEST_F(RouterPrefetchTest, AFullExecutorQueuePullsAgainWhenWorkersFreeRoom) {
+  opts_.num_nodes = 1;
+  opts_.segment_size = 32ull << 20;
+  opts_.prefetch_buffer_size = 24ull << 20;
+  opts_.promotion_pull = true;
+  opts_.promotion_pull_interval_ms = 3000;
+  opts_.promotion_max_per_pull = 1;
+  opts_.promotion_inflight_bytes = 2 * kValue;
+  opts_.promotion_workers = 2;
+  opts_.promotion_read_batch = 1;
+  Start();
+  client_ = NewClient();
+  auto keys = MakeSsdOnly(*client_, 16);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_EQ(tier->ExecutorRoom(), 4u);
+  tier->PausePromotionsForTest(true);
+  auto r = client_->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  // The first pull (on the cadence) fills the queue.
+  ASSERT_TRUE(WaitUntil([&] { return tier->queued_promotions() == 4; },
+                        std::chrono::seconds(10)));
+  const PullStats full = tier->pull_stats();
+  EXPECT_EQ(tier->ExecutorRoom(), 0u);
+  tier->PausePromotionsForTest(false);
+  // Within less than the cadence: a full queue waiting out the cadence
+  // would need 3 more periods (9 s).
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& k : keys) {
+          if (Tier(*client_, k) != "memory") return false;
+        }
+        return true;
+      },
+      std::chrono::milliseconds(2500)));
+  ASSERT_TRUE(AllInMemory(keys));
+  const PullStats after = tier->pull_stats();
+  EXPECT_EQ(after.tasks, 16u);
+  EXPECT_LE(after.max_tasks_per_pull, 4u);
+  EXPECT_GE(after.pulls_on_room - full.pulls_on_room, 3u);
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client_->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+}
+
 TEST_F(RouterPrefetchTest, BatchedReadsPromoteEveryKeyIntact) {
   opts_.prefetch_buffer_size = 16ull << 20;
   opts_.promotion_pull = true;

@@ -306,13 +306,14 @@ std::string SsdTier::StatusJson() const {
       R"("files":{},"records":{},"corrupt_skipped":{},"corrupt_reads":{},"read_errors":{},)"
       R"("write_errors":{},"gc_runs":{},"gc_bytes_reclaimed":{},)"
       R"("promotion_pull":{{"enabled":{},"pulls":{},"tasks":{},)"
-      R"("max_tasks_per_pull":{},"master_lacks_pull":{}}}}})",
+      R"("max_tasks_per_pull":{},"pulls_on_room":{},"master_lacks_pull":{}}}}})",
       config_.ssd_offload_path, st.io_uring_enabled ? "true" : "false",
       st.capacity_bytes, st.bytes_used, st.bytes_live, st.files, st.records,
       st.corrupt_skipped, st.corrupt_reads, st.read_errors, st.write_errors,
       st.gc_runs, st.gc_bytes_reclaimed,
       config_.promotion_pull ? "true" : "false", pull.pulls, pull.tasks,
-      pull.max_tasks_per_pull, pull.master_lacks_pull ? "true" : "false");
+      pull.max_tasks_per_pull, pull.pulls_on_room,
+      pull.master_lacks_pull ? "true" : "false");
 }
 
 }  // namespace kvpool

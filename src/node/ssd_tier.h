@@ -96,6 +96,9 @@ struct PullStats {
   uint64_t pulls = 0;
   uint64_t tasks = 0;
   uint64_t max_tasks_per_pull = 0;
+  // Pulls made before the cadence because the executor's workers freed
+  // half its queue while the master had more (the rest are on the cadence).
+  uint64_t pulls_on_room = 0;
   bool master_lacks_pull = false;  // an older master: heartbeat delivery
 };
 
@@ -201,7 +204,7 @@ class SsdTier final : public LocalHolder {
   size_t PromotionRoom() const;
   // The same for the pull thread: how many it asks for beyond
   // promotion_max_per_pull (0 without the executor).
-  size_t ExecutorRoom() const;
+  size_t ExecutorRoom() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::string> queued_promotion_keys() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
@@ -226,6 +229,14 @@ class SsdTier final : public LocalHolder {
   // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
   // Stop(); true when stopping.
   bool WaitUntilOrStop(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ExecutorRoom() with mu_ held, and the queue length it aims for.
+  size_t ExecutorRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t ExecutorQueueTarget() const;
+  // The pull thread's wait when the master had more than it took: until
+  // clock_ reaches deadline_ms, or the workers free half the queue's target;
+  // true when stopping, and *on_room when it was the room that woke it.
+  bool WaitForRoomOrStop(int64_t deadline_ms, bool* on_room)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A batch of `bytes` may start reading: it fits the in-flight budget, or
   // nothing else is in flight.
   bool PromotionBytesFit(uint64_t budget, uint64_t bytes)

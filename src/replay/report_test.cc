@@ -108,6 +108,9 @@ TEST(ReportTest, FieldsAreConsistent) {
   // 3 landed, 2 read: 1 never read.
   EXPECT_EQ(router["promotions"]["fates"]["never_read"], 1);
   EXPECT_EQ(router["ssd_only_at_route"]["dram_share"], 1.0);
+  // No get start recorded: the bound counts the blocks, reaches none.
+  EXPECT_EQ(router["ssd_only_at_route"]["reachable_bound"]["blocks"], 4);
+  EXPECT_EQ(router["ssd_only_at_route"]["reachable_bound"]["reachable"], 0);
   EXPECT_EQ(off["ssd_only_at_route"]["dram_share"], 0.0);
   // Watermark: 2 of 5 samples at or above 0.9.
   EXPECT_NEAR(off["m0"]["watermark"]["share_at_or_above_high"].get<double>(),

@@ -1,0 +1,46 @@
+// How many of the blocks that were SSD-only when routed any prefetch could
+// have had in DRAM by their get: an upper bound that depends only on when
+// blocks were routed, when they were read and how fast a holder's disk
+// reads one block, not on the prefetch path being measured. An arm's DRAM
+// share is judged against it: a share far below the bound is the prefetch
+// path's loss; a bound below a target means no prefetch path reaches that
+// target on this trace, load and disk.
+#ifndef KVPOOL_REPLAY_REPORT_BOUND_H_
+#define KVPOOL_REPLAY_REPORT_BOUND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "replay/engine.h"
+#include "replay/trace.h"
+
+namespace kvpool::replay {
+
+struct ReachBound {
+  uint64_t blocks = 0;     // SSD-only when their request was routed
+  uint64_t reachable = 0;  // ... that could have been in DRAM by the get
+  double Share() const {
+    return blocks ? double(reachable) / double(blocks) : 0.0;
+  }
+};
+
+// The bound's assumptions, each in prefetch's favour:
+// - A block's promotion may start at the first route that saw it SSD-only
+//   since it was last read or last seen elsewhere than SSD only (so an
+//   earlier request's trigger counts for a later request).
+// - Each request has its holders' disks to itself: no other request's gets
+//   or promotions, no offload writes, no master round trips; a holder reads
+//   the request's blocks back to back, each in `block_read_s`, in the order
+//   they were triggered (for equal reads and one deadline, no order lands
+//   more before it).
+// - A block is reachable when its read ends by its request's get start.
+// `records` are one arm's requests (any order; unrouted ones are skipped);
+// `trace` is indexed by RequestRecord::index. Blocks whose index falls
+// outside the trace are counted, not reachable.
+ReachBound ReachableBeforeGet(const std::vector<RequestRecord>& records,
+                              const std::vector<TraceRequest>& trace,
+                              double block_read_s);
+
+}  // namespace kvpool::replay
+
+#endif  // KVPOOL_REPLAY_REPORT_BOUND_H_
