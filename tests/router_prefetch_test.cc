@@ -43,7 +43,9 @@ class RouterPrefetchTest : public kvpool::testing::SsdFixture {
     }
     return 0;
   }
-  bool AllInMemory(const std::vector<std::string>& keys) {
+  bool AllInMemory(
+      const std::vector<std::string>& keys,
+      std::chrono::milliseconds within = std::chrono::seconds(30)) {
     return WaitUntil(
         [&] {
           for (const auto& k : keys) {
@@ -51,7 +53,7 @@ class RouterPrefetchTest : public kvpool::testing::SsdFixture {
           }
           return true;
         },
-        std::chrono::seconds(30));
+        within);
   }
   std::vector<uint64_t> BufferIds() {
     std::vector<uint64_t> ids;
@@ -223,14 +225,7 @@ TEST_F(RouterPrefetchTest, AFullExecutorQueuePullsAgainWhenWorkersFreeRoom) {
   tier->PausePromotionsForTest(false);
   // Within less than the cadence: a full queue waiting out the cadence
   // would need 3 more periods (9 s).
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        for (const auto& k : keys) {
-          if (Tier(*client_, k) != "memory") return false;
-        }
-        return true;
-      },
-      std::chrono::milliseconds(2500)));
+  EXPECT_TRUE(AllInMemory(keys, std::chrono::milliseconds(2500)));
   ASSERT_TRUE(AllInMemory(keys));
   const PullStats after = tier->pull_stats();
   EXPECT_EQ(after.tasks, 16u);
