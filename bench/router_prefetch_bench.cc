@@ -337,6 +337,14 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
       under.push_back((NowSec() - t) * 1e3);
     }
   });
+  // How the tasks travelled: beats and pulls the master answered while
+  // the holder promoted (a beat answered at once per task is a spin).
+  auto calls = [&](const char* method) {
+    return svc.metrics().HistogramCount("kvpool_master_rpc_duration_seconds",
+                                        fmt::format("method=\"{}\"", method));
+  };
+  const uint64_t beats0 = calls("Heartbeat");
+  const uint64_t pulls0 = calls("PullPromotionTasks");
   double t0 = NowSec();
   for (size_t start = 0; start < keys.size(); start += 64) {
     std::vector<std::string> chunk(
@@ -350,6 +358,8 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;
   row.promoted = int(svc.promotion_counters().completed - base);
+  const uint64_t beats = calls("Heartbeat") - beats0;
+  const uint64_t pulls = calls("PullPromotionTasks") - pulls0;
   promoting = false;
   puts.join();
   for (size_t i = 0; i < under.size(); ++i) {
@@ -398,6 +408,11 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
     // much shared memory is in huge pages now, for cells that differ.
     std::fprintf(stderr, "  %-12s worker time:%s; shmem in huge pages %s\n",
                  mode.name.c_str(), phases.c_str(), ShmemHugePages().c_str());
+    std::fprintf(stderr,
+                 "  %-12s master calls while promoting: %llu Heartbeat, %llu "
+                 "PullPromotionTasks\n",
+                 mode.name.c_str(), static_cast<unsigned long long>(beats),
+                 static_cast<unsigned long long>(pulls));
   }
   // fio on the same holder's SSD files, at the block size and the number
   // of reads the holder keeps in flight.

@@ -151,6 +151,46 @@ TEST_F(PromotionExecutorTest, TheExecutorAsksForTwoBatchesPerWorker) {
   EXPECT_EQ(tier->PromotionRoom(), 16u);
 }
 
+// A full queue on the heartbeat: the beats take no more tasks (before, a
+// beat that stated room 0 was handed the knob's one task and answered at
+// once, so the queue grew past its target one beat at a time), and the
+// room pull refills the queue once the workers have freed half of it.
+TEST_F(PromotionExecutorTest, AFullQueueTakesNoTaskByBeatAndRefillsByRoomPull) {
+  opts_.promotion_workers = 2;  // a queue of 2 x 2 x 2 = 8
+  opts_.prefetch_buffer_size = 32ull << 20;
+  Start();
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_EQ(tier->PromotionRoom(), 8u);
+  auto& svc = cluster_->master().service();
+  auto beats = [&] {
+    return svc.metrics().HistogramCount("kvpool_master_rpc_duration_seconds",
+                                        "method=\"Heartbeat\"");
+  };
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 20);
+  tier->PausePromotionsForTest(true);
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
+  ASSERT_TRUE(WaitUntil([&] { return tier->queued_promotions() == 8; },
+                        std::chrono::seconds(20)));
+  // Five more beats see the queue full and take nothing.
+  const uint64_t seen = beats();
+  ASSERT_TRUE(
+      WaitUntil([&] { return beats() >= seen + 5; }, std::chrono::seconds(20)));
+  EXPECT_EQ(tier->queued_promotions(), 8u);
+  EXPECT_EQ(tier->pull_stats().pulls, 0u);  // no room, no pull
+  tier->PausePromotionsForTest(false);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  const PullStats p = tier->pull_stats();
+  EXPECT_GE(p.pulls_on_room, 1u);
+  EXPECT_EQ(p.pulls_on_room, p.pulls);
+  EXPECT_LE(p.max_tasks_per_pull, 8u);
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(client->Get(keys[i]).value(), RandomBytes(kValue, int(i)));
+  EXPECT_EQ(svc.promotion_counters().completed, keys.size());
+}
+
 TEST_F(PromotionExecutorTest, StagingPoolReadsThenCopiesEveryKeyIntact) {
   // Two slots for four workers: some reads wait for no slot and fall back
   // to reading in place; every value lands intact either way.

@@ -1,6 +1,7 @@
 #include "master/master_grpc_service.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace kvpool {
 
@@ -196,7 +197,10 @@ grpc::Status MasterGrpcService::Heartbeat(grpc::ServerContext* ctx,
   if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();
   Status s =
       svc_->Heartbeat(req->node_id(), wait_ms, req->max_offload_tasks(), &tasks,
-                      req->dram_acked_seq(), req->max_promotion_tasks());
+                      req->dram_acked_seq(),
+                      req->has_max_promotion_tasks()
+                          ? std::optional<size_t>(req->max_promotion_tasks())
+                          : std::nullopt);
   // Tasks a master hands over once its lease may have ended are never
   // delivered (the node would refuse them anyway, by their epoch).
   if (!StampEpoch(req->known_epoch(), &epoch)) return NotServing();

@@ -342,7 +342,7 @@ Status MasterService::UnmountSegment(const std::string& node_id,
 Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
                                 size_t max_offload, NodeTasks* tasks,
                                 uint64_t dram_acked_seq,
-                                size_t promotion_room) {
+                                std::optional<size_t> promotion_room) {
   if (!nodes_.Touch(node_id)) {
     return Status(ErrorCode::CLIENT_NOT_FOUND,
                   "unknown node " + node_id + ": remount");
@@ -361,12 +361,16 @@ Status MasterService::Heartbeat(const std::string& node_id, int64_t wait_ms,
   if (tasks != nullptr) {
     // One task per beat (the knob's default) caps a holder's executor at
     // one task per round trip, below its disk: it says how many it can
-    // take. A knob of 0 (no promotions by heartbeat) stays 0.
+    // take, and a full queue takes none (rather than one task per beat,
+    // each beat answered at once). A knob of 0 (no promotions by
+    // heartbeat) stays 0.
     size_t max_promotion =
         static_cast<size_t>(config_.promotion_max_per_heartbeat);
-    if (max_promotion > 0 && promotion_room > max_promotion)
-      max_promotion = std::min(promotion_room, kMaxPromotionRoom);
-    nodes_.TakeTasks(node_id, wait_ms, max_offload, max_promotion, tasks);
+    const bool room_stated = max_promotion > 0 && promotion_room.has_value();
+    if (room_stated)
+      max_promotion = std::min(*promotion_room, kMaxPromotionRoom);
+    nodes_.TakeTasks(node_id, wait_ms, max_offload, max_promotion, tasks,
+                     room_stated);
     // Tasks past their deadline make room for the next ones (bounded, so a
     // flood of expired tasks cannot hold the heartbeat).
     for (int round = 0;

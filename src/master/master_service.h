@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -209,12 +210,14 @@ class MasterService {
   // `dram_acked_seq`: the node applied every DramEvent up to it, so the
   // ranges their frees held can be reused. `promotion_room`: the node's
   // executor takes up to this many promotion tasks (at most
-  // kMaxPromotionRoom) where promotion_max_per_heartbeat is fewer; 0: that
-  // knob alone.
+  // kMaxPromotionRoom), and none at 0, unless promotion_max_per_heartbeat
+  // is 0 (no promotions by heartbeat); unset (an older node, the
+  // sequential worker): that knob's count.
   static constexpr size_t kMaxPromotionRoom = 256;
   Status Heartbeat(const std::string& node_id, int64_t wait_ms = 0,
                    size_t max_offload = 0, NodeTasks* tasks = nullptr,
-                   uint64_t dram_acked_seq = 0, size_t promotion_room = 0);
+                   uint64_t dram_acked_seq = 0,
+                   std::optional<size_t> promotion_room = std::nullopt);
 
   // ---- put ----
   Result<std::vector<ReplicaDesc>> PutStart(const std::string& tenant,

@@ -669,7 +669,8 @@ TEST_F(BatchPrefetchTest, EveryStatusOfTheDecisionFlow) {
 // A holder running the pipelined executor says how many tasks it can take
 // (HeartbeatRequest.max_promotion_tasks): one task per beat would cap it at
 // one per round trip. Never past kMaxPromotionRoom, never where the knob
-// hands none, and a holder that asks for no room gets the knob's count.
+// hands none; a full queue (room 0) gets none, and a holder that states no
+// room (an older node, the sequential worker) gets the knob's count.
 TEST_F(BatchPrefetchTest, AHoldersRoomWidensTheBeatUpToItsCap) {
   const size_t n = MasterService::kMaxPromotionRoom + 20;
   std::vector<DiskObjectIn> objects;
@@ -682,12 +683,13 @@ TEST_F(BatchPrefetchTest, AHoldersRoomWidensTheBeatUpToItsCap) {
   auto r = svc_->BatchPrefetchToMemory("", keys);
   ASSERT_TRUE(r.ok());
   for (PS s : r.value()) ASSERT_EQ(s, PS::kQueued);
-  auto beat = [&](size_t room) {
+  auto beat = [&](std::optional<size_t> room) {
     NodeTasks t;
     EXPECT_TRUE(svc_->Heartbeat("ssd-node", 0, 0, &t, 0, room).ok());
     return t.promotions.size();
   };
-  EXPECT_EQ(beat(0), 1u);  // the knob's default: one per beat
+  EXPECT_EQ(beat(std::nullopt), 1u);  // the knob's default: one per beat
+  EXPECT_EQ(beat(0), 0u);
   EXPECT_EQ(beat(1), 1u);
   EXPECT_EQ(beat(16), 16u);
   EXPECT_EQ(beat(100000), MasterService::kMaxPromotionRoom);

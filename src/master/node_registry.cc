@@ -304,16 +304,23 @@ bool NodeRegistry::PushPromotion(uint32_t index, PromotionTaskMsg task) {
 
 void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
                              size_t max_offload, size_t max_promotion,
-                             NodeTasks* out) {
+                             NodeTasks* out, bool room_stated) {
   MutexLock lock(&mu_);
+  if (auto id = by_id_.find(node_id); id != by_id_.end())
+    nodes_[id->second].open_room = 0;  // this beat states the room now
+  // What the beat may take: its own room, or what a pull left open since.
+  auto promotion_room = [&](const Entry& e)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> size_t {
+    if (e.info->pulls_promotions) return 0;
+    return room_stated ? std::max(max_promotion, e.open_room) : max_promotion;
+  };
   auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Entry* {
     auto id = by_id_.find(node_id);
     if (id == by_id_.end()) return nullptr;
     Entry& e = nodes_[id->second];
-    if (e.info->pulls_promotions) max_promotion = 0;
     bool work =
         (max_offload > 0 && !e.offloads.empty()) ||
-        (max_promotion > 0 && !e.promotions.empty()) || !e.drops.empty() ||
+        (promotion_room(e) > 0 && !e.promotions.empty()) || !e.drops.empty() ||
         (!e.dram_events.empty() && e.dram_events.back().seq > e.dram_sent);
     return work ? &e : nullptr;
   };
@@ -322,9 +329,11 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     // has_work() below looks again once the time has run out.
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    ++held_polls_;
     while (!waking_ && has_work() == nullptr && by_id_.count(node_id)) {
       if (!cv_.WaitUntil(&mu_, deadline)) break;
     }
+    --held_polls_;
   }
   Entry* e = has_work();
   if (!e) return;
@@ -343,8 +352,10 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     e->offloads.pop_front();
     --offload_queued_;
   }
-  while (max_promotion-- > 0 && !e->promotions.empty())
+  const size_t room = promotion_room(*e);
+  for (size_t k = 0; k < room && !e->promotions.empty(); ++k)
     out->promotions.push_back(e->promotions.Pop());
+  e->open_room = 0;  // the node states its room again with its next beat
 }
 
 bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
@@ -354,8 +365,16 @@ bool NodeRegistry::TakePromotions(const std::string& node_id, size_t max,
   if (id == by_id_.end()) return false;
   Entry& e = nodes_[id->second];
   e.last_seen_ms = liveness_.Now();
-  while (max-- > 0 && !e.promotions.empty()) out->push_back(e.promotions.Pop());
+  size_t taken = 0;
+  for (; taken < max && !e.promotions.empty(); ++taken)
+    out->push_back(e.promotions.Pop());
+  e.open_room = max - taken;
   return true;
+}
+
+size_t NodeRegistry::held_polls() const {
+  MutexLock lock(&mu_);
+  return held_polls_;
 }
 
 size_t NodeRegistry::offload_queued() const {

@@ -176,13 +176,21 @@ class NodeRegistry {
   // Waits up to `wait_ms` for tasks of `node_id`, then takes at most
   // `max_offload` offload and `max_promotion` promotion tasks (none for a
   // node that pulls its promotions).
+  // `room_stated`: the beat said how much room its promotion queue has
+  // (max_promotion, 0 when full). Then the room a later TakePromotions left
+  // open also counts while the beat is held: promotions queued meanwhile are
+  // handed over up to it, rather than when the poll ends.
   void TakeTasks(const std::string& node_id, int64_t wait_ms,
-                 size_t max_offload, size_t max_promotion, NodeTasks* out);
-  // The pull thread's take: at most `max` queued promotions, no waiting.
-  // False if the node is unknown.
+                 size_t max_offload, size_t max_promotion, NodeTasks* out,
+                 bool room_stated = false);
+  // A pull's take: at most `max` queued promotions, no waiting. The part of
+  // `max` it could not fill stays open for the node's held beat, if that
+  // stated its room (above). False if the node is unknown.
   bool TakePromotions(const std::string& node_id, size_t max,
                       std::vector<PromotionTaskMsg>* out);
   size_t offload_queued() const;
+  // TakeTasks calls waiting for work now (tests order a pull after a beat).
+  size_t held_polls() const;
   // Housekeeping ticks that found the master had not run for longer than
   // the liveness step (a pause it survived without dropping nodes).
   uint64_t pauses_survived() const { return liveness_.pauses(); }
@@ -199,6 +207,9 @@ class NodeRegistry {
     std::deque<OffloadTaskMsg> offloads;
     std::deque<DiskDropMsg> drops;
     DeadlineQueue<PromotionTaskMsg> promotions;
+    // Room in the node's promotion queue that its last pull could not fill
+    // (TakeTasks' room_stated); reset by each beat, which states its own.
+    size_t open_room = 0;
     // Directory events with seq > dram_acked, oldest first; those up to
     // dram_sent have been handed over.
     std::deque<DramEventMsg> dram_events;
@@ -221,6 +232,7 @@ class NodeRegistry {
   bool DramAckedLocked(const std::vector<std::pair<uint32_t, uint64_t>>& want)
       const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LivenessClock liveness_;  // its own lock, taken under mu_
+  size_t held_polls_ ABSL_GUARDED_BY(mu_) = 0;
   mutable Mutex mu_;
   CondVar cv_;
   std::unordered_map<std::string, uint32_t> by_id_ ABSL_GUARDED_BY(mu_);

@@ -10,8 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace kvpool {
 namespace {
+
+using kvpool::testing::WaitUntil;
 
 constexpr int64_t kStep = 1000;  // the liveness clock's cap per tick
 constexpr int64_t kTtl = 3000;
@@ -222,6 +226,54 @@ TEST_F(NodeRegistryTest, PullingNodeGetsPromotionsOnlyByPull) {
   EXPECT_EQ(pulled[0].key, "p1");
   ASSERT_TRUE(nodes_.TakePromotions("a", 8, &pulled));
   EXPECT_EQ(pulled.size(), 2u);
+}
+
+// A beat that states a full promotion queue (room 0) takes none; a pull
+// made while that beat is held leaves the room it could not fill open, and
+// the held beat hands over promotions queued since, up to that room.
+TEST_F(NodeRegistryTest, AHeldFullBeatTakesWhatAPullLeftOpen) {
+  const uint32_t a = Add("a");
+  ASSERT_TRUE(nodes_.PushPromotion(a, Promotion("p1", 0)));
+  NodeTasks full;
+  nodes_.TakeTasks("a", 0, 8, /*max_promotion=*/0, &full,
+                   /*room_stated=*/true);
+  EXPECT_TRUE(full.promotions.empty());
+  NodeTasks t;
+  std::thread poll([&] { nodes_.TakeTasks("a", 60000, 8, 0, &t, true); });
+  ASSERT_TRUE(WaitUntil([&] { return nodes_.held_polls() == 1; },
+                        std::chrono::seconds(10)));
+  std::vector<PromotionTaskMsg> pulled;
+  ASSERT_TRUE(nodes_.TakePromotions("a", 3, &pulled));  // p1; 2 left open
+  ASSERT_EQ(pulled.size(), 1u);
+  for (const char* k : {"p2", "p3", "p4"})
+    ASSERT_TRUE(nodes_.PushPromotion(a, Promotion(k, 0)));
+  poll.join();
+  ASSERT_EQ(t.promotions.size(), 2u);
+  EXPECT_EQ(t.promotions[0].key, "p2");
+  EXPECT_EQ(t.promotions[1].key, "p3");
+  // Taken: the next beat states its room itself.
+  NodeTasks after;
+  nodes_.TakeTasks("a", 0, 8, 0, &after, true);
+  EXPECT_TRUE(after.promotions.empty());
+}
+
+// An older node's beat (no stated room) and a beat made after the pull
+// (which states the room as it is now) do not take the room a pull left
+// open.
+TEST_F(NodeRegistryTest, OnlyAHeldStatedBeatTakesOpenRoom) {
+  const uint32_t a = Add("a");
+  std::vector<PromotionTaskMsg> pulled;
+  ASSERT_TRUE(nodes_.TakePromotions("a", 4, &pulled));  // 4 open
+  ASSERT_TRUE(nodes_.PushPromotion(a, Promotion("p1", 0)));
+  NodeTasks older;
+  nodes_.TakeTasks("a", 0, 8, 0, &older, /*room_stated=*/false);
+  EXPECT_TRUE(older.promotions.empty());
+  NodeTasks later;
+  nodes_.TakeTasks("a", 0, 8, 0, &later, /*room_stated=*/true);
+  EXPECT_TRUE(later.promotions.empty());
+  NodeTasks room;
+  nodes_.TakeTasks("a", 0, 8, 1, &room, true);
+  EXPECT_EQ(room.promotions.size(), 1u);
 }
 
 TEST_F(NodeRegistryTest, TimedPollReturnsEmptyWhenNoWorkComes) {

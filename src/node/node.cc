@@ -717,7 +717,8 @@ void Node::HeartbeatLoop() {
     req.set_node_id(config_.node_id);
     req.set_wait_ms(static_cast<uint32_t>(config_.heartbeat_interval_ms));
     req.set_max_offload_tasks(ssd_ ? 256 : 0);
-    req.set_max_promotion_tasks(ssd_ ? uint32_t(ssd_->PromotionRoom()) : 0);
+    if (auto room = ssd_ ? ssd_->HeartbeatPromotionRoom() : std::nullopt)
+      req.set_max_promotion_tasks(*room);
     req.set_dram_acked_seq(directory_.applied_seq());
     req.set_known_epoch(master_->known_epoch());
     rpc::HeartbeatResponse resp;

@@ -159,10 +159,14 @@ Status SsdTier::Start() {
     SetThreadName("kvp-prefetch");
     PrefetchLoop();
   });
-  if (config_.promotion_pull)
+  if (config_.promotion_pull || RoomPulls())
     pull_thread_ = std::thread([this] {
       SetThreadName("kvp-pull");
-      PullLoop();
+      if (config_.promotion_pull) {
+        PullLoop();
+      } else {
+        RoomPullLoop();
+      }
     });
   spdlog::info("node {}: SSD tier at {} ({} objects, io_uring {})", node_id_,
                config_.ssd_offload_path, storage_->GetStats().records,

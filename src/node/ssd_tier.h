@@ -98,6 +98,7 @@ struct PullStats {
   uint64_t max_tasks_per_pull = 0;
   // Pulls made before the cadence because the executor's workers freed
   // half its queue while the master had more (the rest are on the cadence).
+  // For the executor fed by the heartbeat, every pull is one (room pulls).
   uint64_t pulls_on_room = 0;
   bool master_lacks_pull = false;  // an older master: heartbeat delivery
 };
@@ -205,6 +206,12 @@ class SsdTier final : public LocalHolder {
   // The same for the pull thread: how many it asks for beyond
   // promotion_max_per_pull (0 without the executor).
   size_t ExecutorRoom() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What a beat states as HeartbeatRequest.max_promotion_tasks: unset for
+  // the sequential worker and a pulling holder (the master's knob applies);
+  // for the executor fed by the heartbeat, its room when that is at least
+  // half its queue, else 0, and then the room pull takes tasks once the
+  // workers have freed half the queue (docs/ssd_tier.md, "Delivery").
+  std::optional<uint32_t> HeartbeatPromotionRoom() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::string> queued_promotion_keys() const;
   // Offloads one batch now (the worker's body; public for tests).
   void RunOffloadBatch(std::vector<rpc::OffloadTask> batch);
@@ -226,6 +233,15 @@ class SsdTier final : public LocalHolder {
   void EvictionLoop();
   void PrefetchLoop();
   void PullLoop();
+  void RoomPullLoop();
+  enum class PullResult { kOk, kFailed, kMasterLacksPull };
+  // One PullPromotionTasks of up to `ask` tasks, queued here; *got of them.
+  PullResult PullOnce(size_t ask, uint64_t* got);
+  void CountPullOnRoom();
+  // The executor runs on the heartbeat, with room pulls.
+  bool RoomPulls() const;
+  // Room that is worth a pull: half the queue's target.
+  size_t RoomWorthAPull() const;
   // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
   // Stop(); true when stopping.
   bool WaitUntilOrStop(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -233,8 +249,8 @@ class SsdTier final : public LocalHolder {
   size_t ExecutorRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t ExecutorQueueTarget() const;
   // The pull thread's wait when the master had more than it took: until
-  // clock_ reaches deadline_ms, or the workers free half the queue's target;
-  // true when stopping, and *on_room when it was the room that woke it.
+  // clock_ reaches deadline_ms, or RoomWorthAPull(); true when stopping,
+  // and *on_room when it was the room that woke it.
   bool WaitForRoomOrStop(int64_t deadline_ms, bool* on_room)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A batch of `bytes` may start reading: it fits the in-flight budget, or
@@ -322,6 +338,9 @@ class SsdTier final : public LocalHolder {
   // A batch is being written.
   bool offload_active_ ABSL_GUARDED_BY(mu_) = false;
   bool promotions_paused_ ABSL_GUARDED_BY(mu_) = false;  // test hook
+  // RoomPullLoop: pull once there is room; the ask of the pull in flight.
+  bool room_pull_armed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t room_pull_ask_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> promo_peak_{0};
   std::thread offload_thread_, eviction_thread_, prefetch_thread_, pull_thread_;
   std::vector<std::thread> promotion_threads_;
@@ -330,6 +349,9 @@ class SsdTier final : public LocalHolder {
   std::atomic<bool> batch_rpcs_{true};
   mutable Mutex pull_mu_;
   PullStats pull_stats_ ABSL_GUARDED_BY(pull_mu_);
+  // After an older master refused a pull: beats state their whole room
+  // until then (clock_ ms).
+  int64_t room_pull_retry_at_ms_ ABSL_GUARDED_BY(pull_mu_) = 0;
 };
 
 }  // namespace kvpool

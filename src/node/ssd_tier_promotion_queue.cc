@@ -1,6 +1,6 @@
-// SsdTier's promotion queue: what feeds it (the heartbeat, the pull loop,
-// prefetches, a resubmission to a new master) and the workers that drain
-// it in batches under the in-flight byte budget.
+// SsdTier's promotion queue: what feeds it (the heartbeat, prefetches, a
+// resubmission to a new master; the pull loops are in ssd_tier_pull.cc) and
+// the workers that drain it in batches under the in-flight byte budget.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -119,44 +119,6 @@ size_t SsdTier::queued_promotions() const {
   return promotions_.size();
 }
 
-size_t SsdTier::PromotionRoom() const {
-  return config_.promotion_pull ? 0 : ExecutorRoom();
-}
-
-size_t SsdTier::ExecutorQueueTarget() const {
-  if (config_.promotion_inflight_bytes == 0) return 0;
-  return std::min<size_t>(
-      256, 2 * size_t(std::max(1, config_.promotion_workers)) *
-               std::max<size_t>(1, config_.promotion_read_batch));
-}
-
-size_t SsdTier::ExecutorRoomLocked() const {
-  const size_t want = ExecutorQueueTarget();
-  return promotions_.size() < want ? want - promotions_.size() : 0;
-}
-
-size_t SsdTier::ExecutorRoom() const {
-  MutexLock lock(&mu_);
-  return ExecutorRoomLocked();
-}
-
-bool SsdTier::WaitForRoomOrStop(int64_t deadline_ms, bool* on_room) {
-  // Half the target, so that a wake brings a batch's worth of tasks, not
-  // one task per freed slot.
-  const size_t enough = std::max<size_t>(1, ExecutorQueueTarget() / 2);
-  *on_room = false;
-  while (!stopping_) {
-    if (ExecutorRoomLocked() >= enough) {
-      *on_room = true;
-      return false;
-    }
-    const int64_t left = deadline_ms - clock_->NowMs();
-    if (left <= 0) return false;
-    cv_.WaitFor(&mu_, std::chrono::milliseconds(left));
-  }
-  return true;
-}
-
 std::vector<std::string> SsdTier::queued_promotion_keys() const {
   DeadlineQueue<PromotionJob> copy;
   {
@@ -166,101 +128,6 @@ std::vector<std::string> SsdTier::queued_promotion_keys() const {
   std::vector<std::string> keys;
   while (!copy.empty()) keys.push_back(copy.Pop().task.key());
   return keys;
-}
-
-void SsdTier::PullLoop() {
-  const int64_t interval = config_.promotion_pull_interval_ms;
-  int64_t next = clock_->NowMs();
-  // The last pull brought all it asked for: the master may have more.
-  bool master_has_more = false;
-  for (;;) {
-    bool on_room = false;
-    {
-      MutexLock lock(&mu_);
-      // A fixed cadence, whatever the pull took: the RFC's 100 ms loop.
-      next += interval;
-      if (master_has_more && ExecutorQueueTarget() > 0) {
-        // The executor pulls again as soon as its workers have taken half
-        // its queue, rather than a cadence later: a full queue waiting out
-        // the cadence caps it at one queue per interval (1,280 tasks/s at
-        // 8 workers x 8 and 100 ms), below a fast disk. The cadence starts
-        // again from this pull.
-        if (WaitForRoomOrStop(next, &on_room)) return;
-        if (on_room) next = clock_->NowMs();
-      } else if (WaitUntilOrStop(next)) {
-        return;
-      }
-    }
-    if (on_room) {
-      MutexLock lock(&pull_mu_);
-      ++pull_stats_.pulls_on_room;
-      metrics_.GetCounter("kvpool_node_promotion_pulls_on_room_total").Inc();
-    }
-    // Only a pull that succeeds in full sets it again: a paused, refused or
-    // failed pull waits for the cadence, never spins.
-    master_has_more = false;
-    if (pull_paused_) continue;
-    rpc::PullPromotionTasksRequest req;
-    req.set_node_id(node_id_);
-    // The executor takes what it has room for, when that is more.
-    const size_t ask = std::max(config_.promotion_max_per_pull, ExecutorRoom());
-    req.set_max_tasks(static_cast<uint32_t>(ask));
-    req.set_known_epoch(master_->known_epoch());
-    rpc::PullPromotionTasksResponse resp;
-    Status s = master_->Call(&Stub::PullPromotionTasks, req, &resp);
-    if (s.ok() && !master_->AcceptEpoch(resp.epoch())) {
-      // A replaced leader's tasks (docs/ha.md): never run.
-      metrics_.GetCounter("kvpool_node_stale_epoch_replies_total").Inc();
-      continue;
-    }
-    if (s.code() == ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS) {
-      // An older master (UNIMPLEMENTED): it ignored our mount flag and keeps
-      // handing promotions over with the heartbeat. Ask again now and then,
-      // not never: after a roll-forward the new master honours the flag of
-      // our next mount, and then only the pull brings promotions.
-      MutexLock lock(&pull_mu_);
-      if (!pull_stats_.master_lacks_pull) {
-        spdlog::warn(
-            "node {}: master has no PullPromotionTasks; promotions "
-            "stay on the heartbeat (asking again every {} ms)",
-            node_id_, 10 * config_.promotion_pull_interval_ms);
-      }
-      pull_stats_.master_lacks_pull = true;
-      next += 9 * interval;
-      continue;
-    }
-    {
-      MutexLock lock(&pull_mu_);
-      if (pull_stats_.master_lacks_pull && s.ok()) {
-        spdlog::info("node {}: master serves PullPromotionTasks again",
-                     node_id_);
-        pull_stats_.master_lacks_pull = false;
-      }
-    }
-    if (!s.ok() || resp.error_code() != 0) continue;  // remount is the hb's
-    const uint64_t n = static_cast<uint64_t>(resp.tasks_size());
-    {
-      MutexLock lock(&pull_mu_);
-      ++pull_stats_.pulls;
-      pull_stats_.tasks += n;
-      pull_stats_.max_tasks_per_pull =
-          std::max(pull_stats_.max_tasks_per_pull, n);
-    }
-    metrics_.GetCounter("kvpool_node_promotion_pulls_total").Inc();
-    if (n > 0) {
-      metrics_.GetCounter("kvpool_node_promotion_pulled_tasks_total").Inc(n);
-      EnqueuePromotions(resp.tasks());
-    }
-    // The master had as many as the executor asked for: pull again once
-    // there is room (above), so the queue stays bounded; the sequential
-    // worker keeps the RFC's fixed cadence.
-    master_has_more = n > 0 && n >= ask;
-  }
-}
-
-PullStats SsdTier::pull_stats() const {
-  MutexLock lock(&pull_mu_);
-  return pull_stats_;
 }
 
 bool SsdTier::PromotionBytesFit(uint64_t budget, uint64_t bytes) {
@@ -318,8 +185,8 @@ void SsdTier::PromotionLoop() {
         jobs.push_back(promotions_.Pop());
       }
     }
-    // The pull thread may be waiting for this room (WaitForRoomOrStop).
-    if (config_.promotion_pull) cv_.SignalAll();
+    // The pull thread may be waiting for this room (ssd_tier_pull.cc).
+    if (config_.promotion_pull || RoomPulls()) cv_.SignalAll();
     // A task whose deadline passed while it waited here is dropped before
     // its SSD read: its get has come (or will before the read could land),
     // and the disk is better spent on the tasks that can still make it.

@@ -24,6 +24,7 @@
 #include "kvpool.pb.h"
 #include "kvpool_pre_deadline.pb.h"
 #include "kvpool_pre_promotion_room.pb.h"
+#include "kvpool_pre_room_presence.pb.h"
 #include "kvpool_pre_trigger_source.pb.h"
 #include "master/object_store.h"  // TriggerSource (header-only enum)
 
@@ -34,6 +35,7 @@ namespace cur = ::kvpool::rpc;
 namespace old = ::kvpool::rpc::pre_trigger_source;
 namespace pre_dl = ::kvpool::rpc::pre_deadline;
 namespace pre_room = ::kvpool::rpc::pre_promotion_room;
+namespace pre_presence = ::kvpool::rpc::pre_room_presence;
 using google::protobuf::Descriptor;
 using google::protobuf::DescriptorPool;
 using google::protobuf::FieldDescriptor;
@@ -684,7 +686,7 @@ TEST(WireCompatTest, TriggerWithoutDeadlineIsByteIdenticalToOldRouter) {
 // ---- the executor's promotion room (issue #14) ----------------------------
 // HeartbeatRequest.max_promotion_tasks (6) rides node -> master: a holder
 // running the pipelined executor asks for that many promotion tasks per
-// beat. 0 means the master's promotion_max_per_heartbeat, as before.
+// beat. Unset means the master's promotion_max_per_heartbeat, as before.
 
 constexpr int kPromotionRoomField = 6;
 
@@ -720,7 +722,7 @@ TEST(WireCompatTest, OldNodesBeatAsksForNoRoom) {
   o.set_max_offload_tasks(256);
   const auto n = Reparse<cur::HeartbeatRequest>(o);
   EXPECT_EQ(n.max_offload_tasks(), 256u);
-  EXPECT_EQ(n.max_promotion_tasks(), 0u);  // the master's knob alone
+  EXPECT_FALSE(n.has_max_promotion_tasks());  // the master's knob alone
   // A node that asks for no room sends the old bytes.
   cur::HeartbeatRequest same;
   same.set_node_id("holder");
@@ -729,6 +731,59 @@ TEST(WireCompatTest, OldNodesBeatAsksForNoRoom) {
   ASSERT_TRUE(same.SerializeToString(&nb));
   ASSERT_TRUE(o.SerializeToString(&ob));
   EXPECT_EQ(nb, ob);
+}
+
+// ---- presence of the room (issue #14) --------------------------------------
+// max_promotion_tasks became `optional` so that a full queue can state room
+// 0 (no tasks by this beat) apart from "not stated" (the knob). The previous
+// schema had the same number and varint type without presence.
+
+TEST(WireCompatTest, RoomPresenceFrozenFieldsKeepNumberAndType) {
+  const FileDescriptor* f =
+      pre_presence::HeartbeatRequest::descriptor()->file();
+  ASSERT_EQ(FrozenMessages(f).size(), 1u);
+  ExpectFrozenFieldsKept(f);
+  ExpectRoundTripsBothWays(f);
+}
+
+TEST(WireCompatTest, AStatedRoomOfZeroIsSentAndAnOlderMasterReadsZero) {
+  cur::HeartbeatRequest n;
+  n.set_node_id("holder");
+  n.set_max_promotion_tasks(0);
+  std::string bytes;
+  ASSERT_TRUE(n.SerializeToString(&bytes));
+  cur::HeartbeatRequest back;
+  ASSERT_TRUE(back.ParseFromString(bytes));
+  EXPECT_TRUE(back.has_max_promotion_tasks());
+  EXPECT_EQ(back.max_promotion_tasks(), 0u);
+  // An older master cannot tell it from "not stated": it hands over per its
+  // knob, as it did for this node before.
+  const auto o = Reparse<pre_presence::HeartbeatRequest>(n);
+  EXPECT_EQ(o.node_id(), "holder");
+  EXPECT_EQ(o.max_promotion_tasks(), 0u);
+  // Not stating it sends the older node's bytes for room 0.
+  cur::HeartbeatRequest unset;
+  unset.set_node_id("holder");
+  pre_presence::HeartbeatRequest old_zero;
+  old_zero.set_node_id("holder");
+  std::string nb, ob;
+  ASSERT_TRUE(unset.SerializeToString(&nb));
+  ASSERT_TRUE(old_zero.SerializeToString(&ob));
+  EXPECT_EQ(nb, ob);
+}
+
+TEST(WireCompatTest, AnOlderNodesRoomReadsAsStatedAndItsZeroAsNot) {
+  pre_presence::HeartbeatRequest o;
+  o.set_node_id("holder");
+  o.set_max_promotion_tasks(128);
+  auto n = Reparse<cur::HeartbeatRequest>(o);
+  EXPECT_TRUE(n.has_max_promotion_tasks());
+  EXPECT_EQ(n.max_promotion_tasks(), 128u);
+  // Its "0" (the sequential worker, or a full queue) was never sent: the
+  // master's knob, as before.
+  o.set_max_promotion_tasks(0);
+  n = Reparse<cur::HeartbeatRequest>(o);
+  EXPECT_FALSE(n.has_max_promotion_tasks());
 }
 
 }  // namespace
