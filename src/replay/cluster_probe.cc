@@ -94,6 +94,13 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
     s.node_yields.push_back(g.yields);
     s.node_yields_timed_out.push_back(g.timed_out);
     s.node_yield_wait_us.push_back(g.waited_us);
+    for (const char* phase : kPromotionPhases) {
+      s.node_phase_us[phase].push_back(
+          ssd ? ssd->metrics().CounterValue(
+                    "kvpool_node_promotion_phase_microseconds_total",
+                    fmt::format("phase=\"{}\"", phase))
+              : 0);
+    }
   }
   return s;
 }

@@ -35,10 +35,20 @@ struct ClusterSnapshot {
   // those that went after the bound, and the total wait in us
   // (promotion_yield_to_gets_ms).
   std::vector<uint64_t> node_yields, node_yields_timed_out, node_yield_wait_us;
+  // Per phase of kPromotionPhases, per node: the time its promotion workers
+  // spent in it (kvpool_node_promotion_phase_microseconds_total), in us.
+  std::map<std::string, std::vector<uint64_t>> node_phase_us;
   double MainRatio() const {
     return main_capacity ? double(main_used) / double(main_capacity) : 0;
   }
 };
+
+// The steps of a holder's promotion chain that its workers time
+// (docs/ssd_tier.md): round trips, the waits before a read, the read, the
+// copy.
+inline constexpr const char* kPromotionPhases[] = {
+    "alloc", "held_budget", "held_offload", "held_gets",
+    "read",  "write",       "notify"};
 
 ClusterSnapshot TakeSnapshot(LocalCluster& cluster);
 

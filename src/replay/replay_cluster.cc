@@ -336,6 +336,11 @@ class ProcessCluster : public ReplayCluster {
             MetricDouble(m, "kvpool_node_promotion_gets_first_wait_seconds",
                          "") *
             1e6));
+        for (const char* phase : kPromotionPhases) {
+          s.node_phase_us[phase].push_back(
+              Metric(m, "kvpool_node_promotion_phase_microseconds_total",
+                     fmt::format("phase=\"{}\"", phase)));
+        }
       }
     }
     return s;

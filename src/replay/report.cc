@@ -186,6 +186,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
        Round(double(SumDelta(a.at_measure_start.node_yield_wait_us,
                              a.at_end.node_yield_wait_us)) /
              1000.0)}};
+  j["reads"]["promotion_phase_s"] = PromotionPhaseSeconds(a);
   j["routing"] = {{"routed", routed},
                   {"affinity_hits", affinity},
                   {"route_errors", a.route_errors},

@@ -2,9 +2,31 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "replay/json_util.h"
 
 namespace kvpool::replay {
+
+nlohmann::json PromotionPhaseSeconds(const ArmResult& a) {
+  nlohmann::json phases = nlohmann::json::object();
+  for (const char* phase : kPromotionPhases) {
+    // A counter not there at the start (no time in that phase yet) was 0.
+    auto at = [&](const ClusterSnapshot& s) {
+      auto it = s.node_phase_us.find(phase);
+      return it == s.node_phase_us.end()
+                 ? std::vector<uint64_t>(a.node_ids.size(), 0)
+                 : it->second;
+    };
+    const auto from = at(a.at_measure_start), to = at(a.at_end);
+    uint64_t us = 0;
+    for (size_t i = 0; i < std::min(from.size(), to.size()); ++i)
+      us += to[i] >= from[i] ? to[i] - from[i] : 0;
+    phases[phase] = Round(double(us) / 1e6, 2);
+  }
+  return phases;
+}
 
 std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
   std::string md;
@@ -58,6 +80,27 @@ std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
         a["name"].get<std::string>(), n,
         d.value("promotion_yields_timed_out", uint64_t{0}),
         Num(d, "promotion_yield_wait_ms"));
+  }
+  std::string phases;
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    if (!d.contains("promotion_phase_s")) continue;  // an older report
+    std::string row;
+    double sum = 0;
+    for (const auto& [phase, sec] : d["promotion_phase_s"].items()) {
+      sum += sec.get<double>();
+      row += fmt::format("{}{} {}", row.empty() ? "" : ", ", phase,
+                         sec.get<double>());
+    }
+    if (sum > 0)
+      phases += fmt::format("- {}: {}\n", a["name"].get<std::string>(), row);
+  }
+  if (!phases.empty()) {
+    md +=
+        "\nWhere the holders' promotion workers spent the measure (s, "
+        "summed over holders and workers; the rest of their time they had "
+        "no task):\n\n" +
+        phases;
   }
   if (!yields.empty()) {
     md +=

@@ -7,9 +7,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "replay/arm.h"
+
 namespace kvpool::replay {
 
 std::string RenderBlockReadsMarkdown(const nlohmann::json& report);
+
+// Where the arm's holders' promotion workers spent the measure, in seconds
+// per phase of kPromotionPhases, summed over holders and workers.
+nlohmann::json PromotionPhaseSeconds(const ArmResult& arm);
 
 }  // namespace kvpool::replay
 

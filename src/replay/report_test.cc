@@ -57,6 +57,10 @@ struct Fixture {
         a.counters.fate = {{"read_from_dram", 2}, {"evicted_unread", 0}};
         a.at_end.promo_admitted = 3;
         a.at_end.promo_completed = 3;
+        // The holders' workers read for 1.5 s and held 0.25 s for offloads.
+        a.at_measure_start.node_phase_us["read"] = {1000000, 0};
+        a.at_end.node_phase_us["read"] = {2000000, 500000};
+        a.at_end.node_phase_us["held_offload"] = {250000, 0};
       }
       for (double t : {10.0, 10.5, 11.0, 11.5, 12.0}) {
         ClusterSnapshot s;
@@ -105,6 +109,10 @@ TEST(ReportTest, FieldsAreConsistent) {
     }
   }
   EXPECT_EQ(router["triggers"]["router"]["keys"], 4);
+  EXPECT_EQ(router["reads"]["promotion_phase_s"]["read"], 1.5);
+  EXPECT_EQ(router["reads"]["promotion_phase_s"]["held_offload"], 0.25);
+  EXPECT_EQ(router["reads"]["promotion_phase_s"]["alloc"], 0.0);
+  EXPECT_EQ(off["reads"]["promotion_phase_s"]["read"], 0.0);
   // 3 landed, 2 read: 1 never read.
   EXPECT_EQ(router["promotions"]["fates"]["never_read"], 1);
   EXPECT_EQ(router["ssd_only_at_route"]["dram_share"], 1.0);
