@@ -137,6 +137,11 @@ class ReplayCommandImpl : public ReplayCommand {
                      o.prefetch_consumed_lease_ms,
                      "prefetch_consumed_lease_ms (0 = off): buffer recycling")
         ->capture_default_str();
+    cmd_->add_option("--bound_block_read_ms", o.bound_block_read_ms,
+                     "also report the reach bound at this SSD read time per "
+                     "block (0 = only the calibrated one and 10x faster)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     cmd_->add_flag("--prefetch_deadline", o.prefetch_deadline,
                    "the router's triggers carry its estimate of the "
                    "engine's read (EDF; too late = expired)");

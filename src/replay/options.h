@@ -63,6 +63,10 @@ struct ReplayOptions {
   // > 0: buffer recycling (prefetch_consumed_lease_ms): a consumed block
   // holds the buffer for this lease instead of the rest of the trigger's.
   int64_t prefetch_consumed_lease_ms = 0;
+  // > 0: the report's reach bound (report_bound.h) also at this read time
+  // per block, such as the disk's sustained rate where the calibration's
+  // short bursts read faster than a throttle lets a long run.
+  double bound_block_read_ms = 0;
   // The router sends each trigger with its estimate of the engine's read
   // (RouterConfig::prefetch_deadline); engines declare max_num_seqs (1 for
   // the serial engine) as their max_running.

@@ -135,6 +135,20 @@ TEST(ReportTest, FieldsAreConsistent) {
   EXPECT_EQ(r["engine_model"]["recompute_over_ssd"], 3.0);
 }
 
+TEST(ReportTest, TheBoundAtAGivenReadTimeIsReportedOnlyWhenAsked) {
+  Fixture f;
+  auto r = f.Build();
+  EXPECT_FALSE(r["arms"][1]["ssd_only_at_route"]["reachable_bound"].contains(
+      "share_given"));
+  f.options.bound_block_read_ms = 2.1;
+  r = f.Build();
+  const auto& b = r["arms"][1]["ssd_only_at_route"]["reachable_bound"];
+  EXPECT_EQ(b["given_block_read_ms"], 2.1);
+  EXPECT_EQ(b["blocks"], 4);
+  EXPECT_EQ(b["reachable_given"], 0);  // no get start recorded
+  EXPECT_NE(RenderMarkdown(r).find("at 2.1 ms"), std::string::npos);
+}
+
 TEST(ReportTest, BlocksNotReadAreCountedByWhatEndedThePrefix) {
   Fixture f;
   // Router arm: request 1 read 0 of 2 (its first get failed), request 2
