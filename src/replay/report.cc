@@ -31,19 +31,6 @@ uint64_t SumDelta(const std::vector<uint64_t>& from,
   return sum;
 }
 
-// The bound column: calibrated / 10x (/ at the given read time), or "-"
-// for a report from before the bound.
-std::string BoundCell(const json& bound) {
-  if (!bound.is_object()) return "-";
-  std::string cell =
-      Pct(Num(bound, "share")) + " / " + Pct(Num(bound, "share_disk_10x"));
-  if (bound.contains("share_given")) {
-    cell += fmt::format(" / {} at {} ms", Pct(Num(bound, "share_given")),
-                        Num(bound, "given_block_read_ms"));
-  }
-  return cell;
-}
-
 // Events per second in 1 s buckets over [t0, t1).
 std::vector<double> PerSecond(const std::vector<double>& times, double t0,
                               double t1) {
@@ -210,33 +197,13 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
       {"read_from_ssd", r_read_ssd},
       {"not_read", r_not_read},
       {"dram_share", r_ssd ? Round(double(r_dram) / double(r_ssd)) : 0}};
-  // The same blocks against what any prefetch could have landed: at the
-  // per-block SSD read time the calibration measured, and with a disk ten
-  // times faster (which of window and disk bounds the share).
-  const double read_ms = in.model->measured.ssd_ms;
-  if (read_ms > 0 && in.plan->trace != nullptr) {
-    const auto& trace = *in.plan->trace;
-    const ReachBound at_disk =
-        ReachableBeforeGet(a.records, trace, read_ms / 1e3);
-    const ReachBound at_10x =
-        ReachableBeforeGet(a.records, trace, read_ms / 1e4);
-    j["ssd_only_at_route"]["reachable_bound"] = {
-        {"block_read_ms", Round(read_ms, 4)},
-        {"blocks", at_disk.blocks},
-        {"reachable", at_disk.reachable},
-        {"share", Round(at_disk.Share())},
-        {"reachable_disk_10x", at_10x.reachable},
-        {"share_disk_10x", Round(at_10x.Share())}};
-  }
-  if (in.options->bound_block_read_ms > 0 && in.plan->trace != nullptr) {
-    const double given = in.options->bound_block_read_ms;
-    const ReachBound at_given =
-        ReachableBeforeGet(a.records, *in.plan->trace, given / 1e3);
-    auto& b = j["ssd_only_at_route"]["reachable_bound"];
-    b["blocks"] = at_given.blocks;
-    b["given_block_read_ms"] = Round(given, 4);
-    b["reachable_given"] = at_given.reachable;
-    b["share_given"] = Round(at_given.Share());
+  // The same blocks against what any prefetch could have landed.
+  if (in.plan->trace != nullptr) {
+    json bound =
+        ReachBoundJson(a.records, *in.plan->trace, in.model->measured.ssd_ms,
+                       in.options->bound_block_read_ms);
+    if (!bound.empty())
+      j["ssd_only_at_route"]["reachable_bound"] = std::move(bound);
   }
 
   // --- M0 figures
@@ -788,7 +755,7 @@ std::string RenderMarkdown(const json& r) {
         a["name"].get<std::string>(), ro["blocks"].get<uint64_t>(),
         ro["read_from_dram"].get<uint64_t>(),
         ro["read_from_ssd"].get<uint64_t>(), ro["not_read"].get<uint64_t>(),
-        Pct(Num(ro, "dram_share")), BoundCell(bound), Num(w, "p50"),
+        Pct(Num(ro, "dram_share")), ReachBoundCell(bound), Num(w, "p50"),
         Num(w, "p90"), Num(w, "p99"));
   }
   md += RenderWindowBandsMarkdown(r);

@@ -1,9 +1,13 @@
 #include "replay/report_bound.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_map>
+
+#include "replay/json_util.h"
 
 namespace kvpool::replay {
 
@@ -85,6 +89,44 @@ ReachBound ReachableBeforeGet(const std::vector<RequestRecord>& records,
     }
   }
   return b;
+}
+
+nlohmann::json ReachBoundJson(const std::vector<RequestRecord>& records,
+                              const std::vector<TraceRequest>& trace,
+                              double calibrated_ms, double given_ms) {
+  nlohmann::json j = nlohmann::json::object();
+  if (calibrated_ms > 0) {
+    const ReachBound at_disk =
+        ReachableBeforeGet(records, trace, calibrated_ms / 1e3);
+    const ReachBound at_10x =
+        ReachableBeforeGet(records, trace, calibrated_ms / 1e4);
+    j["block_read_ms"] = Round(calibrated_ms, 4);
+    j["blocks"] = at_disk.blocks;
+    j["reachable"] = at_disk.reachable;
+    j["share"] = Round(at_disk.Share());
+    j["reachable_disk_10x"] = at_10x.reachable;
+    j["share_disk_10x"] = Round(at_10x.Share());
+  }
+  if (given_ms > 0) {
+    const ReachBound at_given =
+        ReachableBeforeGet(records, trace, given_ms / 1e3);
+    j["blocks"] = at_given.blocks;
+    j["given_block_read_ms"] = Round(given_ms, 4);
+    j["reachable_given"] = at_given.reachable;
+    j["share_given"] = Round(at_given.Share());
+  }
+  return j;
+}
+
+std::string ReachBoundCell(const nlohmann::json& bound) {
+  if (!bound.is_object() || !bound.contains("share")) return "-";
+  std::string cell =
+      Pct(Num(bound, "share")) + " / " + Pct(Num(bound, "share_disk_10x"));
+  if (bound.contains("share_given")) {
+    cell += fmt::format(" / {} at {} ms", Pct(Num(bound, "share_given")),
+                        Num(bound, "given_block_read_ms"));
+  }
+  return cell;
 }
 
 }  // namespace kvpool::replay

@@ -8,7 +8,10 @@
 #ifndef KVPOOL_REPLAY_REPORT_BOUND_H_
 #define KVPOOL_REPLAY_REPORT_BOUND_H_
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "replay/engine.h"
@@ -40,6 +43,17 @@ struct ReachBound {
 ReachBound ReachableBeforeGet(const std::vector<RequestRecord>& records,
                               const std::vector<TraceRequest>& trace,
                               double block_read_s);
+
+// The report's `reachable_bound`: the bound at the calibrated read time
+// per block and with a disk ten times faster (which of window and disk
+// bounds the share), and at `given_ms` per block when that is > 0 (the
+// disk's sustained rate). Empty when neither read time is known.
+nlohmann::json ReachBoundJson(const std::vector<RequestRecord>& records,
+                              const std::vector<TraceRequest>& trace,
+                              double calibrated_ms, double given_ms);
+// Its Markdown cell: "share / 10x share[ / given share at X ms]", or "-"
+// for a report from before the bound.
+std::string ReachBoundCell(const nlohmann::json& bound);
 
 }  // namespace kvpool::replay
 
