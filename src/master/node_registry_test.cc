@@ -248,13 +248,19 @@ TEST_F(NodeRegistryTest, AHeldFullBeatTakesWhatAPullLeftOpen) {
   for (const char* k : {"p2", "p3", "p4"})
     ASSERT_TRUE(nodes_.PushPromotion(a, Promotion(k, 0)));
   poll.join();
-  ASSERT_EQ(t.promotions.size(), 2u);
+  // It wakes at the first push and takes what is queued by then: never more
+  // than the 2 left open.
+  ASSERT_GE(t.promotions.size(), 1u);
+  ASSERT_LE(t.promotions.size(), 2u);
   EXPECT_EQ(t.promotions[0].key, "p2");
-  EXPECT_EQ(t.promotions[1].key, "p3");
+  if (t.promotions.size() == 2) EXPECT_EQ(t.promotions[1].key, "p3");
   // Taken: the next beat states its room itself.
   NodeTasks after;
   nodes_.TakeTasks("a", 0, 8, 0, &after, true);
   EXPECT_TRUE(after.promotions.empty());
+  pulled.clear();
+  ASSERT_TRUE(nodes_.TakePromotions("a", 8, &pulled));
+  EXPECT_EQ(pulled.size(), 3 - t.promotions.size());
 }
 
 // An older node's beat (no stated room) and a beat made after the pull
