@@ -253,7 +253,9 @@ TEST_F(NodeRegistryTest, AHeldFullBeatTakesWhatAPullLeftOpen) {
   ASSERT_GE(t.promotions.size(), 1u);
   ASSERT_LE(t.promotions.size(), 2u);
   EXPECT_EQ(t.promotions[0].key, "p2");
-  if (t.promotions.size() == 2) EXPECT_EQ(t.promotions[1].key, "p3");
+  if (t.promotions.size() == 2) {
+    EXPECT_EQ(t.promotions[1].key, "p3");
+  }
   // Taken: the next beat states its room itself.
   NodeTasks after;
   nodes_.TakeTasks("a", 0, 8, 0, &after, true);
