@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
                  "while a get reads the SSD, a promotion waits up to this "
                  "long before submitting its reads (0 = off)")
       ->capture_default_str();
+  app.add_option("--promotion_drop_unreachable", c.promotion_drop_unreachable,
+                 "drop a promotion task unread (as expired) when the batch "
+                 "taken now could not land before its deadline")
+      ->capture_default_str();
   app.add_option("--promotion_workers", c.promotion_workers,
                  "pipelined promotion executor: worker threads")
       ->capture_default_str()

@@ -172,6 +172,11 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--promotion_workers", o.promotion_workers,
                      "pipelined promotion executor: workers per holder")
         ->capture_default_str();
+    cmd_->add_option("--promotion_drop_unreachable",
+                     o.promotion_drop_unreachable,
+                     "holders drop a task unread when it could not land "
+                     "before its deadline")
+        ->capture_default_str();
     cmd_->add_option("--lease_ms", o.lease_ms, "default_kv_lease_ttl")
         ->capture_default_str();
     cmd_->add_option("--overflow", o.overflow_ratio,

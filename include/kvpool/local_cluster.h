@@ -56,10 +56,11 @@ struct LocalClusterOptions {
   int64_t promotion_read_batch = 1;
   uint64_t promotion_inflight_bytes = 0;  // 0 = the RFC's sequential worker
   int64_t promotion_workers = 8;
-  uint64_t ssd_read_share_bytes = 0;       // NodeConfig's; 0 = off
-  int64_t promotion_yield_to_gets_ms = 0;  // NodeConfig's; 0 = off
-  uint64_t promotion_staging_bytes = 0;    // NodeConfig's; 0 = off
-  std::string segment_dir = "/dev/shm";    // NodeConfig's
+  bool promotion_drop_unreachable = false;  // NodeConfig's
+  uint64_t ssd_read_share_bytes = 0;        // NodeConfig's; 0 = off
+  int64_t promotion_yield_to_gets_ms = 0;   // NodeConfig's; 0 = off
+  uint64_t promotion_staging_bytes = 0;     // NodeConfig's; 0 = off
+  std::string segment_dir = "/dev/shm";     // NodeConfig's
   int64_t promotion_task_ttl_sec = 600;
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.

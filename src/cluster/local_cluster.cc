@@ -64,6 +64,7 @@ Status LocalCluster::Start() {
       nc.promotion_read_batch = options_.promotion_read_batch;
       nc.promotion_inflight_bytes = options_.promotion_inflight_bytes;
       nc.promotion_workers = options_.promotion_workers;
+      nc.promotion_drop_unreachable = options_.promotion_drop_unreachable;
       nc.ssd_read_share_bytes = options_.ssd_read_share_bytes;
       nc.promotion_yield_to_gets_ms = options_.promotion_yield_to_gets_ms;
       nc.promotion_staging_bytes = options_.promotion_staging_bytes;

@@ -189,6 +189,7 @@ Status Node::Start() {
     sc.promotion_read_batch = size_t(config_.promotion_read_batch);
     sc.promotion_inflight_bytes = config_.promotion_inflight_bytes;
     sc.promotion_workers = int(config_.promotion_workers);
+    sc.promotion_drop_unreachable = config_.promotion_drop_unreachable;
     sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
     sc.promotion_yield_to_gets_ms = config_.promotion_yield_to_gets_ms;
     sc.promotion_staging_bytes = config_.promotion_staging_bytes;

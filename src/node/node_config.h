@@ -70,6 +70,9 @@ struct NodeConfig {
   // bytes in flight (SsdTierConfig).
   uint64_t promotion_inflight_bytes = 0;
   int64_t promotion_workers = 8;
+  // Drop a task unread, as expired, when the batch taken now could not land
+  // before its deadline (SsdTierConfig's). Off: only a passed deadline does.
+  bool promotion_drop_unreachable = false;
   // Bytes a get's SSD read may keep for a queued promotion of the same key,
   // so one disk read serves both (SharedReads). 0 (the default): off, every
   // promotion reads the disk.

@@ -97,6 +97,20 @@ Status SsdTier::Start() {
   metrics_.AddGauge("kvpool_node_promotion_inflight_budget_bytes", "", [this] {
     return double(config_.promotion_inflight_bytes);
   });
+  metrics_.AddGauge("kvpool_node_promotion_drop_unreachable", "", [this] {
+    return config_.promotion_drop_unreachable ? 1.0 : 0.0;
+  });
+  metrics_.AddGauge(
+      "kvpool_node_promotion_service_ms", "",
+      [this] {
+        MutexLock lock(&mu_);
+        return promo_service_.ms().value_or(0.0);
+      },
+      "recent promotion batches' time from the queue to bytes in place, "
+      "less any wait for the budget (0 before the first)");
+  metrics_.GetCounter("kvpool_node_promotions_unreachable_total", "",
+                      "tasks dropped unread because they could not land "
+                      "before their deadline (promotion_drop_unreachable)");
   metrics_.AddGauge(
       "kvpool_node_ssd_values_read", "",
       [this] { return double(storage_->GetStats().values_read); },

@@ -35,6 +35,7 @@
 #include "node/gets_first.h"
 #include "node/in_flight_reads.h"
 #include "node/shared_reads.h"
+#include "node/ssd_tier_timing.h"
 #include "node/staging_pool.h"
 #include "rpc/master_client.h"
 #include "storage/file_storage.h"
@@ -76,6 +77,12 @@ struct SsdTierConfig {
   // worker would).
   uint64_t promotion_inflight_bytes = 0;
   int promotion_workers = 8;
+  // A task with a deadline is also dropped unread (reported expired, as
+  // one past its deadline) when the batch taken from the queue now could
+  // not have its bytes in place by then: from the recent batches' service
+  // time and the bytes reading or waiting for the budget ahead of it
+  // (ssd_tier_timing::ExpectedLandMs). Off: only a passed deadline drops.
+  bool promotion_drop_unreachable = false;
   // Budget of SharedReads: a get's SSD read of a key whose promotion waits
   // in this holder's queue is kept (copied) for it, and the promotion then
   // skips its disk read. 0: off.
@@ -257,8 +264,9 @@ class SsdTier final : public LocalHolder {
   // nothing else is in flight.
   bool PromotionBytesFit(uint64_t budget, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits until PromotionBytesFit, then counts `bytes` in flight.
-  void AcquirePromotionBytes(uint64_t budget, uint64_t bytes)
+  // Waits until PromotionBytesFit, then counts `bytes` in flight. Returns
+  // the clock_ ms it waited.
+  int64_t AcquirePromotionBytes(uint64_t budget, uint64_t bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
   struct PrefetchRequest {
     std::string tenant;
@@ -272,6 +280,13 @@ class SsdTier final : public LocalHolder {
     // expires here).
     std::optional<int64_t> deadline_ms;
   };
+  // promotion_drop_unreachable: moves the tasks of `jobs` named by `run`
+  // whose deadline comes before a batch taken at now_ms could land (no
+  // estimate before the first batch read: none) to `dropped`.
+  void DropUnreachable(const std::vector<PromotionJob>& jobs, int64_t now_ms,
+                       uint64_t budget, std::vector<size_t>* run,
+                       std::vector<rpc::PromotionTask>* dropped)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The promotion chain's steps (ssd_tier_promote.cc): one batch's state
   // and the RAII reporter of its outcomes to the master.
   class PromotionBatch;
@@ -335,6 +350,10 @@ class SsdTier final : public LocalHolder {
   DeadlineQueue<PromotionJob> promotions_ ABSL_GUARDED_BY(mu_);
   std::deque<PrefetchRequest> prefetches_ ABSL_GUARDED_BY(mu_);
   uint64_t promo_inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of batches waiting in AcquirePromotionBytes.
+  uint64_t promo_held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Recent batches' service time (promotion_drop_unreachable).
+  ssd_tier_timing::PromotionServiceTime promo_service_ ABSL_GUARDED_BY(mu_);
   // A batch is being written.
   bool offload_active_ ABSL_GUARDED_BY(mu_) = false;
   bool promotions_paused_ ABSL_GUARDED_BY(mu_) = false;  // test hook

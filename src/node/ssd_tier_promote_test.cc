@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -341,6 +342,59 @@ TEST_F(SsdTierPromoteTest, WithinItsDeadlineItIsPromoted) {
   EXPECT_FALSE(notified[0].expired());
   EXPECT_TRUE(InSegment(0));
 }
+
+// promotion_drop_unreachable: after a batch that took 50 ms (of the fake
+// clock) from the queue to bytes in place, a task due in 30 ms cannot land
+// in time and one due in 200 ms can. With the knob the first is dropped
+// unread and reported expired; without it both are read.
+class SsdTierUnreachableTest : public SsdTierPromoteTest,
+                               public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SsdTierUnreachableTest,
+       ATaskThatCouldNotLandByItsDeadlineIsDroppedUnread) {
+  const bool drop = GetParam();
+  config_.promotion_drop_unreachable = drop;
+  StartTier();
+  // Every promoted value takes 50 ms to put in place.
+  tier_->SetPromotionWrittenHook([this](uint64_t, uint64_t, uint64_t, uint64_t,
+                                        const std::string&, const std::string&,
+                                        uint64_t) { clock_.Advance(50); });
+  for (int i = 0; i < 3; ++i) Store(i);
+  google::protobuf::RepeatedPtrField<rpc::PromotionTask> first;
+  *first.Add() = Task(0);  // no deadline: measures the service time
+  tier_->EnqueuePromotions(first);
+  ASSERT_EQ(fake_.WaitForNotified(1).size(), 1u);
+
+  tier_->PausePromotionsForTest(true);
+  google::protobuf::RepeatedPtrField<rpc::PromotionTask> tasks;
+  *tasks.Add() = Task(1);
+  tasks.Mutable(0)->set_deadline_in_ms(30);
+  *tasks.Add() = Task(2);
+  tasks.Mutable(1)->set_deadline_in_ms(200);
+  tier_->EnqueuePromotions(tasks);
+  tier_->PausePromotionsForTest(false);
+  auto notified = fake_.WaitForNotified(3);
+  ASSERT_EQ(notified.size(), 3u);
+  // Earliest deadline first: k1, then k2.
+  EXPECT_EQ(notified[1].key(), "k1");
+  EXPECT_EQ(notified[1].success(), !drop);
+  EXPECT_EQ(notified[1].expired(), drop);
+  EXPECT_EQ(notified[2].key(), "k2");
+  EXPECT_TRUE(notified[2].success());
+  EXPECT_TRUE(InSegment(2));
+  EXPECT_EQ(Promoted("expired"), drop ? 1u : 0u);
+  EXPECT_EQ(Promoted("ok"), drop ? 2u : 3u);
+  EXPECT_EQ(
+      tier_->metrics().CounterValue("kvpool_node_promotions_unreachable_total"),
+      drop ? 1u : 0u);
+  // Dropped unread: never staged at the master.
+  const auto calls = fake_.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "PromotionAllocStart"),
+            drop ? 2 : 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(KnobOnAndOff, SsdTierUnreachableTest,
+                         ::testing::Bool());
 
 // A get of a key whose promotion is reading it from the disk joins that
 // read (read sharing on): one disk read serves both, and the get has the

@@ -17,9 +17,11 @@ namespace kvpool {
 using ssd_tier_internal::Stub;
 
 using ssd_tier_internal::AddPhaseTime;
+using ssd_tier_timing::ExpectedLandMs;
 using ssd_tier_timing::PromotionDeadlineMs;
 using ssd_tier_timing::PromotionExpired;
 using ssd_tier_timing::PromotionOrder;
+using ssd_tier_timing::PromotionUnreachable;
 
 bool SsdTier::WaitUntilOrStop(int64_t deadline_ms) {
   // Blocks on real time, but the deadline is the Clock's: a spurious wake
@@ -140,18 +142,22 @@ bool SsdTier::PromotionBytesFit(uint64_t budget, uint64_t bytes) {
   return promo_inflight_ + bytes <= budget;
 }
 
-void SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
+int64_t SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
   MutexLock lock(&mu_);
   // Time a batch waited here (for the budget, or behind an offload) is
-  // "held". A measured duration for a metric: steady_clock.
+  // "held". A measured duration for a metric: steady_clock; the one
+  // returned (the service-time estimate's) is clock_'s, as deadlines are.
   std::optional<std::chrono::steady_clock::time_point> held_since;
+  const int64_t start_ms = clock_->NowMs();
   bool behind_offload = false;
+  if (!PromotionBytesFit(budget, bytes)) promo_held_bytes_ += bytes;
   while (!PromotionBytesFit(budget, bytes)) {
     if (!held_since) held_since = std::chrono::steady_clock::now();
     behind_offload = behind_offload || !offloads_.empty() || offload_active_;
     cv_.Wait(&mu_);
   }
   if (held_since) {
+    promo_held_bytes_ -= bytes;
     AddPhaseTime(&promotion_phase_us_,
                  behind_offload ? "held_offload" : "held_budget", *held_since);
   }
@@ -160,6 +166,33 @@ void SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
   while (promo_inflight_ > peak &&
          !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
   }
+  return held_since ? clock_->NowMs() - start_ms : 0;
+}
+
+void SsdTier::DropUnreachable(const std::vector<PromotionJob>& jobs,
+                              int64_t now_ms, uint64_t budget,
+                              std::vector<size_t>* run,
+                              std::vector<rpc::PromotionTask>* dropped) {
+  int64_t land_ms = 0;
+  {
+    MutexLock lock(&mu_);
+    const std::optional<double> service = promo_service_.ms();
+    if (!service) return;
+    land_ms = ExpectedLandMs(now_ms, *service,
+                             promo_inflight_ + promo_held_bytes_, budget);
+  }
+  size_t kept = 0, n = 0;
+  for (size_t i : *run) {
+    if (PromotionUnreachable(jobs[i].deadline_ms, land_ms)) {
+      dropped->push_back(jobs[i].task);
+      ++n;
+    } else {
+      (*run)[kept++] = i;
+    }
+  }
+  run->resize(kept);
+  if (n > 0)
+    metrics_.GetCounter("kvpool_node_promotions_unreachable_total").Inc(n);
 }
 
 void SsdTier::PromotionLoop() {
@@ -193,33 +226,41 @@ void SsdTier::PromotionLoop() {
     const int64_t now = clock_->NowMs();
     std::vector<rpc::PromotionTask> tasks, expired;
     std::vector<size_t> run;  // indices into jobs
-    tasks.reserve(jobs.size());
-    uint64_t run_bytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (PromotionExpired(jobs[i].deadline_ms, now)) {
         expired.push_back(jobs[i].task);
       } else {
-        tasks.push_back(jobs[i].task);
         run.push_back(i);
-        run_bytes += jobs[i].task.size();
       }
     }
+    if (config_.promotion_drop_unreachable)
+      DropUnreachable(jobs, now, budget, &run, &expired);
     ReportExpired(expired);
+    tasks.reserve(run.size());
+    uint64_t run_bytes = 0;
+    for (size_t i : run) {
+      tasks.push_back(jobs[i].task);
+      run_bytes += jobs[i].task.size();
+    }
     // The budget bounds bytes being read or copied: a batch takes its share
     // after the alloc round trip (which moves no bytes, so that a round trip
     // to the master never holds budget the disk could use) and gives it back
     // once its bytes are in place, before the notify round trip.
     bool acquired = false;
+    int64_t held_ms = 0;
     auto acquire = [&] {
-      AcquirePromotionBytes(budget, run_bytes);
+      held_ms = AcquirePromotionBytes(budget, run_bytes);
       acquired = true;
     };
+    // A batch that read something tells how long one takes from leaving
+    // the queue to bytes in place, its wait for the budget aside.
     auto release = [&] {
       if (!acquired) return;
       acquired = false;
       {
         MutexLock lock(&mu_);
         promo_inflight_ -= run_bytes;
+        promo_service_.Observe(clock_->NowMs() - now - held_ms);
       }
       cv_.SignalAll();
     };

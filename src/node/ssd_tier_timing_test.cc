@@ -30,6 +30,40 @@ TEST(PromotionDeadline, ATaskWithoutADeadlineNeverExpires) {
   EXPECT_FALSE(PromotionExpired(std::nullopt, clock.NowMs()));
 }
 
+TEST(PromotionUnreachable, EachBudgetAheadIsOneMoreServiceTime) {
+  const uint64_t mib = 1 << 20;
+  // Nothing ahead: one service time.
+  EXPECT_EQ(ExpectedLandMs(1000, 20.0, 0, 4 * mib), 1020);
+  // One 4 MiB batch reading and two waiting, under a 4 MiB budget: three
+  // services before this batch starts, its own after.
+  EXPECT_EQ(ExpectedLandMs(1000, 20.0, 12 * mib, 4 * mib), 1080);
+  // Half a budget ahead: half a service more (rounded up to a whole ms).
+  EXPECT_EQ(ExpectedLandMs(1000, 2.5, 2 * mib, 4 * mib), 1004);
+  // No budget (the sequential worker): nothing waits ahead.
+  EXPECT_EQ(ExpectedLandMs(1000, 20.0, 64 * mib, 0), 1020);
+}
+
+TEST(PromotionUnreachable, OnlyATaskThatWouldLandAfterItsDeadline) {
+  EXPECT_TRUE(PromotionUnreachable(int64_t{1019}, 1020));
+  EXPECT_FALSE(PromotionUnreachable(int64_t{1020}, 1020));
+  EXPECT_FALSE(PromotionUnreachable(int64_t{5000}, 1020));
+  EXPECT_FALSE(PromotionUnreachable(std::nullopt, int64_t{1} << 40));
+}
+
+TEST(PromotionServiceTime, NoneUntilABatchReadThenAWeightedMean) {
+  PromotionServiceTime t;
+  EXPECT_EQ(t.ms(), std::nullopt);
+  t.Observe(40);
+  EXPECT_DOUBLE_EQ(*t.ms(), 40.0);
+  t.Observe(8);  // a quarter of the way to the newest
+  EXPECT_DOUBLE_EQ(*t.ms(), 32.0);
+  t.Observe(-3);  // a clock step back counts as 0, never negative
+  EXPECT_DOUBLE_EQ(*t.ms(), 24.0);
+  // A slow spell fades: ten fast batches bring it within 2 ms of them.
+  for (int i = 0; i < 10; ++i) t.Observe(4);
+  EXPECT_LT(*t.ms(), 6.0);
+}
+
 TEST(PromotionDeadline, TheQueueRunsEarliestDeadlineFirstThenTheRest) {
   FakeClock clock;
   DeadlineQueue<int> q;

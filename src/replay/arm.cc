@@ -133,6 +133,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.promotion_read_batch = o.promotion_read_batch;
   c.promotion_inflight_bytes = o.promotion_inflight_bytes;
   c.promotion_workers = o.promotion_workers;
+  c.promotion_drop_unreachable = o.promotion_drop_unreachable;
   c.ssd_read_share_bytes = o.ssd_read_share_bytes;
   c.promotion_yield_to_gets_ms = o.promotion_yield_to_gets_ms;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;

@@ -78,6 +78,7 @@ struct ReplayOptions {
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;
+  bool promotion_drop_unreachable = false;  // holders' NodeConfig knob
   uint64_t ssd_read_share_bytes = 0;  // holders' SharedReads budget; 0 = off
   int64_t promotion_yield_to_gets_ms = 0;  // holders' GetsFirst; 0 = off
   int64_t heartbeat_ms = 1000;

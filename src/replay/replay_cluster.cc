@@ -267,6 +267,8 @@ class ProcessCluster : public ReplayCluster {
                                  o_.promotion_inflight_bytes));
         na.push_back(
             fmt::format("--promotion_workers={}", o_.promotion_workers));
+        na.push_back(fmt::format("--promotion_drop_unreachable={}",
+                                 o_.promotion_drop_unreachable));
         na.push_back(
             fmt::format("--ssd_read_share_bytes={}", o_.ssd_read_share_bytes));
         na.push_back(fmt::format("--promotion_yield_to_gets_ms={}",

@@ -483,6 +483,7 @@ json BuildReport(const ReportInput& in) {
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
       {"promotion_workers", o.promotion_workers},
+      {"promotion_drop_unreachable", o.promotion_drop_unreachable},
       {"ssd_read_share_bytes", o.ssd_read_share_bytes},
       {"promotion_yield_to_gets_ms", o.promotion_yield_to_gets_ms},
       {"overflow_ratio", o.overflow_ratio},
