@@ -29,6 +29,7 @@
 #include "bench/svg_chart.h"
 #include "benchutil/bench_keys.h"
 #include "benchutil/bench_util.h"
+#include "benchutil/thread_cpu.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
@@ -345,6 +346,8 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   };
   const uint64_t beats0 = calls("Heartbeat");
   const uint64_t pulls0 = calls("PullPromotionTasks");
+  // Which threads use the 2 cores while the holder promotes.
+  const auto cpu0 = bench::ThreadCpuSeconds();
   double t0 = NowSec();
   for (size_t start = 0; start < keys.size(); start += 64) {
     std::vector<std::string> chunk(
@@ -357,6 +360,7 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   }
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;
+  const auto cpu = bench::CpuSince(cpu0, bench::ThreadCpuSeconds());
   row.promoted = int(svc.promotion_counters().completed - base);
   const uint64_t beats = calls("Heartbeat") - beats0;
   const uint64_t pulls = calls("PullPromotionTasks") - pulls0;
@@ -413,6 +417,26 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
                  "PullPromotionTasks\n",
                  mode.name.c_str(), static_cast<unsigned long long>(beats),
                  static_cast<unsigned long long>(pulls));
+    // Process CPU over the promotion, by thread name, largest first: near
+    // 2 cores means the holder is bound by CPU here, not by the disk.
+    std::vector<std::pair<double, std::string>> top;
+    double total = 0;
+    for (const auto& [name, s] : cpu) {
+      top.emplace_back(s, name);
+      total += s;
+    }
+    std::sort(top.rbegin(), top.rend());
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(top.size(), 6); ++i)
+      names += fmt::format("{}{} {:.2f}", i ? ", " : "", top[i].second,
+                           top[i].first);
+    std::fprintf(stderr,
+                 "  %-12s CPU while promoting: %.2f s in %.2f s (%.2f cores; "
+                 "%.0f us per promoted block): %s\n",
+                 mode.name.c_str(), total, row.seconds,
+                 row.seconds > 0 ? total / row.seconds : 0.0,
+                 row.promoted > 0 ? 1e6 * total / row.promoted : 0.0,
+                 names.c_str());
   }
   // fio on the same holder's SSD files, at the block size and the number
   // of reads the holder keeps in flight.

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch_deadline_slack", c.prefetch_deadline_slack,
                  "multiplier on the queue-wait estimate")
       ->capture_default_str();
+  app.add_flag("--prefetch_deadline_by_admissions",
+               c.prefetch_deadline_by_admissions,
+               "time the queue ahead by the engine's measured admission rate "
+               "(needs reported queues) instead of its completion interval");
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound HTTP port here (for scripts/tests)");

@@ -151,6 +151,10 @@ class ReplayCommandImpl : public ReplayCommand {
                      "in modelled ms (the router gets it x the model's "
                      "scale)")
         ->capture_default_str();
+    cmd_->add_flag("--prefetch_deadline_by_admissions",
+                   o.prefetch_deadline_by_admissions,
+                   "the router times the queue ahead by each engine's "
+                   "admission rate instead of its completion interval");
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

@@ -59,6 +59,12 @@ struct RouterConfig {
   bool prefetch_deadline = false;
   int64_t prefetch_deadline_floor_ms = 100;  // route -> get, nothing ahead
   double prefetch_deadline_slack = 2.0;      // an early drop wastes a hit
+  // With the engine's reported queue (Router::ReportQueue): time each
+  // request ahead by the engine's measured admission rate (requests routed
+  // minus waiting, over time, while it had a queue) instead of its time
+  // between completions. Off: completions. An engine bound by its KV memory
+  // admits several requests at one completion, or none at many.
+  bool prefetch_deadline_by_admissions = false;
 };
 
 struct RouteRequest {

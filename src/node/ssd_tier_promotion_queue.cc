@@ -18,6 +18,7 @@ using ssd_tier_internal::Stub;
 
 using ssd_tier_internal::AddPhaseTime;
 using ssd_tier_timing::ExpectedLandMs;
+using ssd_tier_timing::HeldBy;
 using ssd_tier_timing::PromotionDeadlineMs;
 using ssd_tier_timing::PromotionExpired;
 using ssd_tier_timing::PromotionOrder;
@@ -147,26 +148,24 @@ int64_t SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
   // Time a batch waited here (for the budget, or behind an offload) is
   // "held". A measured duration for a metric: steady_clock; the one
   // returned (the service-time estimate's) is clock_'s, as deadlines are.
-  std::optional<std::chrono::steady_clock::time_point> held_since;
+  // Each stretch between wakes counts under what held it at its start: the
+  // budget, or an offload alone (the budget would have let it start).
   const int64_t start_ms = clock_->NowMs();
-  bool behind_offload = false;
-  if (!PromotionBytesFit(budget, bytes)) promo_held_bytes_ += bytes;
+  const bool held = !PromotionBytesFit(budget, bytes);
+  if (held) promo_held_bytes_ += bytes;
   while (!PromotionBytesFit(budget, bytes)) {
-    if (!held_since) held_since = std::chrono::steady_clock::now();
-    behind_offload = behind_offload || !offloads_.empty() || offload_active_;
+    const auto since = std::chrono::steady_clock::now();
+    const char* held_by = HeldBy(budget, promo_inflight_, bytes);
     cv_.Wait(&mu_);
+    AddPhaseTime(&promotion_phase_us_, held_by, since);
   }
-  if (held_since) {
-    promo_held_bytes_ -= bytes;
-    AddPhaseTime(&promotion_phase_us_,
-                 behind_offload ? "held_offload" : "held_budget", *held_since);
-  }
+  if (held) promo_held_bytes_ -= bytes;
   promo_inflight_ += bytes;
   uint64_t peak = promo_peak_.load();
   while (promo_inflight_ > peak &&
          !promo_peak_.compare_exchange_weak(peak, promo_inflight_)) {
   }
-  return held_since ? clock_->NowMs() - start_ms : 0;
+  return held ? clock_->NowMs() - start_ms : 0;
 }
 
 void SsdTier::DropUnreachable(const std::vector<PromotionJob>& jobs,

@@ -69,6 +69,15 @@ class PromotionServiceTime {
   std::optional<double> mean_ms_;
 };
 
+// What holds a promotion batch of `bytes` that may not start
+// (SsdTier::PromotionBytesFit said no): the byte budget, when the bytes in
+// flight leave no room for it; otherwise only the rule that offloads go
+// first. Named as the phases of kvpool_node_promotion_phase_microseconds.
+inline const char* HeldBy(uint64_t budget, uint64_t inflight, uint64_t bytes) {
+  return budget > 0 && inflight + bytes > budget ? "held_budget"
+                                                 : "held_offload";
+}
+
 // NotifyOffload is tried this many times before the batch is rolled back.
 inline constexpr int kOffloadNotifyAttempts = 3;
 // The wait before try `attempt` (1-based retries: 200 ms, then 400 ms).

@@ -50,6 +50,15 @@ TEST(PromotionUnreachable, OnlyATaskThatWouldLandAfterItsDeadline) {
   EXPECT_FALSE(PromotionUnreachable(std::nullopt, int64_t{1} << 40));
 }
 
+TEST(PromotionHeld, ByTheBudgetWhenItHasNoRoomElseByTheOffloadRule) {
+  const uint64_t mib = 1 << 20;
+  // 4 MiB in flight under a 4 MiB budget: no room, whatever offloads do.
+  EXPECT_STREQ(HeldBy(4 * mib, 4 * mib, 4 * mib), "held_budget");
+  // Room for it: only an offload can be holding it.
+  EXPECT_STREQ(HeldBy(32 * mib, 4 * mib, 4 * mib), "held_offload");
+  EXPECT_STREQ(HeldBy(8 * mib, 4 * mib, 4 * mib), "held_offload");
+}
+
 TEST(PromotionServiceTime, NoneUntilABatchReadThenAWeightedMean) {
   PromotionServiceTime t;
   EXPECT_EQ(t.ms(), std::nullopt);

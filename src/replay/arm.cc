@@ -243,6 +243,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     rc.master_server_address = cluster.master_address();
     rc.enable_prefetch = arm.router_prefetch;
     rc.prefetch_deadline = o.prefetch_deadline;
+    rc.prefetch_deadline_by_admissions = o.prefetch_deadline_by_admissions;
     rc.prefetch_deadline_floor_ms =
         ScaledMs(o.prefetch_deadline_floor_ms, model.scale);
     for (int i = 0; i < o.engines; ++i) {

@@ -74,6 +74,8 @@ struct ReplayOptions {
   // RouterConfig's default, in modelled ms: the router gets it x the
   // engine model's scale (ScaledMs), like every modelled duration.
   int64_t prefetch_deadline_floor_ms = 100;
+  // RouterConfig's: the queue ahead timed by admissions, not completions.
+  bool prefetch_deadline_by_admissions = false;
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor

@@ -303,6 +303,30 @@ TEST(ReportWindowsTest, TheReportCarriesTheBands) {
       << md;
 }
 
+TEST(ReportWindowsTest, DeadlinesAreComparedWithTheWindowsTheyEstimate) {
+  nlohmann::json arm = {
+      {"request_columns",
+       {"index", "window_ms", "ssd_only_at_route", "deadline_ms"}},
+      {"request_rows",
+       {{0, 100.0, 5, 400},   // 4x late
+        {1, 200.0, 5, 100},   // early
+        {2, 50.0, 5, 100},    // 2x late
+        {3, 5.0, 5, 400},     // too short a window to count
+        {4, 300.0, 0, 900},   // no SSD-only block
+        {5, 300.0, 5, 0}}}};  // no deadline
+  const auto d = DeadlineOverWindow(arm);
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d["requests"], 3);
+  EXPECT_DOUBLE_EQ(d["p50"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(d["p10"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(d["max"].get<double>(), 4.0);
+  EXPECT_NEAR(d["late_share"].get<double>(), 2.0 / 3, 1e-9);
+  // An arm without deadlines (or an older report's rows): none.
+  arm["request_rows"] = {{0, 100.0, 5, 0}};
+  EXPECT_TRUE(DeadlineOverWindow(arm).is_null());
+  EXPECT_TRUE(DeadlineOverWindow(nlohmann::json::object()).is_null());
+}
+
 // A report written by an older build renders again with the sections added
 // since; a file that is not a report is refused, and nothing is written.
 TEST(ReportWindowsTest, RerenderFillsTheNewSectionFromAnOldReport) {

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <vector>
 
+#include "benchutil/bench_util.h"
 #include "replay/json_util.h"
+#include "replay/report.h"
 
 namespace kvpool::replay {
 
@@ -44,9 +47,40 @@ json WindowBands(const json& windows) {
   return out;
 }
 
+json DeadlineOverWindow(const json& arm) {
+  const json cols = arm.value("request_columns", json::array());
+  auto col = [&](const char* name) -> int {
+    for (size_t i = 0; i < cols.size(); ++i)
+      if (cols[i] == name) return int(i);
+    return -1;
+  };
+  const int dl = col("deadline_ms"), win = col("window_ms"),
+            ssd = col("ssd_only_at_route");
+  if (dl < 0 || win < 0 || ssd < 0) return json();
+  std::vector<double> ratios;
+  uint64_t late = 0;
+  for (const auto& r : arm.value("request_rows", json::array())) {
+    if (!r.is_array() || r.size() <= size_t(std::max({dl, win, ssd}))) continue;
+    const double d = r[size_t(dl)].get<double>();
+    const double w = r[size_t(win)].get<double>();
+    if (d <= 0 || r[size_t(ssd)].get<double>() <= 0 ||
+        w < kWindowBandEdgesMs[0])
+      continue;
+    ratios.push_back(d / w);
+    late += d > w;
+  }
+  if (ratios.empty()) return json();
+  json out = Distribution(ratios);
+  out["p10"] = Round(bench::Percentile(ratios, 10));
+  out["requests"] = ratios.size();
+  out["late_share"] = double(late) / double(ratios.size());
+  return out;
+}
+
 void AddWindowBands(json* report) {
   for (auto& a : (*report)["arms"]) {
     a["ssd_only_by_window"] = WindowBands(a.value("windows", json()));
+    a["deadline_over_window"] = DeadlineOverWindow(a);
   }
 }
 
@@ -75,6 +109,25 @@ std::string RenderWindowBandsMarkdown(const json& report) {
                             : Pct(b["dram_share"].get<double>()));
     }
     md += "\n";
+  }
+  std::string accuracy;
+  for (const auto& a : report["arms"]) {
+    const json d = DeadlineOverWindow(a);
+    if (d.is_null()) continue;
+    accuracy +=
+        fmt::format("| {} | {} | {:.2f} / {:.2f} / {:.2f} | {} |\n",
+                    a["name"].get<std::string>(), d["requests"].get<uint64_t>(),
+                    d["p10"].get<double>(), d["p50"].get<double>(),
+                    d["p90"].get<double>(), Pct(d["late_share"].get<double>()));
+  }
+  if (!accuracy.empty()) {
+    md += fmt::format(
+        "\nThe router's deadline over the window it estimates, for requests "
+        "with SSD-only blocks and a window of at least {:.0f} ms:\n\n"
+        "| arm | requests | deadline / window p10 / p50 / p90 | deadline "
+        "after the get |\n|---|---|---|---|\n",
+        kWindowBandEdgesMs[0]);
+    md += accuracy;
   }
   return md;
 }

@@ -22,7 +22,17 @@ inline constexpr double kWindowBandEdgesMs[] = {20, 100, 500};
 // requests, blocks, from_dram and dram_share (null without blocks).
 nlohmann::json WindowBands(const nlohmann::json& windows);
 
-// Sets every arm's "ssd_only_by_window" from its "windows".
+// How the router's deadlines compare with the windows they estimate, from
+// an arm's "request_rows": over requests with SSD-only blocks and a
+// deadline, the distribution (report.h Distribution) of deadline / window
+// for those whose window was at least kWindowBandEdgesMs[0] (the ones a
+// prefetch could serve; shorter windows make the ratio meaningless), with
+// "requests", and "late_share": the share of them whose deadline came after
+// their get. Null when the arm sent no deadline.
+nlohmann::json DeadlineOverWindow(const nlohmann::json& arm);
+
+// Sets every arm's "ssd_only_by_window" from its "windows", and its
+// "deadline_over_window".
 void AddWindowBands(nlohmann::json* report);
 
 // The Markdown section for the above (computed from "windows", so a report

@@ -1,5 +1,6 @@
 #include "router/read_deadline.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvpool {
@@ -10,6 +11,23 @@ void ServiceInterval::OnComplete(int64_t now_ms, bool had_queue) {
     mean_ms_ = mean_ms_ == 0 ? dt : (1 - kWeight) * mean_ms_ + kWeight * dt;
   }
   last_ms_ = now_ms;
+}
+
+void AdmissionInterval::OnReport(int64_t now_ms, uint64_t routed,
+                                 uint64_t waiting) {
+  // A report may count a request the router has not sent yet as waiting, or
+  // lag one it has: admitted never goes back, it waits for the count.
+  const uint64_t admitted = routed > waiting ? routed - waiting : 0;
+  if (last_had_queue_ && last_ms_ >= 0 && now_ms >= last_ms_) {
+    const double dt = double(now_ms - last_ms_);
+    const double da =
+        admitted > last_admitted_ ? double(admitted - last_admitted_) : 0;
+    elapsed_ms_ = (1 - kWeight) * elapsed_ms_ + kWeight * dt;
+    admitted_ = (1 - kWeight) * admitted_ + kWeight * da;
+  }
+  last_ms_ = now_ms;
+  last_admitted_ = std::max(last_admitted_, admitted);
+  last_had_queue_ = waiting > 0;
 }
 
 int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,

@@ -25,6 +25,30 @@ class ServiceInterval {
   double mean_ms_ = 0;
 };
 
+// An engine's admission rate, from its reported waiting queue
+// (Router::ReportQueue): every request routed to it is either waiting or
+// admitted, so admitted = routed - waiting at each report. Over each stretch
+// between two reports that began with a queue, dt ms and dA admissions; the
+// mean time per admission is the ratio of their exponentially weighted sums,
+// so a stretch without an admission lengthens it rather than being skipped.
+// An engine bound by its KV memory admits several requests at one
+// completion, or none at many: the completion interval misses both.
+class AdmissionInterval {
+ public:
+  // A report at `now_ms` of `waiting` requests, when `routed` requests had
+  // been routed to the engine in all.
+  void OnReport(int64_t now_ms, uint64_t routed, uint64_t waiting);
+  // 0 until a stretch with a queue has admitted a request.
+  double mean_ms() const { return admitted_ > 0 ? elapsed_ms_ / admitted_ : 0; }
+
+ private:
+  static constexpr double kWeight = 0.1;
+  int64_t last_ms_ = -1;
+  uint64_t last_admitted_ = 0;
+  bool last_had_queue_ = false;
+  double elapsed_ms_ = 0, admitted_ = 0;  // weighted sums
+};
+
 // ms from now until the engine reads the blocks of a request routed to it
 // now, with `in_flight` requests already routed to it (this one not
 // counted) of which it runs `max_running` at once (0 = unknown: none waits).

@@ -52,6 +52,10 @@ struct Router::State {
   mutable std::mutex load_mu;
   std::vector<uint64_t> in_flight;       // indexed like config.engines
   std::vector<ServiceInterval> service;  // likewise, for the deadline
+  // Requests routed to each engine in all, and its admission rate from
+  // them and its reported queue (prefetch_deadline_by_admissions).
+  std::vector<uint64_t> routed;
+  std::vector<AdmissionInterval> admissions;
   // The engine's last reported waiting queue (ReportQueue); -1: never.
   std::vector<int64_t> reported_waiting;
 
@@ -150,6 +154,8 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
   state->config = config;
   state->in_flight.assign(config.engines.size(), 0);
   state->service.assign(config.engines.size(), ServiceInterval());
+  state->routed.assign(config.engines.size(), 0);
+  state->admissions.assign(config.engines.size(), AdmissionInterval());
   state->reported_waiting.assign(config.engines.size(), -1);
   return std::unique_ptr<Router>(new Router(std::move(state)));
 }
@@ -225,8 +231,11 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
       d.engine_id = s.config.engines[e].id;
       d.affinity_hit = c.affinity;
       if (s.config.prefetch_deadline && s.reported_waiting[e] >= 0) {
+        const double interval = s.config.prefetch_deadline_by_admissions
+                                    ? s.admissions[e].mean_ms()
+                                    : s.service[e].mean_ms();
         deadline_ms = EstimateReadDeadlineFromQueueMs(
-            uint64_t(s.reported_waiting[e]), s.service[e].mean_ms(),
+            uint64_t(s.reported_waiting[e]), interval,
             s.config.prefetch_deadline_floor_ms,
             s.config.prefetch_deadline_slack);
       } else if (s.config.prefetch_deadline) {
@@ -236,6 +245,7 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
             s.config.prefetch_deadline_slack);
       }
       ++s.in_flight[e];
+      ++s.routed[e];
     }
   }
   if (d.affinity_hit) ++s.affinity_hits;
@@ -293,6 +303,11 @@ void Router::ReportQueue(const std::string& engine_id, uint64_t waiting) {
     if (s.config.engines[i].id != engine_id) continue;
     s.reported_waiting[i] =
         int64_t(std::min<uint64_t>(waiting, uint64_t(INT64_MAX)));
+    s.admissions[i].OnReport(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count(),
+        s.routed[i], waiting);
     return;
   }
 }

@@ -150,6 +150,37 @@ TEST(ReadDeadlineTest, IntervalCountsOnlyCompletionsWithAQueue) {
   EXPECT_DOUBLE_EQ(s.mean_ms(), 0.9 * 100 + 0.1 * 200);
 }
 
+TEST(ReadDeadlineTest, AdmissionIntervalIsTimeOverAdmissionsWithAQueue) {
+  AdmissionInterval a;
+  a.OnReport(1000, 10, 4);  // 6 admitted so far; starts the clock
+  EXPECT_EQ(a.mean_ms(), 0);
+  a.OnReport(1100, 10, 2);  // 100 ms, 2 admitted
+  EXPECT_DOUBLE_EQ(a.mean_ms(), 50);
+  // 100 ms without an admission: longer, not skipped.
+  a.OnReport(1200, 12, 4);
+  EXPECT_DOUBLE_EQ(a.mean_ms(), (0.9 * 10 + 0.1 * 100) / (0.9 * 0.2));
+  // A burst: 4 admitted in 10 ms when KV memory freed.
+  const double before = a.mean_ms();
+  a.OnReport(1210, 12, 0);
+  EXPECT_LT(a.mean_ms(), before);
+  // Nothing waited through the next stretch: not an admission time.
+  const double idle = a.mean_ms();
+  a.OnReport(9000, 20, 0);
+  EXPECT_DOUBLE_EQ(a.mean_ms(), idle);
+}
+
+TEST(ReadDeadlineTest, AdmissionCountNeverGoesBack) {
+  AdmissionInterval a;
+  a.OnReport(1000, 10, 2);  // 8 admitted
+  // A request routed but not yet counted as waiting, then counted: the
+  // report says fewer admitted than before; that is no admission.
+  a.OnReport(1100, 10, 3);
+  EXPECT_EQ(a.mean_ms(), 0);
+  a.OnReport(1200, 11, 1);  // 10 admitted: 2 more than the most seen
+  EXPECT_GT(a.mean_ms(), 0);
+  EXPECT_DOUBLE_EQ(a.mean_ms(), (0.9 * 0.1 * 100 + 0.1 * 100) / (0.1 * 2));
+}
+
 TEST(EngineSpecTest, MaxRunningIsACount) {
   auto e = ParseEngineSpec("id=e0,max_running=256");
   ASSERT_TRUE(e.ok());
