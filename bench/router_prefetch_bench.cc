@@ -95,6 +95,9 @@ const HolderMode kRateModes[] = {
     // others' reads, so the disk sees the whole budget more of the time.
     {"pipe-16MiB-w8-b2", false, 2, 32, 16ull << 20, 8},
     {"pipe-32MiB-w16-b4", false, 4, 32, 32ull << 20, 16},
+    // One read per batch: the budget's reads are replaced one by one as
+    // they end, as fio's are, instead of a batch's at its slowest read.
+    {"pipe-32MiB-w32-b1", false, 1, 32, 32ull << 20, 32},
     {"pipe-64MiB-w16-b4", false, 4, 32, 64ull << 20, 16},
     // Twice the batches the rings can read at once: while some batches are
     // in their master round trips, the others keep the rings busy.

@@ -151,6 +151,10 @@ class ReplayCommandImpl : public ReplayCommand {
                      "in modelled ms (the router gets it x the model's "
                      "scale)")
         ->capture_default_str();
+    cmd_->add_option("--prefetch_deadline_slack", o.prefetch_deadline_slack,
+                     "the router's multiplier on its queue-wait estimate")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd_->add_flag("--prefetch_deadline_by_admissions",
                    o.prefetch_deadline_by_admissions,
                    "the router times the queue ahead by each engine's "

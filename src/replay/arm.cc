@@ -244,6 +244,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     rc.enable_prefetch = arm.router_prefetch;
     rc.prefetch_deadline = o.prefetch_deadline;
     rc.prefetch_deadline_by_admissions = o.prefetch_deadline_by_admissions;
+    rc.prefetch_deadline_slack = o.prefetch_deadline_slack;
     rc.prefetch_deadline_floor_ms =
         ScaledMs(o.prefetch_deadline_floor_ms, model.scale);
     for (int i = 0; i < o.engines; ++i) {

@@ -74,6 +74,7 @@ struct ReplayOptions {
   // RouterConfig's default, in modelled ms: the router gets it x the
   // engine model's scale (ScaledMs), like every modelled duration.
   int64_t prefetch_deadline_floor_ms = 100;
+  double prefetch_deadline_slack = 2.0;  // RouterConfig's
   // RouterConfig's: the queue ahead timed by admissions, not completions.
   bool prefetch_deadline_by_admissions = false;
   bool promotion_pull = false;            // holders' promotion pull thread
