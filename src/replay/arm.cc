@@ -324,9 +324,13 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       for (uint64_t h : trace[i].hash_ids) rq.block_keys.push_back(BlockKey(h));
       // The engines' waiting queues, as a router scraping them would see
       // them: what the router's deadline estimate counts (ReportQueue).
+      std::vector<size_t> waiting(size_t(o.engines)), loading(waiting.size());
       for (int k = 0; k < o.engines; ++k) {
-        router->ReportQueue(fmt::format("engine-{}", k),
-                            engines[size_t(k)]->Waiting());
+        // Loading first: a load that ends between the two reads then
+        // counts in neither rather than in loading alone.
+        loading[size_t(k)] = engines[size_t(k)]->Loading();
+        waiting[size_t(k)] = engines[size_t(k)]->Waiting();
+        router->ReportQueue(fmt::format("engine-{}", k), waiting[size_t(k)]);
       }
       const double rs = NowSec();
       auto d = router->Route(rq);
@@ -352,7 +356,12 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
           ri.trigger_status.push_back(it == st.end() ? -1 : int8_t(it->second));
         }
         auto e = engine_index.find(d->engine_id);
-        if (e != engine_index.end()) target = e->second;
+        if (e != engine_index.end()) {
+          target = e->second;
+          ri.waiting_at_route = int64_t(waiting[size_t(target)]);
+          ri.loading_at_route = int64_t(
+              std::min(loading[size_t(target)], waiting[size_t(target)]));
+        }
       } else {
         ++res.route_errors;
       }

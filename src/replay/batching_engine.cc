@@ -268,6 +268,7 @@ void BatchingEngine::StepLoop() {
       f.rec.admit_s = now;
       if (!at_arrival) SubmitLoad(id, f, now);
     }
+    sched_loading_ = sched_.loading();
     sched_waiting_ = sched_.waiting() + sched_.loading();
     for (uint64_t id : load_blocked) {
       Inflight& f = *inflight_.at(id);

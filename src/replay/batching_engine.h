@@ -49,6 +49,7 @@ class BatchingEngine : public Engine {
   void Enqueue(EngineRequest r) override;
   size_t Load() const override;
   size_t Waiting() const override;
+  size_t Loading() const override { return sched_loading_.load(); }
   void Drain() override;
   const BusyLog& busy() const override { return busy_; }
   EngineStats stats() const override;
@@ -93,6 +94,7 @@ class BatchingEngine : public Engine {
   // sched_'s waiting queue and its admitted requests still loading, after
   // the step thread's last admission round.
   std::atomic<size_t> sched_waiting_{0};
+  std::atomic<size_t> sched_loading_{0};  // of it, admitted and loading
   // Step thread only: requests by id (their trace index).
   std::unordered_map<uint64_t, std::unique_ptr<Inflight>> inflight_;
 

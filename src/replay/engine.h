@@ -29,6 +29,10 @@ struct RouteInfo {
   bool affinity_hit = false;
   bool prefetch_disabled = false;
   int64_t deadline_ms = 0;  // the triggers' deadline from the route (0 none)
+  // The chosen engine's Waiting() reported just before the route, and of it
+  // the requests already admitted whose KV load was running (Loading()).
+  int64_t waiting_at_route = -1;  // -1: not reported
+  int64_t loading_at_route = -1;
   // Per block of the prefix the router matched: 'M' memory, 'S' SSD only,
   // 'P' processing; the holder of the best replica; and the trigger status
   // (-1 = not triggered, else a PrefetchToMemoryStatus).
@@ -135,6 +139,9 @@ class Engine {
   // admitted whose KV load is still running (vLLM's v1 scheduler keeps them
   // in its waiting queue as WAITING_FOR_REMOTE_KVS).
   virtual size_t Waiting() const = 0;
+  // Of Waiting(), the requests already admitted whose KV load is running
+  // (they need no admission before a request routed now is admitted).
+  virtual size_t Loading() const { return 0; }
   // Serves what is queued, then stops the engine's threads.
   virtual void Drain() = 0;
   virtual const BusyLog& busy() const = 0;

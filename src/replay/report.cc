@@ -144,7 +144,9 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                         Round(r.part_load_ms, 2),
                         Round(r.part_prefill_ms, 2),
                         Round(r.load_total_ms, 2),
-                        r.route.deadline_ms});
+                        r.route.deadline_ms,
+                        r.route.waiting_at_route,
+                        r.route.loading_at_route});
   }
   j["requests"] = a.records.size();
   j["ttft_ms"] = Distribution(ttft);
@@ -414,7 +416,9 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                           "part_load_ms",
                           "part_prefill_ms",
                           "load_total_ms",
-                          "deadline_ms"};
+                          "deadline_ms",
+                          "waiting_at_route",
+                          "loading_at_route"};
   j["request_rows"] = requests;
   j.update(ArmPartsJson(a));
   j["dram_per_node"] = a.dram_per_node;

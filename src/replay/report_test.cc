@@ -196,14 +196,22 @@ TEST(ReportTest, PromotionYieldsToGetsCountOverTheMeasuredWindow) {
 TEST(ReportTest, RowsCarryTheDeadlineTheRouteSent) {
   Fixture f;
   f.arms[1].records[0].route.deadline_ms = 350;
+  f.arms[1].records[0].route.waiting_at_route = 5;
+  f.arms[1].records[0].route.loading_at_route = 3;
   auto r = f.Build();
   const auto& arm = r["arms"][1];
   const auto& cols = arm["request_columns"];
-  const size_t c =
-      size_t(std::find(cols.begin(), cols.end(), "deadline_ms") - cols.begin());
+  auto col = [&](const char* name) {
+    return size_t(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  const size_t c = col("deadline_ms");
   ASSERT_LT(c, cols.size());
   EXPECT_EQ(arm["request_rows"][0][c], 350);
   EXPECT_EQ(arm["request_rows"][1][c], 0);
+  ASSERT_LT(col("loading_at_route"), cols.size());
+  EXPECT_EQ(arm["request_rows"][0][col("waiting_at_route")], 5);
+  EXPECT_EQ(arm["request_rows"][0][col("loading_at_route")], 3);
+  EXPECT_EQ(arm["request_rows"][1][col("waiting_at_route")], -1);
   for (const auto& row : arm["request_rows"])
     EXPECT_EQ(row.size(), cols.size());
 }
