@@ -22,6 +22,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "bench/bench_main.h"
@@ -29,11 +30,11 @@
 #include "bench/svg_chart.h"
 #include "benchutil/bench_keys.h"
 #include "benchutil/bench_util.h"
-#include "benchutil/thread_cpu.h"
 #include "common/size_parse.h"
 #include "kvpool/local_cluster.h"
 #include "master/master_server.h"
 #include "node/node.h"
+#include "replay/cpu_usage.h"
 #include "storage/aligned_buffer.h"
 
 namespace kvpool {
@@ -350,7 +351,7 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   const uint64_t beats0 = calls("Heartbeat");
   const uint64_t pulls0 = calls("PullPromotionTasks");
   // Which threads use the 2 cores while the holder promotes.
-  const auto cpu0 = bench::ThreadCpuSeconds();
+  const replay::CpuReading cpu0 = replay::ReadCpu();
   double t0 = NowSec();
   for (size_t start = 0; start < keys.size(); start += 64) {
     std::vector<std::string> chunk(
@@ -363,7 +364,7 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   }
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;
-  const auto cpu = bench::CpuSince(cpu0, bench::ThreadCpuSeconds());
+  const replay::CpuReading cpu1 = replay::ReadCpu();
   row.promoted = int(svc.promotion_counters().completed - base);
   const uint64_t beats = calls("Heartbeat") - beats0;
   const uint64_t pulls = calls("PullPromotionTasks") - pulls0;
@@ -422,12 +423,14 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
                  static_cast<unsigned long long>(pulls));
     // Process CPU over the promotion, by thread name, largest first: near
     // 2 cores means the holder is bound by CPU here, not by the disk.
-    std::vector<std::pair<double, std::string>> top;
-    double total = 0;
-    for (const auto& [name, s] : cpu) {
-      top.emplace_back(s, name);
-      total += s;
+    const double total = cpu1.process_s - cpu0.process_s;
+    std::map<std::string, double> by_name;
+    for (const auto& [thread, s] : cpu1.threads) {
+      auto it = cpu0.threads.find(thread);
+      by_name[thread.second] += s - (it == cpu0.threads.end() ? 0 : it->second);
     }
+    std::vector<std::pair<double, std::string>> top;
+    for (const auto& [name, s] : by_name) top.emplace_back(s, name);
     std::sort(top.rbegin(), top.rend());
     std::string names;
     for (size_t i = 0; i < std::min<size_t>(top.size(), 6); ++i)
