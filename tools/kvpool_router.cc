@@ -30,9 +30,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--engine", engine_specs,
                  "an engine: id=ID,nodes=NODE1;NODE2,endpoint=URL"
-                 "[,max_running=N] (repeatable; nodes = kvpool node ids on "
-                 "its host; max_running = its max_num_seqs, for "
-                 "--prefetch_deadline)");
+                 "[,max_running=N][,max_loading=N] (repeatable; nodes = "
+                 "kvpool node ids on its host; max_running = its "
+                 "max_num_seqs, max_loading = the KV loads it runs at once, "
+                 "for --prefetch_deadline)");
   app.add_flag("--enable_prefetch,!--disable_prefetch", c.enable_prefetch,
                "trigger SSD->DRAM prefetch for SSD-only prefix blocks (on by "
                "default; --enable_prefetch=false or --disable_prefetch)");

@@ -159,6 +159,10 @@ class ReplayCommandImpl : public ReplayCommand {
                    o.prefetch_deadline_by_admissions,
                    "the router times the queue ahead by each engine's "
                    "admission rate instead of its completion interval");
+    cmd_->add_flag("--prefetch_deadline_by_loads", o.prefetch_deadline_by_loads,
+                   "batching engine: engines declare their loaders to the "
+                   "router (max_loading), whose deadline then counts loads "
+                   "ahead");
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

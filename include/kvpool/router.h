@@ -31,6 +31,13 @@ struct EngineInfo {
   // beyond it wait in its queue. 0 = unknown: the deadline estimate assumes
   // no request waits.
   int max_running = 0;
+  // KV loads the engine runs at once (its loaders), for an engine that
+  // counts requests whose KV is loading as waiting (vLLM's v1 scheduler
+  // does). Set, with a reported queue, the deadline counts loads: a request
+  // behind `waiting` of them gets its blocks once waiting - max_loading + 1
+  // loads have ended (EstimateReadDeadlineFromLoadsMs). 0 = unknown: the
+  // deadline counts completions or admissions as before.
+  int max_loading = 0;
 };
 
 struct RouterConfig {

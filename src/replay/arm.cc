@@ -252,6 +252,8 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       e.id = fmt::format("engine-{}", i);
       e.max_running =
           o.engine == EngineKind::kSerial ? 1 : o.scheduler.max_num_seqs;
+      // Its Waiting() counts the loading requests (BatchingEngine).
+      if (o.prefetch_deadline_by_loads) e.max_loading = o.loaders;
       e.local_node_ids = {res.node_ids[size_t(i) % res.node_ids.size()]};
       rc.engines.push_back(e);
       engine_index[e.id] = i;

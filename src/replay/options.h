@@ -77,6 +77,9 @@ struct ReplayOptions {
   double prefetch_deadline_slack = 2.0;  // RouterConfig's
   // RouterConfig's: the queue ahead timed by admissions, not completions.
   bool prefetch_deadline_by_admissions = false;
+  // Batching engine: each engine declares its loaders as max_loading, so
+  // the router's deadline counts loads ahead (EngineInfo::max_loading).
+  bool prefetch_deadline_by_loads = false;
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor

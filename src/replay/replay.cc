@@ -59,6 +59,14 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
                   "measure >= 1, max_num_batched_tokens and max_num_seqs "
                   ">= 1, 0 < gpu_busy < 1, 0 < disk_busy_cap <= 1");
   }
+  if (o.prefetch_deadline_by_loads &&
+      (!o.prefetch_deadline || o.engine != EngineKind::kBatching)) {
+    // The serial engine has no loaders, and without deadlines the flag
+    // would change nothing: refused rather than silently ignored.
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "--prefetch_deadline_by_loads needs --prefetch_deadline "
+                  "and the batching engine");
+  }
   std::vector<ArmSpec> arms;
   std::map<std::string, int> seen;
   for (const auto& name : o.arms) {

@@ -238,5 +238,19 @@ TEST(ReplayTest, RefusesRequestsLargerThanTheGpu) {
   std::filesystem::remove(o.trace_path);
 }
 
+TEST(ReplayTest, RefusesLoadDeadlinesItCouldNotUse) {
+  ReplayOptions o = TinyOptions();
+  o.prefetch_deadline_by_loads = true;  // but no deadlines
+  auto r = RunReplay(o);
+  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+  o.prefetch_deadline = true;
+  o.engine = EngineKind::kSerial;  // no loaders
+  r = RunReplay(o);
+  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(r.status().ToString().find("prefetch_deadline_by_loads"),
+            std::string::npos);
+  std::filesystem::remove(o.trace_path);
+}
+
 }  // namespace
 }  // namespace kvpool::replay

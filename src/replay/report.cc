@@ -484,6 +484,7 @@ json BuildReport(const ReportInput& in) {
       {"prefetch_deadline", o.prefetch_deadline},
       {"prefetch_deadline_floor_ms", o.prefetch_deadline_floor_ms},
       {"prefetch_deadline_by_admissions", o.prefetch_deadline_by_admissions},
+      {"prefetch_deadline_by_loads", o.prefetch_deadline_by_loads},
       {"prefetch_deadline_slack", o.prefetch_deadline_slack},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},

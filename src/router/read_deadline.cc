@@ -14,7 +14,7 @@ void ServiceInterval::OnComplete(int64_t now_ms, bool had_queue) {
 }
 
 void AdmissionInterval::OnReport(int64_t now_ms, uint64_t routed,
-                                 uint64_t waiting) {
+                                 uint64_t waiting, uint64_t busy_at) {
   // A report may count a request the router has not sent yet as waiting, or
   // lag one it has: admitted never goes back, it waits for the count.
   const uint64_t admitted = routed > waiting ? routed - waiting : 0;
@@ -27,7 +27,7 @@ void AdmissionInterval::OnReport(int64_t now_ms, uint64_t routed,
   }
   last_ms_ = now_ms;
   last_admitted_ = std::max(last_admitted_, admitted);
-  last_had_queue_ = waiting > 0;
+  last_had_queue_ = waiting >= std::max<uint64_t>(busy_at, 1);
 }
 
 int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,
@@ -46,6 +46,16 @@ int64_t EstimateReadDeadlineFromQueueMs(uint64_t waiting,
   if (mean_interval_ms <= 0) return 0;
   const double ahead = double(waiting) + 1;
   return floor_ms + int64_t(std::ceil(slack * ahead * mean_interval_ms));
+}
+
+int64_t EstimateReadDeadlineFromLoadsMs(uint64_t waiting, int max_loading,
+                                        double departure_interval_ms,
+                                        int64_t floor_ms, double slack) {
+  const uint64_t loaders = uint64_t(std::max(max_loading, 1));
+  if (waiting < loaders) return floor_ms;
+  if (departure_interval_ms <= 0) return 0;
+  const double ahead = double(waiting - loaders) + 1;
+  return floor_ms + int64_t(std::ceil(slack * ahead * departure_interval_ms));
 }
 
 }  // namespace kvpool

@@ -33,11 +33,18 @@ class ServiceInterval {
 // so a stretch without an admission lengthens it rather than being skipped.
 // An engine bound by its KV memory admits several requests at one
 // completion, or none at many: the completion interval misses both.
+// An engine that counts its loading requests as waiting (as vLLM does) has
+// a request leave the count when its load ends, so this is then the time
+// between load completions.
 class AdmissionInterval {
  public:
   // A report at `now_ms` of `waiting` requests, when `routed` requests had
-  // been routed to the engine in all.
-  void OnReport(int64_t now_ms, uint64_t routed, uint64_t waiting);
+  // been routed to the engine in all. The stretch it begins counts as one
+  // with a queue when `waiting >= busy_at`: with `busy_at` = the engine's
+  // loads at once, only stretches in which every loader had work, since an
+  // idle loader's gaps say nothing about how fast loads drain.
+  void OnReport(int64_t now_ms, uint64_t routed, uint64_t waiting,
+                uint64_t busy_at = 1);
   // 0 until a stretch with a queue has admitted a request.
   double mean_ms() const { return admitted_ > 0 ? elapsed_ms_ / admitted_ : 0; }
 
@@ -65,6 +72,20 @@ int64_t EstimateReadDeadlineMs(uint64_t in_flight, int max_running,
 // when no interval has been measured.
 int64_t EstimateReadDeadlineFromQueueMs(uint64_t waiting,
                                         double mean_interval_ms,
+                                        int64_t floor_ms, double slack);
+
+// The same for an engine that reports its loading requests as waiting and
+// loads `max_loading` of them at once (EngineInfo::max_loading): a request
+// routed behind `waiting` of them starts its load (its get) after
+// waiting - max_loading + 1 of them have left the count; with fewer
+// waiting a loader is free and the deadline is the floor. Each departure
+// takes `departure_interval_ms` (AdmissionInterval with busy_at =
+// max_loading). 0 (no deadline) when the request would wait but no
+// interval has been measured. Measured on the replay's engine
+// (docs/results/README.md, "Deadlines counted in loads"): the route -> get
+// window grows by one departure per request beyond the loaders.
+int64_t EstimateReadDeadlineFromLoadsMs(uint64_t waiting, int max_loading,
+                                        double departure_interval_ms,
                                         int64_t floor_ms, double slack);
 
 }  // namespace kvpool

@@ -230,7 +230,14 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
       const size_t e = static_cast<size_t>(c.engine);
       d.engine_id = s.config.engines[e].id;
       d.affinity_hit = c.affinity;
-      if (s.config.prefetch_deadline && s.reported_waiting[e] >= 0) {
+      const int max_loading = s.config.engines[e].max_loading;
+      if (s.config.prefetch_deadline && s.reported_waiting[e] >= 0 &&
+          max_loading > 0) {
+        deadline_ms = EstimateReadDeadlineFromLoadsMs(
+            uint64_t(s.reported_waiting[e]), max_loading,
+            s.admissions[e].mean_ms(), s.config.prefetch_deadline_floor_ms,
+            s.config.prefetch_deadline_slack);
+      } else if (s.config.prefetch_deadline && s.reported_waiting[e] >= 0) {
         const double interval = s.config.prefetch_deadline_by_admissions
                                     ? s.admissions[e].mean_ms()
                                     : s.service[e].mean_ms();
@@ -307,7 +314,8 @@ void Router::ReportQueue(const std::string& engine_id, uint64_t waiting) {
         std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::steady_clock::now().time_since_epoch())
             .count(),
-        s.routed[i], waiting);
+        s.routed[i], waiting,
+        uint64_t(std::max(s.config.engines[i].max_loading, 1)));
     return;
   }
 }

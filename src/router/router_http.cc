@@ -150,20 +150,20 @@ Result<EngineInfo> ParseEngineSpec(const std::string& spec) {
         if (q > p) e.local_node_ids.push_back(v.substr(p, q - p));
         p = q + 1;
       }
-    } else if (k == "max_running") {
+    } else if (k == "max_running" || k == "max_loading") {
       char* endp = nullptr;
       errno = 0;
       const long n = std::strtol(v.c_str(), &endp, 10);
       if (v.empty() || *endp != '\0' || errno != 0 || n < 0 || n > 1000000) {
         return Status(ErrorCode::INVALID_PARAMS,
-                      "engine spec '" + spec + "': max_running '" + v +
+                      "engine spec '" + spec + "': " + k + " '" + v +
                           "' is not a count in [0, 1000000]");
       }
-      e.max_running = int(n);
+      (k == "max_running" ? e.max_running : e.max_loading) = int(n);
     } else {
       return Status(ErrorCode::INVALID_PARAMS,
                     "engine spec '" + spec + "': unknown key '" + k +
-                        "' (id, nodes, endpoint, max_running)");
+                        "' (id, nodes, endpoint, max_running, max_loading)");
     }
   }
   if (e.id.empty()) {

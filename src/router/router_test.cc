@@ -138,6 +138,45 @@ TEST(ReadDeadlineTest, FromTheReportedQueue) {
   EXPECT_EQ(EstimateReadDeadlineFromQueueMs(3, 0, 100, 2.0), 0);
 }
 
+TEST(ReadDeadlineTest, FromTheLoadsAhead) {
+  // Two loaders: with one request loading (or none) a loader is free and
+  // the get comes at once: the floor.
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(0, 2, 110, 2, 1.0), 2);
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(1, 2, 110, 2, 1.0), 2);
+  // Both loaders busy: one load must end first; each request beyond them
+  // one more departure.
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(2, 2, 110, 2, 1.0), 2 + 110);
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(5, 2, 110, 2, 1.0), 2 + 4 * 110);
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(5, 2, 110, 2, 2.0), 2 + 8 * 110);
+  // One loader: every waiting request is a load ahead of this one.
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(3, 1, 10.5, 0, 1.0), 32);  // ceil
+  // A wait but no measured departures: no deadline rather than a guess.
+  EXPECT_EQ(EstimateReadDeadlineFromLoadsMs(2, 2, 0, 2, 1.0), 0);
+  // The completion formula for the same report counts 3 ahead, not 1.
+  EXPECT_EQ(EstimateReadDeadlineFromQueueMs(2, 110, 2, 1.0), 2 + 3 * 110);
+}
+
+TEST(ReadDeadlineTest, DeparturesAreTimedOnlyWhileEveryLoaderIsBusy) {
+  AdmissionInterval a;
+  // Two loaders. One request loading: a loader idles, so the 1000 ms until
+  // it leaves say nothing about how fast loads drain.
+  a.OnReport(1000, 5, 1, 2);
+  a.OnReport(2000, 8, 3, 2);  // 5 left; nothing measured: not busy before
+  EXPECT_EQ(a.mean_ms(), 0);
+  a.OnReport(2100, 8, 2, 2);  // busy stretch: 100 ms, 1 departure
+  EXPECT_DOUBLE_EQ(a.mean_ms(), 100);
+  a.OnReport(2150, 8, 1, 2);  // busy: 50 ms, 1 departure
+  EXPECT_DOUBLE_EQ(a.mean_ms(), (0.9 * 10 + 0.1 * 50) / (0.9 * 0.1 + 0.1));
+  const double busy = a.mean_ms();
+  a.OnReport(4000, 8, 0, 2);  // began with a free loader: not counted
+  EXPECT_DOUBLE_EQ(a.mean_ms(), busy);
+  // The default threshold (1) would have counted the first stretch.
+  AdmissionInterval any;
+  any.OnReport(1000, 5, 1);
+  any.OnReport(2000, 8, 3);
+  EXPECT_DOUBLE_EQ(any.mean_ms(), 1000.0 / 1);
+}
+
 TEST(ReadDeadlineTest, IntervalCountsOnlyCompletionsWithAQueue) {
   ServiceInterval s;
   s.OnComplete(1000, true);  // the first completion only starts the clock
@@ -190,6 +229,18 @@ TEST(EngineSpecTest, MaxRunningIsACount) {
   EXPECT_EQ(ParseEngineSpec("id=e0,max_running=12x").code(),
             ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(ParseEngineSpec("id=e0,max_running=").code(),
+            ErrorCode::INVALID_PARAMS);
+}
+
+TEST(EngineSpecTest, MaxLoadingIsACount) {
+  auto e = ParseEngineSpec("id=e0,max_loading=2,max_running=8");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->max_loading, 2);
+  EXPECT_EQ(e->max_running, 8);
+  EXPECT_EQ(ParseEngineSpec("id=e0").value().max_loading, 0);  // unknown
+  EXPECT_EQ(ParseEngineSpec("id=e0,max_loading=-2").code(),
+            ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ParseEngineSpec("id=e0,max_loading=two").code(),
             ErrorCode::INVALID_PARAMS);
 }
 
@@ -713,7 +764,7 @@ TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   opts_.enable_prefetch_trigger = true;
   Start();
   auto c = NewClient();
-  auto cold = MakeSsdOnly(*c, 6);
+  auto cold = MakeSsdOnly(*c, 8);
   EngineInfo e0;
   e0.id = "e0";
   e0.max_running = 1;
@@ -768,6 +819,23 @@ TEST_F(RouterSsdTest, DeadlineFollowsTheEngineQueueAndIsOffByDefault) {
   EXPECT_EQ(d->prefetch_deadline_ms, 60000);
   EXPECT_EQ(reported->stats().deadlines_sent, 2u);
   EXPECT_EQ(reported->stats().reported_waiting, std::vector<int64_t>{0});
+
+  // An engine that counts its loading requests as waiting, and says it
+  // runs 2 loads at once: with 1 waiting a loader is free and the get comes
+  // at once (the floor), where the completion formula would count one
+  // ahead and, with no interval measured, send none.
+  e0.max_loading = 2;
+  rc.engines = {e0};
+  auto loads = Router::Create(rc).value();
+  loads->ReportQueue("e0", 1);
+  d = loads->Route(Req({cold[6]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 60000);
+  // Both loaders busy and no load has been seen to end: no deadline.
+  loads->ReportQueue("e0", 2);
+  d = loads->Route(Req({cold[7]}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefetch_deadline_ms, 0);
 
   // Either way the promotions run.
   ASSERT_TRUE(AllReachMemory(*c, cold));
