@@ -36,6 +36,7 @@
 #include "node/node.h"
 #include "replay/cpu_usage.h"
 #include "storage/aligned_buffer.h"
+#include "storage/file_storage.h"
 
 namespace kvpool {
 
@@ -294,7 +295,11 @@ struct RateRow {
   bool settled = true;  // main DRAM below the watermark before triggering
   int depth = 1;
   double fio_blocks_per_s = 0;  // fio at the same block size and depth
+  double fio_read_ms = 0;       // ... its mean read, submission to completion
   std::string fio_error;
+  // The holder's disk reads while it promoted (IoBackend::read_timing):
+  // mean read time, and mean reads in flight (summed read time / seconds).
+  double read_ms = 0, in_flight = 0;
   // A cell whose triggers were throttled measured the throttle, not a rate.
   bool Throttled() const { return queued < keys; }
   // 1 MiB puts (with their offloads) issued while the promotions ran, and
@@ -352,6 +357,18 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   const uint64_t pulls0 = calls("PullPromotionTasks");
   // Which threads use the 2 cores while the holder promotes.
   const replay::CpuReading cpu0 = replay::ReadCpu();
+  auto disk_reads = [&] {
+    storage::IoReadTiming sum;
+    for (size_t i = 0; i < cluster.num_nodes(); ++i) {
+      SsdTier* t = cluster.node(i).ssd();
+      if (t == nullptr || t->storage() == nullptr) continue;
+      const auto r = t->storage()->io_read_timing();
+      sum.reads += r.reads;
+      sum.read_ns += r.read_ns;
+    }
+    return sum;
+  };
+  const storage::IoReadTiming reads0 = disk_reads();
   double t0 = NowSec();
   for (size_t start = 0; start < keys.size(); start += 64) {
     std::vector<std::string> chunk(
@@ -365,6 +382,12 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
   WaitFor(120, [&] { return svc.promotion_counters().in_flight == 0; });
   row.seconds = NowSec() - t0;
   const replay::CpuReading cpu1 = replay::ReadCpu();
+  const storage::IoReadTiming reads1 = disk_reads();
+  if (reads1.reads > reads0.reads && row.seconds > 0) {
+    const double ns = double(reads1.read_ns - reads0.read_ns);
+    row.read_ms = ns / 1e6 / double(reads1.reads - reads0.reads);
+    row.in_flight = ns / 1e9 / row.seconds;
+  }
   row.promoted = int(svc.promotion_counters().completed - base);
   const uint64_t beats = calls("Heartbeat") - beats0;
   const uint64_t pulls = calls("PullPromotionTasks") - pulls0;
@@ -417,6 +440,10 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
     std::fprintf(stderr, "  %-12s worker time:%s; shmem in huge pages %s\n",
                  mode.name.c_str(), phases.c_str(), ShmemHugePages().c_str());
     std::fprintf(stderr,
+                 "  %-12s disk reads while promoting: mean %.2f ms each "
+                 "(submission to completion), %.1f in flight on average\n",
+                 mode.name.c_str(), row.read_ms, row.in_flight);
+    std::fprintf(stderr,
                  "  %-12s master calls while promoting: %llu Heartbeat, %llu "
                  "PullPromotionTasks\n",
                  mode.name.c_str(), static_cast<unsigned long long>(beats),
@@ -457,9 +484,10 @@ RateRow RunRate(const BenchOptions& opts, const std::string& root,
       files.push_back(e.path().string());
     }
   }
-  auto fio = FioRandReadMBps("fio", files, value, row.depth, 2.0, root);
+  auto fio = RunFioRandRead("fio", files, value, row.depth, 2.0, root);
   if (fio.ok()) {
-    row.fio_blocks_per_s = fio.value() * 1e6 / double(value);
+    row.fio_blocks_per_s = fio->mbps * 1e6 / double(value);
+    row.fio_read_ms = fio->mean_read_ms;
   } else {
     row.fio_error = fio.status().ToString();
     std::fprintf(stderr, "  %-12s fio (%zu files): %s\n", mode.name.c_str(),
@@ -549,7 +577,9 @@ void PrintRates(const BenchOptions& opts, const std::vector<RateRow>& rates,
   if (by_round.size() > 1) {
     std::printf(
         "\n%zu rounds (modes take turns in each, fio right after each cell); "
-        "the rows above are medians. Per round, keys/s / fio blocks/s:\n",
+        "the rows above are medians. Per round, keys/s / fio blocks/s "
+        "(mean disk read ms, holder / fio; reads in flight, holder / fio's "
+        "depth):\n",
         by_round.size());
     for (size_t m = 0; m < rates.size(); ++m) {
       std::vector<double> ratios;
@@ -561,8 +591,10 @@ void PrintRates(const BenchOptions& opts, const std::vector<RateRow>& rates,
           continue;
         }
         ratios.push_back(c.KeysPerSec() / c.fio_blocks_per_s);
-        line += fmt::format(" {:.0f}/{:.0f}={:.0f}%", c.KeysPerSec(),
-                            c.fio_blocks_per_s, 100 * ratios.back());
+        line +=
+            fmt::format(" {:.0f}/{:.0f}={:.0f}% ({:.1f}/{:.1f} ms, {:.1f}/{})",
+                        c.KeysPerSec(), c.fio_blocks_per_s, 100 * ratios.back(),
+                        c.read_ms, c.fio_read_ms, c.in_flight, c.depth);
       }
       std::printf(
           "%-17s median ratio %s:%s\n", rates[m].mode.c_str(),
@@ -702,14 +734,16 @@ int RunRouterPrefetchBench(const BenchOptions& opts) {
           << fmt::format(
                  R"({{"mode":"{}","keys":{},"queued":{},"promoted":{},)"
                  R"("seconds":{:.3f},"keys_per_sec":{:.1f},"throttled":{},)"
-                 R"("depth":{},"fio_blocks_per_sec":{:.1f},"puts":{},)"
+                 R"("depth":{},"fio_blocks_per_sec":{:.1f},)"
+                 R"("read_ms":{:.3f},"in_flight":{:.2f},"fio_read_ms":{:.3f},)"
+                 R"("puts":{},)"
                  R"("put_p50_ms":{:.3f},"put_p99_ms":{:.3f},)"
                  R"("quiet_put_p50_ms":{:.3f},"quiet_put_p99_ms":{:.3f}}})",
                  r.mode, r.keys, r.queued, r.promoted, r.seconds,
                  r.Throttled() ? 0.0 : r.KeysPerSec(),
                  r.Throttled() ? "true" : "false", r.depth, r.fio_blocks_per_s,
-                 r.puts, r.put_p50_ms, r.put_p99_ms, r.quiet_put_p50_ms,
-                 r.quiet_put_p99_ms);
+                 r.read_ms, r.in_flight, r.fio_read_ms, r.puts, r.put_p50_ms,
+                 r.put_p99_ms, r.quiet_put_p50_ms, r.quiet_put_p99_ms);
     }
     out << "]}\n";
   }

@@ -41,6 +41,7 @@ struct Measured {
   double mbps = 0;
   double p50_ms = 0;
   double p99_ms = 0;
+  double mean_ms = 0;  // fio only: its total latency's mean
 };
 
 struct Row {
@@ -162,6 +163,7 @@ Result<Measured> RunFio(const SsdBenchOptions& opts,
   // Total latency (submission to completion) when fio was asked for its
   // percentiles, else completion latency.
   const auto* lat = Child(*read, "lat_ns");
+  if (lat != nullptr) r.mean_ms = Number(*lat, "mean") / 1e6;
   const google::protobuf::Struct* pct =
       lat ? Child(*lat, "percentile") : nullptr;
   if (pct == nullptr) {
@@ -177,17 +179,17 @@ Result<Measured> RunFio(const SsdBenchOptions& opts,
 
 }  // namespace
 
-Result<double> FioRandReadMBps(const std::string& fio_path,
-                               const std::vector<std::string>& files,
-                               uint64_t block, int depth, double seconds,
-                               const std::string& scratch_dir) {
+Result<FioRandRead> RunFioRandRead(const std::string& fio_path,
+                                   const std::vector<std::string>& files,
+                                   uint64_t block, int depth, double seconds,
+                                   const std::string& scratch_dir) {
   SsdBenchOptions o;
   o.fio_path = fio_path;
   o.dir = scratch_dir;
   o.seconds_per_case = seconds;
   auto m = RunFio(o, files, block, depth);
   if (!m.ok()) return m.status();
-  return m->mbps;
+  return FioRandRead{m->mbps, m->mean_ms};
 }
 
 namespace {

@@ -40,13 +40,17 @@ struct SsdBenchOptions {
 // returned wrong bytes, or fio could not be run.
 int RunSsdBench(const SsdBenchOptions& opts);
 
-// fio's io_uring random-read bandwidth (MB/s) over `files` (read-only,
-// O_DIRECT) at `block` bytes and `depth`, for `seconds`: the baseline of
-// benches that read the same files another way in the same run.
-Result<double> FioRandReadMBps(const std::string& fio_path,
-                               const std::vector<std::string>& files,
-                               uint64_t block, int depth, double seconds,
-                               const std::string& scratch_dir);
+// fio's io_uring random reads over `files` (read-only, O_DIRECT) at `block`
+// bytes and `depth`, for `seconds`: the baseline of benches that read the
+// same files another way in the same run.
+struct FioRandRead {
+  double mbps = 0;
+  double mean_read_ms = 0;  // submission to completion (fio's lat_ns mean)
+};
+Result<FioRandRead> RunFioRandRead(const std::string& fio_path,
+                                   const std::vector<std::string>& files,
+                                   uint64_t block, int depth, double seconds,
+                                   const std::string& scratch_dir);
 
 }  // namespace kvpool
 

@@ -116,6 +116,16 @@ Status SsdTier::Start() {
       [this] { return double(storage_->GetStats().values_read); },
       "values read from the SSD and verified (gets and promotions)");
   metrics_.AddGauge(
+      "kvpool_node_ssd_disk_reads", "",
+      [this] { return double(storage_->io_read_timing().reads); },
+      "reads the SSD tier's I/O backend finished (gets, promotions, "
+      "recovery; a value may take more than one)");
+  metrics_.AddGauge(
+      "kvpool_node_ssd_disk_read_seconds", "",
+      [this] { return double(storage_->io_read_timing().read_ns) / 1e9; },
+      "their summed time from submission to completion: over a stretch, "
+      "its growth / the stretch's length is the mean reads in flight");
+  metrics_.AddGauge(
       "kvpool_node_ssd_read_share_held_bytes", "",
       [this] { return double(shared_reads_.stats().held_bytes); },
       "bytes of gets' SSD reads kept for queued promotions");

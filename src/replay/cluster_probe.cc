@@ -94,6 +94,11 @@ ClusterSnapshot TakeSnapshot(LocalCluster& cluster) {
     s.node_yields.push_back(g.yields);
     s.node_yields_timed_out.push_back(g.timed_out);
     s.node_yield_wait_us.push_back(g.waited_us);
+    const storage::IoReadTiming io = ssd && ssd->storage()
+                                         ? ssd->storage()->io_read_timing()
+                                         : storage::IoReadTiming{};
+    s.node_io_reads.push_back(io.reads);
+    s.node_io_read_us.push_back(io.read_ns / 1000);
     for (const char* phase : kPromotionPhases) {
       s.node_phase_us[phase].push_back(
           ssd ? ssd->metrics().CounterValue(

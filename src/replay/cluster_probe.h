@@ -35,6 +35,9 @@ struct ClusterSnapshot {
   // those that went after the bound, and the total wait in us
   // (promotion_yield_to_gets_ms).
   std::vector<uint64_t> node_yields, node_yields_timed_out, node_yield_wait_us;
+  // Per node: reads its SSD tier's I/O backend finished, and their summed
+  // time from submission to completion in us (IoBackend::read_timing).
+  std::vector<uint64_t> node_io_reads, node_io_read_us;
   // Per phase of kPromotionPhases, per node: the time its promotion workers
   // spent in it (kvpool_node_promotion_phase_microseconds_total), in us.
   std::map<std::string, std::vector<uint64_t>> node_phase_us;

@@ -338,6 +338,9 @@ class ProcessCluster : public ReplayCluster {
             MetricDouble(m, "kvpool_node_promotion_gets_first_wait_seconds",
                          "") *
             1e6));
+        s.node_io_reads.push_back(Metric(m, "kvpool_node_ssd_disk_reads", ""));
+        s.node_io_read_us.push_back(uint64_t(
+            MetricDouble(m, "kvpool_node_ssd_disk_read_seconds", "") * 1e6));
         for (const char* phase : kPromotionPhases) {
           s.node_phase_us[phase].push_back(
               Metric(m, "kvpool_node_promotion_phase_microseconds_total",

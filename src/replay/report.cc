@@ -189,6 +189,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                              a.at_end.node_yield_wait_us)) /
              1000.0)}};
   j["reads"]["promotion_phase_s"] = PromotionPhaseSeconds(a);
+  j["reads"]["disk"] = DiskReadTiming(a);
   j["routing"] = {{"routed", routed},
                   {"affinity_hits", affinity},
                   {"route_errors", a.route_errors},

@@ -28,6 +28,24 @@ nlohmann::json PromotionPhaseSeconds(const ArmResult& a) {
   return phases;
 }
 
+nlohmann::json DiskReadTiming(const ArmResult& a) {
+  auto grown = [](const std::vector<uint64_t>& from,
+                  const std::vector<uint64_t>& to) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < std::min(from.size(), to.size()); ++i)
+      n += to[i] >= from[i] ? to[i] - from[i] : 0;
+    return n;
+  };
+  const ClusterSnapshot &s0 = a.at_measure_start, &s1 = a.at_end;
+  const uint64_t reads = grown(s0.node_io_reads, s1.node_io_reads);
+  const uint64_t us = grown(s0.node_io_read_us, s1.node_io_read_us);
+  const double span_s = s1.t - s0.t;
+  if (reads == 0 || span_s <= 0) return nlohmann::json::object();
+  return {{"reads", reads},
+          {"mean_ms", Round(double(us) / 1e3 / double(reads), 3)},
+          {"in_flight", Round(double(us) / 1e6 / span_s, 2)}};
+}
+
 std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
   std::string md;
   md +=
@@ -101,6 +119,22 @@ std::string RenderBlockReadsMarkdown(const nlohmann::json& r) {
         "summed over holders and workers; the rest of their time they had "
         "no task):\n\n" +
         phases;
+  }
+  std::string disk;
+  for (const auto& a : r["arms"]) {
+    const auto& d = a["reads"];
+    if (!d.contains("disk") || !d["disk"].contains("reads")) continue;
+    disk += fmt::format("- {}: {} reads, {} ms each, {} in flight\n",
+                        a["name"].get<std::string>(),
+                        d["disk"]["reads"].get<uint64_t>(),
+                        Num(d["disk"], "mean_ms"), Num(d["disk"], "in_flight"));
+  }
+  if (!disk.empty()) {
+    md +=
+        "\nThe holders' SSD reads from the start of the measure to the end "
+        "of the arm (gets and promotions; mean time from submission to "
+        "completion, and mean reads in flight by Little's law):\n\n" +
+        disk;
   }
   if (!yields.empty()) {
     md +=

@@ -16,6 +16,10 @@ std::string RenderBlockReadsMarkdown(const nlohmann::json& report);
 // Where the arm's holders' promotion workers spent the measure, in seconds
 // per phase of kPromotionPhases, summed over holders and workers.
 nlohmann::json PromotionPhaseSeconds(const ArmResult& arm);
+// The holders' SSD reads over the measure (gets and promotions alike):
+// {"reads", "mean_ms" (submission to completion), "in_flight" (their summed
+// time / the measure: Little's law)}; empty when no read was timed.
+nlohmann::json DiskReadTiming(const ArmResult& arm);
 
 }  // namespace kvpool::replay
 

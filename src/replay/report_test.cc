@@ -61,6 +61,13 @@ struct Fixture {
         a.at_measure_start.node_phase_us["read"] = {1000000, 0};
         a.at_end.node_phase_us["read"] = {2000000, 500000};
         a.at_end.node_phase_us["held_offload"] = {250000, 0};
+        // Over 4 s, 100 reads of 6 ms on two holders: 0.15 in flight.
+        a.at_measure_start.t = 10;
+        a.at_end.t = 14;
+        a.at_measure_start.node_io_reads = {10, 5};
+        a.at_end.node_io_reads = {70, 45};
+        a.at_measure_start.node_io_read_us = {100000, 0};
+        a.at_end.node_io_read_us = {460000, 240000};
       }
       for (double t : {10.0, 10.5, 11.0, 11.5, 12.0}) {
         ClusterSnapshot s;
@@ -113,6 +120,10 @@ TEST(ReportTest, FieldsAreConsistent) {
   EXPECT_EQ(router["reads"]["promotion_phase_s"]["held_offload"], 0.25);
   EXPECT_EQ(router["reads"]["promotion_phase_s"]["alloc"], 0.0);
   EXPECT_EQ(off["reads"]["promotion_phase_s"]["read"], 0.0);
+  EXPECT_EQ(router["reads"]["disk"]["reads"], 100);
+  EXPECT_EQ(router["reads"]["disk"]["mean_ms"], 6.0);
+  EXPECT_EQ(router["reads"]["disk"]["in_flight"], 0.15);
+  EXPECT_TRUE(off["reads"]["disk"].empty());  // nothing timed
   // 3 landed, 2 read: 1 never read.
   EXPECT_EQ(router["promotions"]["fates"]["never_read"], 1);
   EXPECT_EQ(router["ssd_only_at_route"]["dram_share"], 1.0);

@@ -181,6 +181,9 @@ class FileStorage {
 
   FileStorageStats GetStats() const;
   bool io_uring_enabled() const { return io_->is_io_uring(); }
+  // The backend's reads so far (IoBackend::read_timing), for benches and
+  // metrics that compare the tier's reads with fio's at the same depth.
+  storage::IoReadTiming io_read_timing() const { return io_->read_timing(); }
   const FileStorageConfig& config() const { return config_; }
 
  private:

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "storage/io_backend.h"
@@ -33,7 +34,13 @@ class PreadBackend : public IoBackend {
   using IoBackend::Submit;
   void Submit(std::span<IoRequest> requests, const DoneFn& done) override {
     for (size_t i = 0; i < requests.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
       Run(requests[i]);
+      if (requests[i].op == IoOp::kRead && requests[i].result >= 0) {
+        CountRead(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now() - t0)
+                               .count()));
+      }
       if (done) done(i);
     }
   }

@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,9 +45,25 @@ struct IoRequest {
   }
 };
 
+// Reads a backend has finished without error and their summed time from
+// submission to completion, as the submitter saw it (kernel and device
+// queueing included). Over a stretch, read_ns / its length is the mean
+// number of reads in flight (Little's law): with the mean read time, what
+// tells a caller that keeps too few reads at the disk from a disk that
+// serves each read slower.
+struct IoReadTiming {
+  uint64_t reads = 0;
+  uint64_t read_ns = 0;
+};
+
 class IoBackend {
  public:
   virtual ~IoBackend() = default;
+  // Since the backend was made; monotonic, safe from any thread.
+  IoReadTiming read_timing() const {
+    return {reads_.load(std::memory_order_relaxed),
+            read_ns_.load(std::memory_order_relaxed)};
+  }
   virtual std::string_view name() const = 0;
   virtual bool is_io_uring() const { return false; }
   // Called with a request's index as soon as its result is final, on the
@@ -60,6 +77,15 @@ class IoBackend {
   // submit at the same time.
   virtual void Submit(std::span<IoRequest> requests, const DoneFn& done) = 0;
   void Submit(std::span<IoRequest> requests) { Submit(requests, DoneFn()); }
+
+ protected:
+  void CountRead(uint64_t ns) {
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    read_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> reads_{0}, read_ns_{0};
 };
 
 // preadv/pwritev, one request after the other.

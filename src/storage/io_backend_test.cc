@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "storage/segment_file.h"
@@ -54,6 +55,7 @@ TEST_P(IoBackendTest, BatchWritesAndReadsWithOneCallbackEach) {
   }
   std::vector<int> calls(kN, 0);
   io->Submit(reqs, [&](size_t i) { ++calls[i]; });
+  EXPECT_EQ(io->read_timing().reads, 0u);  // writes are not reads
   for (int i = 0; i < kN; ++i) {
     EXPECT_EQ(reqs[i].result, int64_t(kLen)) << i;
     EXPECT_EQ(calls[i], 1) << i;
@@ -65,9 +67,17 @@ TEST_P(IoBackendTest, BatchWritesAndReadsWithOneCallbackEach) {
     reqs[i].offset = uint64_t(i) * kLen;
     reqs[i].Add(dst.data() + i * kLen, kLen);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   io->Submit(reqs);
+  const auto wall = std::chrono::steady_clock::now() - t0;
   for (int i = 0; i < kN; ++i) EXPECT_EQ(reqs[i].result, int64_t(kLen));
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), kN * kLen), 0);
+  // Every read counted once, each with a time within the batch's.
+  const IoReadTiming t = io->read_timing();
+  EXPECT_EQ(t.reads, uint64_t(kN));
+  EXPECT_GT(t.read_ns, 0u);
+  EXPECT_LE(t.read_ns / t.reads,
+            uint64_t(std::chrono::nanoseconds(wall).count()));
 
   // Past the end: a short count; on a bad descriptor: -EBADF.
   IoRequest tail, bad;
@@ -80,6 +90,8 @@ TEST_P(IoBackendTest, BatchWritesAndReadsWithOneCallbackEach) {
   io->Submit(both);
   EXPECT_EQ(both[0].result, int64_t(2 * kBlockSize));
   EXPECT_EQ(both[1].result, -EBADF);
+  // The short read finished without error; the failed one is no read time.
+  EXPECT_EQ(io->read_timing().reads, uint64_t(kN) + 1);
   ::close(*fd);
 }
 

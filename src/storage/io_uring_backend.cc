@@ -4,7 +4,9 @@
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -126,6 +128,8 @@ class IoUringBackend : public IoBackend {
     }
     unsigned inflight = 0, prepared = 0;
     std::vector<uint32_t> finished;
+    // When each request was first handed to the ring (read_timing()).
+    std::vector<int64_t> submitted_ns(requests.size(), 0);
     while (!pending.empty() || inflight > 0) {
       while (!pending.empty() && inflight + prepared < depth_) {
         io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -142,6 +146,7 @@ class IoUringBackend : public IoBackend {
                                q.offset + w.done);
         }
         io_uring_sqe_set_data64(sqe, i);
+        if (submitted_ns[i] == 0) submitted_ns[i] = NowNs();
         ++prepared;
       }
       if (prepared > 0) {
@@ -180,10 +185,23 @@ class IoUringBackend : public IoBackend {
         }
       }
       io_uring_cq_advance(ring, seen);
+      if (!finished.empty()) {
+        const int64_t now = NowNs();
+        for (uint32_t i : finished) {
+          if (requests[i].op == IoOp::kRead && requests[i].result >= 0)
+            CountRead(uint64_t(std::max<int64_t>(now - submitted_ns[i], 0)));
+        }
+      }
       if (done) {
         for (uint32_t i : finished) done(i);
       }
     }
+  }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   // Applies one completion; true when request i is now final.
