@@ -249,9 +249,12 @@ class SsdTier final : public LocalHolder {
   bool RoomPulls() const;
   // Room that is worth a pull: half the queue's target.
   size_t RoomWorthAPull() const;
-  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms or
+  // Waits on cv_ (mu_ held by `lock`) until clock_ reaches deadline_ms,
+  // `wake` (called with mu_ held, before each wait) returns true, or
   // Stop(); true when stopping.
-  bool WaitUntilOrStop(int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WaitUntilOrStop(int64_t deadline_ms,
+                       const std::function<bool()>& wake = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ExecutorRoom() with mu_ held, and the queue length it aims for.
   size_t ExecutorRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t ExecutorQueueTarget() const;

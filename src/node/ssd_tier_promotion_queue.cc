@@ -24,11 +24,13 @@ using ssd_tier_timing::PromotionExpired;
 using ssd_tier_timing::PromotionOrder;
 using ssd_tier_timing::PromotionUnreachable;
 
-bool SsdTier::WaitUntilOrStop(int64_t deadline_ms) {
+bool SsdTier::WaitUntilOrStop(int64_t deadline_ms,
+                              const std::function<bool()>& wake) {
   // Blocks on real time, but the deadline is the Clock's: a spurious wake
   // or another thread's notify waits again. Latency measured only for a
   // metric (phase times, histograms) stays on steady_clock.
   while (!stopping_) {
+    if (wake && wake()) return false;
     const int64_t left = deadline_ms - clock_->NowMs();
     if (left <= 0) return false;
     cv_.WaitFor(&mu_, std::chrono::milliseconds(left));

@@ -134,16 +134,10 @@ void SsdTier::CountPullOnRoom() {
 
 bool SsdTier::WaitForRoomOrStop(int64_t deadline_ms, bool* on_room) {
   *on_room = false;
-  while (!stopping_) {
-    if (ExecutorRoomLocked() >= RoomWorthAPull()) {
-      *on_room = true;
-      return false;
-    }
-    const int64_t left = deadline_ms - clock_->NowMs();
-    if (left <= 0) return false;
-    cv_.WaitFor(&mu_, std::chrono::milliseconds(left));
-  }
-  return true;
+  return WaitUntilOrStop(deadline_ms, [&] {
+    mu_.AssertHeld();  // WaitUntilOrStop calls it with mu_ held
+    return *on_room = ExecutorRoomLocked() >= RoomWorthAPull();
+  });
 }
 
 void SsdTier::PullLoop() {
