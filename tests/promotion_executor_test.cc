@@ -109,6 +109,31 @@ TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
   }
 }
 
+// A value's share of the budget goes back as its bytes come from the disk,
+// not when its batch ends: held to the end, reads that had finished kept a
+// third to a half of the budget away from the disk (docs/ssd_tier.md).
+TEST_F(PromotionExecutorTest, AValuesShareGoesBackWhenItsBytesArrive) {
+  Start();
+  auto client = NewClient();
+  auto keys = MakeSsdOnly(*client, 1);
+  SsdTier* tier = cluster_->node(0).ssd();
+  ASSERT_TRUE(ArmFailpoints("node.promotion.after_read=pause:3000@1").ok());
+  kvpool::testing::DisarmFailpointsAtExit disarm;
+  auto r = client->BatchPrefetchToMemory(keys);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.value()[0], S::kQueued);
+  // The worker is held after its read, before it writes or notifies.
+  ASSERT_TRUE(WaitUntil(
+      [&] { return FailpointPasses("node.promotion.after_read") >= 1; },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+  EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
+  EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 1u);
+  ASSERT_TRUE(AllInMemory(*client, keys));
+  EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+}
+
 // Nor does the alloc round trip hold budget: it moves no bytes. With the
 // master's alloc held, the batch has taken none of the budget yet.
 TEST_F(PromotionExecutorTest, TheAllocRoundTripHoldsNoBudget) {

@@ -31,6 +31,7 @@ inline constexpr const char* kFailpointNames[] = {
     "master.promotion_call.before",   // a holder's alloc/notify, not yet run
     "node.directory.before_ack",      // events applied, not acknowledged
     "node.offload.after_write",       // SSD record written, master not told
+    "node.promotion.after_read",      // promoted bytes read, not written
     "node.promotion.after_write",     // promoted bytes written, not notified
     "storage.write",                  // before an SSD write is submitted
     "storage.read",                   // before an SSD read is submitted

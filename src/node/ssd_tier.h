@@ -165,11 +165,18 @@ class SsdTier final : public LocalHolder {
   // runs once every key's bytes are in place or failed, before the
   // outcomes are reported. The pipelined executor takes and frees the
   // batch's share of its in-flight budget there, so neither master round
-  // trip holds budget the disk could use.
+  // trip holds budget the disk could use. `bytes_arrived` (optional) is
+  // called with each value's size as its bytes come from the disk, while
+  // the batch's other reads may still be in flight (in_io_loop: inside the
+  // I/O backend's completion loop, where it must not block on a lock),
+  // then once with 0 bytes outside it after the reads: the executor gives
+  // each value's share of the budget back there.
+  using BytesArrivedFn = std::function<void(uint64_t bytes, bool in_io_loop)>;
   std::vector<Status> PromoteKeysFromLocalDisk(
       std::span<const rpc::PromotionTask> tasks,
       const std::function<void()>& data_done = {},
-      const std::function<void()>& before_data = {});
+      const std::function<void()>& before_data = {},
+      const BytesArrivedFn& bytes_arrived = {});
   // Called when a promotion has written a value whose bytes it verified
   // against the SSD record into this node's own segment, with where and
   // what: the node's DRAM directory then takes the record's checksum

@@ -114,7 +114,10 @@ class SsdTier::PromotionBatch {
   // 2. read: where each staged key's bytes come from, then the disk reads.
   void PlanReads();
   void AddDiskRead(size_t j, uint8_t* into);
-  void Read();
+  // `arrived` (optional): called with a value's bytes as they come from
+  // the disk (FileStorage::BatchRead's `arrived`), once per value, with
+  // in_io_loop true; then once with 0 bytes and false after the reads.
+  void Read(const BytesArrivedFn& arrived);
   // 3. write: each value into its staged replica; a key written is marked
   // a success in `reporter`.
   void Write(PromotionReporter* reporter);
@@ -305,7 +308,7 @@ void SsdTier::PromotionBatch::AddDiskRead(size_t j, uint8_t* into) {
   from_disk_.push_back(j);
 }
 
-void SsdTier::PromotionBatch::Read() {
+void SsdTier::PromotionBatch::Read(const BytesArrivedFn& arrived) {
   if (reads_.empty()) return;
   // Behind any get reading the disk now, not beside it; before Begin, so
   // that no get joins a read that is waiting for gets.
@@ -320,7 +323,17 @@ void SsdTier::PromotionBatch::Read() {
   InFlightReads& joins = tier_->in_flight_reads_;
   for (const ReadItem& item : reads_)
     joins.Begin(TenantName(item.tenant), item.key);
-  auto read = tier_->storage_->BatchRead(reads_);
+  std::vector<bool> reported(reads_.size(), false);
+  FileStorage::ArrivedFn on_arrived;
+  if (arrived) {
+    on_arrived = [&](size_t r) {
+      if (reported[r]) return;  // read again after its record moved
+      reported[r] = true;
+      arrived(tasks_[staged_[from_disk_[r]]].size(), /*in_io_loop=*/true);
+    };
+  }
+  auto read = tier_->storage_->BatchRead(reads_, on_arrived);
+  if (arrived) arrived(0, /*in_io_loop=*/false);
   for (size_t r = 0; r < from_disk_.size(); ++r) {
     const size_t j = from_disk_[r];
     const ReadItem& item = reads_[r];
@@ -411,7 +424,8 @@ Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
 std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
     std::span<const rpc::PromotionTask> tasks,
     const std::function<void()>& data_done,
-    const std::function<void()>& before_data) {
+    const std::function<void()>& before_data,
+    const BytesArrivedFn& bytes_arrived) {
   // 4. notify: the reporter tells the master every outcome on every way
   // out, after data_done.
   PromotionReporter reporter(this, tasks);
@@ -427,7 +441,8 @@ std::vector<Status> SsdTier::PromoteKeysFromLocalDisk(
   if (batch.AnyStaged()) {
     if (before_data) before_data();
     batch.PlanReads();
-    batch.Read();
+    batch.Read(bytes_arrived);
+    KVPOOL_FAILPOINT("node.promotion.after_read");
     batch.Write(&reporter);
   }
   return batch.TakeStatuses();

@@ -249,9 +249,35 @@ void SsdTier::PromotionLoop() {
     // once its bytes are in place, before the notify round trip.
     bool acquired = false;
     int64_t held_ms = 0;
+    uint64_t held_bytes = 0;  // of run_bytes, not yet given back
     auto acquire = [&] {
       held_ms = AcquirePromotionBytes(budget, run_bytes);
+      held_bytes = run_bytes;
       acquired = true;
+    };
+    // Each value's share goes back as its bytes arrive, while the batch's
+    // other reads are still at the disk: held to the batch's end, a third
+    // to a half of the budget sat in reads that had ended
+    // (docs/ssd_tier.md). Inside the I/O backend's completion loop, under
+    // its ring's lock, it only tries mu_ (taking it there would order the
+    // ring's lock before mu_); what it cannot give back then goes with the
+    // next value, or when the reads are over.
+    uint64_t arrived_bytes = 0;
+    auto give_back = [&](uint64_t bytes, bool in_io_loop) {
+      if (!acquired) return;
+      arrived_bytes += bytes;
+      if (arrived_bytes == 0) return;
+      if (in_io_loop) {
+        if (!mu_.TryLock()) return;
+      } else {
+        mu_.Lock();
+      }
+      const uint64_t n = std::min(arrived_bytes, held_bytes);
+      promo_inflight_ -= n;
+      held_bytes -= n;
+      arrived_bytes = 0;
+      mu_.Unlock();
+      cv_.SignalAll();
     };
     // A batch that read something tells how long one takes from leaving
     // the queue to bytes in place, its wait for the budget aside.
@@ -260,13 +286,15 @@ void SsdTier::PromotionLoop() {
       acquired = false;
       {
         MutexLock lock(&mu_);
-        promo_inflight_ -= run_bytes;
+        promo_inflight_ -= held_bytes;
+        held_bytes = 0;
         promo_service_.Observe(clock_->NowMs() - now - held_ms);
       }
       cv_.SignalAll();
     };
     std::vector<Status> got;
-    if (!tasks.empty()) got = PromoteKeysFromLocalDisk(tasks, release, acquire);
+    if (!tasks.empty())
+      got = PromoteKeysFromLocalDisk(tasks, release, acquire, give_back);
     release();
     for (const auto& j : jobs)
       shared_reads_.Unwant(TenantName(j.task.tenant()), j.task.key());

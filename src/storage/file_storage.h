@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -149,7 +150,15 @@ class FileStorage {
   // the key is dropped), never wrong bytes. BUFFER_OVERFLOW: capacity is
   // smaller than the value. Only [dest, dest + size) is written, and its
   // contents are unspecified when the result is an error.
-  std::vector<Result<uint64_t>> BatchRead(const std::vector<ReadItem>& items);
+  // `arrived` (optional) is called with an item's index, on the calling
+  // thread and while later reads may still be in flight, as soon as all of
+  // its bytes have come from the disk, before they are verified: a caller
+  // that budgets bytes at the disk can give that item's share back there.
+  // Not called for an item whose read failed or that needed no read; an
+  // item read again (its record moved meanwhile) may be reported twice.
+  using ArrivedFn = std::function<void(size_t item)>;
+  std::vector<Result<uint64_t>> BatchRead(const std::vector<ReadItem>& items,
+                                          const ArrivedFn& arrived = {});
 
   Result<uint64_t> LookupSize(std::string_view tenant,
                               std::string_view key) const;
@@ -237,7 +246,7 @@ class FileStorage {
                                    const std::vector<size_t>& todo,
                                    std::vector<Result<uint64_t>>* out);
   // Reads every value and hashes it while later pieces are in flight.
-  void ReadAndHash(std::vector<ValueRead>& reads);
+  void ReadAndHash(std::vector<ValueRead>& reads, const ArrivedFn& arrived);
   // Sets *out from a finished read; kMoved when the key was rewritten
   // meanwhile and must be looked up again.
   ReadOutcome SettleRead(const ReadItem& it, ValueRead& r,

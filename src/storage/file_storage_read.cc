@@ -50,7 +50,7 @@ struct FileStorage::ValueRead {
   size_t first_req = 0;
   size_t pieces = 0;
   size_t hashed = 0;         // pieces hashed so far, in order
-  size_t arrived_count = 0;  // pieces arrived (when the pool hashes)
+  size_t arrived_count = 0;  // pieces arrived
   std::vector<bool> arrived;
   std::unique_ptr<storage::DataHasher> hasher;
   std::string io_error;  // first failed request, if any
@@ -132,7 +132,7 @@ struct FileStorage::ValueRead {
 };
 
 std::vector<Result<uint64_t>> FileStorage::BatchRead(
-    const std::vector<ReadItem>& items) {
+    const std::vector<ReadItem>& items, const ArrivedFn& arrived) {
   KVPOOL_FAILPOINT("storage.read");  // a slow disk, for fault tests
   std::vector<Result<uint64_t>> out(items.size(),
                                     Result<uint64_t>(ErrorCode::OK));
@@ -140,7 +140,7 @@ std::vector<Result<uint64_t>> FileStorage::BatchRead(
   std::iota(todo.begin(), todo.end(), size_t{0});
   for (int attempt = 0; attempt < kReadAttempts && !todo.empty(); ++attempt) {
     std::vector<ValueRead> reads = PlanReads(items, todo, &out);
-    ReadAndHash(reads);
+    ReadAndHash(reads, arrived);
     std::vector<size_t> retry;
     for (ValueRead& r : reads) {
       if (SettleRead(items[r.item], r, &out[r.item]) == ReadOutcome::kMoved) {
@@ -189,7 +189,8 @@ std::vector<FileStorage::ValueRead> FileStorage::PlanReads(
   return reads;
 }
 
-void FileStorage::ReadAndHash(std::vector<ValueRead>& reads) {
+void FileStorage::ReadAndHash(std::vector<ValueRead>& reads,
+                              const ArrivedFn& arrived) {
   // About kReadPiecesPerBatch pieces per batch: a lone large value is cut
   // so that its hashing overlaps its own I/O, while in a batch of many
   // values each value is one piece (hashing one overlaps the reading of
@@ -219,11 +220,13 @@ void FileStorage::ReadAndHash(std::vector<ValueRead>& reads) {
     }
     if (r.pieces == 0 || !r.io_error.empty()) return;
     r.arrived[q - r.first_req] = true;
+    const bool all_arrived = ++r.arrived_count == r.pieces;
+    if (all_arrived && arrived) arrived(r.item);
     if (!use_pool) {
       r.HashArrivedPieces(piece);
       return;
     }
-    if (++r.arrived_count < r.pieces) return;
+    if (!all_arrived) return;
     verify.Run([&r] {
       r.HashRange(0, r.entry.value_len);
       r.hashed = r.pieces;

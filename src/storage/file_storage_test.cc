@@ -102,6 +102,16 @@ TEST_P(FileStorageTest, BatchOf64InOneCall) {
         << i;
   }
   EXPECT_EQ(results[64].code(), ErrorCode::OBJECT_NOT_FOUND);
+
+  // With `arrived`: each value read is reported once, before the batch
+  // returns, by its index; the absent key never.
+  std::vector<int> arrived(reads.size(), 0);
+  results = fs->BatchRead(reads, [&](size_t i) { ++arrived[i]; });
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(results[i].ok());
+    EXPECT_EQ(arrived[i], 1) << i;
+  }
+  EXPECT_EQ(arrived[64], 0);
 }
 
 TEST_P(FileStorageTest, OverwriteSupersedesAndSameBytesAreFree) {
