@@ -197,13 +197,19 @@ TEST_F(PromotionExecutorTest, AFullQueueTakesNoTaskByBeatAndRefillsByRoomPull) {
   auto r = client->BatchPrefetchToMemory(keys);
   ASSERT_TRUE(r.ok());
   for (S s : r.value()) ASSERT_EQ(s, S::kQueued);
-  ASSERT_TRUE(WaitUntil([&] { return tier->queued_promotions() == 8; },
-                        std::chrono::seconds(20)));
-  // Five more beats see the queue full and take nothing.
+  // A beat that comes while the master is still queuing the trigger's
+  // tasks takes only those there (6, say); either way the queue ends with
+  // less than half its room free, where beats state room 0.
+  ASSERT_TRUE(WaitUntil([&] { return tier->queued_promotions() > 4; },
+                        std::chrono::seconds(20)))
+      << tier->queued_promotions() << " queued";
+  const size_t full = tier->queued_promotions();
+  EXPECT_LE(full, 8u);
+  // Five more beats see the queue (nearly) full and take nothing.
   const uint64_t seen = beats();
   ASSERT_TRUE(
       WaitUntil([&] { return beats() >= seen + 5; }, std::chrono::seconds(20)));
-  EXPECT_EQ(tier->queued_promotions(), 8u);
+  EXPECT_EQ(tier->queued_promotions(), full);
   EXPECT_EQ(tier->pull_stats().pulls, 0u);  // no room, no pull
   tier->PausePromotionsForTest(false);
   ASSERT_TRUE(AllInMemory(*client, keys));
