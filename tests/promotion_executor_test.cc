@@ -32,6 +32,27 @@ class PromotionExecutorTest : public kvpool::testing::SsdFixture {
     opts_.promotion_workers = 4;
     opts_.promotion_read_batch = 2;
   }
+  // Promotes one SSD-only key with its worker paused once at failpoint
+  // `point`: while it is held there, with the promotion still in flight,
+  // the budget holds none of its bytes; then the key lands intact.
+  void ExpectNoBudgetHeldWhilePausedAt(const std::string& point) {
+    Start();
+    auto client = NewClient();
+    auto keys = MakeSsdOnly(*client, 1);
+    SsdTier* tier = cluster_->node(0).ssd();
+    ASSERT_TRUE(ArmFailpoints(point + "=pause:3000@1").ok());
+    kvpool::testing::DisarmFailpointsAtExit disarm;
+    auto r = client->BatchPrefetchToMemory(keys);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r.value()[0], S::kQueued);
+    ASSERT_TRUE(WaitUntil([&] { return FailpointPasses(point) >= 1; },
+                          std::chrono::seconds(20)));
+    EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+    EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
+    EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 1u);
+    ASSERT_TRUE(AllInMemory(*client, keys));
+    EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  }
   bool AllInMemory(Client& c, const std::vector<std::string>& keys) {
     return WaitUntil(
         [&] {
@@ -81,24 +102,10 @@ TEST_F(PromotionExecutorTest, EveryKeyLandsIntactWithinTheByteBudget) {
 // are in place gives its share back before the notify round trip, so the
 // next batch's reads need not wait for the master.
 TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
-  Start();
-  auto client = NewClient();
-  auto keys = MakeSsdOnly(*client, 1);
-  SsdTier* tier = cluster_->node(0).ssd();
-  ASSERT_TRUE(ArmFailpoints("node.promotion.after_write=pause:3000@1").ok());
-  kvpool::testing::DisarmFailpointsAtExit disarm;
-  auto r = client->BatchPrefetchToMemory(keys);
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r.value()[0], S::kQueued);
   // The worker is held between its write and its notify.
-  ASSERT_TRUE(WaitUntil(
-      [&] { return FailpointPasses("node.promotion.after_write") >= 1; },
-      std::chrono::seconds(20)));
-  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
-  EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
-  EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 1u);
-  ASSERT_TRUE(AllInMemory(*client, keys));
-  EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  ExpectNoBudgetHeldWhilePausedAt("node.promotion.after_write");
+  if (HasFatalFailure()) return;
+  SsdTier* tier = cluster_->node(0).ssd();
   // Where the worker's time went is counted, step by step.
   for (const char* phase : {"alloc", "read", "notify"}) {
     EXPECT_GT(tier->metrics().CounterValue(
@@ -113,25 +120,10 @@ TEST_F(PromotionExecutorTest, TheBudgetIsFreedBeforeTheNotifyRoundTrip) {
 // not when its batch ends: held to the end, reads that had finished kept a
 // third to a half of the budget away from the disk (docs/ssd_tier.md).
 TEST_F(PromotionExecutorTest, AValuesShareGoesBackWhenItsBytesArrive) {
-  Start();
-  auto client = NewClient();
-  auto keys = MakeSsdOnly(*client, 1);
-  SsdTier* tier = cluster_->node(0).ssd();
-  ASSERT_TRUE(ArmFailpoints("node.promotion.after_read=pause:3000@1").ok());
-  kvpool::testing::DisarmFailpointsAtExit disarm;
-  auto r = client->BatchPrefetchToMemory(keys);
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r.value()[0], S::kQueued);
   // The worker is held after its read, before it writes or notifies.
-  ASSERT_TRUE(WaitUntil(
-      [&] { return FailpointPasses("node.promotion.after_read") >= 1; },
-      std::chrono::seconds(20)));
-  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
-  EXPECT_EQ(tier->promotion_inflight_peak(), kValue);
-  EXPECT_EQ(cluster_->master().service().promotion_counters().in_flight, 1u);
-  ASSERT_TRUE(AllInMemory(*client, keys));
-  EXPECT_EQ(client->Get(keys[0]).value(), RandomBytes(kValue, 0));
-  EXPECT_EQ(tier->promotion_inflight_bytes(), 0u);
+  ExpectNoBudgetHeldWhilePausedAt("node.promotion.after_read");
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(cluster_->node(0).ssd()->promotion_inflight_bytes(), 0u);
 }
 
 // Nor does the alloc round trip hold budget: it moves no bytes. With the

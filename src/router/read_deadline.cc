@@ -51,11 +51,10 @@ int64_t EstimateReadDeadlineFromQueueMs(uint64_t waiting,
 int64_t EstimateReadDeadlineFromLoadsMs(uint64_t waiting, int max_loading,
                                         double departure_interval_ms,
                                         int64_t floor_ms, double slack) {
-  const uint64_t loaders = uint64_t(std::max(max_loading, 1));
-  if (waiting < loaders) return floor_ms;
-  if (departure_interval_ms <= 0) return 0;
-  const double ahead = double(waiting - loaders) + 1;
-  return floor_ms + int64_t(std::ceil(slack * ahead * departure_interval_ms));
+  // The loaders are the in-flight estimate's running slots: the request
+  // waits for waiting - loaders + 1 departures.
+  return EstimateReadDeadlineMs(waiting, std::max(max_loading, 1),
+                                departure_interval_ms, floor_ms, slack);
 }
 
 }  // namespace kvpool
