@@ -44,14 +44,32 @@ ReachBound ReachableBeforeGet(const std::vector<RequestRecord>& records,
                               const std::vector<TraceRequest>& trace,
                               double block_read_s);
 
+// A reference for the same blocks when requests do share the disks, not a
+// bound: every SSD-only block is read once, from its trigger (as above),
+// and the gets' other disk reads from their get's start; each disk (one
+// for every holder when `one_disk`: nodes of one machine, as in the
+// replay's clusters; else one per holder) reads them one at a time, each
+// in `block_read_s`, in the order they were asked for. A block is
+// reachable when its read ends by its request's get start. Still in
+// prefetch's favour: a get joins the promotion of a block it reads, so no
+// block is read twice, and nothing else (offload writes, round trips)
+// takes the disk. Not an upper bound: an order other than arrival (the
+// reads that can still land first) can land more.
+ReachBound ReachableSharingDisks(const std::vector<RequestRecord>& records,
+                                 const std::vector<TraceRequest>& trace,
+                                 double block_read_s, bool one_disk);
+
 // The report's `reachable_bound`: the bound at the calibrated read time
 // per block and with a disk ten times faster (which of window and disk
 // bounds the share), and at `given_ms` per block when that is > 0 (the
-// disk's sustained rate). Empty when neither read time is known.
+// disk's sustained rate), with ReachableSharingDisks at `given_ms`
+// (`share_sharing_one_disk`, `share_sharing_holder_disks`). Empty when
+// neither read time is known.
 nlohmann::json ReachBoundJson(const std::vector<RequestRecord>& records,
                               const std::vector<TraceRequest>& trace,
                               double calibrated_ms, double given_ms);
-// Its Markdown cell: "share / 10x share[ / given share at X ms]", or "-"
+// Its Markdown cell: "share / 10x share[ / given share at X ms (shared in
+// route order: one disk, a disk per holder)]", or "-"
 // for a report from before the bound.
 std::string ReachBoundCell(const nlohmann::json& bound);
 

@@ -92,5 +92,50 @@ TEST(ReachBoundTest, ABlockOutsideTheTraceIsCountedNotReachable) {
   EXPECT_EQ(b.reachable, 0u);
 }
 
+TEST(ReachSharingDisksTest, RequestsRoutedTogetherQueueOnOneDisk) {
+  std::vector<TraceRequest> trace = {{0, 0, 0, {1, 2}}, {0, 0, 0, {3, 4}}};
+  // Each alone lands both of its blocks in 25 ms at 10 ms a read ...
+  std::vector<RequestRecord> recs = {Routed(0, "SS", 1.0, 1.025, {"a"}),
+                                     Routed(1, "SS", 1.001, 1.026, {"b"})};
+  EXPECT_EQ(ReachableBeforeGet(recs, trace, 0.010).reachable, 4u);
+  // ... on a disk per holder too; on one disk the second request's reads
+  // wait for the first's (done at 1.030 and 1.040).
+  ReachBound per_holder = ReachableSharingDisks(recs, trace, 0.010, false);
+  EXPECT_EQ(per_holder.blocks, 4u);
+  EXPECT_EQ(per_holder.reachable, 4u);
+  ReachBound one = ReachableSharingDisks(recs, trace, 0.010, true);
+  EXPECT_EQ(one.blocks, 4u);
+  EXPECT_EQ(one.reachable, 2u);
+}
+
+TEST(ReachSharingDisksTest, AGetsOtherDiskReadsGoFirstWhenAskedFirst) {
+  std::vector<TraceRequest> trace = {{0, 0, 0, {1, 2, 3}}, {0, 0, 0, {4}}};
+  // Request 0 reads three blocks from the SSD that were in DRAM when it
+  // was routed, from 0.999: the disk is busy until 1.029, so request 1's
+  // block, asked for at 1.0, ends at 1.039, after its get at 1.025.
+  RequestRecord moved = Routed(0, "MMM", 0.5, 0.999);
+  moved.ssd_reads = 3;
+  std::vector<RequestRecord> recs = {moved, Routed(1, "S", 1.0, 1.025)};
+  EXPECT_EQ(ReachableSharingDisks(recs, trace, 0.010, true).reachable, 0u);
+  // Without those reads it lands.
+  recs[0].ssd_reads = 0;
+  EXPECT_EQ(ReachableSharingDisks(recs, trace, 0.010, true).reachable, 1u);
+}
+
+TEST(ReachSharingDisksTest, ABlockTriggeredOnceIsReadOnceForEveryRequest) {
+  // Block 7, SSD-only for both routes and not read between them: one read
+  // from 1.0 to 1.010 lands it for both. Block 8, asked for at 1.0005,
+  // ends at 1.020, after the second get (read twice, 7 would end there).
+  std::vector<TraceRequest> trace = {{0, 0, 0, {7}}, {0, 0, 0, {7, 8}}};
+  std::vector<RequestRecord> recs = {Routed(0, "S", 1.0, 3.0),
+                                     Routed(1, "SS", 1.0005, 1.015)};
+  ReachBound b = ReachableSharingDisks(recs, trace, 0.010, true);
+  EXPECT_EQ(b.blocks, 3u);
+  EXPECT_EQ(b.reachable, 2u);
+  // An unread request's blocks count and never land.
+  recs.push_back(Routed(1, "SS", 2.5, 0));
+  EXPECT_EQ(ReachableSharingDisks(recs, trace, 0.010, true).blocks, 5u);
+}
+
 }  // namespace
 }  // namespace kvpool::replay

@@ -157,7 +157,11 @@ TEST(ReportTest, TheBoundAtAGivenReadTimeIsReportedOnlyWhenAsked) {
   EXPECT_EQ(b["given_block_read_ms"], 2.1);
   EXPECT_EQ(b["blocks"], 4);
   EXPECT_EQ(b["reachable_given"], 0);  // no get start recorded
-  EXPECT_NE(RenderMarkdown(r).find("at 2.1 ms"), std::string::npos);
+  EXPECT_EQ(b["reachable_sharing_one_disk"], 0);
+  EXPECT_EQ(b["share_sharing_holder_disks"], 0.0);
+  const std::string md = RenderMarkdown(r);
+  EXPECT_NE(md.find("at 2.1 ms"), std::string::npos);
+  EXPECT_NE(md.find("shared in route order"), std::string::npos);
 }
 
 TEST(ReportTest, BlocksNotReadAreCountedByWhatEndedThePrefix) {
