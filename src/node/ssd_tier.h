@@ -353,6 +353,12 @@ class SsdTier final : public LocalHolder {
 
   mutable Mutex mu_;
   CondVar cv_;  // any change of what mu_ guards that a worker waits for
+  // Only promo_inflight_ falling, or an offload batch ending: what a batch
+  // waiting for the budget (AcquirePromotionBytes) waits for. Apart from
+  // cv_, so that each value given back wakes only those batches, not every
+  // idle worker, the pull threads and the offload thread (a wake-up storm
+  // that took a third of the workers' CPU; docs/ssd_tier.md).
+  CondVar budget_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool prefetch_exited_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<rpc::OffloadTask> offloads_ ABSL_GUARDED_BY(mu_);

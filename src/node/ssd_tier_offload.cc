@@ -41,7 +41,8 @@ void SsdTier::OffloadLoop() {
       MutexLock lock(&mu_);
       offload_active_ = false;
     }
-    cv_.SignalAll();  // promotions held back for the offload may go
+    cv_.SignalAll();
+    budget_cv_.SignalAll();  // promotions held back for the offload may go
   }
 }
 

@@ -158,7 +158,7 @@ int64_t SsdTier::AcquirePromotionBytes(uint64_t budget, uint64_t bytes) {
   while (!PromotionBytesFit(budget, bytes)) {
     const auto since = std::chrono::steady_clock::now();
     const char* held_by = HeldBy(budget, promo_inflight_, bytes);
-    cv_.Wait(&mu_);
+    budget_cv_.Wait(&mu_);
     AddPhaseTime(&promotion_phase_us_, held_by, since);
   }
   if (held) promo_held_bytes_ -= bytes;
@@ -277,7 +277,7 @@ void SsdTier::PromotionLoop() {
       held_bytes -= n;
       arrived_bytes = 0;
       mu_.Unlock();
-      cv_.SignalAll();
+      budget_cv_.SignalAll();
     };
     // A batch that read something tells how long one takes from leaving
     // the queue to bytes in place, its wait for the budget aside.
@@ -290,7 +290,7 @@ void SsdTier::PromotionLoop() {
         held_bytes = 0;
         promo_service_.Observe(clock_->NowMs() - now - held_ms);
       }
-      cv_.SignalAll();
+      budget_cv_.SignalAll();
     };
     std::vector<Status> got;
     if (!tasks.empty())
