@@ -65,25 +65,19 @@ std::optional<int64_t> Decode(const std::string& v) {
   return id;
 }
 
-// `n` distinct loopback ports free right now (for the processes'
-// /metrics): all bound at once, so the kernel cannot hand one out twice.
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    int port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-    fds.push_back(fd);
-    ports.push_back(port);
+// The metrics port a process printed on its line starting with `prefix`
+// in `log` ("... metrics_port=N"), or 0 while it has not printed it. The
+// processes bind port 0 and say which port they got: a port picked free
+// beforehand can be taken by another test's connection before it is bound.
+int PrintedMetricsPort(const fs::path& log, const std::string& prefix) {
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t at = line.find("metrics_port=");
+    if (at == std::string::npos) continue;
+    return std::atoi(line.c_str() + at + std::strlen("metrics_port="));
   }
-  for (int fd : fds) close(fd);
-  return ports;
+  return 0;
 }
 
 // The value of metric `name` (first series) on 127.0.0.1:port, or -1.
@@ -143,7 +137,8 @@ class FaultInjectionTest : public ::testing::Test {
               line.find("failpoint") != std::string::npos ||
               line.find("confirm") != std::string::npos ||
               line.find("remount") != std::string::npos ||
-              line.find("metrics") != std::string::npos)
+              line.find("metrics") != std::string::npos ||
+              line.find("cannot start") != std::string::npos)
             std::printf("  %s: %s\n", log, line.c_str());
         }
       }
@@ -166,6 +161,7 @@ class FaultInjectionTest : public ::testing::Test {
   void StartMaster(const std::string& failpoints = "") {
     const fs::path port_file = dir_ / "master.port";
     fs::remove(port_file);
+    fs::remove(dir_ / "master.log");  // with the old process's port
     std::ofstream(dir_ / "master.toml")
         << "rpc_port = " << port_ << "\nclient_ttl = 2\n"
         << "default_kv_lease_ttl = 500\nenable_offload = true\n"
@@ -176,7 +172,7 @@ class FaultInjectionTest : public ::testing::Test {
         // machine) is only ever ended by the reaper: with its default of
         // 600 s the pool would not converge within the test.
         << "offload_task_ttl_sec = 5\n"
-        << "metrics_port = " << master_metrics_ << "\n";
+        << "metrics_port = 0\n";
     std::vector<std::string> env;
     if (!failpoints.empty()) env.push_back("KVPOOL_FAILPOINTS=" + failpoints);
     master_ = Spawn({std::string(KVPOOL_BIN_DIR) + "/kvpool-master",
@@ -187,26 +183,40 @@ class FaultInjectionTest : public ::testing::Test {
                           std::chrono::seconds(20)));
     if (port_ == 0) std::ifstream(port_file) >> port_;
     ASSERT_GT(port_, 0);
+    master_metrics_ = WaitForMetricsPort(&master_, dir_ / "master.log",
+                                         "kvpool-master listening on");
   }
   void StartNode(int i, const std::string& failpoints = "") {
     std::vector<std::string> env;
     if (!failpoints.empty()) env.push_back("KVPOOL_FAILPOINTS=" + failpoints);
     const std::string id = "node-" + std::to_string(i);
+    // The old process's log (and the port it printed) goes first.
+    fs::remove(dir_ / (id + ".log"));
     nodes_[i] = Spawn(
         {std::string(KVPOOL_BIN_DIR) + "/kvpool-node",
          "--master_server_address=" + Address(), "--global_segment_size=2MiB",
-         "--metrics_port=" + std::to_string(node_metrics_[i]),
-         "--heartbeat_interval_ms=100", "--node_id=" + id,
+         "--metrics_port=0", "--heartbeat_interval_ms=100", "--node_id=" + id,
          "--enable_ssd_offload", "--ssd_offload_path=" + (dir_ / id).string()},
         (dir_ / (id + ".log")).string(), env);
+    node_metrics_[i] = WaitForMetricsPort(&nodes_[i], dir_ / (id + ".log"),
+                                          "kvpool-node " + id + " ");
+  }
+  // The metrics port `*pid` printed once serving; -1 (Metric() then reads
+  // nothing) if it exited or never said.
+  int WaitForMetricsPort(pid_t* pid, const fs::path& log,
+                         const std::string& prefix) {
+    int port = 0;
+    WaitUntil(
+        [&] {
+          port = PrintedMetricsPort(log, prefix);
+          return port > 0 || Exited(pid);
+        },
+        std::chrono::seconds(20));
+    return port > 0 ? port : -1;
   }
   std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
   void Start(const std::string& master_fp = "",
              const std::string& node0_fp = "") {
-    const std::vector<int> ports = FreePorts(3);
-    master_metrics_ = ports[0];
-    node_metrics_[0] = ports[1];
-    node_metrics_[1] = ports[2];
     StartMaster(master_fp);
     StartNode(0, node0_fp);
     StartNode(1);
