@@ -1,5 +1,6 @@
 // Deadline-aware router prefetch: the hand-out filter that drops promotions
-// whose deadline passed before their SSD read could start. The decision and
+// whose deadline passed before their SSD read could start, and the mailbox
+// copies of those their holder's exist trigger already runs. The decision and
 // the release of such an entry are PromotionScheduler's; the mailbox order
 // itself is NodeRegistry's (a DeadlineQueue per holder).
 #include <algorithm>
@@ -16,10 +17,13 @@ size_t MasterService::DropExpiredPromotions(
   for (auto& t : *tasks) {
     bool expired = false;
     ObjectKeyView kv;
-    if (t.deadline_ms > 0 && LookupKey(t.tenant, t.key, &kv)) {
+    // Only router tasks expire or are claimed by an exist trigger.
+    if ((t.deadline_ms > 0 || t.source == TriggerSource::kRouter) &&
+        LookupKey(t.tenant, t.key, &kv)) {
       auto& shard = objects_.ShardFor(kv);
       MutexLock lock(&shard.mu());
-      expired = promotions_.ExpireIfDue(shard, kv, now, t);
+      expired = promotions_.HandOut(shard, kv, now, t) !=
+                PromotionScheduler::HandOutResult::kDeliver;
     }
     if (expired) {
       ++dropped;

@@ -331,8 +331,9 @@ class MasterService {
       const std::string& tenant, const std::vector<std::string>& keys,
       int64_t deadline_in_ms = 0);
   // Hand-out of queued promotions (heartbeat or pull): drops those whose
-  // deadline has passed, releasing their entry, and fills in the time left
-  // of the others. Returns how many were dropped.
+  // deadline has passed, releasing their entry, and the copies of those an
+  // exist trigger of their holder claimed; fills in the time left of the
+  // others. Returns how many were dropped.
   size_t DropExpiredPromotions(std::vector<PromotionTaskMsg>* tasks);
   // Test hook: runs between the read-only and the read-write phase of
   // BatchPrefetchToMemory (the TOCTOU window). Not for production use.

@@ -318,6 +318,7 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
     // trigger has cleared since (an exist taking it over, a router trigger
     // without one): it goes back to the holder, with none.
     auto obj = shard.objects().find(kv);
+    st->second.with_holder = false;  // in the mailbox again
     if (obj != shard.objects().end() &&
         nodes_.PushPromotion(
             st->second.holder,
@@ -439,6 +440,13 @@ MasterService::RegisterPrefetchTask(const std::string& node_id,
       continue;
     }
     if (auto p = shard.promotions().find(kv); p != shard.promotions().end()) {
+      // Still in the mailbox of this holder: it runs the task now, as its
+      // own exist promotion (docs/prefetch_on_exist.md).
+      if (idx && promotions_.ClaimForExist(p->second, *idx)) {
+        r.task_id = p->second.task_id;
+        r.size = m.size;
+        continue;
+      }
       promotions_.TakeOverForExist(p->second);
       r.code = ErrorCode::PROMOTION_ALREADY_EXISTS;
       continue;

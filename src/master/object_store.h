@@ -146,6 +146,10 @@ struct PromotionState {
   // (0 = never): the latest deadline of the router triggers that asked for
   // it; a trigger without one clears it.
   int64_t deadline_ms = 0;
+  // Its holder has the task: handed out from the mailbox, or given to the
+  // holder's exist trigger while still queued (ClaimForExist). A mailbox
+  // copy met after that is a duplicate and is not delivered.
+  bool with_holder = false;
 };
 
 // An offload handed to a holder and not yet answered; pins the memory

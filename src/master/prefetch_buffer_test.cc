@@ -567,28 +567,77 @@ TEST_F(PrefetchDeadlineTest, HolderReportsExpiryAsExpiredNotFailed) {
   ExpectInvariant();
 }
 
-// The router triggers at routing, the engine's exist comes after: the
-// exist path makes the queued router promotion its own instead of being
-// refused and watching it expire.
-TEST_F(PrefetchDeadlineTest, ExistTakesOverAQueuedRouterPromotion) {
+// The router triggers at routing, the engine's exist comes after. While
+// the router's task is still in the master's mailbox, the exist trigger of
+// its holder runs it at once as its own (so the holder keeps its gets'
+// reads of the block for it) instead of being refused and leaving it to
+// wait for the mailbox, or to expire there.
+TEST_F(PrefetchDeadlineTest, ExistOfItsHolderRunsAQueuedRouterPromotion) {
   Disk({"a"});
   ASSERT_EQ(Trigger({"a"}, 100)[0], PS::kQueued);
   auto reg = svc_->RegisterPrefetchTask("holder", "", {"a"});
-  EXPECT_EQ(reg[0].code, ErrorCode::PROMOTION_ALREADY_EXISTS);  // one task
-  EXPECT_EQ(Counter("kvpool_master_prefetch_router_taken_by_exist_total", ""),
+  ASSERT_EQ(reg[0].code, ErrorCode::OK);
+  EXPECT_NE(reg[0].task_id, 0u);
+  EXPECT_EQ(reg[0].size, kBlock);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_router_claimed_by_exist_total", ""),
             1u);
-  clock_.Advance(200);  // past the router's deadline
-  auto got = Pull();
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].deadline_in_ms, 0);
+  // Still one task: a second exist is refused, and the mailbox copy is not
+  // handed out (nor counted expired) past the router's deadline.
+  EXPECT_EQ(svc_->RegisterPrefetchTask("holder", "", {"a"})[0].code,
+            ErrorCode::PROMOTION_ALREADY_EXISTS);
+  clock_.Advance(200);
+  EXPECT_TRUE(Pull().empty());
   EXPECT_EQ(Expired("master"), 0u);
+  EXPECT_EQ(svc_->promotion_counters().in_flight, 1u);
   // It lands in main DRAM, as exist promotions do, and its buffer
   // reservation is back.
-  EXPECT_EQ(Land(got[0]), main_id_);
+  EXPECT_EQ(Land(PromotionTaskMsg{"", "a", reg[0].size, reg[0].task_id}),
+            main_id_);
   EXPECT_EQ(svc_->segments().Usage(SegmentKind::kPrefetchBuffer).used, 0u);
   auto c = svc_->promotion_counters();
   EXPECT_EQ(c.completed, 1u);
   EXPECT_EQ(c.expired, 0u);
+  ExpectInvariant();
+}
+
+// Once handed out, the holder has the task queued: the exist trigger is
+// refused, as the seed says, and the task takes no deadline any more.
+TEST_F(PrefetchDeadlineTest, ExistTakesOverAHandedOutRouterPromotion) {
+  Disk({"a"});
+  ASSERT_EQ(Trigger({"a"}, 100)[0], PS::kQueued);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(svc_->RegisterPrefetchTask("holder", "", {"a"})[0].code,
+            ErrorCode::PROMOTION_ALREADY_EXISTS);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_router_taken_by_exist_total", ""),
+            1u);
+  EXPECT_EQ(Counter("kvpool_master_prefetch_router_claimed_by_exist_total", ""),
+            0u);
+  clock_.Advance(200);  // past the router's deadline: not expired
+  EXPECT_EQ(Land(got[0]), main_id_);
+  EXPECT_EQ(svc_->promotion_counters().completed, 1u);
+  EXPECT_EQ(Expired("master"), 0u);
+  ExpectInvariant();
+}
+
+// A router task handed out with a deadline that a later trigger without one
+// cleared: its holder drops it by the deadline it was given, and it goes to
+// the mailbox again and out again (not taken for a duplicate).
+TEST_F(PrefetchDeadlineTest, ARouterTaskDroppedByAClearedDeadlineComesBack) {
+  Disk({"a"});
+  Trigger({"a"}, 1000);
+  auto got = Pull();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(Trigger({"a"}, 0)[0], PS::kQueued);  // clears the deadline
+  ASSERT_TRUE(svc_->NotifyPromotion("holder", "", "a", got[0].task_id,
+                                    /*success=*/false, /*expired=*/true)
+                  .ok());
+  auto again = Pull();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task_id, got[0].task_id);
+  EXPECT_EQ(again[0].deadline_in_ms, 0);
+  EXPECT_NE(Land(again[0]), 0u);
+  EXPECT_EQ(svc_->promotion_counters().completed, 1u);
   ExpectInvariant();
 }
 

@@ -197,6 +197,21 @@ void PromotionScheduler::TakeOverForExist(PromotionState& st) {
       .Inc();
 }
 
+bool PromotionScheduler::ClaimForExist(PromotionState& st, uint32_t holder) {
+  if (st.source != TriggerSource::kRouter || st.staged || st.with_holder ||
+      st.holder != holder) {
+    return false;
+  }
+  TakeOverForExist(st);
+  st.with_holder = true;
+  metrics_
+      .GetCounter("kvpool_master_prefetch_router_claimed_by_exist_total", "",
+                  "router promotions still in the master's mailbox that "
+                  "their holder's exist trigger ran at once")
+      .Inc();
+  return true;
+}
+
 std::optional<Placement> PromotionScheduler::Stage(
     PromotionState& st, uint64_t size, const std::string& holder_id) {
   std::vector<Placement> placements;
@@ -279,12 +294,14 @@ void PromotionScheduler::Expire(Shard& shard, const ObjectKeyView& key,
       .Inc();
 }
 
-bool PromotionScheduler::ExpireIfDue(Shard& shard, const ObjectKeyView& key,
-                                     int64_t now, PromotionTaskMsg& t) {
+PromotionScheduler::HandOutResult PromotionScheduler::HandOut(
+    Shard& shard, const ObjectKeyView& key, int64_t now, PromotionTaskMsg& t) {
   auto st = shard.promotions().find(key);
   if (st == shard.promotions().end() || st->second.task_id != t.task_id) {
-    return false;
+    // Its holder's report on an unknown task is refused there.
+    return HandOutResult::kDeliver;
   }
+  if (st->second.with_holder) return HandOutResult::kDuplicate;
   const int64_t d = st->second.deadline_ms;
   // Past its deadline, or already read from the SSD by every get the
   // router announced for it: too late either way.
@@ -294,10 +311,11 @@ bool PromotionScheduler::ExpireIfDue(Shard& shard, const ObjectKeyView& key,
                         obj->second.pending_prefetch_reads == 0;
   if (d > 0 && (now >= d || all_read)) {
     Expire(shard, key, now >= d ? "master" : "master_after_get");
-    return true;
+    return HandOutResult::kExpired;
   }
   t.deadline_in_ms = d > 0 ? d - now : 0;
-  return false;
+  st->second.with_holder = true;
+  return HandOutResult::kDeliver;
 }
 
 void PromotionScheduler::Reap(Shard& shard, int64_t now) {

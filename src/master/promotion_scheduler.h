@@ -143,6 +143,13 @@ class PromotionScheduler {
   // An exist trigger found this promotion queued: a router promotion not
   // yet staged becomes the exist path's (no deadline, main DRAM).
   void TakeOverForExist(PromotionState& st);
+  // The exist trigger of the holder `holder` found this promotion: a router
+  // promotion still in the master's mailbox (not handed out, not staged) on
+  // that holder becomes the exist path's and the holder runs it at once, as
+  // its own; its mailbox copy is dropped at hand-out. False (nothing
+  // changed) otherwise. Without it the holder would wait for the mailbox,
+  // and its gets' SSD reads would not be kept for the promotion.
+  bool ClaimForExist(PromotionState& st, uint32_t holder);
   // A router trigger found this promotion queued: the task is worth
   // running until the last asker's deadline (`deadline_in_ms` from `now`);
   // one who gave none (<= 0) keeps it whatever the time.
@@ -174,11 +181,14 @@ class PromotionScheduler {
   // "master_after_get" or "holder").
   void Expire(Shard& shard, const ObjectKeyView& key, const char* where)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
-  // The hand-out of task `t` (of `key`) at `now`: expires its entry if its
-  // deadline passed or every get the router announced read the SSD
-  // already (returns true), else fills in its time left.
-  bool ExpireIfDue(Shard& shard, const ObjectKeyView& key, int64_t now,
-                   PromotionTaskMsg& t)
+  // The hand-out of task `t` (of `key`) at `now`: kExpired (its entry
+  // released) if its deadline passed or every get the router announced
+  // read the SSD already; kDuplicate if its holder has it already (an
+  // exist trigger claimed it); else kDeliver, with its time left filled in
+  // and the entry marked as with its holder.
+  enum class HandOutResult { kDeliver, kExpired, kDuplicate };
+  HandOutResult HandOut(Shard& shard, const ObjectKeyView& key, int64_t now,
+                        PromotionTaskMsg& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // The reaper: drops the entries of `shard` older than
   // promotion_task_ttl_sec, counted expired.

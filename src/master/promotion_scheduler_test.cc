@@ -89,6 +89,12 @@ class PromotionSchedulerTest : public ::testing::Test {
     return it == shard.promotions().end() ? nullptr : &it->second;
   }
 
+  PromotionState* MutableEntry(const std::string& key) {
+    auto& shard = ShardOf(key);
+    auto it = shard.promotions().find(Key(key));
+    return it == shard.promotions().end() ? nullptr : &it->second;
+  }
+
   std::vector<PromotionTaskMsg> Mailbox() {
     std::vector<PromotionTaskMsg> out;
     EXPECT_TRUE(nodes_.TakePromotions("holder", 100, &out));
@@ -276,10 +282,13 @@ TEST_F(PromotionSchedulerTest, ExpiredTaskReleasesSlotAndBuffer) {
 
   clock_.Advance(200);
   const int64_t later = clock_.NowMs();
-  EXPECT_TRUE(scheduler_->ExpireIfDue(ShardOf("late"), ObjectKeyView{0, "late"},
-                                      later, tasks[0]));
-  EXPECT_FALSE(scheduler_->ExpireIfDue(
-      ShardOf("early"), ObjectKeyView{0, "early"}, later, tasks[1]));
+  using R = PromotionScheduler::HandOutResult;
+  EXPECT_EQ(scheduler_->HandOut(ShardOf("late"), ObjectKeyView{0, "late"},
+                                later, tasks[0]),
+            R::kExpired);
+  EXPECT_EQ(scheduler_->HandOut(ShardOf("early"), ObjectKeyView{0, "early"},
+                                later, tasks[1]),
+            R::kDeliver);
   EXPECT_EQ(tasks[1].deadline_in_ms, 300);
   EXPECT_EQ(Entry("late"), nullptr);
   EXPECT_NE(Entry("early"), nullptr);
@@ -359,6 +368,46 @@ TEST_F(PromotionSchedulerTest, ExistTakesOverAQueuedRouterPromotion) {
   scheduler_->TakeOverForExist(staged);
   EXPECT_EQ(staged.source, TriggerSource::kRouter);
   EXPECT_EQ(staged.deadline_ms, 5);
+}
+
+// The exist trigger of its holder claims a router promotion still in the
+// mailbox (not handed out, not staged): the mailbox copy is then a
+// duplicate at hand-out. Another node's, a handed-out or an on-hit one is
+// not claimed.
+TEST_F(PromotionSchedulerTest, ExistOfTheHolderClaimsOnlyAMailboxTask) {
+  Mount("holder", 100 * kKiB);
+  const int64_t now = clock_.NowMs();
+  AddOnDisk("queued");
+  AddOnDisk("out");
+  ASSERT_TRUE(Enqueue("queued", now + 100));
+  ASSERT_TRUE(Enqueue("out", now + 100));
+  auto tasks = Mailbox();
+  ASSERT_EQ(tasks.size(), 2u);
+  using R = PromotionScheduler::HandOutResult;
+  const size_t out = tasks[0].key == "out" ? 0 : 1;
+  EXPECT_EQ(scheduler_->HandOut(ShardOf("out"), ObjectKeyView{0, "out"}, now,
+                                tasks[out]),
+            R::kDeliver);
+  EXPECT_FALSE(scheduler_->ClaimForExist(*MutableEntry("out"), holder_));
+
+  PromotionState* queued = MutableEntry("queued");
+  EXPECT_FALSE(scheduler_->ClaimForExist(*queued, holder_ + 1));
+  EXPECT_EQ(queued->source, TriggerSource::kRouter);
+  EXPECT_TRUE(scheduler_->ClaimForExist(*queued, holder_));
+  EXPECT_EQ(queued->source, TriggerSource::kExist);
+  EXPECT_EQ(queued->deadline_ms, 0);
+  EXPECT_FALSE(scheduler_->ClaimForExist(*queued, holder_));  // once
+  clock_.Advance(200);
+  EXPECT_EQ(scheduler_->HandOut(ShardOf("queued"), ObjectKeyView{0, "queued"},
+                                clock_.NowMs(), tasks[1 - out]),
+            R::kDuplicate);
+  EXPECT_NE(Entry("queued"), nullptr);  // the holder runs it
+  EXPECT_EQ(scheduler_->counters().expired, 0u);
+  ExpectBalanced();
+
+  PromotionState on_hit;
+  on_hit.holder = holder_;
+  EXPECT_FALSE(scheduler_->ClaimForExist(on_hit, holder_));
 }
 
 // Staging: a router promotion lands in its holder's prefetch buffer (only
