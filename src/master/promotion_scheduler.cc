@@ -43,20 +43,38 @@ bool PromotionScheduler::ReserveBuffer(uint32_t holder,
                                        const std::string& node_id,
                                        uint64_t size) {
   SegmentUsage u = segments_.UsageOf(SegmentKind::kPrefetchBuffer, node_id);
-  MutexLock lock(&buffer_mu_);
-  uint64_t& reserved = buffer_reserved_[holder];
-  // The buffer's own watermark: full at the high watermark, counting what
-  // queued router promotions will need.
-  double limit = options_.eviction_high_watermark_ratio * double(u.capacity);
-  if (double(u.used + reserved + size) > limit) {
+  uint64_t reserved_at_refusal = 0;
+  {
+    MutexLock lock(&buffer_mu_);
+    uint64_t& reserved = buffer_reserved_[holder];
+    // The buffer's own watermark: full at the high watermark, counting what
+    // queued router promotions will need.
+    double limit = options_.eviction_high_watermark_ratio * double(u.capacity);
+    if (double(u.used + reserved + size) <= limit) {
+      reserved += size;
+      return true;
+    }
     // Full: ask for replicas whose lease ended to be drained (the buffer
     // may sit just under its watermark with nothing evicting it), so a
     // later trigger finds room. This one is throttled.
     hooks_.request_buffer_room(u, reserved, size);
-    return false;
+    reserved_at_refusal = reserved;
   }
-  reserved += size;
-  return true;
+  // What filled it, summed over refusals: replicas in it, or the
+  // reservations of queued tasks (outside buffer_mu_, a leaf lock).
+  constexpr const char* kHelp =
+      "bytes of the prefetch buffer taken when a router trigger found it "
+      "full, summed over those refusals: part=used (replicas in it) or "
+      "part=reserved (queued router promotions' reservations)";
+  metrics_
+      .GetCounter("kvpool_master_prefetch_buffer_full_bytes_total",
+                  "part=\"used\"", kHelp)
+      .Inc(u.used);
+  metrics_
+      .GetCounter("kvpool_master_prefetch_buffer_full_bytes_total",
+                  "part=\"reserved\"", kHelp)
+      .Inc(reserved_at_refusal);
+  return false;
 }
 
 void PromotionScheduler::ReleaseBufferReservation(PromotionState& st) {

@@ -370,6 +370,22 @@ TEST_F(PromotionSchedulerTest, ExistTakesOverAQueuedRouterPromotion) {
   EXPECT_EQ(staged.deadline_ms, 5);
 }
 
+// A refused reservation says what held the buffer: its replicas' bytes or
+// the reservations of queued tasks, summed over refusals.
+TEST_F(PromotionSchedulerTest, AFullBufferCountsWhatHeldIt) {
+  Mount("holder", 10 * kKiB, SegmentKind::kPrefetchBuffer);
+  ASSERT_TRUE(scheduler_->ReserveBuffer(holder_, "holder", 6 * kKiB));
+  EXPECT_FALSE(scheduler_->ReserveBuffer(holder_, "holder", 4 * kKiB));
+  EXPECT_FALSE(scheduler_->ReserveBuffer(holder_, "holder", 4 * kKiB));
+  auto bytes = [&](const char* part) {
+    return metrics_.CounterValue(
+        "kvpool_master_prefetch_buffer_full_bytes_total",
+        std::string("part=\"") + part + "\"");
+  };
+  EXPECT_EQ(bytes("reserved"), 12 * kKiB);
+  EXPECT_EQ(bytes("used"), 0u);
+}
+
 // The exist trigger of its holder claims a router promotion still in the
 // mailbox (not handed out, not staged): the mailbox copy is then a
 // duplicate at hand-out. Another node's, a handed-out or an on-hit one is

@@ -131,6 +131,11 @@ MasterCounters ReadCounters(LocalCluster& cluster) {
   c.buffer_recycled =
       m.CounterValue("kvpool_master_prefetch_buffer_recycled_total");
   c.buffer_full = m.CounterValue("kvpool_master_prefetch_buffer_full_total");
+  for (const char* part : {"used", "reserved"}) {
+    c.buffer_full_bytes[part] =
+        m.CounterValue("kvpool_master_prefetch_buffer_full_bytes_total",
+                       fmt::format("part=\"{}\"", part));
+  }
   for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
     c.promotion_rejected[r] =
         m.CounterValue("kvpool_master_promotion_rejected_total",

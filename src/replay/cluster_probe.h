@@ -83,6 +83,9 @@ struct MasterCounters {
   // THROTTLED_WATERMARK answers that were the holder's full buffer (the
   // rest were the main cache's watermark).
   uint64_t buffer_full = 0;
+  // At those refusals, the buffer's bytes summed by what held them:
+  // replicas ("used") or queued tasks' reservations ("reserved").
+  std::map<std::string, uint64_t> buffer_full_bytes;
   std::vector<uint64_t> node_promotions_ok, node_promotions_failed;
 };
 

@@ -371,6 +371,11 @@ class ProcessCluster : public ReplayCluster {
     c.buffer_recycled =
         Metric(m, "kvpool_master_prefetch_buffer_recycled_total", "");
     c.buffer_full = Metric(m, "kvpool_master_prefetch_buffer_full_total", "");
+    for (const char* part : {"used", "reserved"}) {
+      c.buffer_full_bytes[part] =
+          Metric(m, "kvpool_master_prefetch_buffer_full_bytes_total",
+                 fmt::format("part=\"{}\"", part));
+    }
     for (const char* r : {"frequency", "watermark", "dedup", "cap"}) {
       c.promotion_rejected[r] =
           Metric(m, "kvpool_master_promotion_rejected_total",

@@ -355,6 +355,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   for (const auto& [k, v] : c.promotion_rejected) rej[k] = v;
   j["throttles"] = {{"router_watermark", ts("THROTTLED_WATERMARK")},
                     {"router_buffer_full", c.buffer_full},
+                    {"router_buffer_full_bytes", c.buffer_full_bytes},
                     {"router_cap", ts("THROTTLED_CAP")},
                     {"exist_cooldown_skips", p.cooldown_skips},
                     {"exist_cooldown_entries", p.cooldown_entries},
