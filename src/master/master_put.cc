@@ -225,7 +225,7 @@ Status MasterService::CommitPut(
       not_before = it->second.lease_deadline_ms;
       const ReplicaList replicas = it->second.replicas;
       DropDiskCopies(it->first, it->second);
-      EraseObject(shard, it, not_before);
+      EraseObject(shard, it, not_before, EraseCause::kReplaced);
       CollectHolders(replicas, holders);
     }
     auto [ins, ok] = shard.objects().emplace(

@@ -414,3 +414,139 @@ TEST_F(MasterRecoveryTest, AnOlderCopyNeverReplacesANewerValueLostWithItsNode) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+// Issue #41, hole 2: every way a key's value can change, times every way its
+// holder can drop out and come back, with its copy in the DRAM directory,
+// in an SSD record, or both. What was current when the holder stopped comes
+// back; what was removed or replaced does not.
+enum class Op { kPut, kUpsert, kRemove, kReplace };
+enum class Outage { kNodeDeclaredDead, kMasterRestarted };
+enum class Tier { kDram, kSsd, kBoth };
+
+struct VersionOrderCase {
+  Op op;
+  Outage outage;
+  Tier tier;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<VersionOrderCase>& info) {
+  static const char* ops[] = {"Put", "Upsert", "Remove", "Replace"};
+  static const char* outages[] = {"NodeDeclaredDead", "MasterRestarted"};
+  static const char* tiers[] = {"Dram", "Ssd", "DramAndSsd"};
+  return std::string(ops[int(info.param.op)]) +
+         outages[int(info.param.outage)] + tiers[int(info.param.tier)];
+}
+
+class VersionOrderTest
+    : public MasterRecoveryTest,
+      public ::testing::WithParamInterface<VersionOrderCase> {};
+
+TEST_P(VersionOrderTest, OnlyTheCurrentValueComesBack) {
+  const VersionOrderCase c = GetParam();
+  Mount("a", false);
+  Mount("b", false);
+  PutOptions on_a;
+  on_a.preferred_node = "a";
+  auto put = [&](uint64_t size, bool upsert) {
+    PutOptions o = on_a;
+    o.upsert = upsert;
+    ASSERT_TRUE(svc_->PutStart("", "k", size, o).ok());
+    ASSERT_TRUE(svc_->PutEnd("", "k").ok());
+    Beat("a");
+  };
+  // Sizes name the values: 100 the first, 200 its upsert, 300 a new put.
+  put(100, false);
+  const uint64_t first_version = Directory("a").at(0).version;
+  uint64_t want_size = 100;
+  switch (c.op) {
+    case Op::kPut:
+      break;
+    case Op::kUpsert:
+      put(200, true);
+      want_size = 200;
+      break;
+    case Op::kRemove:
+      ASSERT_TRUE(svc_->Remove("", "k", false).ok());
+      Beat("a");
+      want_size = 0;
+      break;
+    case Op::kReplace:
+      ASSERT_TRUE(svc_->Remove("", "k", false).ok());
+      Beat("a");
+      put(300, false);
+      want_size = 300;
+      break;
+  }
+  const std::vector<MemoryObjectIn> dir = Directory("a");
+  ASSERT_EQ(dir.size(), want_size == 0 ? 0u : 1u);
+  // The SSD copy of the current value (offloaded after its commit), and,
+  // where the key changed, a record of the first value whose drop the node
+  // never applied: the version floor alone must refuse it.
+  std::vector<DiskObjectIn> ssd;
+  for (const auto& o : dir) ssd.push_back({"", "k", o.size, o.version});
+  const bool stale_record =
+      c.op != Op::kPut && c.outage == Outage::kNodeDeclaredDead;
+  if (stale_record) ssd.push_back({"", "k", 100, first_version});
+
+  if (c.outage == Outage::kNodeDeclaredDead) {
+    for (int i = 0; i < 30; ++i) {  // a silent past client_ttl, b beats
+      Run(100);
+      Beat("b");
+    }
+    ASSERT_EQ(svc_->GetReplicaList("", "k").code(),
+              ErrorCode::OBJECT_NOT_FOUND);
+  } else {
+    Restart();
+    Mount("b", true);
+  }
+  const uint32_t seg = Mount("a", true);
+  std::vector<ErrorCode> codes;
+  if (c.tier != Tier::kSsd) {
+    auto r = svc_->RegisterMemoryObjects("a", seg, dir, true);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    codes = r.value();
+  } else {
+    ASSERT_TRUE(svc_->RegisterMemoryObjects("a", seg, {}, true).ok());
+  }
+  if (c.tier != Tier::kDram) {
+    auto d = svc_->RegisterDiskObjects("a", ssd);
+    codes.insert(codes.end(), d.begin(), d.end());
+  }
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const bool is_stale =
+        stale_record && i + 1 == codes.size() && c.tier != Tier::kDram;
+    if (is_stale) {
+      EXPECT_NE(codes[i], ErrorCode::OK) << "the replaced value came back";
+    } else {
+      EXPECT_EQ(codes[i], ErrorCode::OK) << "copy " << i << " refused";
+    }
+  }
+  auto g = svc_->GetReplicaList("", "k");
+  if (want_size == 0) {
+    EXPECT_EQ(g.code(), ErrorCode::OBJECT_NOT_FOUND);
+  } else {
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(g->size, want_size);
+  }
+}
+
+std::vector<VersionOrderCase> AllVersionOrderCases() {
+  std::vector<VersionOrderCase> out;
+  for (Op op : {Op::kPut, Op::kUpsert, Op::kRemove, Op::kReplace}) {
+    for (Outage o : {Outage::kNodeDeclaredDead, Outage::kMasterRestarted}) {
+      for (Tier t : {Tier::kDram, Tier::kSsd, Tier::kBoth}) {
+        out.push_back({op, o, t});
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllChangesAndOutages, VersionOrderTest,
+                         ::testing::ValuesIn(AllVersionOrderCases()), CaseName);
+
+}  // namespace
+}  // namespace kvpool

@@ -422,11 +422,13 @@ class MasterService {
   void ForgetPendingPut(Shard& shard, const ObjectKeyView& okey)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Why an object goes decides which copies of it may come back later
-  // (the version floor): after a remove or replacement none older than
-  // now; after an eviction none older than the evicted value (the value
-  // itself was still current); after the loss of its last node any (that
-  // node was only declared dead and may hold it still).
-  enum class EraseCause { kRemoved, kEvicted, kLost };
+  // (the version floor): after a remove none older than now; after a
+  // replacement (an upsert's commit) none of the replaced value or older,
+  // but the new value, whose version was drawn before now, still may;
+  // after an eviction none older than the evicted value (the value itself
+  // was still current); after the loss of its last node any (that node was
+  // only declared dead and may hold it still).
+  enum class EraseCause { kRemoved, kReplaced, kEvicted, kLost };
   static uint64_t LostKeyHash(uint64_t tenant_hash, std::string_view key);
   // A user's remove of `it` (shard lock held): its SSD copies dropped, its
   // bytes kept while a reader or writer may touch them, and the holders to

@@ -47,6 +47,10 @@ MasterService::ObjectMap::iterator MasterService::EraseObject(
   // value may return first and serve it (docs/failure_model.md).
   if (cause == EraseCause::kRemoved) {
     floor_.Raise(FloorHash(tenant_hash, kv.key), versions_.Next());
+  } else if (cause == EraseCause::kReplaced) {
+    // Not to now: the value that replaces this one was numbered at its
+    // PutStart, before now, and must still come back from its holders.
+    floor_.Raise(FloorHash(tenant_hash, kv.key), it->second.version + 1);
   } else if (cause == EraseCause::kEvicted) {
     floor_.Raise(FloorHash(tenant_hash, kv.key), it->second.version);
   } else {
