@@ -37,6 +37,10 @@ struct ClientCounters {
   // Keys whose put failed because the leading master changed under it
   // (docs/ha.md) and were put again, once, on the new leader.
   uint64_t put_retries_on_new_leader = 0;
+  // Writes copied into a same-host node's shared memory that were not
+  // acknowledged because the node no longer owned it after the copy (it
+  // died or stopped): retried like a write a node could not take.
+  uint64_t shm_writes_owner_gone = 0;
 };
 
 // Prefetch-on-exist counters of one client (all zero when the feature is

@@ -110,16 +110,13 @@ std::string Client::MetricsText() const {
 
 ClientCounters Client::counters() const {
   auto& d = state_->data;
-  return ClientCounters{d.shm_bytes_read.load(),
-                        d.shm_bytes_written.load(),
-                        d.tcp_bytes_read.load(),
-                        d.tcp_bytes_written.load(),
-                        d.ssd_bytes_read.load(),
-                        d.local_ssd_bytes_read.load(),
-                        state_->lease_cache_hits.load(),
-                        state_->lease_cache_resets.load(),
-                        state_->put_retries.load(),
-                        state_->put_retries_on_new_leader.load()};
+  return ClientCounters{
+      d.shm_bytes_read.load(),         d.shm_bytes_written.load(),
+      d.tcp_bytes_read.load(),         d.tcp_bytes_written.load(),
+      d.ssd_bytes_read.load(),         d.local_ssd_bytes_read.load(),
+      state_->lease_cache_hits.load(), state_->lease_cache_resets.load(),
+      state_->put_retries.load(),      state_->put_retries_on_new_leader.load(),
+      d.shm_writes_owner_gone.load()};
 }
 
 // ------------------------------------------------------------ exist, size

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -132,19 +133,42 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
            std::vector<std::pair<Op, TransferItem*>>>
       by_node;
   MaybeSweep();
+  // The whole value is one piece at offset 0.
+  auto pieces_of = [](const TransferItem& item, const ValuePiece* whole) {
+    return item.pieces.empty() ? std::span<const ValuePiece>(whole, 1)
+                               : item.pieces;
+  };
+  auto queue_tcp = [&](TransferItem& item) {
+    MarkDataPath(kPathTcp);
+    const ValuePiece whole{0, item.buf, item.length};
+    // One range per piece, each under the grant of the whole value.
+    auto& node_ops = by_node[{item.loc->data_endpoint(), item.loc->node_id()}];
+    for (const auto& piece : pieces_of(item, &whole)) {
+      Op op;
+      op.segment_id = item.loc->segment_id();
+      op.offset = item.loc->offset() + piece.value_offset;
+      op.length = piece.length;
+      op.grant = GrantOf(*item.loc);
+      if constexpr (std::is_same_v<Op, ReadOp>) {
+        op.dest = piece.buf;
+      } else {
+        op.src = piece.buf;
+      }
+      node_ops.emplace_back(op, &item);
+    }
+  };
+  // Writes copied into shared memory, with the mapping each went to.
+  std::vector<std::pair<TransferItem*, std::shared_ptr<const ShmSegment>>>
+      shm_written;
   for (auto& item : items) {
     item.result = ErrorCode::OK;
     uint8_t* p = nullptr;
     std::shared_ptr<const ShmSegment> hold;  // mapped until the copy is done
     Path path = Choose(item, &p, &hold);
-    // The whole value is one piece at offset 0.
-    const ValuePiece whole{0, item.buf, item.length};
-    const std::span<const ValuePiece> pieces =
-        item.pieces.empty() ? std::span<const ValuePiece>(&whole, 1)
-                            : item.pieces;
     if (path == Path::kShm) {
       MarkDataPath(kPathShm);
-      for (const auto& piece : pieces) {
+      const ValuePiece whole{0, item.buf, item.length};
+      for (const auto& piece : pieces_of(item, &whole)) {
         if (write) {
           std::memcpy(p + piece.value_offset, piece.buf, piece.length);
           shm_bytes_written += piece.length;
@@ -153,24 +177,34 @@ void DataPlane::Transfer(std::vector<TransferItem>& items, bool write) {
           shm_bytes_read += piece.length;
         }
       }
+      if (write) shm_written.emplace_back(&item, std::move(hold));
     } else if (path == Path::kTcp) {
-      MarkDataPath(kPathTcp);
-      // One range per piece, each under the grant of the whole value.
-      auto& node_ops =
-          by_node[{item.loc->data_endpoint(), item.loc->node_id()}];
-      for (const auto& piece : pieces) {
-        Op op;
-        op.segment_id = item.loc->segment_id();
-        op.offset = item.loc->offset() + piece.value_offset;
-        op.length = piece.length;
-        op.grant = GrantOf(*item.loc);
-        if constexpr (std::is_same_v<Op, ReadOp>) {
-          op.dest = piece.buf;
-        } else {
-          op.src = piece.buf;
-        }
-        node_ops.emplace_back(op, &item);
-      }
+      queue_tcp(item);
+    }
+  }
+  // A write copied into a node's memory is acknowledged only if the node
+  // still owns that memory after the copy: one that died (kill -9) before
+  // the master noticed leaves its mapping writable here, and the master
+  // would commit a value that dies with the node. Asked once per segment
+  // per batch (one fcntl). With shared memory forced, the write fails
+  // (TRANSFER_FAIL: the put retries on another node); otherwise it goes
+  // over TCP, where a dead node fails the same way and a live node whose
+  // segment has no owner lock (a node from before the lock) takes it.
+  std::vector<std::pair<const ShmSegment*, bool>> owner_alive;
+  for (auto& written : shm_written) {
+    const ShmSegment* seg = written.second.get();
+    auto known = std::find_if(owner_alive.begin(), owner_alive.end(),
+                              [seg](const auto& a) { return a.first == seg; });
+    if (known == owner_alive.end()) {
+      owner_alive.emplace_back(seg, seg->OwnerAlive());
+      known = std::prev(owner_alive.end());
+    }
+    if (known->second) continue;
+    shm_writes_owner_gone.fetch_add(1, std::memory_order_relaxed);
+    if (mode_ == TransportMode::kShm) {
+      written.first->result = ErrorCode::TRANSFER_FAIL;
+    } else {
+      queue_tcp(*written.first);
     }
   }
   for (auto& [node, pairs] : by_node) {

@@ -84,6 +84,9 @@ class DataPlane {
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};
   std::atomic<uint64_t> tcp_bytes_read{0}, tcp_bytes_written{0};
   std::atomic<uint64_t> ssd_bytes_read{0};
+  // Writes copied into a same-host segment whose node no longer owned it
+  // after the copy (died, or stopped): not acknowledged by shared memory.
+  std::atomic<uint64_t> shm_writes_owner_gone{0};
   std::atomic<uint64_t> local_ssd_bytes_read{
       0};  // of which from an in-process holder
 

@@ -24,6 +24,11 @@ class FdCloser {
   ~FdCloser() {
     if (fd_ >= 0) ::close(fd_);
   }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   FdCloser(const FdCloser&) = delete;
   FdCloser& operator=(const FdCloser&) = delete;
 
@@ -45,14 +50,40 @@ ShmSegment::ShmSegment(std::string path, uint8_t* base, uint64_t size,
       offset_(offset),
       block_size_(block_size) {}
 
+// The owner's lock: a read lock on byte 0, so it never conflicts with
+// another owner's test of the same kind and any number of viewers can ask.
+struct flock OwnerLockRange(short type) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  return fl;
+}
+
 void ShmSegment::Unlink() {
   if (owner_) ::unlink(path_.c_str());
   owner_ = false;
+  // The name is gone, and so is the claim that a node serves these bytes:
+  // a write a same-host client copies in from now on is not acknowledged.
+  if (!viewer_ && owner_lock_held_.exchange(false) && lock_fd_ >= 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+}
+
+bool ShmSegment::OwnerAlive() const {
+  if (range_) return true;
+  if (!viewer_) return owner_lock_held_.load();
+  struct flock fl = OwnerLockRange(F_WRLCK);
+  if (::fcntl(lock_fd_, F_OFD_GETLK, &fl) != 0) return false;
+  return fl.l_type != F_UNLCK;
 }
 
 ShmSegment::~ShmSegment() {
   if (base_ != nullptr) ::munmap(base_, size_);
   Unlink();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
@@ -123,9 +154,28 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
     return Status(ErrorCode::INTERNAL_ERROR,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(
+  // On a descriptor of its own: the mapping keeps `fd`'s open file
+  // description (and a lock on it) alive after a close, so Unlink could
+  // not end the claim.
+  const int lock_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct flock fl = OwnerLockRange(F_RDLCK);
+  if (lock_fd < 0 || ::fcntl(lock_fd, F_OFD_SETLK, &fl) != 0) {
+    int err = errno;
+    if (lock_fd >= 0) ::close(lock_fd);
+    ::munmap(base, size);
+    ::unlink(path.c_str());
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot lock " + path +
+                      " (the liveness lock same-host "
+                      "clients check before acknowledging a write): " +
+                      ErrnoText(err));
+  }
+  std::unique_ptr<ShmSegment> seg(new ShmSegment(
       std::move(path), static_cast<uint8_t*>(base), size,
       /*owner=*/true, st.st_dev, st.st_ino, 0, uint64_t(st.st_blksize)));
+  seg->lock_fd_ = lock_fd;
+  seg->owner_lock_held_.store(true);
+  return seg;
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
@@ -170,6 +220,8 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& path,
   std::unique_ptr<ShmSegment> seg(new ShmSegment(
       path, static_cast<uint8_t*>(base), expected_size,
       /*owner=*/false, st.st_dev, st.st_ino, 0, uint64_t(st.st_blksize)));
+  seg->viewer_ = true;
+  seg->lock_fd_ = closer.Release();  // OwnerAlive asks through it
   const uint64_t chunks = (expected_size + kPrepareChunk - 1) / kPrepareChunk;
   seg->prepared_ =
       std::make_unique<std::atomic<uint64_t>[]>((chunks + 63) / 64);
@@ -251,9 +303,11 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::OpenRange(
     return Status(ErrorCode::INVALID_PARAMS,
                   "cannot mmap " + path + ": " + ErrnoText(err));
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(
+  std::unique_ptr<ShmSegment> seg(new ShmSegment(
       path, static_cast<uint8_t*>(base), size,
       /*owner=*/false, st.st_dev, st.st_ino, offset, uint64_t(st.st_blksize)));
+  seg->range_ = true;
+  return seg;
 }
 
 }  // namespace kvpool

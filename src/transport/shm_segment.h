@@ -59,6 +59,19 @@ class ShmSegment {
   // map with page tables populated. Thread-safe.
   void Prepare(uint64_t offset, uint64_t len) const;
   static constexpr uint64_t kPrepareChunk = 2ull << 20;
+  // Whether the process that Create()d the file still owns it: the creator
+  // holds an open-file-description read lock on its first byte from Create
+  // until Unlink or exit, and the kernel drops that lock the moment the
+  // process dies (kill -9 included); an Open()ed view asks the kernel
+  // whether the lock is still there (one fcntl, no side effects on other
+  // viewers). A write through shared memory is acknowledged only if this
+  // holds after the copy: bytes copied into a dead node's mapping would
+  // be committed by the master and lost with the node. False also for a
+  // file whose creator predates the lock (then the write goes over TCP).
+  // The creator's own mapping answers from its state; OpenRange mappings
+  // (memory a caller handed in, never served over shared memory) answer
+  // true. Thread-safe.
+  bool OwnerAlive() const;
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
@@ -88,6 +101,13 @@ class ShmSegment {
   uint8_t* base_;
   uint64_t size_;
   bool owner_;
+  // Create: a descriptor of its own (not the mapped one) that holds the
+  // owner's lock, closed, and the lock dropped, by Unlink; Open: the
+  // descriptor OwnerAlive asks through; OpenRange: -1.
+  int lock_fd_ = -1;
+  bool viewer_ = false;  // made by Open
+  bool range_ = false;   // made by OpenRange
+  std::atomic<bool> owner_lock_held_{false};
   uint64_t dev_;
   uint64_t ino_;
   uint64_t offset_;

@@ -6,9 +6,11 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -337,6 +339,56 @@ TEST(ShmSegmentTest, UnlinkFreesTheNameAndKeepsTheMapping) {
   // The first one's destructor must not remove the second one's file.
   first.value().reset();
   EXPECT_TRUE(FileExists(path));
+}
+
+// Issue #41, hole 1: a same-host client must learn that the node owning a
+// segment died (kill -9) before it acknowledges a write copied into it.
+TEST(ShmSegmentTest, AViewerSeesItsOwnerDieOrLetGo) {
+  const std::string name = UniqueName();
+  const std::string path = "/dev/shm/" + name;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the node: creates, says so, waits to be killed
+    auto seg = ShmSegment::Create(name, 4096);
+    const char c = seg.ok() ? 'y' : 'n';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(2);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(c, 'y');
+  auto view = ShmSegment::Open(path, 4096);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  auto second_view = ShmSegment::Open(path, 4096);
+  ASSERT_TRUE(second_view.ok());
+  EXPECT_TRUE(view.value()->OwnerAlive());
+  // Asking has no side effect another viewer could see.
+  EXPECT_TRUE(second_view.value()->OwnerAlive());
+  EXPECT_TRUE(view.value()->OwnerAlive());
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  // The file is still there (nothing unlinked it) and still maps, but
+  // nobody owns it.
+  EXPECT_TRUE(FileExists(path));
+  EXPECT_FALSE(view.value()->OwnerAlive());
+  EXPECT_FALSE(second_view.value()->OwnerAlive());
+  ::unlink(path.c_str());
+
+  // In one process: the creator's Unlink (a node stopping) ends ownership.
+  auto own = ShmSegment::Create(UniqueName(), 4096);
+  ASSERT_TRUE(own.ok());
+  auto v = ShmSegment::Open(own.value()->path(), 4096);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(own.value()->OwnerAlive());
+  EXPECT_TRUE(v.value()->OwnerAlive());
+  own.value()->Unlink();
+  EXPECT_FALSE(own.value()->OwnerAlive());
+  EXPECT_FALSE(v.value()->OwnerAlive());
 }
 
 TEST(LocalSegmentsTest, FindsWhatIsPublishedWhileItLives) {
