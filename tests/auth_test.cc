@@ -186,6 +186,23 @@ TEST_F(AuthTest, TenantCredentialCannotTouchAnotherTenant) {
   EXPECT_EQ(bs.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(batch_resp.items_size(), 0);
 
+  // A tenant pings as itself only (a client with puts in flight).
+  for (const char* t : {"b", "a"}) {
+    rpc::ClientPingRequest ping;
+    ping.set_client_id(std::string(16, '\x05'));
+    ping.set_tenant(t);
+    rpc::ClientPingResponse pong;
+    grpc::Status ps =
+        Stub()->ClientPing(Context(Token(auth::Role::kTenant, "a", "ClientPing",
+                                         auth::UnixNowMs()))
+                               .get(),
+                           ping, &pong);
+    EXPECT_EQ(ps.error_code(), std::string(t) == "a"
+                                   ? grpc::StatusCode::OK
+                                   : grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(pong.client_ttl_ms() > 0, std::string(t) == "a");
+  }
+
   // b's keys are intact, and nothing of the intruder's landed.
   auto v1 = b->Get("k1");
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();

@@ -514,5 +514,91 @@ TEST_F(MultiProcessTest, KilledNodeKeysBecomeMissesOthersKeepWorking) {
   EXPECT_EQ(client->Stat()->segments.size(), 1u);
 }
 
+// Issue #41, hole 3: a client SIGKILLed in the middle of a batch put that
+// fills the pool held every byte of it until put_start_release_timeout_sec
+// (600 s): every other client's puts failed with NO_AVAILABLE_HANDLE. Now
+// the master releases a client's puts once it has been silent for
+// client_ttl, while a client that is alive but slow (here: stalled between
+// its PutStart and its writes) keeps them, pinging.
+TEST_F(MultiProcessTest, AKilledClientsPutsAreReleasedAfterClientTtl) {
+  constexpr int kTtlSec = 2;
+  constexpr uint64_t kValue = 4 << 20;
+  constexpr int kFill = 16;  // 2 x 32 MiB
+  // What the fresh client stores: below the eviction watermark (90 %), so
+  // its values stay to be read back.
+  constexpr int kFresh = 14;
+  pid_t master = 0;
+  const std::string address =
+      StartMaster("rpc_port = 0\nmetrics_port = -1\nclient_ttl = " +
+                      std::to_string(kTtlSec) + "\n",
+                  &master);
+  StartNode("node-a", address);
+  StartNode("node-b", address);
+  auto client = TcpClientSeeing(address, 2);
+  auto room = [&] {
+    auto s = client->Stat();
+    if (!s.ok()) return uint64_t{0};
+    uint64_t free = 0;
+    for (const auto& seg : s->segments) free += seg.capacity - seg.used;
+    return free;
+  };
+
+  // The doomed client: granted the whole pool, then stalled before writing
+  // (a failpoint), as an engine killed mid-batch.
+  const fs::path value = dir_ / "value";
+  {
+    std::ofstream out(value, std::ios::binary);
+    out << RandomBytes(kValue, 7);
+  }
+  pid_t doomed = Spawn(
+      {std::string(KVPOOL_BIN_DIR) + "/kvpool", "--master=" + address, "put",
+       "doomed", value.string(), "--count=" + std::to_string(kFill + 4)},
+      (dir_ / "doomed.log").string(),
+      {"KVPOOL_FAILPOINTS=client.put.after_start=pause:600000"});
+  pids_.push_back(doomed);
+  ASSERT_TRUE(
+      WaitUntil([&] { return room() < kValue; }, std::chrono::seconds(20)));
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < kFresh; ++i) keys.push_back("fresh-" + std::to_string(i));
+  const std::string bytes = RandomBytes(kValue, 8);
+  const std::vector<std::string_view> values(keys.size(), bytes);
+  auto all_stored = [&] {
+    auto r = client->BatchPut(keys, values);
+    return std::all_of(r.begin(), r.end(),
+                       [](const Status& s) { return s.ok(); });
+  };
+  // Alive (its pinger runs) though stalled for over two ttls: it keeps the
+  // pool.
+  const auto stalled = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - stalled <
+         std::chrono::seconds(2 * kTtlSec + 1)) {
+    ASSERT_LT(room(), kValue);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_FALSE(all_stored());
+
+  kill(doomed, SIGKILL);
+  waitpid(doomed, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), doomed));
+  const auto killed = std::chrono::steady_clock::now();
+  // Released after client_ttl (and the once-a-second reclaim pass); the
+  // ranges are reused once the dead puts' write tokens have expired, which
+  // they have by then (5 s after their start).
+  ASSERT_TRUE(WaitUntil(all_stored, std::chrono::seconds(kTtlSec + 15)));
+  std::cout << "[ released ] a fresh batch of " << kFresh << " x 4 MiB stored "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - killed)
+                   .count()
+            << " ms after the kill (client_ttl " << kTtlSec << " s)\n";
+  // Nothing the dead client was granted is readable; the new values are.
+  for (int i = 0; i < kFill + 4; ++i) {
+    EXPECT_EQ(client->Get("doomed-" + std::to_string(i)).code(),
+              ErrorCode::OBJECT_NOT_FOUND);
+  }
+  EXPECT_TRUE(Holds(client->Get(keys[0]), bytes));
+  EXPECT_TRUE(Holds(client->Get(keys[kFresh - 1]), bytes));
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -136,6 +136,10 @@ int main(int argc, char** argv) {
   auto* put = app.add_subcommand("put", "store FILE's bytes under KEY");
   put->add_option("key", key)->required();
   put->add_option("file", file)->required();
+  int put_count = 1;
+  put->add_option("--count", put_count,
+                  "store them under KEY-0 .. KEY-<count-1> in one batch put")
+      ->check(CLI::Range(1, 65536));
   auto* get =
       app.add_subcommand("get", "write KEY's bytes to FILE (- for stdout)");
   get->add_option("key", key)->required();
@@ -516,9 +520,26 @@ int main(int argc, char** argv) {
     std::stringstream ss;
     ss << in.rdbuf();
     std::string value = ss.str();
-    if (auto s = client.Put(key, value); !s.ok()) return Fail(s);
-    std::printf("put %s: %zu bytes\n", key.c_str(), value.size());
-    return 0;
+    if (put_count == 1) {
+      if (auto s = client.Put(key, value); !s.ok()) return Fail(s);
+      std::printf("put %s: %zu bytes\n", key.c_str(), value.size());
+      return 0;
+    }
+    std::vector<std::string> batch_keys;
+    for (int i = 0; i < put_count; ++i)
+      batch_keys.push_back(key + "-" + std::to_string(i));
+    const auto results = client.BatchPut(
+        batch_keys, std::vector<std::string_view>(batch_keys.size(), value));
+    int rc = 0;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].ok()) continue;
+      std::fprintf(stderr, "put %s: %s\n", batch_keys[i].c_str(),
+                   results[i].ToString().c_str());
+      rc = 1;
+    }
+    std::printf("put %d keys of %zu bytes, %s\n", put_count, value.size(),
+                rc == 0 ? "all stored" : "some failed");
+    return rc;
   }
   if (*get) {
     auto r = client.Get(key);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "client/client_state.h"
+#include "common/failpoint.h"
 
 namespace kvpool {
 
@@ -48,6 +49,7 @@ std::vector<Status> Client::PutMany(
     const ReplicateConfig& rc, bool upsert,
     const std::vector<std::vector<ValueRange>>* pieces) {
   OpTimer timer(&state_->op_metrics, ClientOp::kPut);
+  State::PutInFlight in_flight(state_.get());
   const uint64_t leaders_before = state_->master.leader_changes();
   std::vector<Status> out =
       PutManyAvoiding(keys, bufs, sizes, rc, upsert, pieces);
@@ -114,6 +116,7 @@ std::vector<Status> Client::PutManyOnce(
     }
   }
   rpc::BatchPutStartRequest start;
+  start.set_client_id(state_->pinger.id());
   rpc::ReplicateConfig prc = ToProto(rc);
   for (size_t i = 0; i < n; ++i) {
     auto* item = start.add_items();
@@ -135,6 +138,7 @@ std::vector<Status> Client::PutManyOnce(
               Status(ErrorCode::RPC_FAIL, "short PutStart reply"));
     return out;
   }
+  KVPOOL_FAILPOINT("client.put.after_start");
   std::vector<TransferItem> items;
   std::vector<size_t> owner;
   for (size_t i = 0; i < n; ++i) {

@@ -85,7 +85,10 @@ std::vector<Status> Client::BatchPutSessionStart(
   }
   if (n == 0) return out;
   if (upsert) ForgetCached(keys);
+  // The sessions it opens keep the pinger going once this returns.
+  State::PutInFlight in_flight(state_.get());
   rpc::BatchPutStartRequest start;
+  start.set_client_id(state_->pinger.id());
   rpc::ReplicateConfig prc = ToProto(rc);
   std::vector<size_t> idx;
   {

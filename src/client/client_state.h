@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/data_plane.h"
+#include "client/liveness_pinger.h"
 #include "client/op_metrics.h"
 #include "client/ssd_prefetcher.h"
 #include "common/mutex.h"
@@ -76,8 +77,10 @@ struct Client::State {
           std::make_unique<SsdPrefetcher>(pc, &master, &data, c.tenant);
     }
   }
-  // Jobs hold pointers to master and data: drain them first.
+  // Jobs hold pointers to master and data: drain them first. The pinger
+  // reads the sessions and calls the master.
   ~State() {
+    pinger.Stop();
     if (prefetcher) prefetcher->Shutdown();
   }
   ClientConfig config;
@@ -141,6 +144,30 @@ struct Client::State {
 
   std::atomic<uint64_t> buffers_generation{
       g_buffer_generation.fetch_add(1, std::memory_order_relaxed)};
+
+  // Puts between their PutStart and their PutEnd or revoke, besides the
+  // open put sessions: while there are any, the pinger tells the master
+  // this client is alive, so it does not release them (liveness_pinger.h).
+  std::atomic<int64_t> puts_in_flight{0};
+  LivenessPinger pinger{&master, config.tenant, [this] {
+                          if (puts_in_flight.load() > 0) return true;
+                          MutexLock lock(&session_mu);
+                          return !put_sessions.empty();
+                        }};
+  // Counts a put in flight while it lives (from before its PutStart).
+  class PutInFlight {
+   public:
+    explicit PutInFlight(State* s) : s_(s) {
+      s_->puts_in_flight.fetch_add(1);
+      s_->pinger.EnsureStarted();
+    }
+    ~PutInFlight() { s_->puts_in_flight.fetch_sub(1); }
+    PutInFlight(const PutInFlight&) = delete;
+    PutInFlight& operator=(const PutInFlight&) = delete;
+
+   private:
+    State* s_;
+  };
 
   bool Registered(const void* p, uint64_t size) ABSL_LOCKS_EXCLUDED(buf_mu) {
     // Each thread remembers the last region it found, so that the hot path

@@ -36,6 +36,7 @@ inline constexpr const char* kFailpointNames[] = {
     "storage.write",                  // before an SSD write is submitted
     "storage.read",                   // before an SSD read is submitted
     "node.get_read.during",           // a get's SSD read, holding the disk
+    "client.put.after_start",         // a put's ranges granted, not written
 };
 
 namespace failpoint_internal {

@@ -67,6 +67,7 @@ constexpr MethodRule kRules[] = {
     {KVPOOL_RPC(BatchPrefetchToMemory), kTenant | kAdmin | kRouter, kNone},
     {KVPOOL_RPC(BatchRemove), kTenant | kAdmin, kNone},
     {KVPOOL_RPC(MountExtraSegment), kNode | kAdmin, kNone},
+    {KVPOOL_RPC(ClientPing), kTenant | kAdmin, kNone},
 };
 #undef KVPOOL_RPC
 

@@ -55,6 +55,7 @@ enum class RpcMethod : uint8_t {
   kBatchPrefetchToMemory,
   kBatchRemove,
   kMountExtraSegment,
+  kClientPing,
   kNumMethods,
 };
 

@@ -482,7 +482,8 @@ grpc::Status MasterGrpcService::NotifyPromotionItem(
 }
 
 void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
-                                   rpc::PutStartResponse* resp) {
+                                   rpc::PutStartResponse* resp,
+                                   std::string_view batch_client) {
   PutOptions opts;
   opts.replica_num =
       req.config().replica_num() == 0 ? 1 : int(req.config().replica_num());
@@ -496,6 +497,8 @@ void MasterGrpcService::DoPutStart(const rpc::PutStartRequest& req,
   // Bounded: a client names the few nodes its write just failed on.
   for (int i = 0; i < req.excluded_nodes_size() && i < 64; ++i)
     opts.excluded_nodes.push_back(req.excluded_nodes(i));
+  opts.client = ClientId::FromBytes(req.client_id().empty() ? batch_client
+                                                            : req.client_id());
   auto r = svc_->PutStart(req.tenant(), req.key(), req.size(), opts);
   resp->set_error_code(ToInt(r.code()));
   if (!r.ok()) resp->set_error_message(r.status().message());
@@ -520,7 +523,8 @@ grpc::Status MasterGrpcService::BatchPutStart(
   if (auto auth = Authorize(ctx, RpcMethod::kBatchPutStart, *req); !auth.ok())
     return auth;
   if (req->items_size() > kMaxBatch) return TooLarge();
-  for (const auto& item : req->items()) DoPutStart(item, resp->add_items());
+  for (const auto& item : req->items())
+    DoPutStart(item, resp->add_items(), req->client_id());
   return grpc::Status::OK;
 }
 
@@ -796,6 +800,17 @@ grpc::Status MasterGrpcService::GetClusterStats(
     o->set_used(seg.used);
     o->set_data_endpoint(seg.info.data_endpoint);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterGrpcService::ClientPing(grpc::ServerContext* ctx,
+                                           const rpc::ClientPingRequest* req,
+                                           rpc::ClientPingResponse* resp) {
+  if (auto auth = Authorize(ctx, RpcMethod::kClientPing, *req); !auth.ok())
+    return auth;
+  auto r = svc_->ClientPing(ClientId::FromBytes(req->client_id()));
+  resp->set_error_code(ToInt(r.code()));
+  if (r.ok()) resp->set_client_ttl_ms(static_cast<uint64_t>(r.value()));
   return grpc::Status::OK;
 }
 

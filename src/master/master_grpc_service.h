@@ -127,9 +127,13 @@ class MasterGrpcService final
   grpc::Status RegisterPrefetchTask(
       grpc::ServerContext*, const rpc::RegisterPrefetchTaskRequest*,
       rpc::RegisterPrefetchTaskResponse*) override;
+  grpc::Status ClientPing(grpc::ServerContext*, const rpc::ClientPingRequest*,
+                          rpc::ClientPingResponse*) override;
 
  private:
-  void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp);
+  // `batch_client`: the batch's client id, for an item without its own.
+  void DoPutStart(const rpc::PutStartRequest& req, rpc::PutStartResponse* resp,
+                  std::string_view batch_client = {});
   void DoGet(const std::string& tenant, const std::string& key,
              rpc::GetReplicaListResponse* resp);
   // The item handlers of BatchPromotionAllocStart and BatchPromotionNotify:

@@ -55,7 +55,7 @@ Result<std::vector<ReplicaDesc>> MasterService::PutStart(
     out.back().write_generation = write_generation;
   }
   if (Status s = RecordPendingPut(shard, okey, opts.upsert, now, placements,
-                                  std::move(meta), &pin);
+                                  std::move(meta), &pin, opts.client);
       !s.ok()) {
     return fail(s);
   }
@@ -148,7 +148,8 @@ ObjectMeta MasterService::NewPendingObject(
 Status MasterService::RecordPendingPut(Shard& shard, const ObjectKey& okey,
                                        bool upsert, int64_t now,
                                        const std::vector<Placement>& placements,
-                                       ObjectMeta meta, TenantPin* pin) {
+                                       ObjectMeta meta, TenantPin* pin,
+                                       const ClientId& client) {
   MutexLock lock(&shard.mu());
   // Another put may have raced us between the check and the allocation.
   if (Status s = ClearWayForPut(shard, okey, upsert, now); !s.ok()) {
@@ -171,7 +172,10 @@ Status MasterService::RecordPendingPut(Shard& shard, const ObjectKey& okey,
     shard.objects().emplace(okey, std::move(meta));
   }
   pin->Transfer();  // to the object or upsert
-  shard.pending_puts().insert(okey);
+  // Heard of under the lock, so a reclaim pass that reaches this shard
+  // later finds the client alive (it looks each client up as it goes).
+  if (!client.empty()) ClientPing(client).status().IgnoreError();
+  shard.pending_puts()[okey] = client;
   return Status::OK();
 }
 

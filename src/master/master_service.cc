@@ -23,6 +23,13 @@ const std::string& TenantOrDefault(const std::string& t) {
   static const std::string kDefault = kDefaultTenant;
   return t.empty() ? kDefault : t;
 }
+// A liveness tick may count for two housekeeping periods, never for more
+// than a quarter of client_ttl: after a pause every node and client keeps
+// most of its grace period.
+int64_t LivenessStepMs(const MasterConfig& c) {
+  return std::max<int64_t>(10, std::min<int64_t>(2 * c.housekeeping_interval_ms,
+                                                 c.client_ttl * 1000 / 4));
+}
 }  // namespace
 
 MasterService::MasterService(MasterConfig config, const Clock* clock)
@@ -32,13 +39,9 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
           static_cast<size_t>(config_.max_tenant_name_bytes)),
       clock_(clock),
       segments_(ParseStrategy(config_.allocation_strategy)),
-      // A tick may count for two housekeeping periods, never for more
-      // than a quarter of client_ttl: after a pause every node keeps
-      // most of its grace period.
-      nodes_(clock,
-             std::max<int64_t>(
-                 10, std::min<int64_t>(2 * config_.housekeeping_interval_ms,
-                                       config_.client_ttl * 1000 / 4))),
+      nodes_(clock, LivenessStepMs(config_)),
+      clients_(clock, LivenessStepMs(config_), config_.client_ttl * 1000,
+               kMaxTrackedClients),
       incarnation_(std::random_device{}() |
                    (uint64_t(std::random_device{}()) << 32) | 1),
       emulate_pre_prefetch_(config_.emulate_pre_prefetch_master),
@@ -134,6 +137,13 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
         "kvpool_master_watermark_ratio", label,
         [this, kind = kind] { return segments_.Usage(kind).ratio(); });
   }
+  metrics_.GetCounter("kvpool_master_puts_released_dead_client_total", "",
+                      "unfinished puts released because their client fell "
+                      "silent for client_ttl (died)");
+  metrics_.AddGauge(
+      "kvpool_master_clients_tracked", "",
+      [this] { return double(clients_.size()); },
+      "clients with puts in flight heard of within client_ttl");
   metrics_.AddGauge("kvpool_master_graveyard_ranges", "",
                     [this] { return double(segments_.graveyard_size()); });
   metrics_.AddGauge("kvpool_master_dram_events_queued", "",
@@ -767,6 +777,7 @@ void MasterService::Housekeep() {
   segments_.ReleaseDue(now);
   ReopenSegments(now);
 
+  clients_.Tick();
   const uint64_t pauses = nodes_.pauses_survived();
   for (const auto& node : nodes_.ExpireSilent(config_.client_ttl * 1000))
     DropNode(*node);
@@ -785,46 +796,7 @@ void MasterService::Housekeep() {
   if (now - last_slow_housekeep_ms_ < 1000) return;
   last_slow_housekeep_ms_ = now;
   ReapTasks(now);
-  const int64_t release_ms = config_.put_start_release_timeout_sec * 1000;
-  uint64_t reclaimed = 0;
-  for (size_t i = 0; i < ObjectStore::kShards; ++i) {
-    auto& shard = objects_.shard(i);
-    MutexLock lock(&shard.mu());
-    for (auto key = shard.pending_puts().begin();
-         key != shard.pending_puts().end();) {
-      bool still_pending = false;
-      for (auto* table : {&shard.objects(), &shard.upserts()}) {
-        auto it = table->find(*key);
-        if (it == table->end() || !it->second.HasProcessing()) continue;
-        ObjectMeta& m = it->second;
-        if (now - m.last_access_ms < release_ms) {
-          still_pending = true;
-          continue;
-        }
-        ReleaseReplicas(m.TakeReplicas([](const Replica& r) {
-          return r.status == ReplicaStatus::kProcessing;
-        }),
-                        0);
-        ++reclaimed;
-        if (!m.replicas.empty()) continue;
-        if (table == &shard.objects()) {
-          EraseObject(shard, it, 0);
-        } else {
-          const uint32_t tenant = it->first.tenant;
-          table->erase(it);
-          tenants_.Unref(tenant);
-        }
-      }
-      key = still_pending ? std::next(key) : shard.pending_puts().erase(key);
-    }
-  }
-  if (reclaimed) {
-    metrics_
-        .GetCounter(
-            "kvpool_master_put_reclaimed_total", "",
-            "unfinished puts reclaimed after put_start_release_timeout_sec")
-        .Inc(reclaimed);
-  }
+  ReclaimPendingPuts(now);
 }
 
 // ------------------------------------------------------------------- stats

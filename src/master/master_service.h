@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "kvpool/status.h"
+#include "master/client_liveness.h"
 #include "master/closed_segments.h"
 #include "master/eviction_policy.h"
 #include "master/lease_policy.h"
@@ -66,6 +67,9 @@ struct PutOptions {
   // nothing is placed there, and they stay avoided by every put until they
   // heartbeat again.
   std::vector<std::string> excluded_nodes;
+  // The client that puts (ClientLiveness): if it falls silent for
+  // client_ttl, the put is released. None: only the put timeouts do.
+  ClientId client;
 };
 
 // What a client needs to reach one replica.
@@ -230,6 +234,16 @@ class MasterService {
   std::vector<Status> BatchPutEnd(const std::string& tenant,
                                   const std::vector<std::string>& keys);
   Status PutRevoke(const std::string& tenant, const std::string& key);
+
+  // ---- client liveness ----
+  // The client is alive (it has puts in flight). Returns the ttl (ms) after
+  // which a silent client's puts are released, for the client to ping well
+  // within; INVALID_PARAMS without an id.
+  Result<int64_t> ClientPing(const ClientId& client);
+  // How many clients the master tracks (those heard of within client_ttl).
+  size_t tracked_clients() const { return clients_.size(); }
+  // Most clients tracked at once: 64 Ki, a few MiB.
+  static constexpr size_t kMaxTrackedClients = size_t{1} << 16;
 
   // ---- get / exist / query ----
   // Grants (extends) the read lease. REPLICA_IS_NOT_READY while only
@@ -482,8 +496,16 @@ class MasterService {
   // Takes the shard's lock.
   Status RecordPendingPut(Shard& shard, const ObjectKey& okey, bool upsert,
                           int64_t now, const std::vector<Placement>& placements,
-                          ObjectMeta meta, TenantPin* pin)
+                          ObjectMeta meta, TenantPin* pin,
+                          const ClientId& client)
       ABSL_LOCKS_EXCLUDED(shard.mu());
+  // The reclaim of unfinished puts (master_put_reclaim.cc), once a second:
+  // those of dead clients (ClientLiveness) and those past
+  // put_start_release_timeout_sec.
+  void ReclaimPendingPuts(int64_t now);
+  // When the range of a dead client's put `m` may be reused: once no late
+  // write of it can land.
+  int64_t DeadClientHoldUntil(const ObjectMeta& m, int64_t now) const;
   // PutEnd's work; the holders to wait for are added to `holders`.
   Status CommitPut(const std::string& tenant, const std::string& key,
                    std::vector<std::pair<uint32_t, uint64_t>>* holders);
@@ -515,6 +537,8 @@ class MasterService {
   SegmentManager segments_;
   TenantTable tenants_;
   NodeRegistry nodes_;
+  // Clients with puts in flight, and when each was last heard of.
+  ClientLiveness clients_;
   const uint64_t incarnation_;
   std::atomic<bool> emulate_pre_prefetch_;
   ObjectStore objects_;

@@ -21,6 +21,7 @@
 #include <absl/container/node_hash_map.h>
 
 #include "common/mutex.h"
+#include "master/client_liveness.h"
 
 namespace kvpool {
 
@@ -348,8 +349,10 @@ class ObjectStore {
                                     ObjectKeyEq>>;
   using OffloadMap = ShardTable<
       std::unordered_map<ObjectKey, OffloadState, ObjectKeyHash, ObjectKeyEq>>;
-  using KeySet =
-      ShardTable<std::unordered_set<ObjectKey, ObjectKeyHash, ObjectKeyEq>>;
+  // Keys with a put in progress, each with the client that started it
+  // (none: an older client).
+  using PendingPutMap = ShardTable<
+      std::unordered_map<ObjectKey, ClientId, ObjectKeyHash, ObjectKeyEq>>;
 
   // A slice of the key space under one lock. Callers take it with
   // `MutexLock lock(&shard.mu());`; the tables are reachable only while it
@@ -382,10 +385,11 @@ class ObjectStore {
     const OffloadMap& offloads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return offloads_;
     }
-    KeySet& pending_puts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    PendingPutMap& pending_puts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return pending_puts_;
     }
-    const KeySet& pending_puts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const PendingPutMap& pending_puts() const
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return pending_puts_;
     }
 
@@ -400,8 +404,9 @@ class ObjectStore {
     // Keys that got a PROCESSING replica from PutStart (in `objects` or
     // `upserts`), so that the reclaim of abandoned puts visits these and not
     // every object. A key may stay here after its put ended; the next
-    // reclaim pass drops it.
-    KeySet pending_puts_ ABSL_GUARDED_BY(mu_);
+    // reclaim pass drops it. The client of each, so that a dead client's
+    // puts are released (ClientLiveness).
+    PendingPutMap pending_puts_ ABSL_GUARDED_BY(mu_);
   };
 
   Shard& ShardFor(const ObjectKey& k) {

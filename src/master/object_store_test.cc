@@ -69,7 +69,7 @@ TEST(ObjectStoreTest, SideTablesAreKeyedLikeObjects) {
     s.upserts()[k].size = 1;
     s.promotions()[k].task_id = 2;
     s.offloads()[k] = OffloadState{3, 4, 5};
-    EXPECT_TRUE(s.pending_puts().insert(k).second);
+    EXPECT_TRUE(s.pending_puts().emplace(k, ClientId{6, 7}).second);
     EXPECT_EQ(s.upserts().find(ObjectKeyView{0, "k"})->second.size, 1u);
     EXPECT_EQ(s.promotions().find(k)->second.task_id, 2u);
     EXPECT_EQ(s.offloads().find(k)->second.version, 4u);

@@ -91,7 +91,8 @@ inline bool IsPermissionDenied(const Status& s) {
   X(RegisterPrefetchTask)     \
   X(BatchPrefetchToMemory)    \
   X(BatchRemove)              \
-  X(MountExtraSegment)
+  X(MountExtraSegment)        \
+  X(ClientPing)
 
 // The full gRPC name ("/kvpool.rpc.MasterService/PutStart") of a stub
 // method, or nullptr for one missing from KVPOOL_MASTER_RPCS.

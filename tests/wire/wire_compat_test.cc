@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kvpool.pb.h"
+#include "kvpool_pre_client_id.pb.h"
 #include "kvpool_pre_deadline.pb.h"
 #include "kvpool_pre_promotion_room.pb.h"
 #include "kvpool_pre_room_presence.pb.h"
@@ -36,6 +37,7 @@ namespace old = ::kvpool::rpc::pre_trigger_source;
 namespace pre_dl = ::kvpool::rpc::pre_deadline;
 namespace pre_room = ::kvpool::rpc::pre_promotion_room;
 namespace pre_presence = ::kvpool::rpc::pre_room_presence;
+namespace pre_cid = ::kvpool::rpc::pre_client_id;
 using google::protobuf::Descriptor;
 using google::protobuf::DescriptorPool;
 using google::protobuf::FieldDescriptor;
@@ -784,6 +786,47 @@ TEST(WireCompatTest, AnOlderNodesRoomReadsAsStatedAndItsZeroAsNot) {
   o.set_max_promotion_tasks(0);
   n = Reparse<cur::HeartbeatRequest>(o);
   EXPECT_FALSE(n.has_max_promotion_tasks());
+}
+
+// ---- the client's id on its puts (issue #41) ------------------------------
+// PutStartRequest.client_id (7) and BatchPutStartRequest.client_id (2): the
+// master releases the puts of a client that falls silent. An old master
+// ignores the id; an old client's puts carry none (the put timeouts only).
+
+TEST(WireCompatTest, ClientIdFrozenFieldsKeepNumberAndType) {
+  const FileDescriptor* f = pre_cid::PutStartRequest::descriptor()->file();
+  ASSERT_EQ(FrozenMessages(f).size(), 3u);
+  ExpectFrozenFieldsKept(f);
+  ExpectRoundTripsBothWays(f);
+}
+
+TEST(WireCompatTest, AnOldMasterReadsANewClientsPutAndIgnoresItsId) {
+  cur::BatchPutStartRequest n;
+  n.set_client_id(std::string(16, '\x07'));
+  auto* item = n.add_items();
+  item->set_tenant("t");
+  item->set_key("k");
+  item->set_size(4096);
+  item->set_upsert(true);
+  item->add_excluded_nodes("node-b");
+  const auto o = Reparse<pre_cid::BatchPutStartRequest>(n);
+  ASSERT_EQ(o.items_size(), 1);
+  EXPECT_EQ(o.items(0).key(), "k");
+  EXPECT_EQ(o.items(0).size(), 4096u);
+  EXPECT_TRUE(o.items(0).upsert());
+  EXPECT_EQ(o.items(0).excluded_nodes(0), "node-b");
+  EXPECT_EQ(Unknown(o).field_count(), 1);  // the id, nothing else
+}
+
+TEST(WireCompatTest, AnOldClientsPutNamesNoClient) {
+  pre_cid::BatchPutStartRequest o;
+  auto* item = o.add_items();
+  item->set_key("k");
+  item->set_size(100);
+  const auto n = Reparse<cur::BatchPutStartRequest>(o);
+  EXPECT_TRUE(n.client_id().empty());
+  EXPECT_TRUE(n.items(0).client_id().empty());
+  EXPECT_TRUE(ClientId::FromBytes(n.client_id()).empty());
 }
 
 }  // namespace
