@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/absl_runtime.h"
+#include "common/fd_limits.h"
 #include "master/ha_master.h"
 #include "master/master_server.h"
 #include "tools/flags.h"
@@ -142,6 +143,18 @@ int main(int argc, char** argv) {
                  "slots of the table of version floors that keeps restarted "
                  "nodes from re-registering removed copies (8 bytes each)")
       ->capture_default_str();
+  app.add_option("--rpc_handshake_timeout_ms", c.rpc_handshake_timeout_ms,
+                 "a gRPC connection that has not completed its HTTP/2 "
+                 "handshake this long after accept is closed")
+      ->capture_default_str();
+  app.add_option("--rpc_max_connection_idle_ms", c.rpc_max_connection_idle_ms,
+                 "a gRPC connection with no call for this long is closed "
+                 "(its client reconnects); 0 = never")
+      ->capture_default_str();
+  kvpool::AddSizeFlag(app, "--heap_trim_threshold_bytes",
+                      &c.heap_trim_threshold_bytes,
+                      "give freed heap memory back to the kernel once this "
+                      "much has gathered since the last time; 0 = never");
   app.add_option("--cluster_secret_file", c.cluster_secret_file,
                  "file holding the cluster secret (hex, mode 0600); empty = "
                  "no authentication (docs/security.md)");
@@ -174,6 +187,9 @@ int main(int argc, char** argv) {
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");
   CLI11_PARSE(app, argc, argv);
+  // Connections are descriptors: a flood meets the hard limit, not a
+  // default soft limit of 1024 (docs/security.md).
+  kvpool::RaiseOpenFileLimit();
 
   // Stop from a plain thread: gRPC shutdown is not async-signal-safe. The
   // signals are blocked before Start makes any thread, as threads inherit

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/absl_runtime.h"
+#include "common/fd_limits.h"
 #include "node/node.h"
 #include "tools/flags.h"
 
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
+  // Connections are descriptors: a flood meets the hard limit, not a
+  // default soft limit of 1024 (docs/security.md).
+  kvpool::RaiseOpenFileLimit();
   c.master_server_address =
       kvpool::MasterAddress(etcd_flags, c.master_server_address);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/absl_runtime.h"
+#include "common/fd_limits.h"
 #include "kvpool/router.h"
 #include "router/router_http.h"
 #include "tools/flags.h"
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
   CLI11_PARSE(app, argc, argv);
+  // Connections are descriptors: a flood meets the hard limit, not a
+  // default soft limit of 1024 (docs/security.md).
+  kvpool::RaiseOpenFileLimit();
   c.master_server_address =
       kvpool::MasterAddress(etcd_flags, c.master_server_address);
 

@@ -85,6 +85,12 @@ Status MasterConfig::Validate() const {
     return bad("max_tenants must be in [0, 2^30]");
   if (version_floor_slots < 1 || version_floor_slots > (int64_t{1} << 30))
     return bad("version_floor_slots must be in [1, 2^30]");
+  if (rpc_handshake_timeout_ms < 100 || rpc_handshake_timeout_ms > 600000)
+    return bad("rpc_handshake_timeout_ms must be in [100, 600000]");
+  if (rpc_max_connection_idle_ms < 0 ||
+      (rpc_max_connection_idle_ms > 0 && rpc_max_connection_idle_ms < 1000) ||
+      rpc_max_connection_idle_ms > INT32_MAX)
+    return bad("rpc_max_connection_idle_ms must be 0 or in [1000, 2^31)");
   // A day at most: beyond it the window stops bounding replays at all.
   if (auth_max_clock_skew_ms <= 0 || auth_max_clock_skew_ms > 86400000)
     return bad("auth_max_clock_skew_ms must be in (0, 86400000]");
@@ -147,6 +153,9 @@ std::string MasterConfig::ToString() const {
   KVPOOL_ADD(max_tenant_name_bytes);
   KVPOOL_ADD(max_tenants);
   KVPOOL_ADD(version_floor_slots);
+  KVPOOL_ADD(rpc_handshake_timeout_ms);
+  KVPOOL_ADD(rpc_max_connection_idle_ms);
+  KVPOOL_ADD(heap_trim_threshold_bytes);
   KVPOOL_ADD(cluster_secret_file);
   KVPOOL_ADD(auth_max_clock_skew_ms);
   KVPOOL_ADD(tls_cert_file);

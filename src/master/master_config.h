@@ -110,6 +110,18 @@ struct MasterConfig {
   // stale read), so fewer slots cost hit rate after restarts, not safety.
   // The tenants' table (remove_all) gets a sixteenth of it, at most 2^16.
   int64_t version_floor_slots = int64_t{1} << 20;
+  // A gRPC connection that has not completed its HTTP/2 handshake (sent its
+  // preface and settings) this long (ms) after it was accepted is closed, so
+  // idle TCP connections cannot keep the master's descriptors.
+  int64_t rpc_handshake_timeout_ms = 5000;
+  // A gRPC connection with no call in progress for this long (ms) is closed
+  // (GOAWAY; its client reconnects at its next call). 0 = never.
+  int64_t rpc_max_connection_idle_ms = 300000;
+  // Give freed heap memory back to the kernel (malloc_trim) once the
+  // master's resident memory exceeds what it has in use by this much more
+  // than after the last trim (checked once a second): what a burst of large
+  // or refused requests leaves behind. 0 = never.
+  uint64_t heap_trim_threshold_bytes = uint64_t{32} << 20;
 
   // ---- identity and TLS on the control plane (docs/security.md) ----
   // File holding the cluster secret (hex, mode 0600). Empty: no

@@ -2,16 +2,24 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+
+#include "rpc/request_limits.h"
 
 namespace kvpool {
 
 namespace {
-// Batches are bounded so one request cannot pin the master for long.
-constexpr int kMaxBatch = 65536;
+// Batches are bounded so one request cannot pin the master for long
+// (rpc/request_limits.h; the bytes of a request are bounded by gRPC's max
+// receive message size, before it is parsed).
+constexpr int kMaxBatch = kMaxBatchItems;
 
+// The message names kvpool's code: MasterClient answers INVALID_PARAMS.
 grpc::Status TooLarge() {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "batch larger than 65536 keys");
+                      "INVALID_PARAMS: batch larger than the master's limit "
+                      "of " +
+                          std::to_string(kMaxBatch) + " items per call");
 }
 
 // The code of a batch item whose own handler refused it (a credential that

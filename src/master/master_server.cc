@@ -8,9 +8,11 @@
 #include <spdlog/spdlog.h>
 
 #include "common/auth.h"
+#include "common/fd_limits.h"
 #include "master/master_auth.h"
 #include "master/master_grpc_service.h"
 #include "master/rpc_latency_interceptor.h"
+#include "rpc/request_limits.h"
 
 namespace kvpool {
 
@@ -88,8 +90,22 @@ Status MasterServer::Start() {
   interceptors.push_back(
       std::make_unique<RpcLatencyInterceptorFactory>(&service_->metrics()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  builder.SetMaxReceiveMessageSize(256 << 20);
+  // What one request may be (rpc/request_limits.h): a bigger one is
+  // refused by gRPC before it is parsed, RESOURCE_EXHAUSTED with the limit.
+  const uint64_t max_request = MaxRequestBytes(
+      uint64_t(config_.max_key_bytes), uint64_t(config_.max_tenant_name_bytes));
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_request));
   builder.SetMaxSendMessageSize(256 << 20);
+  // Connections that never complete the HTTP/2 handshake (idle TCP), and
+  // connections left without calls, give their descriptors back.
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(config_.rpc_handshake_timeout_ms));
+  if (config_.rpc_max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+        static_cast<int>(config_.rpc_max_connection_idle_ms));
+  }
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
       config_.rpc_thread_num);
@@ -101,6 +117,26 @@ Status MasterServer::Start() {
                       (config_.tls_cert_file.empty()
                            ? ""
                            : " (or the TLS certificate and key are unusable)"));
+  }
+  // gRPC 1.51 gives up a listener whose accept4() fails with EMFILE
+  // (common/fd_limits.h): this one sheds connections instead.
+  if (!GuardAccepts(rpc_port_)) {
+    spdlog::warn(
+        "rpc port {}: too many guarded listeners in this process; "
+        "descriptor exhaustion may stop it accepting",
+        rpc_port_);
+  }
+  guarded_port_ = rpc_port_;
+  for (const bool full : {false, true}) {
+    service_->metrics().AddGauge(
+        "kvpool_master_rpc_connections_shed",
+        full ? "reason=\"table_full\"" : "reason=\"near_limit\"",
+        [full] {
+          const AcceptGuardStats s = GetAcceptGuardStats();
+          return double(full ? s.shed_table_full : s.shed_near_limit);
+        },
+        "connections to the rpc port closed at accept, since the process "
+        "started, for want of file descriptors (common/fd_limits.h)");
   }
   if (!config_.cluster_secret_file.empty() && config_.tls_cert_file.empty() &&
       config_.rpc_address != "127.0.0.1") {
@@ -121,8 +157,21 @@ Status MasterServer::Start() {
     }
   }
   service_->Start();
-  spdlog::info("kvpool-master serving on {} (metrics port {}); {}", address(),
-               metrics_port(), config_.ToString());
+  heap_trimmer_ = std::make_unique<HeapTrimmer>(
+      HeapTrimmer::Options{config_.heap_trim_threshold_bytes,
+                           std::chrono::milliseconds(1000)},
+      &service_->metrics().GetCounter(
+          "kvpool_master_heap_trims_total", "",
+          "times freed heap memory was given back to the kernel"),
+      &service_->metrics().GetCounter("kvpool_master_heap_trimmed_bytes_total",
+                                      "",
+                                      "resident bytes those trims gave back"));
+  heap_trimmer_->Start();
+  spdlog::info(
+      "kvpool-master serving on {} (metrics port {}); requests of at most {} "
+      "items and {} bytes; {}",
+      address(), metrics_port(), kMaxBatchItems, max_request,
+      config_.ToString());
   return Status::OK();
 }
 
@@ -173,12 +222,17 @@ void MasterServer::AddMooncakeRoutes(HttpEndpoint* http) {
 }
 
 void MasterServer::Stop() {
+  if (heap_trimmer_) heap_trimmer_->Stop();
   if (http_) http_->Stop();
   // Release long-poll heartbeats first, or Shutdown waits for them.
   service_->nodes().WakeAll();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
+  }
+  if (guarded_port_ > 0) {
+    UnguardAccepts(guarded_port_);
+    guarded_port_ = 0;
   }
   service_->Stop();
 }

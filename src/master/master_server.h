@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "common/heap_trim.h"
 #include "common/http_endpoint.h"
 #include "master/master_config.h"
 #include "master/master_service.h"
@@ -47,7 +48,9 @@ class MasterServer {
   void AddMooncakeRoutes(HttpEndpoint* http);
   std::string StatusJson() const;
   std::shared_ptr<ServingGate> gate_;
+  std::unique_ptr<HeapTrimmer> heap_trimmer_;
   int rpc_port_ = 0;
+  int guarded_port_ = 0;  // the rpc port, while its accepts are guarded
 };
 
 }  // namespace kvpool

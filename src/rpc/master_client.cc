@@ -6,6 +6,7 @@
 
 #include "common/epoch_header.h"
 #include "ha/leader_election.h"
+#include "transport/wire_format.h"
 
 namespace kvpool {
 
@@ -56,7 +57,11 @@ MasterClient::MasterClient(const std::string& address, int timeout_ms,
                            MasterSecurity security)
     : timeout_ms_(timeout_ms) {
   args_.SetMaxReceiveMessageSize(256 << 20);
-  args_.SetMaxSendMessageSize(256 << 20);
+  // The largest request any master accepts (its max_key_bytes and
+  // max_tenant_name_bytes at their maximum, the data plane's limits); a
+  // master configured lower refuses it itself.
+  args_.SetMaxSendMessageSize(static_cast<int>(
+      MaxRequestBytes(wire::kMaxKeySize, wire::kMaxTenantSize)));
   // Fail fast and retry on the next call rather than queueing behind a
   // reconnect backoff of up to two minutes.
   args_.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);

@@ -1,7 +1,9 @@
 // A gRPC connection to kvpool-master with deadlines. Every call returns
 // RPC_FAIL (with gRPC's message) when the master cannot be reached, so
-// callers never block forever on a dead master, and ILLEGAL_CLIENT when it
-// refuses the caller's credential. Thread-safe.
+// callers never block forever on a dead master, ILLEGAL_CLIENT when it
+// refuses the caller's credential, and INVALID_PARAMS for a request over
+// the master's bounds (rpc/request_limits.h; a batch over the item limit is
+// refused before it is sent). Thread-safe.
 #ifndef KVPOOL_RPC_MASTER_CLIENT_H_
 #define KVPOOL_RPC_MASTER_CLIENT_H_
 
@@ -21,6 +23,7 @@
 #include "ha/etcd_client.h"
 #include "kvpool.grpc.pb.h"
 #include "kvpool/status.h"
+#include "rpc/request_limits.h"
 
 namespace kvpool {
 
@@ -129,6 +132,7 @@ class MasterClient {
   Status Call(grpc::Status (rpc::MasterService::Stub::*method)(
                   grpc::ClientContext*, const Req&, Resp*),
               const Req& req, Resp* resp) const {
+    if (Status s = CheckBatch(req); !s.ok()) return s;
     auto conn = Connection();
     if (!conn.ok()) return conn.status();
     std::shared_ptr<const Conn> c = std::move(conn.value());
@@ -154,6 +158,7 @@ class MasterClient {
                   grpc::Status (rpc::MasterService::Stub::*method)(
                       grpc::ClientContext*, const Req&, Resp*),
                   const Req& req, Resp* resp, int timeout_ms = -1) const {
+    if (Status s = CheckBatch(req); !s.ok()) return s;
     auto conn = Connection();
     if (!conn.ok()) return conn.status();
     grpc::Status s = Invoke(*conn.value(), ctx, method, req, resp, timeout_ms);
@@ -291,8 +296,33 @@ class MasterClient {
     c = next;
     return InvokeAgain(*c, method, req, resp, 1000);
   }
+  // A batch the master would refuse (rpc/request_limits.h), refused here
+  // without sending it.
+  template <typename Req>
+  static Status CheckBatch(const Req& req) {
+    const int items = BatchItems(req);
+    if (items <= kMaxBatchItems) return Status::OK();
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "a batch of " + std::to_string(items) +
+                      " items is larger than the master's limit of " +
+                      std::to_string(kMaxBatchItems) + " per call");
+  }
   Status ToStatus(const grpc::Status& s, const Conn& c) const {
     if (s.ok()) return Status::OK();
+    // The master refused the request as it is (a batch over its limit), or
+    // gRPC did: a message over a size limit (the master's max receive, with
+    // the limit in the message; or this channel's): sending it again will
+    // not help.
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "master " + c.address + ": " + s.error_message());
+    }
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+        s.error_message().find("larger than max") != std::string::npos) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "master " + c.address +
+                        ": over a message size limit: " + s.error_message());
+    }
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return Status(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS,
                     "master lacks RPC: " + s.error_message());
