@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,17 +183,26 @@ TEST_F(RequestLimitsTest, ARequestOverTheByteLimitIsInvalidParams) {
   for (const auto& r : small) EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
-// Sends one serialized request, as bytes, to `method` of the master.
+// Sends one serialized request, as bytes, to `method` of the master, and
+// waits for its status.
 grpc::Status RawCall(grpc::GenericStub* stub, const std::string& method,
                      const grpc::ByteBuffer& request) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::CompletionQueue cq;
+  auto call = stub->PrepareUnaryCall(
+      &ctx, "/kvpool.rpc.MasterService/" + method, request, &cq);
+  call->StartCall();
   grpc::ByteBuffer reply;
-  std::promise<grpc::Status> done;
-  stub->UnaryCall(&ctx, "/kvpool.rpc.MasterService/" + method,
-                  grpc::StubOptions(), &request, &reply,
-                  [&](grpc::Status s) { done.set_value(std::move(s)); });
-  return done.get_future().get();
+  grpc::Status status;
+  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
 }
 
 // The wire form of an ExistKeyRequest of tenant "t" and `n` keys of
@@ -233,15 +241,21 @@ TEST_F(RequestLimitsTest, AStormOfRefusedRequestsLeavesTheMastersMemory) {
   // before any handler runs); the master must come back within 64 MiB of
   // where it was.
   StartMaster();
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(
-      address_, grpc::InsecureChannelCredentials(), args);
-  grpc::GenericStub stub(channel);
+  // The request over the byte limit goes on a connection of its own (a
+  // channel outside the global subchannel pool): after gRPC refuses a
+  // message for its size, the next call on that connection can wait
+  // seconds (HTTP/2 flow control), which would only slow the test.
+  auto channel = [&] {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(-1);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(address_,
+                                     grpc::InsecureChannelCredentials(), args);
+  };
+  grpc::GenericStub stub(channel());
   // A first call, so the baseline has gRPC's threads and buffers in it.
   const grpc::ByteBuffer small = WireRequest(10, 100);
   ASSERT_TRUE(RawCall(&stub, "BatchExistKey", small).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const long base = StatusKiB(master_, "RssAnon:");
   ASSERT_GT(base, 0);
 
@@ -270,7 +284,8 @@ TEST_F(RequestLimitsTest, AStormOfRefusedRequestsLeavesTheMastersMemory) {
     // One key of 320 MB: over the default bound (292 MiB).
     const grpc::ByteBuffer huge = WireRequest(1, 320 << 20);
     ASSERT_GT(huge.Length(), MaxRequestBytes(4096, 256));
-    const grpc::Status s = RawCall(&stub, "BatchExistKey", huge);
+    grpc::GenericStub own(channel());
+    const grpc::Status s = RawCall(&own, "BatchExistKey", huge);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
         << s.error_message();
   }
