@@ -123,13 +123,9 @@ class FdExhaustionTest : public ::testing::Test {
     prefix.push_back("--port_file=" + port_file.string());
     master_ = Spawn(prefix, (dir_ / "master.log").string());
     pids_.push_back(master_);
-    int port = 0;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          std::ifstream(port_file) >> port;
-          return port > 0;
-        },
-        std::chrono::seconds(20)));
+    const int port =
+        testing::WaitForPortFile(port_file, std::chrono::seconds(20));
+    EXPECT_GT(port, 0);
     return port;
   }
   std::string Log(const std::string& name) {

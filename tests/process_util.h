@@ -79,6 +79,20 @@ inline void StopProcess(pid_t pid) {
   }
 }
 
+// The port a process started with --port_file=`path` wrote there once it
+// listened, waiting up to `timeout`; 0 if it never did.
+inline int WaitForPortFile(const std::filesystem::path& path,
+                           std::chrono::milliseconds timeout) {
+  int port = 0;
+  WaitUntil(
+      [&] {
+        std::ifstream(path) >> port;
+        return port > 0;
+      },
+      timeout);
+  return port;
+}
+
 }  // namespace kvpool::testing
 
 #endif  // KVPOOL_TESTS_PROCESS_UTIL_H_

@@ -63,15 +63,9 @@ class RequestLimitsTest : public ::testing::Test {
         "--metrics_port=-1", "--port_file=" + port_file.string()};
     args.insert(args.end(), flags.begin(), flags.end());
     master_ = Spawn(args, (dir_ / "master.log").string());
-    EXPECT_TRUE(WaitUntil([&] { return fs::exists(port_file); },
-                          std::chrono::seconds(20)));
-    int port = 0;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          std::ifstream(port_file) >> port;
-          return port > 0;
-        },
-        std::chrono::seconds(5)));
+    const int port =
+        testing::WaitForPortFile(port_file, std::chrono::seconds(25));
+    EXPECT_GT(port, 0);
     address_ = "127.0.0.1:" + std::to_string(port);
     return address_;
   }
