@@ -42,6 +42,15 @@ class ReplayCommandImpl : public ReplayCommand {
                      "batching: automatic time scale keeps the off arm's "
                      "simulated disk at most this busy")
         ->capture_default_str();
+    AddSizeFlag(*cmd_, "--disk_cap", &o.disk_cap_bytes_per_s,
+                "cap per second on reads and on writes of the disk under "
+                "--dir, applied by the replay (cgroup; needs root) for a "
+                "disk of one speed; the model is scaled from it; 0 = "
+                "uncapped, scaled by measured reads (docs/replay.md, Timing)");
+    cmd_->add_option("--min_step_ms", o.min_step_ms,
+                     "with --disk_cap: the shortest modelled step lasts at "
+                     "least this long (ms); the cap is lowered to match")
+        ->capture_default_str();
     cmd_->add_option_function<std::string>(
             "--engine",
             [&o](const std::string& v) {

@@ -140,12 +140,22 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   return c;
 }
 
+namespace {
+// The all-dram arm holds every block it will read and never evicts, so it
+// needs no eviction headroom: its watermark sits just under full, and its
+// DRAM is the blocks plus 5% for placement imbalance between nodes and
+// allocator slack. (Sized from the other arms' watermark and eviction
+// ratio, it asked for 1.29x the blocks and was refused on machines where
+// the other arms ran.)
+constexpr double kAllDramWatermark = 0.97;
+}  // namespace
+
 uint64_t AllDramPerNode(const ReplayOptions& o, const ReplayPlan& plan) {
   const double bytes = double(plan.measured_distinct_blocks) *
                        double(o.block_bytes) / double(std::max(1, o.nodes));
-  const double usable = std::max(0.1, o.high_watermark - o.eviction_ratio);
-  // 10 % more for allocator slack; whole MiB.
-  const uint64_t mib = uint64_t(std::ceil(bytes * 1.1 / usable / (1 << 20)));
+  // Whole MiB.
+  const uint64_t mib =
+      uint64_t(std::ceil(bytes * 1.05 / kAllDramWatermark / (1 << 20)));
   return std::max(o.dram_per_node, mib << 20);
 }
 
@@ -168,6 +178,8 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       MakeClusterOptions(o, root, arm, &res.prefetch_buffer);
   if (arm.all_dram) {
     copts.segment_size = AllDramPerNode(o, plan);
+    copts.eviction_high_watermark_ratio =
+        std::max(o.high_watermark, kAllDramWatermark);
     const uint64_t need = copts.segment_size * uint64_t(o.nodes);
     const uint64_t avail = MemAvailableBytes();
     // The segments live in /dev/shm next to everything else of the run.
@@ -205,7 +217,8 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     // Every fill block gets its SSD copy before the overflow evicts it.
     sampler.SetPhase("settle");
     phase("settle after fill", 0, "");
-    res.phases.settle_fill = Settle(cluster, o.high_watermark, 120).sec;
+    res.phases.settle_fill =
+        Settle(cluster, copts.eviction_high_watermark_ratio, 120).sec;
     if (!arm.all_dram) {
       sampler.SetPhase("overflow");
       phase("overflow", 0, "filler blocks");
@@ -215,7 +228,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     }
     sampler.SetPhase("settle");
     phase("settle", 0, "");
-    SettleResult st = Settle(cluster, o.high_watermark, 120);
+    SettleResult st = Settle(cluster, copts.eviction_high_watermark_ratio, 120);
     res.settled = st.settled;
     res.phases.settle = st.sec;
     std::vector<std::string> fill_keys;
@@ -310,6 +323,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
   res.arrival_span_s = span;
   SleepUntilSec(t0);
   const CpuReading cpu0 = ReadCpu(cluster.processes());
+  res.dispatcher_realtime = RunAsModelClock();
   std::mt19937_64 rng(o.seed);
   for (size_t i = plan.measure_begin; i < plan.measure_end; ++i) {
     EngineRequest er;
@@ -387,6 +401,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       progress->Update(done.load(), std::max(0.0, t0 + span - NowSec()));
     }
   }
+  if (res.dispatcher_realtime) RunAsModelClock(false);
   {
     std::unique_lock<std::mutex> lock(rec_mu);
     while (!rec_cv.wait_for(lock, std::chrono::milliseconds(500),

@@ -65,7 +65,8 @@ struct ArmResult {
   bool settled = false;
   TierCensus census;  // the fill blocks when the measurement starts
   double arm_start_s = 0, measure_start_s = 0, measure_end_s = 0;
-  double max_dispatch_lag_ms = 0;  // how late the dispatcher sent a request
+  double max_dispatch_lag_ms = 0;    // how late the dispatcher sent a request
+  bool dispatcher_realtime = false;  // RunAsModelClock took (clock_util.h)
   uint64_t route_errors = 0;
   std::vector<RequestRecord> records;
   std::vector<ClusterSnapshot> samples;  // every 100 ms, all phases

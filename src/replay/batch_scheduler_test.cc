@@ -277,5 +277,60 @@ TEST(BatchSimTest, GpuTargetSetsTheLoadWhenTheDiskKeepsUp) {
   EXPECT_NEAR(busy(l.time_scale), l.gpu_busy, 1e-9);
 }
 
+// The held-out conversation trace's shape: every request starts with the
+// same block (a shared system prompt) and matches nothing else, so the
+// router's affinity sends every request to the engine beside that block's
+// node. Sizing the load as if requests went round robin overloads it.
+TEST(BatchSimTest, RouterDispatchIsModelledAndTheBusiestEngineBoundsTheLoad) {
+  std::vector<TraceRequest> trace;
+  for (int i = 0; i < 300; ++i) {
+    TraceRequest t;
+    t.timestamp_ms = i * 100.0;
+    t.input_length = 4 * 512;
+    t.output_length = 30;
+    t.hash_ids = {0, uint64_t(100 + 3 * i), uint64_t(101 + 3 * i),
+                  uint64_t(102 + 3 * i)};
+    trace.push_back(t);
+  }
+  SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
+  cfg.disk_ms_per_block = 0.01;
+  cfg.nodes = 2;
+  cfg.dispatch = SimDispatch::kRouter;
+  auto reqs = SimRequestsOf(trace, 100, 300, 1.0, 2, 2);
+  ASSERT_EQ(reqs[0].holders, std::vector<int>{0});  // block 0 came first
+  SimResult r = Simulate(reqs, 2, cfg);
+  for (const auto& q : r.requests) EXPECT_EQ(q.engine, 0);
+
+  LoadSizing routed = SizeLoad(trace, 100, 300, 2, cfg, 0.7, 0.8);
+  EXPECT_EQ(routed.bound, "busiest engine");
+  ASSERT_EQ(routed.gpu_busy_per_engine.size(), 2u);
+  EXPECT_NEAR(routed.gpu_busy_per_engine[0], kBusiestEngineCap, 0.01);
+  EXPECT_EQ(routed.gpu_busy_per_engine[1], 0);
+  EXPECT_LT(routed.gpu_busy, 0.7);
+
+  // Round robin spreads the same requests: the mean target is reachable,
+  // at a denser arrival rate than the routed sizing allows.
+  cfg.dispatch = SimDispatch::kRoundRobin;
+  LoadSizing rr = SizeLoad(trace, 100, 300, 2, cfg, 0.7, 0.8);
+  EXPECT_EQ(rr.bound, "gpu");
+  EXPECT_NEAR(rr.gpu_busy, 0.7, 0.01);
+  EXPECT_LT(rr.time_scale, routed.time_scale);
+}
+
+TEST(BatchSimTest, LeastLoadedDispatchSpreadsRequests) {
+  std::vector<SimRequest> reqs(40);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].arrival_ms = double(i);  // faster than they finish
+    reqs[i].prompt_tokens = 1024;
+    reqs[i].output_tokens = 50;
+  }
+  SimConfig cfg = Sim(Config(2048, 256, 1 << 20));
+  cfg.dispatch = SimDispatch::kLeastLoaded;
+  SimResult r = Simulate(reqs, 2, cfg);
+  int on0 = 0;
+  for (const auto& q : r.requests) on0 += q.engine == 0;
+  EXPECT_EQ(on0, 20);
+}
+
 }  // namespace
 }  // namespace kvpool::replay

@@ -4,7 +4,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <unordered_set>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include "router/dispatch.h"
 
 namespace kvpool::replay {
 
@@ -69,13 +73,42 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
   const size_t n = size_t(std::max(1, engines));
   r.steps.resize(n);
   std::vector<EngineSim> es(n, EngineSim(cfg));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    es[size_t(requests[i].engine) % n].mine.push_back(i);
+  const bool fixed = cfg.dispatch == SimDispatch::kRoundRobin;
+  // Arrivals in time order, dispatched as they come unless fixed.
+  std::vector<size_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].arrival_ms < requests[b].arrival_ms;
+  });
+  size_t next_arrival = 0;
+  std::vector<uint64_t> in_flight(n, 0);
+  std::vector<EngineInfo> infos(n);
+  for (size_t k = 0; k < n; ++k) {
+    infos[k].id = std::to_string(k);
+    infos[k].local_node_ids = {std::to_string(int(k) % std::max(1, cfg.nodes))};
   }
-  for (auto& e : es) {
-    std::stable_sort(e.mine.begin(), e.mine.end(), [&](size_t a, size_t b) {
-      return requests[a].arrival_ms < requests[b].arrival_ms;
-    });
+  std::mt19937_64 rng(cfg.seed);
+  auto dispatch = [&](size_t i) -> size_t {
+    if (cfg.dispatch == SimDispatch::kRouter) {
+      std::vector<std::string> holders;
+      for (int h : requests[i].holders) holders.push_back(std::to_string(h));
+      const DispatchChoice c = PickEngine(infos, in_flight, holders);
+      if (c.engine >= 0) return size_t(c.engine);
+    }
+    const uint64_t best = *std::min_element(in_flight.begin(), in_flight.end());
+    std::vector<size_t> ties;
+    for (size_t k = 0; k < n; ++k) {
+      if (in_flight[k] == best) ties.push_back(k);
+    }
+    return ties[rng() % ties.size()];
+  };
+  if (fixed) {
+    for (size_t i : order) {
+      const size_t k = size_t(requests[i].engine) % n;
+      es[k].mine.push_back(i);
+      r.requests[i].engine = int(k);
+    }
+    next_arrival = order.size();
   }
   const bool at_arrival = cfg.scheduler.load_start == LoadStart::kArrival;
   double disk_free = 0;
@@ -103,6 +136,16 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
         k = j;
       }
     }
+    if (next_arrival < order.size() &&
+        requests[order[next_arrival]].arrival_ms <= t) {
+      // The router sees the engines as they are when the request arrives.
+      const size_t i = order[next_arrival++];
+      const size_t to = dispatch(i);
+      es[to].mine.push_back(i);
+      r.requests[i].engine = int(to);
+      ++in_flight[to];
+      continue;
+    }
     if (t == kInf) break;
     EngineSim& e = es[k];
     if (e.stepping) {  // its step ends now
@@ -112,6 +155,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
       for (uint64_t i : out.finished) {
         r.requests[i].done_ms = t;
         e.sched.Release(i);
+        if (!fixed) --in_flight[k];
       }
     }
     bool changed = true;
@@ -150,14 +194,20 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
 
 std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
                                       size_t begin, size_t end,
-                                      double time_scale, int engines) {
+                                      double time_scale, int engines,
+                                      int nodes) {
   std::vector<SimRequest> out;
   end = std::min(end, trace.size());
   if (begin >= end) return out;
-  std::unordered_set<uint64_t> seen;
-  for (size_t i = 0; i < begin; ++i) {
-    seen.insert(trace[i].hash_ids.begin(), trace[i].hash_ids.end());
-  }
+  // Block -> node, in the order blocks first appear.
+  std::unordered_map<uint64_t, int> seen;
+  const int nn = std::max(1, nodes);
+  auto see = [&](const TraceRequest& r) {
+    for (uint64_t h : r.hash_ids) {
+      seen.emplace(h, int(seen.size() % size_t(nn)));
+    }
+  };
+  for (size_t i = 0; i < begin; ++i) see(trace[i]);
   const double t0 = trace[begin].timestamp_ms;
   for (size_t i = begin; i < end; ++i) {
     const TraceRequest& r = trace[i];
@@ -170,8 +220,9 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
     s.cached_tokens = std::min<uint64_t>(r.input_length, hit * 512);
     s.disk_blocks = hit;
     s.engine = int((i - begin) % size_t(std::max(1, engines)));
+    for (size_t j = 0; j < hit; ++j) s.holders.push_back(seen[r.hash_ids[j]]);
     out.push_back(s);
-    seen.insert(r.hash_ids.begin(), r.hash_ids.end());
+    see(r);
   }
   return out;
 }
@@ -183,18 +234,31 @@ LoadSizing SizeLoad(const std::vector<TraceRequest>& trace, size_t begin,
   const double span_ms =
       end > begin ? trace[end - 1].timestamp_ms - trace[begin].timestamp_ms : 0;
   auto at = [&](double scale) {
-    auto reqs = SimRequestsOf(trace, begin, end, scale, engines);
+    auto reqs = SimRequestsOf(trace, begin, end, scale, engines, config.nodes);
     SimResult r = Simulate(reqs, engines, config);
     LoadSizing l;
     l.time_scale = scale;
     l.gpu_busy = r.BusyFraction(0, span_ms * scale);
     l.disk_busy = r.DiskBusyFraction(0, span_ms * scale);
-    l.disk_bound = l.disk_busy / disk_cap > l.gpu_busy / gpu_target;
+    double busiest = 0;
+    for (size_t k = 0; k < r.steps.size(); ++k) {
+      SimResult one;
+      one.steps = {r.steps[k]};
+      l.gpu_busy_per_engine.push_back(one.BusyFraction(0, span_ms * scale));
+      busiest = std::max(busiest, l.gpu_busy_per_engine.back());
+    }
+    const double g = l.gpu_busy / gpu_target, d = l.disk_busy / disk_cap,
+                 b = busiest / kBusiestEngineCap;
+    l.bound = d >= g && d >= b ? "disk" : (b > g ? "busiest engine" : "gpu");
+    l.disk_bound = l.bound == "disk";
     return l;
   };
-  // >= 1 once either bound is reached.
+  // >= 1 once any bound is reached.
   auto load = [&](const LoadSizing& l) {
-    return std::max(l.gpu_busy / gpu_target, l.disk_busy / disk_cap);
+    double busiest = 0;
+    for (double v : l.gpu_busy_per_engine) busiest = std::max(busiest, v);
+    return std::max({l.gpu_busy / gpu_target, l.disk_busy / disk_cap,
+                     busiest / kBusiestEngineCap});
   };
   LoadSizing hi = at(1e3);
   if (load(hi) >= 1) return hi;

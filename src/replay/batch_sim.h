@@ -7,6 +7,7 @@
 #define KVPOOL_REPLAY_BATCH_SIM_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "replay/batch_scheduler.h"
@@ -21,7 +22,18 @@ struct SimRequest {
   uint64_t cached_tokens = 0;  // what its KV load brings
   double load_ms = 0;          // its load's own time, once a loader takes it
   uint64_t disk_blocks = 0;    // blocks its load reads from the shared disk
-  int engine = 0;
+  int engine = 0;              // round-robin dispatch only
+  // The node holding each block of the matched prefix (router dispatch).
+  std::vector<int> holders;
+};
+
+// How arrivals reach engines; the load must be sized under the dispatch
+// the arms use, since an affinity that sends most requests to one engine
+// leaves the other idle at the same arrival rate.
+enum class SimDispatch {
+  kRoundRobin,   // SimRequest::engine, fixed in advance
+  kRouter,       // kvpool::PickEngine (router/dispatch.h) at arrival
+  kLeastLoaded,  // fewest requests in flight at arrival, ties seeded
 };
 
 struct SimConfig {
@@ -33,11 +45,18 @@ struct SimConfig {
   // order loads ask for them at this many ms per block. A load holds its
   // loader until its blocks are read.
   double disk_ms_per_block = 0;
+  SimDispatch dispatch = SimDispatch::kRoundRobin;
+  // Router dispatch: engine i is co-located with node i mod nodes, as in
+  // the replay (EngineInfo::local_node_ids); in flight = routed and not yet
+  // done, as the router counts.
+  int nodes = 1;
+  uint64_t seed = 1;  // least-loaded ties
 };
 
 struct SimRequestResult {
   double admit_ms = -1, load_start_ms = -1, load_done_ms = -1;
   double first_token_ms = -1, done_ms = -1;
+  int engine = -1;  // where it was dispatched
 };
 
 struct SimResult {
@@ -60,9 +79,13 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
 // arrivals scaled by `time_scale` (machine s per trace s) and engines taken
 // round robin: prefix hits from an unbounded cache (every block seen before
 // in the trace), each hit a block read from the disk (`disk_blocks`).
+// Holders model the master's default placement (free_ratio_first over
+// equal segments), which alternates nodes put by put: a block's node is
+// the order in which blocks first appear in the trace, mod `nodes`.
 std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
                                       size_t begin, size_t end,
-                                      double time_scale, int engines);
+                                      double time_scale, int engines,
+                                      int nodes = 1);
 
 // The load of a replay: the time scale (machine s per trace s) at which
 // the simulated engines are busy `gpu_target` of the arrival span, unless
@@ -70,10 +93,17 @@ std::vector<SimRequest> SimRequestsOf(const std::vector<TraceRequest>& trace,
 // at which the disk is `disk_cap` busy (a disk past that builds queues that
 // decide every result). Found by halving from sparse arrivals, then
 // bisection; both fractions are monotone on that side.
+// A third bound: a dispatch that favours one engine (the router's affinity)
+// saturates it while the mean is still below the target, and an engine
+// past saturation builds a queue that grows for the whole run and decides
+// every result; the busiest engine is held below this.
+inline constexpr double kBusiestEngineCap = 0.95;
 struct LoadSizing {
   double time_scale = 1;
   double gpu_busy = 0, disk_busy = 0;  // simulated, at that scale
   bool disk_bound = false;             // the disk cap, not the GPU target
+  std::string bound = "gpu";           // "gpu", "disk" or "busiest engine"
+  std::vector<double> gpu_busy_per_engine;
 };
 LoadSizing SizeLoad(const std::vector<TraceRequest>& trace, size_t begin,
                     size_t end, int engines, const SimConfig& config,

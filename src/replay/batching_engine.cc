@@ -138,6 +138,7 @@ void BatchingEngine::LoaderLoop(size_t slot) {
       load_queue_.pop_front();
     }
     PrefixLoad l = load_(*job.req, *job.keys, load_bufs_[slot].data());
+    ModelHostToGpuCopy(model_->h2d_ms_per_block, &l);
     {
       std::lock_guard<std::mutex> lock(mu_);
       load_replies_.push_back({job.id, std::move(l)});
@@ -212,6 +213,11 @@ void BatchingEngine::StepLoop() {
   // The modelled steps are sub-millisecond here: the kernel's default 50 us
   // timer slack would be a large part of each.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const bool realtime = RunAsModelClock();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.realtime = realtime;
+  }
   const bool at_arrival = config_.scheduler.load_start == LoadStart::kArrival;
   double gpu_free_at = 0;  // planned end of the last step
   bool chained = false;    // the last iteration ran a step

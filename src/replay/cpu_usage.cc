@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -43,6 +44,26 @@ bool ReadTask(int tid, std::string* name, double* sec) {
                   sec);
 }
 
+// The first line of /proc/stat: "cpu user nice system idle iowait irq
+// softirq steal ...", in clock ticks summed over cores. Idle and iowait are
+// not busy; guest time is already inside user.
+bool ReadMachine(double* busy_s, double* total_s) {
+  std::ifstream f("/proc/stat");
+  std::string tag;
+  if (!(f >> tag) || tag != "cpu") return false;
+  unsigned long long v[8] = {};
+  for (auto& x : v) {
+    if (!(f >> x)) return false;
+  }
+  static const double hz = double(sysconf(_SC_CLK_TCK));
+  const unsigned long long idle = v[3] + v[4];
+  unsigned long long total = 0;
+  for (auto x : v) total += x;
+  *busy_s = double(total - idle) / hz;
+  *total_s = double(total) / hz;
+  return true;
+}
+
 }  // namespace
 
 CpuReading ReadCpu(const std::vector<std::pair<std::string, int>>& others) {
@@ -51,6 +72,9 @@ CpuReading ReadCpu(const std::vector<std::pair<std::string, int>>& others) {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   r.process_s = TvSec(u.ru_utime) + TvSec(u.ru_stime);
+  if (!ReadMachine(&r.machine_busy_s, &r.machine_total_s)) {
+    r.machine_busy_s = r.machine_total_s = 0;
+  }
   if (DIR* d = opendir("/proc/self/task")) {
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] == '.') continue;
@@ -122,6 +146,14 @@ CpuUsage CpuBetween(const CpuReading& a, const CpuReading& b) {
   if (u.process_s > seen) u.components["ended threads"] = u.process_s - seen;
   u.process_s += others;
   u.utilisation = u.capacity_s > 0 ? u.process_s / u.capacity_s : 0;
+  const double total = b.machine_total_s - a.machine_total_s;
+  if (total > 0) {
+    const double busy = b.machine_busy_s - a.machine_busy_s;
+    u.machine_utilisation = std::clamp(busy / total, 0.0, 1.0);
+    // The ticks of /proc/stat and of the process's own accounting differ by
+    // a tick or so; a share below zero is that rounding.
+    u.outside_utilisation = std::clamp((busy - u.process_s) / total, 0.0, 1.0);
+  }
   return u;
 }
 

@@ -19,6 +19,10 @@ struct CpuReading {
   // Other processes read alongside (the store's, when it runs apart):
   // label -> user + system seconds, summed over the processes of a label.
   std::map<std::string, double> others;
+  // The whole machine (/proc/stat's "cpu" line), in seconds over all
+  // cores since boot: busy (user, nice, system, irq, softirq, steal) and in
+  // all. Other work on the machine shows here and nowhere else.
+  double machine_busy_s = 0, machine_total_s = 0;
 };
 
 // `others`: (label, pid) of processes to read with this one.
@@ -36,6 +40,11 @@ struct CpuUsage {
   int cores = 1;
   double capacity_s = 0;   // wall x cores
   double utilisation = 0;  // process / capacity
+  // The machine's CPU over the same interval (/proc/stat): busy share of
+  // all cores, and the share used by everything but this process and the
+  // `others` (0 when /proc/stat could not be read).
+  double machine_utilisation = 0;
+  double outside_utilisation = 0;
   // Seconds by component; "ended threads" is the process total minus the
   // threads seen at the end.
   std::map<std::string, double> components;

@@ -122,6 +122,9 @@ struct EngineStats {
   uint64_t lagged_steps = 0;  // steps that started late (thread fell behind)
   double lag_ms = 0;          // their lateness, summed
   double max_lag_ms = 0;
+  // The step thread ran at real-time priority (clock_util.h's
+  // RunAsModelClock); false where the process may not (no CAP_SYS_NICE).
+  bool realtime = false;
 };
 
 class Engine {

@@ -6,14 +6,12 @@
 
 namespace kvpool::replay {
 
-EngineModel DeriveEngineModel(const HardwareModel& hw,
-                              const MeasuredReads& measured,
-                              const EngineModelOverrides& overrides) {
-  EngineModel m;
-  m.hw = hw;
-  m.measured = measured;
-  m.scale = std::sqrt((measured.ssd_ms / hw.ssd_read_ms) *
-                      (measured.dram_ms / hw.dram_read_ms));
+namespace {
+
+// Every modelled time x m->scale, then the overrides.
+void ApplyScale(const HardwareModel& hw, const EngineModelOverrides& overrides,
+                EngineModel* mp) {
+  EngineModel& m = *mp;
   m.prefill_fixed_ms = hw.prefill_fixed_ms * m.scale;
   m.prefill_ms_per_token = hw.prefill_ms_per_token * m.scale;
   m.decode_ms_per_token = hw.decode_ms_per_token * m.scale;
@@ -39,6 +37,51 @@ EngineModel DeriveEngineModel(const HardwareModel& hw,
     m.decode_ms_per_token = overrides.decode_ms_per_token;
     m.decode_source = "override";
   }
+}
+
+}  // namespace
+
+EngineModel DeriveEngineModel(const HardwareModel& hw,
+                              const MeasuredReads& measured,
+                              const EngineModelOverrides& overrides) {
+  EngineModel m;
+  m.hw = hw;
+  m.measured = measured;
+  m.scale = std::sqrt((measured.ssd_ms / hw.ssd_read_ms) *
+                      (measured.dram_ms / hw.dram_read_ms));
+  ApplyScale(hw, overrides, &m);
+  return m;
+}
+
+CappedTiming ChooseCappedTiming(const HardwareModel& hw, uint64_t block_bytes,
+                                uint64_t max_bytes_per_s, double min_step_ms) {
+  CappedTiming t;
+  const double at_cap_ms = double(block_bytes) /
+                           double(std::max<uint64_t>(1, max_bytes_per_s)) * 1e3;
+  const double by_cap = at_cap_ms / hw.ssd_read_ms;
+  const double by_floor = min_step_ms / hw.step_fixed_ms;
+  t.scale = std::max(by_cap, by_floor);
+  t.step_floor_binds = by_floor > by_cap;
+  t.ssd_ms_per_block = hw.ssd_read_ms * t.scale;
+  t.h2d_ms_per_block = hw.dram_read_ms * t.scale;
+  // Rounded down: the disk may not read a block faster than modelled.
+  t.disk_bytes_per_s =
+      uint64_t(std::floor(double(block_bytes) / (t.ssd_ms_per_block / 1e3)));
+  return t;
+}
+
+EngineModel DeriveCappedEngineModel(const HardwareModel& hw,
+                                    const MeasuredReads& measured,
+                                    const CappedTiming& timing,
+                                    const EngineModelOverrides& overrides) {
+  EngineModel m;
+  m.hw = hw;
+  m.measured = measured;
+  m.scale = timing.scale;
+  m.ssd_ms_per_block = timing.ssd_ms_per_block;
+  m.h2d_ms_per_block = timing.h2d_ms_per_block;
+  m.scale_source = timing.step_floor_binds ? "step floor" : "disk cap";
+  ApplyScale(hw, overrides, &m);
   return m;
 }
 
@@ -52,7 +95,7 @@ LoadEstimate EstimateLoad(const std::vector<TraceRequest>& trace, size_t begin,
   for (size_t i = 0; i < begin; ++i) {
     seen.insert(trace[i].hash_ids.begin(), trace[i].hash_ids.end());
   }
-  const double read_ms = (model.measured.ssd_ms + model.measured.dram_ms) / 2;
+  const double read_ms = (model.SsdMs() + model.DramMs()) / 2;
   double service = 0, out = 0;
   for (size_t i = begin; i < end; ++i) {
     const auto& r = trace[i];

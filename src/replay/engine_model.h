@@ -13,6 +13,7 @@
 #ifndef KVPOOL_REPLAY_ENGINE_MODEL_H_
 #define KVPOOL_REPLAY_ENGINE_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,6 +81,12 @@ struct EngineModel {
   std::string step_source = "derived";     // or "override"
   std::string prefill_source = "derived";  // or "override"
   std::string decode_source = "derived";   // "derived", "auto" or "override"
+  // With a capped disk (CappedTiming): the per-block times the run has, the
+  // SSD read at the cap and the host-to-GPU copy the loaders wait out; 0 =
+  // not modelled (an uncapped run reads at whatever the disk gives).
+  double ssd_ms_per_block = 0;
+  double h2d_ms_per_block = 0;
+  std::string scale_source = "measured reads";  // or "disk cap", "step floor"
 
   // prefill_ms = a + b x tokens: the forward pass that yields the first token
   // runs even when every block was found, so a is paid at 0 tokens too.
@@ -95,11 +102,15 @@ struct EngineModel {
     return step_fixed_ms + step_ms_per_token * double(tokens);
   }
   // The proportions the run actually has (modelled: 3 and 15).
+  double SsdMs() const {
+    return ssd_ms_per_block > 0 ? ssd_ms_per_block : measured.ssd_ms;
+  }
+  double DramMs() const { return std::max(measured.dram_ms, h2d_ms_per_block); }
   double RecomputeOverSsd() const {
-    return measured.ssd_ms > 0 ? PrefillBlockMs() / measured.ssd_ms : 0;
+    return SsdMs() > 0 ? PrefillBlockMs() / SsdMs() : 0;
   }
   double RecomputeOverDram() const {
-    return measured.dram_ms > 0 ? PrefillBlockMs() / measured.dram_ms : 0;
+    return DramMs() > 0 ? PrefillBlockMs() / DramMs() : 0;
   }
 };
 
@@ -107,6 +118,35 @@ struct EngineModel {
 EngineModel DeriveEngineModel(const HardwareModel& hw,
                               const MeasuredReads& measured,
                               const EngineModelOverrides& overrides = {});
+
+// Timing a 2-core machine can keep. Derived from measured reads, the scale
+// is ~0.03 here: a modelled 8 ms step lasts 0.25 ms, which a thread sharing
+// two cores with the whole store cannot start on time, and the SSD read it
+// is scaled by drifts with the shared disk. Instead the disk is capped
+// (disk_cap.h) and the scale follows from the cap: an SSD read of a block
+// takes what the cap gives it, block / rate, and that stands for the
+// modelled hw.ssd_read_ms. The scale is raised further until the shortest
+// step (hw.step_fixed_ms x scale) lasts `min_step_ms`, and the cap lowered
+// to match, so the modelled proportions hold at any block size. This
+// machine's memory copies far faster than the modelled PCIe link, so the
+// host-to-GPU copy of every loaded block is modelled (hw.dram_read_ms x
+// scale) rather than left at a memcpy.
+struct CappedTiming {
+  double scale = 0;
+  uint64_t disk_bytes_per_s = 0;  // the cap to apply (<= the one allowed)
+  double ssd_ms_per_block = 0;    // machine ms, at that cap
+  double h2d_ms_per_block = 0;    // machine ms
+  bool step_floor_binds = false;  // min_step_ms, not the cap, set the scale
+};
+// `max_bytes_per_s` is the highest cap allowed (below the disk's slowest);
+// block_bytes > 0, min_step_ms >= 0.
+CappedTiming ChooseCappedTiming(const HardwareModel& hw, uint64_t block_bytes,
+                                uint64_t max_bytes_per_s, double min_step_ms);
+// The model of a capped run: every modelled time x timing.scale.
+EngineModel DeriveCappedEngineModel(const HardwareModel& hw,
+                                    const MeasuredReads& measured,
+                                    const CappedTiming& timing,
+                                    const EngineModelOverrides& overrides = {});
 
 // What the engines are asked to do over a slice of the trace, in machine
 // time, for choosing a decode time at which queues form.

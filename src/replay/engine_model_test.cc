@@ -67,6 +67,40 @@ TEST(EngineModelTest, ModelledDurationsScaleToMachineMsAndStayPositive) {
   EXPECT_EQ(ScaledMs(0, 0.5), 1);
 }
 
+TEST(EngineModelTest, ACappedDiskSetsTheScaleAndKeepsTheModelledProportions) {
+  HardwareModel hw;
+  // 1 MiB at 400 MiB/s: 2.5 ms per block stands for the modelled 16 ms.
+  CappedTiming t = ChooseCappedTiming(hw, 1 << 20, 400ull << 20, 1.0);
+  EXPECT_FALSE(t.step_floor_binds);
+  EXPECT_NEAR(t.scale, 2.5 / 16, 1e-9);
+  EXPECT_NEAR(t.ssd_ms_per_block, 2.5, 1e-9);
+  EXPECT_NEAR(t.h2d_ms_per_block, 0.5, 1e-9);
+  EXPECT_NEAR(double(t.disk_bytes_per_s), double(400ull << 20), 1.0);
+  // This machine's DRAM reads are far faster than the modelled PCIe copy:
+  // the copy is modelled, so both proportions are the modelled ones.
+  EngineModel m = DeriveCappedEngineModel(hw, {0.4, 0.05, 16, 10}, t);
+  EXPECT_EQ(m.scale_source, "disk cap");
+  EXPECT_NEAR(m.RecomputeOverSsd(), 3.0, 1e-9);
+  EXPECT_NEAR(m.RecomputeOverDram(), 15.0, 1e-9);
+  EXPECT_NEAR(m.step_fixed_ms, 8.0 * 2.5 / 16, 1e-9);
+}
+
+TEST(EngineModelTest, TheStepFloorRaisesTheScaleAndLowersTheCap) {
+  HardwareModel hw;
+  // 256 KiB at 400 MiB/s would make the modelled 8 ms step 0.31 ms: the
+  // 1 ms floor sets the scale, and the cap drops so a block still reads in
+  // the modelled 16 ms x scale.
+  CappedTiming t = ChooseCappedTiming(hw, 256 << 10, 400ull << 20, 1.0);
+  EXPECT_TRUE(t.step_floor_binds);
+  EXPECT_NEAR(t.scale, 1.0 / 8, 1e-12);
+  EXPECT_NEAR(t.ssd_ms_per_block, 2.0, 1e-9);
+  EXPECT_EQ(t.disk_bytes_per_s, uint64_t(256 << 10) * 500);
+  EngineModel m = DeriveCappedEngineModel(hw, {0.4, 0.05, 16, 10}, t);
+  EXPECT_EQ(m.scale_source, "step floor");
+  EXPECT_NEAR(m.StepMs(0), 1.0, 1e-9);
+  EXPECT_NEAR(m.RecomputeOverSsd(), 3.0, 1e-9);
+}
+
 TEST(EngineModelTest, LoadEstimateCountsPrefixHitsFromTheTrace) {
   std::vector<TraceRequest> t(3);
   t[0] = {0, 1024, 10, {1, 2}};

@@ -85,6 +85,16 @@ PrefixLoad LoadPrefix(Client& client, const std::vector<std::string>& keys,
   return l;
 }
 
+void ModelHostToGpuCopy(double h2d_ms_per_block, PrefixLoad* l) {
+  if (h2d_ms_per_block <= 0 || l->read_ok == 0) return;
+  const double until =
+      l->get_start_s + double(l->read_ok) * h2d_ms_per_block / 1e3;
+  if (until <= l->done_s) return;
+  SleepUntilSec(until);
+  l->read_ms += (until - l->done_s) * 1e3;
+  l->done_s = until;
+}
+
 BlockStore StoreBlocks(Client& client, const std::vector<std::string>& keys,
                        const TraceRequest& t, size_t from, uint8_t* buf,
                        uint64_t block_bytes) {

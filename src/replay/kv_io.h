@@ -46,6 +46,12 @@ PrefixLoad LoadPrefix(Client& client, const std::vector<std::string>& keys,
                       const TraceRequest& t, uint8_t* buf, uint64_t block_bytes,
                       bool exist_prefetch);
 
+// The modelled host-to-GPU copy of the blocks `load` read: the load ends
+// no earlier than its get's start + read_ok x `h2d_ms_per_block` (the copy
+// is pipelined with the reads, so a slower read hides it). Waits that out
+// on the calling loader, which the copy occupies, and moves done_s.
+void ModelHostToGpuCopy(double h2d_ms_per_block, PrefixLoad* load);
+
 struct BlockStore {
   uint32_t blocks = 0, failed = 0;
   double ms = 0;

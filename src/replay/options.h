@@ -44,6 +44,15 @@ struct ReplayOptions {
   // ... unless the off arm's SSD reads would keep the shared disk busier
   // than this; then the load is set by this cap (see batch_sim.h).
   double disk_busy_cap = 0.8;
+  // The disk's speed (disk_cap.h): reads and writes of the disk under
+  // scratch_dir capped at most this many bytes/s for the whole run (the
+  // calibration included), and the model scaled from the cap
+  // (CappedTiming). 0 = uncapped, scaled by measured reads: results then
+  // drift with the disk and sub-ms steps lag; kept to reproduce old runs.
+  uint64_t disk_cap_bytes_per_s = 400ull << 20;
+  // With the cap: the scale is raised (and the cap lowered) until the
+  // shortest modelled step lasts this long on this machine.
+  double min_step_ms = 1.0;
   uint64_t block_bytes = 1ull << 20;
 
   int engines = 4;

@@ -11,6 +11,7 @@
 #include "replay/arm.h"
 #include "replay/batch_sim.h"
 #include "replay/calibrate.h"
+#include "replay/disk_cap.h"
 #include "replay/report.h"
 #include "replay/report_windows.h"
 
@@ -111,6 +112,29 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   }
   Progress progress(o.progress);
 
+  // A disk of one speed for the whole run, the calibration included. An
+  // external cluster's disks are elsewhere: no cap here can hold them.
+  std::unique_ptr<DiskCap> disk_cap;
+  CappedTiming timing;
+  std::string disk_cap_note = "off (--disk_cap 0)";
+  if (o.disk_cap_bytes_per_s > 0 && o.cluster == ClusterKind::kExternal) {
+    disk_cap_note = "not applied: --cluster=external (its disks are its own)";
+    std::fprintf(stderr, "disk cap %s\n", disk_cap_note.c_str());
+  } else if (o.disk_cap_bytes_per_s > 0) {
+    if (o.min_step_ms < 0) {
+      return Status(ErrorCode::INVALID_PARAMS, "--min_step_ms must be >= 0");
+    }
+    timing = ChooseCappedTiming(o.hardware, o.block_bytes,
+                                o.disk_cap_bytes_per_s, o.min_step_ms);
+    auto cap = DiskCap::Apply(o.scratch_dir, timing.disk_bytes_per_s);
+    if (!cap.ok()) return cap.status();
+    disk_cap = std::move(cap).value();
+    disk_cap_note = fmt::format("{:.0f} MB/s read and write on {} ({})",
+                                double(timing.disk_bytes_per_s) / 1e6,
+                                disk_cap->device(), disk_cap->group());
+    std::fprintf(stderr, "disk cap %s\n", disk_cap_note.c_str());
+  }
+
   // Calibrate on the arms' cluster, then derive the model.
   const std::string cal_root =
       fmt::format("{}/kvpool-replay-{}-cal", o.scratch_dir, getpid());
@@ -123,7 +147,10 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   fs::remove_all(cal_root);
   if (!cal_r.ok()) return cal_r.status();
   const Calibration cal = cal_r.value();
-  EngineModel model = DeriveEngineModel(o.hardware, cal.reads, o.overrides);
+  EngineModel model =
+      disk_cap
+          ? DeriveCappedEngineModel(o.hardware, cal.reads, timing, o.overrides)
+          : DeriveEngineModel(o.hardware, cal.reads, o.overrides);
   // Load sizing. Batching: the arrival time scale at which a simulation of
   // the off arm (hits from an unbounded cache, read at the SSD time: the off
   // arm's hits are SSD reads under this method) keeps the GPUs busy
@@ -137,8 +164,16 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   sim.loaders = o.loaders;
   sim.step_fixed_ms = model.step_fixed_ms;
   sim.step_ms_per_token = model.step_ms_per_token;
-  // Every node's SSD directory is on this machine's one disk.
-  sim.disk_ms_per_block = model.measured.ssd_ms;
+  // Every node's SSD directory is on this machine's one disk, read at the
+  // cap's rate when capped (not at the calibration's bursts, which the
+  // throttle lets through at the disk's own speed).
+  sim.disk_ms_per_block = model.SsdMs();
+  // The dispatch the off arm runs under.
+  sim.dispatch =
+      o.dispatch == "router" ? SimDispatch::kRouter : SimDispatch::kLeastLoaded;
+  sim.nodes = o.nodes;
+  sim.seed = o.seed;
+  std::vector<double> busy_per_engine;
   if (o.time_scale <= 0) {
     if (o.engine == EngineKind::kBatching) {
       LoadSizing l = SizeLoad(trace, plan.measure_begin, plan.measure_end,
@@ -146,13 +181,21 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
       o.time_scale = l.time_scale;
       busy_estimate = l.gpu_busy;
       disk_estimate = l.disk_busy;
-      load_bound = l.disk_bound ? "disk" : "gpu";
-      if (l.disk_bound) {
+      busy_per_engine = l.gpu_busy_per_engine;
+      load_bound = l.bound;
+      if (l.bound == "disk") {
         std::fprintf(stderr,
                      "gpu busy target %.2f out of reach: the off arm's SSD "
                      "reads would keep the disk more than %.2f busy first; "
                      "load set by the disk (gpu busy %.2f)\n",
                      o.gpu_busy, o.disk_busy_cap, l.gpu_busy);
+      } else if (l.bound == "busiest engine") {
+        std::fprintf(stderr,
+                     "gpu busy target %.2f out of reach: the %s dispatch "
+                     "would load one engine past %.2f first; load set by "
+                     "the busiest engine (gpu busy %.2f)\n",
+                     o.gpu_busy, o.dispatch.c_str(), kBusiestEngineCap,
+                     l.gpu_busy);
       }
       time_scale_source = "auto";
     } else {
@@ -162,13 +205,18 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   }
   if (o.engine == EngineKind::kBatching && time_scale_source == "given") {
     auto reqs = SimRequestsOf(trace, plan.measure_begin, plan.measure_end,
-                              o.time_scale, o.engines);
+                              o.time_scale, o.engines, o.nodes);
     const double span = (trace[plan.measure_end - 1].timestamp_ms -
                          trace[plan.measure_begin].timestamp_ms) *
                         o.time_scale;
     SimResult sr = Simulate(reqs, o.engines, sim);
     busy_estimate = sr.BusyFraction(0, span);
     disk_estimate = sr.DiskBusyFraction(0, span);
+    for (const auto& e : sr.steps) {
+      SimResult one;
+      one.steps = {e};
+      busy_per_engine.push_back(one.BusyFraction(0, span));
+    }
   }
   LoadEstimate load = EstimateLoad(trace, plan.measure_begin, plan.measure_end,
                                    o.time_scale, model);
@@ -184,19 +232,21 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
       1000 / double(o.engines);
   std::fprintf(
       stderr,
-      "engine model: SSD %.3f ms, DRAM %.3f ms per block measured; "
+      "engine model: SSD %.3f ms, DRAM %.3f ms per block (scale %.4f from "
+      "%s); "
       "prefill %.2f ms per block (%.1fx SSD, %.1fx DRAM), decode "
       "%.3f ms/token (%s), est. utilisation %.2f; promotion ceiling "
       "%.0f blocks/s per holder\n"
       "engine: %s; time scale %.4f (%s), estimated GPU busy %.2f "
       "(batching target %.2f), disk busy %.2f (cap %.2f); step "
       "%.4f ms + %.6f ms/token\n",
-      model.measured.ssd_ms, model.measured.dram_ms, model.PrefillBlockMs(),
-      model.RecomputeOverSsd(), model.RecomputeOverDram(),
-      model.decode_ms_per_token, model.decode_source.c_str(), utilisation,
-      cal.promotion_ceiling_per_s, EngineKindName(o.engine), o.time_scale,
-      time_scale_source.c_str(), busy_estimate, o.gpu_busy, disk_estimate,
-      o.disk_busy_cap, model.step_fixed_ms, model.step_ms_per_token);
+      model.SsdMs(), model.DramMs(), model.scale, model.scale_source.c_str(),
+      model.PrefillBlockMs(), model.RecomputeOverSsd(),
+      model.RecomputeOverDram(), model.decode_ms_per_token,
+      model.decode_source.c_str(), utilisation, cal.promotion_ceiling_per_s,
+      EngineKindName(o.engine), o.time_scale, time_scale_source.c_str(),
+      busy_estimate, o.gpu_busy, disk_estimate, o.disk_busy_cap,
+      model.step_fixed_ms, model.step_ms_per_token);
 
   std::vector<ArmResult> results;
   for (size_t i = 0; i < arms.size(); ++i) {
@@ -218,6 +268,10 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   in.estimated_gpu_busy = busy_estimate;
   in.estimated_disk_busy = disk_estimate;
   in.load_bound = load_bound;
+  in.estimated_gpu_busy_per_engine = busy_per_engine;
+  in.disk_cap_note = disk_cap_note;
+  in.disk_cap_bytes_per_s = disk_cap ? disk_cap->bytes_per_s() : 0;
+  in.min_step_ms = disk_cap ? o.min_step_ms : 0;
   in.arms = &results;
   return WriteReplayOutput(o, BuildReport(in));
 }

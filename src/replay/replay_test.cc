@@ -2,6 +2,7 @@
 #include "replay/replay.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -25,6 +26,9 @@ ReplayOptions TinyOptions() {
   o.out_dir = testing::TempPath("out");
   o.plots = false;
   o.progress = false;
+  // The disk cap (the default) needs root; elsewhere these run uncapped,
+  // scaled by measured reads as before the cap.
+  if (geteuid() != 0) o.disk_cap_bytes_per_s = 0;
   return o;
 }
 
@@ -137,6 +141,19 @@ TEST(ReplayTest, BatchingEngineWithAllDramBoundAndRepeatedOff) {
     EXPECT_DOUBLE_EQ(all["gap_closed"]["mean"].get<double>(), 1.0);
   }
   EXPECT_EQ(rep["off_spread"]["runs"], 2);
+  // The bound: nothing read from SSD, so its loads are never longer.
+  EXPECT_LE(all["ttft_parts_ms"]["kv_load"]["mean"].get<double>(),
+            rep["arms"][0]["ttft_parts_ms"]["kv_load"]["mean"].get<double>());
+  if (geteuid() == 0) {
+    // Capped (the default): the model comes from the cap, with the
+    // modelled proportions, and no step is shorter than the floor.
+    const auto& em = rep["engine_model"];
+    EXPECT_GT(em["disk_cap_bytes_per_s"].get<uint64_t>(), 0u);
+    EXPECT_NEAR(em["recompute_over_ssd"].get<double>(), 3.0, 1e-3);
+    EXPECT_NEAR(em["recompute_over_dram"].get<double>(), 15.0, 1e-3);
+    EXPECT_GE(em["step_fixed_ms"].get<double>(), o.min_step_ms - 1e-9);
+    EXPECT_TRUE(rep["arms"][0]["engine_steps"]["realtime"].get<bool>());
+  }
   std::filesystem::remove_all(o.out_dir);
   std::filesystem::remove(o.trace_path);
 }

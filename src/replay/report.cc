@@ -532,6 +532,12 @@ json BuildReport(const ReportInput& in) {
         {"batch", m.measured.batch},
         {"samples", m.measured.samples}}},
       {"scale", Round(m.scale, 5)},
+      {"scale_source", m.scale_source},
+      {"ssd_ms_per_block", Round(m.SsdMs(), 4)},
+      {"h2d_ms_per_block", Round(m.h2d_ms_per_block, 4)},
+      {"disk_cap", in.disk_cap_note},
+      {"disk_cap_bytes_per_s", in.disk_cap_bytes_per_s},
+      {"min_step_ms", in.min_step_ms},
       {"prefetch_deadline_floor_machine_ms",
        ScaledMs(o.prefetch_deadline_floor_ms, m.scale)},
       {"prefill_fixed_ms", Round(m.prefill_fixed_ms, 4)},
@@ -545,6 +551,14 @@ json BuildReport(const ReportInput& in) {
       {"step_source", m.step_source},
       {"gpu_busy_target", o.gpu_busy},
       {"estimated_gpu_busy_off", Round(in.estimated_gpu_busy)},
+      {"estimated_gpu_busy_off_per_engine",
+       [&] {
+         json v = json::array();
+         for (double b : in.estimated_gpu_busy_per_engine)
+           v.push_back(Round(b));
+         return v;
+       }()},
+      {"dispatch_modelled", o.dispatch},
       {"disk_busy_cap", o.disk_busy_cap},
       {"estimated_disk_busy_off", Round(in.estimated_disk_busy)},
       {"load_bound", in.load_bound},
@@ -668,12 +682,21 @@ std::string RenderMarkdown(const json& r) {
   md += fmt::format("| measured DRAM read per block | {:.4f} ms |\n",
                     Num(em["measured"], "dram_ms_per_block"));
   md += fmt::format(
-      "| scale (machine ms per modelled ms, geometric mean of both reads) | "
-      "{:.5f} |\n",
+      "| scale (machine ms per modelled ms; from {}) | {:.5f} |\n",
+      em.value("scale_source", std::string("measured reads: geometric mean "
+                                           "of both")),
       Num(em, "scale"));
+  md += fmt::format("| disk cap | {} |\n",
+                    em.value("disk_cap", std::string("none")));
+  if (Num(em, "h2d_ms_per_block") > 0) {
+    md += fmt::format(
+        "| SSD read per block at the cap / modelled host-to-GPU copy per "
+        "block | {:.4f} ms / {:.4f} ms |\n",
+        Num(em, "ssd_ms_per_block"), Num(em, "h2d_ms_per_block"));
+  }
   md += fmt::format(
       "| derived prefill per block ({}) | {:.3f} ms (= {:.2f} x SSD, {:.2f} x "
-      "DRAM measured) |\n",
+      "DRAM, as this run reads them) |\n",
       em["prefill_source"].get<std::string>(), Num(em, "prefill_block_ms"),
       Num(em, "recompute_over_ssd"), Num(em, "recompute_over_dram"));
   md += fmt::format("| prefill fixed part | {:.3f} ms |\n",
@@ -711,6 +734,9 @@ std::string RenderMarkdown(const json& r) {
         s["time_scale_source"].get<std::string>(),
         em.value("load_bound", std::string()) == "disk"
             ? ", set by the disk cap: the GPU target is out of reach"
+        : em.value("load_bound", std::string()) == "busiest engine"
+            ? ", set by the busiest engine under the arms' dispatch: the "
+              "GPU target is out of reach"
         : em.value("load_bound", std::string()) == "gpu"
             ? ", set by the GPU target"
             : "",

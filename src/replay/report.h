@@ -24,7 +24,12 @@ struct ReportInput {
   std::string time_scale_source;     // given, auto or default
   double estimated_gpu_busy = 0;     // batching: of the off arm, simulated
   double estimated_disk_busy = 0;    // ... of the disk
-  std::string load_bound;            // auto sizing: "gpu" or "disk"
+  // auto sizing: "gpu", "disk" or "busiest engine"
+  std::string load_bound;
+  std::vector<double> estimated_gpu_busy_per_engine;  // simulated off arm
+  std::string disk_cap_note;          // what the run's disk cap was
+  uint64_t disk_cap_bytes_per_s = 0;  // applied; 0 = none
+  double min_step_ms = 0;             // the step floor, when capped
   const std::vector<ArmResult>* arms = nullptr;
 };
 

@@ -50,7 +50,9 @@ json ArmPartsJson(const ArmResult& a) {
        a.gpu_busy.empty() ? 0 : Round(busy / double(a.gpu_busy.size()), 4)},
       {"per_engine", per}};
   EngineStats s;
+  s.realtime = !a.engine_stats.empty();
   for (const auto& e : a.engine_stats) {
+    s.realtime = s.realtime && e.realtime;
     s.steps += e.steps;
     s.step_tokens += e.step_tokens;
     s.lagged_steps += e.lagged_steps;
@@ -62,17 +64,27 @@ json ArmPartsJson(const ArmResult& a) {
       {"tokens_per_step",
        s.steps ? Round(double(s.step_tokens) / double(s.steps), 1) : 0},
       {"lagged_steps", s.lagged_steps},
+      {"lagged_share",
+       s.steps ? Round(double(s.lagged_steps) / double(s.steps), 4) : 0},
       {"lag_ms_total", Round(s.lag_ms, 1)},
-      {"max_lag_ms", Round(s.max_lag_ms, 2)}};
+      {"max_lag_ms", Round(s.max_lag_ms, 2)},
+      {"realtime", s.realtime},
+      {"dispatcher_realtime", a.dispatcher_realtime}};
   json comp = json::object();
   for (const auto& [k, v] : a.cpu.components) comp[k] = Round(v, 2);
-  j["cpu"] = {{"wall_sec", Round(a.cpu.wall_s, 2)},
-              {"process_sec", Round(a.cpu.process_s, 2)},
-              {"cores", a.cpu.cores},
-              {"capacity_sec", Round(a.cpu.capacity_s, 2)},
-              {"utilisation", Round(a.cpu.utilisation, 3)},
-              {"contended", a.cpu.utilisation > kCpuContended},
-              {"components_sec", comp}};
+  j["cpu"] = {
+      {"wall_sec", Round(a.cpu.wall_s, 2)},
+      {"process_sec", Round(a.cpu.process_s, 2)},
+      {"cores", a.cpu.cores},
+      {"capacity_sec", Round(a.cpu.capacity_s, 2)},
+      {"utilisation", Round(a.cpu.utilisation, 3)},
+      {"machine_utilisation", Round(a.cpu.machine_utilisation, 3)},
+      {"outside_utilisation", Round(a.cpu.outside_utilisation, 3)},
+      // Judged by the machine's CPU: other work starves the
+      // engines' timing and the store as much as the replay's own.
+      {"contended",
+       std::max(a.cpu.utilisation, a.cpu.machine_utilisation) > kCpuContended},
+      {"components_sec", comp}};
   j["status"] = a.status.ok() ? "ok" : a.status.ToString();
   return j;
 }
@@ -205,12 +217,14 @@ std::string RenderPartsMarkdown(const json& r) {
       "\n## GPU busy and CPU per arm\n\nGPU busy = the share of the arrival "
       "span the engines spent in forward steps (mean over engines). CPU = "
       "this process's user + system time from the first arrival to the last "
-      "request's end, against wall x cores; an arm above "
-      "85% is marked contended: its result may be CPU-starved rather than a "
+      "request's end, against wall x cores; machine = the whole machine's "
+      "busy share over the same time (/proc/stat), outside = the part of it "
+      "used by other processes. An arm whose machine share is above 85% is "
+      "marked contended: its result may be CPU-starved rather than a "
       "property of the feature.\n\n| arm | GPU busy | steps | tokens/step "
       "| lagged steps (total ms) | CPU used / capacity (s) | CPU share | "
-      "contended | top components (s) |\n|---|---|---|---|---|---|---|---|"
-      "---|\n";
+      "machine (outside) | contended | top components (s) |\n|---|---|---|"
+      "---|---|---|---|---|---|---|\n";
   for (const auto& a : r["arms"]) {
     if (!a.contains("cpu")) continue;
     const auto& c = a["cpu"];
@@ -228,12 +242,13 @@ std::string RenderPartsMarkdown(const json& r) {
     const auto& st = a["engine_steps"];
     md += fmt::format(
         "| {} | {:.1f}% | {} | {:.1f} | {} ({:.0f}) | {:.1f} / {:.1f} | "
-        "{:.0f}% | {} | {} |\n",
+        "{:.0f}% | {:.0f}% ({:.0f}%) | {} | {} |\n",
         a["name"].get<std::string>(), 100 * Num(a["gpu_busy"], "mean"),
         st["steps"].get<uint64_t>(), Num(st, "tokens_per_step"),
         st["lagged_steps"].get<uint64_t>(), Num(st, "lag_ms_total"),
         Num(c, "process_sec"), Num(c, "capacity_sec"),
-        100 * Num(c, "utilisation"),
+        100 * Num(c, "utilisation"), 100 * Num(c, "machine_utilisation"),
+        100 * Num(c, "outside_utilisation"),
         c["contended"].get<bool>() ? "**yes**" : "no", top);
   }
   return md;

@@ -12,8 +12,9 @@
 
 namespace kvpool::replay {
 
-// An arm is flagged contended when the process used more than this share of
-// wall time x cores during its measurement.
+// An arm is flagged contended when the process, or the machine as a whole
+// (/proc/stat: other work on it counts), used more than this share of wall
+// time x cores during its measurement.
 inline constexpr double kCpuContended = 0.85;
 
 // Per arm: ttft_parts_ms, kv_load_share, gpu_busy, engine_steps, cpu.

@@ -96,6 +96,7 @@ RequestRecord SerialEngine::Serve(const EngineRequest& r) {
   rec.queue_ms = (rec.start_s - r.arrival_s) * 1e3;
   PrefixLoad load =
       LoadPrefix(*client_, keys, t, buf_.data(), bb, config_.exist_prefetch);
+  ModelHostToGpuCopy(model_->h2d_ms_per_block, &load);
   RecordLoad(load, r.route, &rec);
   const double loaded = load.done_s;
   const size_t read_ok = load.read_ok;

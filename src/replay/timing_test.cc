@@ -1,0 +1,101 @@
+// The replay's timing pieces: the machine's CPU as the judge of contention,
+// the modelled host-to-GPU copy, and the disk cap's cgroup.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "replay/arm.h"
+#include "replay/clock_util.h"
+#include "replay/cpu_usage.h"
+#include "replay/disk_cap.h"
+#include "replay/kv_io.h"
+#include "replay/report_parts.h"
+
+namespace kvpool::replay {
+namespace {
+
+TEST(CpuUsageTest, TheMachineIsReadAndIncludesThisProcess) {
+  const CpuReading a = ReadCpu();
+  ASSERT_GT(a.machine_total_s, 0);
+  // One thread busy for 300 ms: at least its share of the machine.
+  const double until = NowSec() + 0.3;
+  volatile uint64_t x = 0;
+  while (NowSec() < until) x = x + 1;
+  const CpuUsage u = CpuBetween(a, ReadCpu());
+  EXPECT_GT(u.utilisation, 0.2);
+  EXPECT_GE(u.machine_utilisation, u.utilisation - 0.05);
+  EXPECT_LE(u.machine_utilisation, 1.0);
+  EXPECT_GE(u.outside_utilisation, 0.0);
+}
+
+TEST(CpuUsageTest, AnArmIsContendedWhenTheMachineIsBusyNotOnlyItsProcess) {
+  ArmResult a;
+  a.cpu.utilisation = 0.3;           // the replay itself was light ...
+  a.cpu.machine_utilisation = 0.97;  // ... but other work filled the machine
+  a.cpu.outside_utilisation = 0.67;
+  auto j = ArmPartsJson(a);
+  EXPECT_TRUE(j["cpu"]["contended"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["cpu"]["outside_utilisation"].get<double>(), 0.67);
+  a.cpu.machine_utilisation = 0.5;
+  EXPECT_FALSE(ArmPartsJson(a)["cpu"]["contended"].get<bool>());
+}
+
+TEST(KvIoTest, TheHostToGpuCopyBoundsALoadFromBelow) {
+  PrefixLoad l;
+  l.read_ok = 4;
+  l.get_start_s = NowSec();
+  l.done_s = l.get_start_s + 0.001;  // a memcpy-fast read
+  ModelHostToGpuCopy(5.0, &l);       // 4 blocks x 5 ms
+  EXPECT_NEAR(l.done_s, l.get_start_s + 0.020, 1e-9);
+  EXPECT_GE(NowSec(), l.done_s);
+  // A read slower than the copy is left as it was.
+  PrefixLoad slow = l;
+  slow.done_s = slow.get_start_s + 0.050;
+  ModelHostToGpuCopy(5.0, &slow);
+  EXPECT_DOUBLE_EQ(slow.done_s, slow.get_start_s + 0.050);
+  PrefixLoad none;  // nothing read, nothing copied
+  none.done_s = 1;
+  ModelHostToGpuCopy(5.0, &none);
+  EXPECT_EQ(none.done_s, 1);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(DiskCapTest, ThisProcessRunsInACappedGroupForTheCapsLifetime) {
+  if (geteuid() != 0 || !std::filesystem::exists("/sys/fs/cgroup/blkio")) {
+    GTEST_SKIP() << "needs root and cgroup v1 blkio";
+  }
+  std::string group;
+  {
+    auto cap = DiskCap::Apply("/var/tmp", 50ull << 20);
+    ASSERT_TRUE(cap.ok()) << cap.status().ToString();
+    group = cap.value()->group();
+    const std::string me = std::to_string(getpid());
+    EXPECT_NE(ReadAll(group + "/cgroup.procs").find(me), std::string::npos);
+    EXPECT_NE(
+        ReadAll(group + "/blkio.throttle.read_bps_device")
+            .find(cap.value()->device() + " " + std::to_string(50ull << 20)),
+        std::string::npos);
+    EXPECT_NE(ReadAll(group + "/blkio.throttle.write_bps_device")
+                  .find(std::to_string(50ull << 20)),
+              std::string::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(group));
+}
+
+TEST(DiskCapTest, ADirectoryNotOnABlockDeviceIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto cap = DiskCap::Apply("/dev/shm", 50ull << 20);
+  ASSERT_FALSE(cap.ok());
+  EXPECT_NE(cap.status().message().find("not on a block device"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvpool::replay
