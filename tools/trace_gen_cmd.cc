@@ -153,7 +153,7 @@ class TraceGenCommandImpl : public TraceGenCommand {
               if (!std::isfinite(v) || v < 0 ||
                   (integer && (v != std::floor(v) || v > 9.0e15))) {
                 throw CLI::ValidationError(flag, integer
-                                                     ? "a non-negative integer"
+                                                     ? "an integer in [0, 9e15]"
                                                      : "a non-negative number");
               }
               apply_.push_back([set, v](TraceGenConfig& c) { set(c, v); });

@@ -11,7 +11,6 @@
 #include <queue>
 #include <random>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace kvpool::replay {
 
@@ -31,8 +30,8 @@ class Rng {
     return (double(engine_() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
   }
   double Exponential(double mean) { return -mean * std::log(Uniform()); }
-  // Box-Muller; the second value is dropped so each call uses two draws and
-  // the stream does not depend on call history.
+  // Box-Muller. The second value is dropped rather than cached, so a draw
+  // depends only on the engine's state, not on earlier calls' parity.
   double Normal() {
     return std::sqrt(-2.0 * std::log(Uniform())) *
            std::cos(2.0 * std::numbers::pi * Uniform());
@@ -195,7 +194,7 @@ Status ValidateTraceGenConfig(const TraceGenConfig& c) {
           !s.ok()) {
         return s;
       }
-      if (std::llround(k.system_tokens.max) >= int64_t(c.max_prompt_tokens)) {
+      if (k.system_tokens.max >= double(c.max_prompt_tokens)) {
         return bad(n + ": system_tokens.max must be below max_prompt_tokens");
       }
     }
