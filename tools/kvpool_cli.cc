@@ -21,6 +21,7 @@
 #include "tools/demo.h"
 #include "tools/flags.h"
 #include "tools/replay_cmd.h"
+#include "tools/trace_gen_cmd.h"
 
 namespace {
 
@@ -449,6 +450,7 @@ int main(int argc, char** argv) {
                       "leave the stores in --dir for inspection");
 
   auto replay_cmd = kvpool::AddReplayCommand(app);
+  auto trace_gen_cmd = kvpool::AddTraceGenCommand(app);
 
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
@@ -493,6 +495,7 @@ int main(int argc, char** argv) {
   }
   if (*demo) return kvpool::RunDemo(demo_opts);
   if (replay_cmd->chosen()) return replay_cmd->Run();
+  if (trace_gen_cmd->chosen()) return trace_gen_cmd->Run();
   if (*bench_transfer) {
     if (bench_opts.transfer_multi_buffer)
       return kvpool::RunMultiBufferBench(bench_opts);
