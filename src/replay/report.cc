@@ -574,6 +574,11 @@ std::string RenderTable(const json& r) {
         a["reads"]["from_dram"].get<uint64_t>(),
         a["reads"]["from_ssd"].get<uint64_t>(), promoted);
   }
+  for (const auto& a : r["arms"]) {
+    if (a.contains("verdict")) {
+      out += a["verdict"]["sentence"].get<std::string>() + "\n";
+    }
+  }
   return out;
 }
 

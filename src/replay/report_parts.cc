@@ -156,6 +156,51 @@ void AddComparisons(json* report) {
         {"max", Round(*hi)},
         {"range_over_first", first > 0 ? Round((*hi - *lo) / first, 4) : 0}};
   }
+  // One verdict per arm against the off runs' range: a p50 inside it is
+  // what repeating off alone gives, not an effect of the arm.
+  for (auto& a : arms) {
+    const std::string name = a["name"].get<std::string>();
+    if (BaseName(name) == "off") continue;
+    json v;
+    if (!a.value("ok", false)) {
+      v = {{"verdict", "failed"}, {"sentence", name + ": did not run."}};
+    } else if (off_p50.size() < 2) {
+      v = {{"verdict", "unknown"},
+           {"sentence",
+            fmt::format("{}: TTFT p50 {:.1f} ms; no verdict: one off run "
+                        "gives no spread to judge it by (repeat off in "
+                        "--arms).",
+                        name, Num(a["ttft_ms"], "p50"))}};
+    } else {
+      const auto [lo, hi] = std::minmax_element(off_p50.begin(), off_p50.end());
+      const double p = Num(a["ttft_ms"], "p50");
+      const std::string range = fmt::format("off {:.1f}-{:.1f} ms over {} runs",
+                                            *lo, *hi, off_p50.size());
+      std::string verdict, text;
+      if (p < *lo) {
+        verdict = "better";
+        text = fmt::format(
+            "better than off: TTFT p50 {:.1f} ms, {:.0f}% below "
+            "the fastest off run ({})",
+            p, 100 * (1 - p / *lo), range);
+      } else if (p > *hi) {
+        verdict = "worse";
+        text = fmt::format(
+            "worse than off: TTFT p50 {:.1f} ms, {:.0f}% above "
+            "the slowest off run ({})",
+            p, 100 * (p / *hi - 1), range);
+      } else {
+        verdict = "within noise";
+        text = fmt::format("within noise: TTFT p50 {:.1f} ms lies inside {}", p,
+                           range);
+      }
+      if (a.contains("cpu") && a["cpu"].value("contended", false)) {
+        text += "; the machine's CPU was contended, so not a result";
+      }
+      v = {{"verdict", verdict}, {"sentence", name + ": " + text + "."}};
+    }
+    a["verdict"] = v;
+  }
 }
 
 std::string RenderPartsMarkdown(const json& r) {
@@ -213,6 +258,13 @@ std::string RenderPartsMarkdown(const json& r) {
         "than this is not a result.\n",
         s["runs"].get<size_t>(), runs, 100 * Num(s, "range_over_first"));
   }
+  std::string verdicts;
+  for (const auto& a : r["arms"]) {
+    if (a.contains("verdict")) {
+      verdicts += "- " + a["verdict"]["sentence"].get<std::string>() + "\n";
+    }
+  }
+  if (!verdicts.empty()) md += "\n### Verdicts\n\n" + verdicts;
   md +=
       "\n## GPU busy and CPU per arm\n\nGPU busy = the share of the arrival "
       "span the engines spent in forward steps (mean over engines). CPU = "

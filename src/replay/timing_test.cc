@@ -62,6 +62,38 @@ TEST(KvIoTest, TheHostToGpuCopyBoundsALoadFromBelow) {
   EXPECT_EQ(none.done_s, 1);
 }
 
+nlohmann::json Arm(const std::string& name, double p50) {
+  return {{"name", name},
+          {"ok", true},
+          {"ttft_ms", {{"p50", p50}, {"mean", p50}}},
+          {"cpu", {{"contended", false}}}};
+}
+
+TEST(VerdictTest, EachArmIsJudgedAgainstTheRangeOfTheOffRuns) {
+  nlohmann::json r;
+  r["arms"] = {Arm("off", 100), Arm("router", 90), Arm("exist", 105),
+               Arm("exist+router", 111), Arm("off#2", 110)};
+  AddComparisons(&r);
+  EXPECT_EQ(r["arms"][1]["verdict"]["verdict"], "better");
+  EXPECT_EQ(r["arms"][2]["verdict"]["verdict"], "within noise");
+  EXPECT_EQ(r["arms"][3]["verdict"]["verdict"], "worse");
+  EXPECT_FALSE(r["arms"][0].contains("verdict"));
+  EXPECT_NE(r["arms"][1]["verdict"]["sentence"].get<std::string>().find(
+                "off 100.0-110.0 ms over 2 runs"),
+            std::string::npos);
+  // A contended arm keeps its verdict but says it is not a result.
+  r["arms"][1]["cpu"]["contended"] = true;
+  AddComparisons(&r);
+  EXPECT_NE(r["arms"][1]["verdict"]["sentence"].get<std::string>().find(
+                "not a result"),
+            std::string::npos);
+  // One off run has no spread: no verdict is given.
+  nlohmann::json one;
+  one["arms"] = {Arm("off", 100), Arm("router", 50)};
+  AddComparisons(&one);
+  EXPECT_EQ(one["arms"][1]["verdict"]["verdict"], "unknown");
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
