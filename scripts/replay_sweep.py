@@ -206,6 +206,9 @@ def summarise_cell(rep, asked):
         else:
             entry["error"] = a.get("error") or a.get("status")
         cell["arms"][name] = entry
+    # Any arm CPU-starved: the whole cell is suspect (the arms share a
+    # machine whose load drifts between them).
+    cell["contended"] = any(e["contended"] for e in cell["arms"].values())
     return cell
 
 

@@ -113,6 +113,7 @@ def main():
             else:
                 check(s >= 0.8, f"{where}: share {s} for 1")
             check(len(c["off_p50_ms"]) == 2, f"{where}: off runs")
+            check(isinstance(c["contended"], bool), f"{where}: contended")
             check(isinstance(c["off_spread_ms"], (int, float)),
                   f"{where}: no off spread")
             for name in ("off", "all-dram", "off#2"):
