@@ -82,8 +82,9 @@ def parse_args(argv):
     p.add_argument("--no_progress", action="store_true",
                    help="no progress lines on stderr")
     args, rest = p.parse_known_args(argv)
-    if rest and rest[0] == "--":
-        rest = rest[1:]
+    # argparse keeps "--" among the extras in some versions; a replay
+    # would take it as the end of its options.
+    rest = [r for r in rest if r != "--"]
     for r in rest:
         if r.split("=")[0] in OWNED_FLAGS:
             p.error(f"{r.split('=')[0]} is set by the sweep per cell")
