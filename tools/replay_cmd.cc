@@ -203,6 +203,14 @@ class ReplayCommandImpl : public ReplayCommand {
     cmd_->add_option("--overflow", o.overflow_ratio,
                      "filler written after the fill, in units of pool DRAM")
         ->capture_default_str();
+    cmd_->add_option("--ssd_only_share", o.ssd_only_share,
+                     "DRAM pressure: share of the fill blocks left SSD-only "
+                     "after the overflow; a seeded 1 - share of them is put "
+                     "again into DRAM (1 = none; all-dram ignores it; the "
+                     "report's fill_blocks_at_measure_start is the measured "
+                     "share)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     cmd_->add_option("--arms", o.arms, "arms to run, in order")
         ->delimiter(',')
         ->capture_default_str();
@@ -210,7 +218,9 @@ class ReplayCommandImpl : public ReplayCommand {
                      "router (every arm through kvpool::Router) or "
                      "least-loaded (the non-router arms)")
         ->capture_default_str();
-    cmd_->add_option("--seed", o.seed, "tie-breaks of least-loaded dispatch")
+    cmd_->add_option(
+            "--seed", o.seed,
+            "tie-breaks of least-loaded dispatch; the --ssd_only_share choice")
         ->capture_default_str();
     cmd_->add_option("--utilisation", o.utilisation,
                      "serial: engine utilisation the automatic decode time "

@@ -98,6 +98,10 @@ struct ReplayOptions {
   int64_t promotion_yield_to_gets_ms = 0;  // holders' GetsFirst; 0 = off
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
+  // DRAM pressure: after the overflow, a seeded 1 - this share of the fill
+  // blocks is put again (into DRAM), so about this share stays SSD-only at
+  // measure start. 1 = none put again. The all-dram arm ignores it.
+  double ssd_only_share = 1.0;
 
   // An arm may be named more than once (e.g. off again at the end, for the
   // run-to-run spread); repeats are reported as name#2, name#3, ...

@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 #include "benchutil/bench_keys.h"
 #include "replay/clock_util.h"
@@ -26,7 +30,7 @@ BlockWriter::~BlockWriter() {
 
 uint64_t BlockWriter::Put(const std::vector<std::string>& keys,
                           const std::vector<uint64_t>& ids,
-                          const ReplicateConfig& rc) {
+                          const ReplicateConfig& rc, bool upsert) {
   if (!registered_) {
     last_error_ = Status(ErrorCode::INVALID_PARAMS, "buffer not registered");
     return keys.size();
@@ -38,12 +42,17 @@ uint64_t BlockWriter::Put(const std::vector<std::string>& keys,
                                keys.begin() + long(start + n));
     std::vector<const void*> ptrs(n);
     std::vector<uint64_t> sizes(n, block_bytes_);
+    std::vector<std::vector<ConstSlice>> parts(n);
     for (size_t i = 0; i < n; ++i) {
       uint8_t* p = buf_.data() + i * block_bytes_;
       std::memcpy(p, &ids[start + i], sizeof(uint64_t));
       ptrs[i] = p;
+      parts[i] = {ConstSlice{p, block_bytes_}};
     }
-    for (const auto& s : client_.BatchPutFrom(k, ptrs, sizes, rc)) {
+    // BatchPutFrom has no upsert form; the one-part scatter put is the same
+    // zero-copy put from the registered buffer.
+    for (const auto& s : upsert ? client_.BatchPutFromParts(k, parts, rc, true)
+                                : client_.BatchPutFrom(k, ptrs, sizes, rc)) {
       if (!s.ok()) {
         ++failed;
         last_error_ = s;
@@ -127,6 +136,52 @@ SettleResult Settle(ReplayCluster& cluster, double high_watermark,
   });
   r.sec = NowSec() - t0;
   r.last = prev;
+  return r;
+}
+
+std::vector<uint64_t> RefillSelection(const std::vector<uint64_t>& hash_ids,
+                                      double ssd_only_share, uint64_t seed) {
+  const double back = 1.0 - std::clamp(ssd_only_share, 0.0, 1.0);
+  const size_t k = size_t(std::llround(back * double(hash_ids.size())));
+  if (k == 0) return {};
+  std::vector<size_t> idx(hash_ids.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  // A seeded shuffle, not every n-th block: which blocks come back should
+  // not line up with the trace's prefix structure.
+  std::mt19937_64 rng(seed ^ 0x5eedf111b10c5ull);
+  std::shuffle(idx.begin(), idx.end(), rng);
+  idx.resize(k);
+  std::sort(idx.begin(), idx.end());
+  std::vector<uint64_t> out;
+  out.reserve(k);
+  for (size_t i : idx) out.push_back(hash_ids[i]);
+  return out;
+}
+
+RefillResult Refill(ReplayCluster& cluster, Client& client,
+                    const std::vector<uint64_t>& hash_ids, uint64_t block_bytes,
+                    double ssd_only_share, uint64_t seed, double high_watermark,
+                    double eviction_ratio, Progress* progress) {
+  RefillResult r;
+  const double t0 = NowSec();
+  const double usable = std::max(0.0, high_watermark - eviction_ratio);
+  r.room_blocks = uint64_t(usable * double(cluster.Snapshot().main_capacity) /
+                           double(block_bytes));
+  const std::vector<uint64_t> ids =
+      RefillSelection(hash_ids, ssd_only_share, seed);
+  BlockWriter w(client, block_bytes);
+  const size_t kChunk = 256;  // progress granularity
+  for (size_t start = 0; start < ids.size(); start += kChunk) {
+    const size_t n = std::min(kChunk, ids.size() - start);
+    std::vector<uint64_t> chunk(ids.begin() + long(start),
+                                ids.begin() + long(start + n));
+    std::vector<std::string> keys;
+    for (uint64_t id : chunk) keys.push_back(BlockKey(id));
+    r.failed += w.Put(keys, chunk, {}, /*upsert=*/true);
+    r.blocks += n;
+    if (progress) progress->Update(r.blocks);
+  }
+  r.sec = NowSec() - t0;
   return r;
 }
 
