@@ -506,7 +506,8 @@ json BuildReport(const ReportInput& in) {
       {"time_scale_source", in.time_scale_source},
       {"cluster", ClusterKindName(o.cluster)},
       {"dispatch", o.dispatch},
-      {"seed", o.seed}};
+      {"seed", o.seed},
+      {"ssd_only_share", o.ssd_only_share}};
   bool buffer_applied = false;
   for (const auto& a : *in.arms) buffer_applied |= a.prefetch_buffer;
   r["setup"]["prefetch_buffer_applied"] = buffer_applied;
