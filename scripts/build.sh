@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds kvpool (Release) into build/. Used by demo.sh and
 # test.sh; safe to run repeatedly (incremental, ccache when available).
+# Arguments are targets to build (demo.sh builds only what it runs);
+# none = everything, tests included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-$(nproc)}"
@@ -14,4 +16,8 @@ if [ ! -f build/build.ninja ]; then
 else
   cmake -S . -B build -DKVPOOL_WERROR=ON >/dev/null  # a tree from before
 fi
-cmake --build build -j "$JOBS"
+if [ $# -gt 0 ]; then
+  cmake --build build -j "$JOBS" --target "$@"
+else
+  cmake --build build -j "$JOBS"
+fi
