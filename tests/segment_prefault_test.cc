@@ -103,6 +103,12 @@ TEST(SegmentPrefaultTest, NodeMountsAndServesPutsBeforePopulationEnds) {
   Gate gate(kSegment / 4);
   Node node(nc);
   node.SetPopulateHookForTest([&gate](uint64_t done) { gate.Arrive(done); });
+  // A failed assertion must not leave population, and Node's Stop that
+  // joins it, waiting at the gate.
+  struct OpenOnExit {
+    Gate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
   // On a thread of its own, so a Start that waited for population fails
   // the test instead of hanging it.
   auto started = std::async(std::launch::async, [&] { return node.Start(); });

@@ -84,6 +84,11 @@ TEST(SegmentPopulatorTest, CopiesDuringPopulationKeepTheirBytes) {
   gate.set_hold_at(kSize / 2);
   auto p = SegmentPopulator::Launch(
       {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
+  // A failed assertion must not leave the populator's Stop waiting at it.
+  struct OpenOnExit {
+    Gate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
   gate.AwaitHeld();
   EXPECT_FALSE(p->done());
   EXPECT_EQ(p->populated_bytes(), kSize / 2);
@@ -108,10 +113,15 @@ TEST(SegmentPopulatorTest, StopEndsPopulationEarly) {
   gate.set_hold_at(2ull << 20);
   auto p = SegmentPopulator::Launch(
       {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
+  // A failed assertion must not leave the populator's Stop waiting at it.
+  struct OpenOnExit {
+    Gate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
   gate.AwaitHeld();
   std::thread stopper([&] { p->Stop(); });
   // Let go only once the stop is asked for, so population cannot finish.
-  ASSERT_TRUE(testing::WaitUntil([&] { return p->stopping(); },
+  EXPECT_TRUE(testing::WaitUntil([&] { return p->stopping(); },
                                  std::chrono::seconds(10)));
   gate.Open();
   stopper.join();
