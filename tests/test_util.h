@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -53,6 +55,28 @@ inline bool WaitUntil(const std::function<bool()>& pred,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return pred();
+}
+
+// Bytes of `path` this process has mapped in its page tables (the Rss of
+// its mappings of that file, from /proc/self/smaps): a page of a memory
+// file is counted once some access in this process set it up, and a
+// never-touched tmpfs page not at all, even after fallocate.
+inline uint64_t MappedRssBytes(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  uint64_t kib = 0;
+  while (std::getline(smaps, line)) {
+    // A mapping's header: "start-end perms offset dev inode   path".
+    const auto sp = line.find(' ');
+    if (sp != std::string::npos && line.find('-') < sp) {
+      ours = line.size() >= path.size() &&
+             line.compare(line.size() - path.size(), path.size(), path) == 0;
+    } else if (ours && line.rfind("Rss:", 0) == 0) {
+      kib += std::stoull(line.substr(4));
+    }
+  }
+  return kib << 10;
 }
 
 }  // namespace kvpool::testing

@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
                  "keep a directory of this node's DRAM replicas and "
                  "re-register it after a master restart (true/false)")
       ->capture_default_str();
+  app.add_option("--segment_prefault", c.segment_prefault,
+                 "zero and map the segments' pages in the background from "
+                 "start, so no put pays a page's first touch (true/false)")
+      ->capture_default_str();
   app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms,
                  "heartbeat period")
       ->capture_default_str();

@@ -61,6 +61,7 @@ struct LocalClusterOptions {
   int64_t promotion_yield_to_gets_ms = 0;   // NodeConfig's; 0 = off
   uint64_t promotion_staging_bytes = 0;     // NodeConfig's; 0 = off
   std::string segment_dir = "/dev/shm";     // NodeConfig's
+  bool segment_prefault = true;             // NodeConfig's
   int64_t promotion_task_ttl_sec = 600;
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.

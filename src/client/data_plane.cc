@@ -38,7 +38,9 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
   std::shared_ptr<const ShmSegment> mapped =
       FindLocalSegment(loc.shm_path(), loc.segment_size());
   if (!mapped) {
-    auto seg = ShmSegment::Open(loc.shm_path(), loc.segment_size());
+    // Shared with the other clients of this process: one set of page
+    // tables per process (transport/local_segments.h).
+    auto seg = SharedView(loc.shm_path(), loc.segment_id(), loc.segment_size());
     if (!seg.ok()) {
       if (mode_ == TransportMode::kAuto) {
         std::call_once(shm_fallback_logged_, [&] {
@@ -48,7 +50,7 @@ std::shared_ptr<const ShmSegment> DataPlane::MapShm(
       }
       return nullptr;
     }
-    mapped = std::shared_ptr<const ShmSegment>(std::move(seg.value()));
+    mapped = std::move(seg.value());
   }
   // Other mounts of this file are older (a segment id is never reused):
   // no new reply names them, so let them go; copies in progress and cached

@@ -114,5 +114,23 @@ TEST_F(DataPlaneTest, PiecesScatterAndGatherOverSharedMemory) {
   EXPECT_EQ(x, std::string(10, '.'));
 }
 
+// Two clients of one process share one view of another process's segment
+// (and its page tables, set up once), per mount.
+TEST_F(DataPlaneTest, ClientsOfOneProcessShareAViewOfASegment) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "TSan builds keep a mapping per client";
+#endif
+  DataPlane a(TransportMode::kShm), b(TransportMode::kShm);
+  std::shared_ptr<const ShmSegment> va, vb, vc;
+  ASSERT_NE(a.ResolveShm(Loc(1), 100, &va), nullptr);
+  ASSERT_NE(b.ResolveShm(Loc(1), 100, &vb), nullptr);
+  EXPECT_EQ(va.get(), vb.get());
+  EXPECT_EQ(MappingsOf(seg_->path()), 2);  // the creator's and the view
+  // A remount (new id) is a new view, as in one client.
+  ASSERT_NE(b.ResolveShm(Loc(2), 100, &vc), nullptr);
+  EXPECT_NE(vc.get(), va.get());
+  EXPECT_EQ(MappingsOf(seg_->path()), 3);
+}
+
 }  // namespace
 }  // namespace kvpool

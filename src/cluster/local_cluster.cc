@@ -48,6 +48,7 @@ Status LocalCluster::Start() {
     nc.data_tls_ca_file = options_.data_tls_ca_file;
     nc.dram_directory = options_.dram_directory;
     nc.segment_dir = options_.segment_dir;
+    nc.segment_prefault = options_.segment_prefault;
     nc.enable_ssd_offload = options_.enable_ssd;
     // The SSD knobs below reach a node only with its SSD tier: NodeConfig
     // refuses most of them without one.

@@ -148,16 +148,20 @@ Status Node::Start() {
   for (char& c : shm_name) {
     if (c == '/') c = '_';
   }
+  // Not populated here (~0.3 s per GiB before mounting): segment_populator.h
   auto seg = ShmSegment::Create(shm_name, config_.global_segment_size,
-                                config_.segment_dir);
+                                config_.segment_dir, /*populate=*/false);
   if (!seg.ok()) return seg.status();
   segment_ = std::move(seg.value());
   if (config_.prefetch_buffer_segment > 0) {
     auto buf = ShmSegment::Create(shm_name + "-prefetch",
                                   config_.prefetch_buffer_segment,
-                                  config_.segment_dir);
+                                  config_.segment_dir, /*populate=*/false);
     if (!buf.ok()) return buf.status();
     buffer_ = std::move(buf.value());
+  }
+  if (config_.segment_prefault) {
+    populator_ = SegmentPopulator::Launch({segment_, buffer_}, populate_hook_);
   }
   PublishLocalSegment(segment_);
   PublishLocalSegment(buffer_);
@@ -860,6 +864,7 @@ void Node::Stop() {
     extras_.clear();
     extra_bytes_ = 0;
   }
+  if (populator_) populator_->Stop();
   // A client of this process may still hold a mapping: the memory stays
   // valid for it, but the names go now, so a new node can take them.
   for (auto* seg : {&segment_, &buffer_}) {

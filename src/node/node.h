@@ -8,6 +8,7 @@
 #define KVPOOL_NODE_NODE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "common/mutex.h"
 #include "node/dram_directory.h"
 #include "node/node_config.h"
+#include "node/segment_populator.h"
 #include "node/ssd_tier.h"
 #include "rpc/master_client.h"
 #include "transport/segment_table.h"
@@ -58,6 +60,13 @@ class Node {
   // The SSD tier, or nullptr when enable_ssd_offload is off.
   SsdTier* ssd() { return ssd_.get(); }
   const DramDirectory& directory() const { return directory_; }
+  // The background population of the node's segments (NodeConfig::
+  // segment_prefault), nullptr when it is off.
+  const SegmentPopulator* populator() const { return populator_.get(); }
+  // Tests, before Start: runs before each chunk is populated (may block).
+  void SetPopulateHookForTest(std::function<void(uint64_t)> hook) {
+    populate_hook_ = std::move(hook);
+  }
   std::string StatusJson() const;
 
   // ---- extra segments: memory added while the node runs (Mooncake's
@@ -140,6 +149,8 @@ class Node {
   // which copy through this mapping rather than map the file again.
   std::shared_ptr<ShmSegment> segment_;
   std::shared_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
+  std::unique_ptr<SegmentPopulator> populator_;
+  std::function<void(uint64_t)> populate_hook_;
   SegmentTable table_;  // every segment: what the data server serves
   // The node's own segments (main, prefetch buffer): what the SSD tier
   // copies into and out of directly. Extra segments are left out.

@@ -22,6 +22,12 @@ struct NodeConfig {
   // pages: an O_DIRECT read of a 1 MiB block into it is one disk request
   // instead of two (docs/ssd_tier.md, "Huge pages for the segment").
   std::string segment_dir = "/dev/shm";
+  // Zero and map every page of the node's segments in a background thread
+  // from start (segment_populator.h), so no put pays the first touch of a
+  // page. Mount and puts never wait for it. Off: each page is zeroed by
+  // the first put into it (~3 us a page), in the node or in a same-host
+  // client.
+  bool segment_prefault = true;
   std::string local_hostname = "127.0.0.1";  // address peers use for data
   int data_port = 0;                         // TCP data server; 0 = any
   std::string data_bind_address = "127.0.0.1";

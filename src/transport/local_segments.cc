@@ -1,6 +1,8 @@
 #include "transport/local_segments.h"
 
+#include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "common/mutex.h"
 
@@ -11,6 +13,8 @@ struct Registry {
   Mutex mu;
   std::unordered_map<std::string, std::weak_ptr<const ShmSegment>> by_path
       ABSL_GUARDED_BY(mu);
+  std::map<std::pair<std::string, uint64_t>, std::weak_ptr<const ShmSegment>>
+      views ABSL_GUARDED_BY(mu);
 };
 Registry& Segments() {
   static auto* r = new Registry();  // never destroyed: used at exit
@@ -59,6 +63,32 @@ std::shared_ptr<const ShmSegment> FindLocalSegment(const std::string& path,
     return nullptr;
   }
   return seg->size() == size ? seg : nullptr;
+}
+
+Result<std::shared_ptr<const ShmSegment>> SharedView(const std::string& path,
+                                                     uint64_t segment_id,
+                                                     uint64_t size) {
+#if defined(__SANITIZE_THREAD__)
+  // As FindLocalSegment: two clients' copies through one mapping are
+  // ordered by the protocol, which TSan does not see.
+  (void)segment_id;
+  auto own = ShmSegment::Open(path, size);
+  if (!own.ok()) return own.status();
+  return std::shared_ptr<const ShmSegment>(std::move(own.value()));
+#endif
+  Registry& r = Segments();
+  MutexLock lock(&r.mu);
+  auto key = std::make_pair(path, segment_id);
+  if (auto it = r.views.find(key); it != r.views.end()) {
+    if (auto seg = it->second.lock(); seg && seg->size() == size) return seg;
+  }
+  // Under the lock: two clients asking at once must not map it twice.
+  auto opened = ShmSegment::Open(path, size);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<const ShmSegment> seg(std::move(opened.value()));
+  std::erase_if(r.views, [](const auto& v) { return v.second.expired(); });
+  r.views[std::move(key)] = seg;
+  return seg;
 }
 
 }  // namespace kvpool

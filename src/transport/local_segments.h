@@ -30,6 +30,17 @@ void WithdrawLocalSegment(const ShmSegment* seg);
 std::shared_ptr<const ShmSegment> FindLocalSegment(const std::string& path,
                                                    uint64_t size);
 
+// A view (ShmSegment::Open) of another process's segment at `path`,
+// mounted as `segment_id`, shared by every client of this process that
+// asks: page tables, set up per 2 MiB chunk at its first copy (Prepare,
+// ~0.1 ms a chunk here), are then built once per process, not once per
+// client (several engines in one process each paid it for all the DRAM
+// they touched). Held weakly, as the published segments; keyed by path and
+// segment id as a client's own cache is (a remount's new id maps anew).
+Result<std::shared_ptr<const ShmSegment>> SharedView(const std::string& path,
+                                                     uint64_t segment_id,
+                                                     uint64_t size);
+
 }  // namespace kvpool
 
 #endif  // KVPOOL_TRANSPORT_LOCAL_SEGMENTS_H_

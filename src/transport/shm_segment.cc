@@ -88,7 +88,8 @@ ShmSegment::~ShmSegment() {
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
                                                        uint64_t size,
-                                                       const std::string& dir) {
+                                                       const std::string& dir,
+                                                       bool populate) {
   // The name becomes one path component; anything else could escape
   // the directory or collide with a nested path.
   if (name.empty() || name == "." || name == ".." ||
@@ -138,7 +139,8 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
   }
   // MAP_POPULATE sets up the page tables up front: page faults are costly
   // on some hosts, and the data plane would otherwise take one per 4 KiB on
-  // the first write of every page.
+  // the first write of every page, each also zeroing its page (fallocate
+  // allocates tmpfs pages but leaves the zeroing to the first access).
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
@@ -147,7 +149,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name,
                   "cannot stat " + path + ": " + ErrnoText(err));
   }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_POPULATE, fd, 0);
+                      MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
     ::unlink(path.c_str());
@@ -247,6 +249,36 @@ void ShmSegment::Prepare(uint64_t offset, uint64_t len) const {
               MADV_POPULATE_READ);
     word.fetch_or(bit, std::memory_order_relaxed);
   }
+}
+
+Status ShmSegment::Populate(uint64_t offset, uint64_t len) const {
+  if (offset > size_ || len > size_ - offset) {
+    return Status(ErrorCode::INVALID_PARAMS, "populate range outside " + path_);
+  }
+  if (len == 0) return Status::OK();
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  // madvise wants a page-aligned start; the mapping starts on a page.
+  const uint64_t start = offset / page * page;
+  uint8_t* const from = base_ + start;
+  const uint64_t span = offset + len - start;
+  // WRITE, not READ as Prepare: this is the owner's mapping, whose pages
+  // the TCP data server writes into, and a write fault is the one the
+  // first put would otherwise take. It only simulates the fault: no byte
+  // changes, so copies into the range may run at the same time.
+  if (::madvise(from, span, MADV_POPULATE_WRITE) == 0) return Status::OK();
+  const int err = errno;
+  if (err != EINVAL) {
+    return Status(ErrorCode::INTERNAL_ERROR,
+                  "cannot populate " + path_ + ": " + ErrnoText(err));
+  }
+  // A kernel before 5.14: a read of a byte per page zeroes and maps it (a
+  // write could race a put's copy into the same page).
+  uint64_t sink = 0;
+  for (uint64_t at = 0; at < span; at += page) {
+    sink += *reinterpret_cast<volatile const uint8_t*>(from + at);
+  }
+  static_cast<void>(sink);
+  return Status::OK();
 }
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::OpenRange(

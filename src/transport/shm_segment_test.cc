@@ -442,5 +442,33 @@ TEST(LocalSegmentsTest, WithdrawingAnOldSegmentKeepsItsSuccessor) {
   WithdrawLocalSegment(new_seg.get());
 }
 
+// Without populate, Create leaves every page to its first touch (the node
+// populates in the background); Populate maps them all and changes no byte.
+TEST(ShmSegmentTest, PopulateMapsEveryPageAndKeepsTheBytes) {
+  constexpr uint64_t kSize = 8ull << 20;
+  auto seg = ShmSegment::Create(UniqueName(), kSize, "/dev/shm",
+                                /*populate=*/false);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  ShmSegment& s = *seg.value();
+  std::memcpy(s.data() + 4096 * 3 + 7, "kept", 4);
+  EXPECT_LT(ResidentBytes(s.data()), int64_t{1} << 20);
+  ASSERT_TRUE(s.Populate(0, kSize).ok());
+  EXPECT_EQ(ResidentBytes(s.data()), int64_t(kSize));
+  EXPECT_EQ(std::memcmp(s.data() + 4096 * 3 + 7, "kept", 4), 0);
+  EXPECT_EQ(s.data()[kSize - 1], 0);
+  EXPECT_EQ(s.Populate(kSize - 4096, 8192).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_TRUE(s.Populate(kSize, 0).ok());
+}
+
+TEST(ShmSegmentTest, PopulateOfAnUnalignedRangeCoversItsPages) {
+  constexpr uint64_t kSize = 1ull << 20;
+  auto seg = ShmSegment::Create(UniqueName(), kSize, "/dev/shm",
+                                /*populate=*/false);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  ASSERT_TRUE(seg.value()->Populate(4096 + 100, 3 * 4096).ok());
+  // Pages 1 to 4: the range starts inside page 1 and ends inside page 4.
+  EXPECT_EQ(ResidentBytes(seg.value()->data()), 4 * 4096);
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -1,0 +1,302 @@
+// Whether a put into a node's never-touched DRAM costs more than a put into
+// DRAM written before (issue #42, item 2), and a separate process's first
+// read against its repeated read (issue #44).
+//
+// The node is a LocalCluster node in this process; the client is a second
+// process (forked before either starts a thread), so it maps the segment
+// itself over shared memory, as an engine does, or goes over TCP. Each
+// sample is a fresh cluster, so "never touched" really is: the segment's
+// offset allocator hands out the segment from its start, and after the
+// first round's values are removed the second round lands on the same
+// (now written) bytes.
+//
+// Rows, per node population setting (NodeConfig::segment_prefault) and
+// transport: median per-put (per-get) time over a round, then median and
+// spread (min-max) of that over --repeats clusters.
+//
+//   fresh_dram_bench [--repeats=3] [--segment_mib=256] [--round_mib=64]
+//                    [--startup_gib=0]
+// --startup_gib=N adds the start-up of a node with an N GiB segment;
+// --repeats=0 measures only that.
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "kvpool/local_cluster.h"
+#include "node/node.h"
+#include "transport/shm_segment.h"
+
+namespace kvpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// What the client process does for one sample; the parent sends it over a
+// pipe as one line, and the answer comes back as one line of numbers.
+struct Job {
+  // p: puts (never touched, then written before); g: gets, twice; c: gets
+  // by a first client, then by a second client of the same process.
+  char op = 'p';
+  TransportMode transport = TransportMode::kShm;
+  uint64_t size = 1 << 20;
+  uint64_t count = 64;
+  char master[64] = {};
+};
+
+// Per-op median (ms) of the round, twice: first round, second round.
+struct Answer {
+  double first = 0;
+  double second = 0;
+  bool ok = false;
+};
+
+double TimeRound(Client& c, const std::vector<std::string>& keys, bool put,
+                 const std::string& value, std::vector<char>* buf) {
+  std::vector<double> ms;
+  for (const auto& k : keys) {
+    const auto t0 = Clock::now();
+    bool ok = true;
+    if (put) {
+      ok = c.Put(k, value).ok();
+    } else {
+      ok = c.GetInto(k, buf->data(), buf->size()).ok();
+    }
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (!ok) return -1;
+  }
+  return Median(ms);
+}
+
+Answer RunJob(const Job& job) {
+  Answer a;
+  ClientConfig cc;
+  cc.master_server_address = job.master;
+  cc.transport = job.transport;
+  auto client = Client::Create(cc);
+  if (!client.ok()) return a;
+  Client& c = *client.value();
+  std::string value(job.size, 'v');
+  // Touched before the clock starts: only the store's pages are measured.
+  std::vector<char> buf(job.size, 1);
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < job.count; ++i)
+    keys.push_back("k" + std::to_string(i));
+  if (job.op == 'p') {
+    a.first = TimeRound(c, keys, true, value, nullptr);
+    for (const auto& k : keys) c.Remove(k).IgnoreError();
+    for (auto& k : keys) k += "b";
+    a.second = TimeRound(c, keys, true, value, nullptr);
+  } else if (job.op == 'g') {
+    a.first = TimeRound(c, keys, false, value, &buf);
+    a.second = TimeRound(c, keys, false, value, &buf);
+  } else {
+    // A second client of this process (another engine in it) reads what
+    // the first read: before views were shared per process it set up its
+    // own page tables again.
+    a.first = TimeRound(c, keys, false, value, &buf);
+    auto other = Client::Create(cc);
+    if (!other.ok()) return a;
+    a.second = TimeRound(*other.value(), keys, false, value, &buf);
+  }
+  a.ok = a.first >= 0 && a.second >= 0;
+  return a;
+}
+
+[[noreturn]] void ClientProcess(int in, int out) {
+  Job job;
+  while (::read(in, &job, sizeof job) == sizeof job) {
+    Answer a = RunJob(job);
+    if (::write(out, &a, sizeof a) != sizeof a) break;
+  }
+  _exit(0);
+}
+
+struct Row {
+  std::string name;
+  std::vector<double> first, second;
+};
+
+void Print(const std::vector<Row>& rows, const char* first_name,
+           const char* second_name) {
+  std::printf("| row | %s p50 ms (min-max) | %s p50 ms (min-max) |\n",
+              first_name, second_name);
+  std::printf("|---|---|---|\n");
+  for (const auto& r : rows) {
+    auto cell = [](const std::vector<double>& v) {
+      char s[96];
+      std::snprintf(s, sizeof s, "%.3f (%.3f-%.3f)", Median(v),
+                    *std::min_element(v.begin(), v.end()),
+                    *std::max_element(v.begin(), v.end()));
+      return std::string(s);
+    };
+    std::printf("| %s | %s | %s |\n", r.name.c_str(), cell(r.first).c_str(),
+                cell(r.second).c_str());
+  }
+}
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Start-up of a node with a large segment: time to mounted (Start
+// returned), to its first put (1 MiB, this process), to fully populated;
+// and what Create with MAP_POPULATE, the node's start before population
+// moved to the background, cost for the same size.
+void Startup(uint64_t gib) {
+  std::printf(
+      "\n| %llu GiB segment | mounted s | first put ms | "
+      "populated s |\n|---|---|---|---|\n",
+      static_cast<unsigned long long>(gib));
+  for (bool prefault : {false, true}) {
+    LocalClusterOptions o;
+    o.num_nodes = 1;
+    o.segment_size = gib << 30;
+    o.segment_prefault = prefault;
+    LocalCluster cluster(o);
+    const auto t0 = Clock::now();
+    if (!cluster.Start().ok()) return;
+    const double mounted = Since(t0);
+    auto c = cluster.NewClient();
+    if (!c.ok()) return;
+    const auto t1 = Clock::now();
+    if (!c.value()->Put("first", std::string(1 << 20, 'v')).ok()) return;
+    const double put_ms = Since(t1) * 1e3;
+    const SegmentPopulator* pop = cluster.node(0).populator();
+    const bool done = pop && pop->WaitDone(600000);
+    std::printf("| prefault %s | %.3f | %.3f | %s |\n", prefault ? "on" : "off",
+                mounted, put_ms,
+                done ? std::to_string(Since(t0)).c_str() : "-");
+  }
+  const auto t0 = Clock::now();
+  auto seg = ShmSegment::Create("kvpool-freshbench-" + std::to_string(getpid()),
+                                gib << 30, "/dev/shm", /*populate=*/true);
+  if (seg.ok()) {
+    std::printf(
+        "| Create with MAP_POPULATE (before) | %.3f (segment only) "
+        "| - | %.3f |\n",
+        Since(t0), Since(t0));
+  }
+}
+
+int Main(int argc, char** argv) {
+  int repeats = 3;
+  uint64_t segment_mib = 256, round_mib = 64, startup_gib = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&](const char* flag) -> const char* {
+      const size_t n = std::strlen(flag);
+      return a.compare(0, n, flag) == 0 ? a.c_str() + n : nullptr;
+    };
+    if (const char* v = val("--repeats=")) repeats = std::atoi(v);
+    if (const char* v = val("--segment_mib=")) segment_mib = std::atoll(v);
+    if (const char* v = val("--round_mib=")) round_mib = std::atoll(v);
+    if (const char* v = val("--startup_gib=")) startup_gib = std::atoll(v);
+  }
+  int to_child[2], from_child[2];
+  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return 1;
+  // Before any thread: the child starts its own gRPC from scratch.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    ClientProcess(to_child[0], from_child[1]);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  spdlog::set_level(spdlog::level::warn);
+
+  std::vector<Row> puts, gets, clients;
+  const struct {
+    const char* name;
+    TransportMode mode;
+  } transports[] = {{"shm", TransportMode::kShm}, {"tcp", TransportMode::kTcp}};
+  for (bool prefault : {false, true}) {
+    for (const auto& t : transports) {
+      if (repeats <= 0) break;
+      for (uint64_t size : {64ull << 10, 1ull << 20, 4ull << 20}) {
+        for (char op : {'p', 'g', 'c'}) {
+          if (op != 'p' && size != (1ull << 20)) continue;
+          if (op == 'c' && t.mode != TransportMode::kShm) continue;
+          Row row;
+          row.name = std::string(op == 'p' ? "put " : "get ") +
+                     std::to_string(size >> 10) + " KiB, " + t.name +
+                     ", prefault " + (prefault ? "on" : "off");
+          for (int r = 0; r < repeats; ++r) {
+            LocalClusterOptions o;
+            o.num_nodes = 1;
+            o.segment_size = segment_mib << 20;
+            o.segment_prefault = prefault;
+            LocalCluster cluster(o);
+            if (!cluster.Start().ok()) return 1;
+            // The steady state: puts after the node's population ended.
+            const SegmentPopulator* pop = cluster.node(0).populator();
+            if (prefault && (!pop || !pop->WaitDone(60000))) return 1;
+            Job job;
+            job.op = op;
+            job.transport = t.mode;
+            job.size = size;
+            job.count = (round_mib << 20) / size;
+            std::snprintf(job.master, sizeof job.master, "%s",
+                          cluster.master_address().c_str());
+            if (op != 'p') {
+              // The values are written by this process (the node's own
+              // mapping); the client process reads them twice.
+              auto c = cluster.NewClient();
+              if (!c.ok()) return 1;
+              std::string value(size, 'v');
+              for (uint64_t i = 0; i < job.count; ++i) {
+                if (!c.value()->Put("k" + std::to_string(i), value).ok())
+                  return 1;
+              }
+            }
+            Answer a;
+            if (::write(to_child[1], &job, sizeof job) != sizeof job ||
+                ::read(from_child[0], &a, sizeof a) != sizeof a || !a.ok) {
+              std::fprintf(stderr, "client process failed\n");
+              return 1;
+            }
+            row.first.push_back(a.first);
+            row.second.push_back(a.second);
+          }
+          (op == 'p'   ? puts
+           : op == 'g' ? gets
+                       : clients)
+              .push_back(std::move(row));
+        }
+      }
+    }
+  }
+  ::close(to_child[1]);
+  ::waitpid(pid, nullptr, 0);
+  if (repeats > 0) {
+    Print(puts, "never touched", "written before");
+    std::printf("\n");
+    Print(gets, "first read", "repeated read");
+    std::printf("\n");
+    Print(clients, "first client's first read", "second client's first read");
+  }
+  if (startup_gib > 0) Startup(startup_gib);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvpool
+
+int main(int argc, char** argv) { return kvpool::Main(argc, argv); }

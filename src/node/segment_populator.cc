@@ -1,0 +1,92 @@
+#include "node/segment_populator.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace kvpool {
+
+SegmentPopulator::SegmentPopulator(
+    std::vector<std::shared_ptr<const ShmSegment>> segments,
+    std::function<void(uint64_t)> before_chunk)
+    : segments_(std::move(segments)), before_chunk_(std::move(before_chunk)) {
+  for (const auto& s : segments_) {
+    if (s) total_ += s->size();
+  }
+}
+
+SegmentPopulator::~SegmentPopulator() { Stop(); }
+
+void SegmentPopulator::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+std::unique_ptr<SegmentPopulator> SegmentPopulator::Launch(
+    std::vector<std::shared_ptr<const ShmSegment>> segments,
+    std::function<void(uint64_t)> before_chunk) {
+  auto p = std::make_unique<SegmentPopulator>(std::move(segments),
+                                              std::move(before_chunk));
+  p->Start();
+  return p;
+}
+
+void SegmentPopulator::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+bool SegmentPopulator::WaitDone(int64_t timeout_ms) const {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(&mu_);
+  while (!finished_) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
+  return done();
+}
+
+void SegmentPopulator::Run() {
+  // The lowest priority (for this thread only, on Linux): on a small host
+  // population must not take the CPU from the mount or from puts; it
+  // has the idle time.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool complete = true;
+  for (const auto& seg : segments_) {
+    if (!seg) continue;
+    for (uint64_t at = 0; at < seg->size() && complete; at += kChunk) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        complete = false;
+        break;
+      }
+      if (before_chunk_) before_chunk_(populated_.load());
+      const uint64_t len = std::min(kChunk, seg->size() - at);
+      if (Status s = seg->Populate(at, len); !s.ok()) {
+        // Only a cost: the pages left fault in at their first put.
+        spdlog::warn("segment population stopped: {}", s.ToString());
+        complete = false;
+        break;
+      }
+      populated_.fetch_add(len, std::memory_order_relaxed);
+    }
+  }
+  seconds_.store(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count());
+  done_.store(complete, std::memory_order_release);
+  if (complete) {
+    spdlog::info("{} MiB of segment DRAM populated in {:.2f} s", total_ >> 20,
+                 seconds_.load());
+  }
+  MutexLock lock(&mu_);
+  finished_ = true;
+  cv_.SignalAll();
+}
+
+}  // namespace kvpool

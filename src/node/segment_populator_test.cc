@@ -1,0 +1,133 @@
+#include "node/segment_populator.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "tests/test_util.h"
+
+namespace kvpool {
+namespace {
+
+using testing::MappedRssBytes;
+
+std::shared_ptr<const ShmSegment> Fresh(uint64_t size) {
+  static std::atomic<int> n{0};
+  auto s =
+      ShmSegment::Create("kvpool_populator_test_" + std::to_string(::getpid()) +
+                             "_" + std::to_string(n.fetch_add(1)),
+                         size, "/dev/shm", /*populate=*/false);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::shared_ptr<const ShmSegment>(std::move(s.value()))
+                : nullptr;
+}
+
+// Holds population before a chunk until the test releases it.
+class Gate {
+ public:
+  // The hook: records how far population got, then waits while closed.
+  void Arrive(uint64_t done) {
+    MutexLock lock(&mu_);
+    reached_ = done;
+    cv_.SignalAll();
+    while (closed_ && done >= hold_at_) cv_.Wait(&mu_);
+  }
+  // Waits until population stands at the gate.
+  void AwaitHeld() {
+    MutexLock lock(&mu_);
+    while (reached_ < hold_at_) cv_.Wait(&mu_);
+  }
+  void Open() {
+    MutexLock lock(&mu_);
+    closed_ = false;
+    cv_.SignalAll();
+  }
+  void set_hold_at(uint64_t b) { hold_at_ = b; }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t hold_at_ = 0;
+};
+
+TEST(SegmentPopulatorTest, MapsEveryPageOfEverySegment) {
+  auto a = Fresh(6ull << 20);
+  auto b = Fresh(3ull << 20);  // not a multiple of the chunk
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(MappedRssBytes(a->path()), 0u);
+  auto p = SegmentPopulator::Launch({a, nullptr, b});
+  ASSERT_TRUE(p->WaitDone(30000));
+  EXPECT_TRUE(p->done());
+  EXPECT_EQ(p->populated_bytes(), (9ull << 20));
+  EXPECT_EQ(p->total_bytes(), (9ull << 20));
+  EXPECT_EQ(MappedRssBytes(a->path()), a->size());
+  EXPECT_EQ(MappedRssBytes(b->path()), b->size());
+}
+
+// Writes while population is held halfway: into the populated half and into
+// the half not reached yet. Both read back, and population, once let go,
+// changes none of them.
+TEST(SegmentPopulatorTest, CopiesDuringPopulationKeepTheirBytes) {
+  constexpr uint64_t kSize = 8ull << 20;
+  auto seg = Fresh(kSize);
+  ASSERT_TRUE(seg);
+  Gate gate;
+  gate.set_hold_at(kSize / 2);
+  auto p = SegmentPopulator::Launch(
+      {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
+  // A failed assertion must not leave the populator's Stop waiting at it.
+  struct OpenOnExit {
+    Gate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
+  gate.AwaitHeld();
+  EXPECT_FALSE(p->done());
+  EXPECT_EQ(p->populated_bytes(), kSize / 2);
+  EXPECT_EQ(MappedRssBytes(seg->path()), kSize / 2);
+  const std::string early = testing::RandomBytes(1 << 20, 1);
+  const std::string late = testing::RandomBytes(1 << 20, 2);
+  std::memcpy(seg->data() + 4096 + 1, early.data(), early.size());
+  std::memcpy(seg->data() + kSize - late.size() - 3, late.data(), late.size());
+  gate.Open();
+  ASSERT_TRUE(p->WaitDone(30000));
+  EXPECT_EQ(MappedRssBytes(seg->path()), kSize);
+  EXPECT_EQ(std::memcmp(seg->data() + 4096 + 1, early.data(), early.size()), 0);
+  EXPECT_EQ(std::memcmp(seg->data() + kSize - late.size() - 3, late.data(),
+                        late.size()),
+            0);
+}
+
+TEST(SegmentPopulatorTest, StopEndsPopulationEarly) {
+  auto seg = Fresh(8ull << 20);
+  ASSERT_TRUE(seg);
+  Gate gate;
+  gate.set_hold_at(2ull << 20);
+  auto p = SegmentPopulator::Launch(
+      {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
+  // A failed assertion must not leave the populator's Stop waiting at it.
+  struct OpenOnExit {
+    Gate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
+  gate.AwaitHeld();
+  std::thread stopper([&] { p->Stop(); });
+  // Let go only once the stop is asked for, so population cannot finish.
+  EXPECT_TRUE(testing::WaitUntil([&] { return p->stopping(); },
+                                 std::chrono::seconds(10)));
+  gate.Open();
+  stopper.join();
+  EXPECT_FALSE(p->WaitDone(0));
+  EXPECT_LT(p->populated_bytes(), seg->size());
+}
+
+}  // namespace
+}  // namespace kvpool
