@@ -120,6 +120,31 @@ class EngineTest : public ::testing::Test {
   EngineModel model_;
 };
 
+// The step thread held up past a step's planned end — here by the
+// completion callback, which runs on it, taking 20 ms when request 0 is done
+// while request 1 still decodes — starts its next step late: that step is
+// counted as lagged, with its lateness, and the timeline does not pretend
+// it started on time.
+TEST_F(EngineTest, AStepStartedLateIsCountedAsLagged) {
+  trace_[1].output_length = 60;  // still decoding when request 0 ends
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<RequestRecord> done;
+  EngineConfig ec = Config();
+  BatchingEngine e(ec, client_.get(), &model_, [&](RequestRecord rec) {
+    if (rec.index == 0) SleepUntilSec(NowSec() + 0.020);
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(std::move(rec));
+    cv.notify_all();
+  });
+  RunBoth(e, mu, cv, done);
+  const EngineStats st = e.stats();
+  EXPECT_GE(st.lagged_steps, 1u);
+  EXPECT_GE(st.max_lag_ms, 15.0);
+  EXPECT_GE(st.lag_ms, st.max_lag_ms);
+  EXPECT_GT(st.steps, 60u);
+}
+
 // Both load-start policies: request 0's load is held until request 1 has
 // finished; request 1 must not wait for it.
 class SlowLoadTest : public EngineTest,

@@ -13,6 +13,7 @@
 #include "replay/calibrate.h"
 #include "replay/disk_cap.h"
 #include "replay/report.h"
+#include "replay/report_parts.h"
 #include "replay/report_windows.h"
 
 namespace kvpool::replay {
@@ -348,6 +349,8 @@ Result<ReplayOutput> RerenderReplay(const ReplayOptions& o,
   // A file edited by hand or cut short can still hold an "arms" array:
   // render once before writing anything, so such a file is refused whole.
   try {
+    // Comparisons and verdicts by this build's rules, from the arms' data.
+    AddComparisons(&report);
     AddWindowBands(&report);
     (void)RenderMarkdown(report);
   } catch (const nlohmann::json::exception& e) {

@@ -17,6 +17,11 @@ namespace kvpool::replay {
 // time x cores during its measurement.
 inline constexpr double kCpuContended = 0.85;
 
+// An arm's verdict against off: its TTFT p50 must leave the off runs'
+// range widened on each side by that range, and by at least this share of
+// the off runs' median (report_parts.cc, AddComparisons).
+inline constexpr double kVerdictMinMargin = 0.02;
+
 // Per arm: ttft_parts_ms, kv_load_share, gpu_busy, engine_steps, cpu.
 nlohmann::json ArmPartsJson(const ArmResult& a);
 

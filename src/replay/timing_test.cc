@@ -71,18 +71,29 @@ nlohmann::json Arm(const std::string& name, double p50) {
 
 TEST(VerdictTest, EachArmIsJudgedAgainstTheRangeOfTheOffRuns) {
   nlohmann::json r;
-  r["arms"] = {Arm("off", 100), Arm("router", 90), Arm("exist", 105),
-               Arm("exist+router", 111), Arm("off#2", 110)};
+  // Off 100-110: the band is 90-120 (the range, 10, on each side).
+  r["arms"] = {Arm("off", 100),          Arm("router", 89),
+               Arm("exist", 91),         Arm("exist+router", 121),
+               Arm("on-hit", 119),       Arm("off#2", 110)};
   AddComparisons(&r);
   EXPECT_EQ(r["arms"][1]["verdict"]["verdict"], "better");
   EXPECT_EQ(r["arms"][2]["verdict"]["verdict"], "within noise");
   EXPECT_EQ(r["arms"][3]["verdict"]["verdict"], "worse");
+  EXPECT_EQ(r["arms"][4]["verdict"]["verdict"], "within noise");
   EXPECT_FALSE(r["arms"][0].contains("verdict"));
   EXPECT_NE(r["arms"][1]["verdict"]["sentence"].get<std::string>().find(
                 "off 100.0-110.0 ms over 2 runs"),
             std::string::npos);
+  // Off runs that agree closely still leave a 2% margin: 0.5% is noise.
+  nlohmann::json tight;
+  tight["arms"] = {Arm("off", 100), Arm("exist", 99.5), Arm("router", 97),
+                   Arm("off#2", 100.2)};
+  AddComparisons(&tight);
+  EXPECT_EQ(tight["arms"][1]["verdict"]["verdict"], "within noise");
+  EXPECT_EQ(tight["arms"][2]["verdict"]["verdict"], "better");
   // A contended arm keeps its verdict but says it is not a result.
   r["arms"][1]["cpu"]["contended"] = true;
+  r["arms"][1].erase("verdict");
   AddComparisons(&r);
   EXPECT_NE(r["arms"][1]["verdict"]["sentence"].get<std::string>().find(
                 "not a result"),
