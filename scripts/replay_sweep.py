@@ -201,7 +201,12 @@ def summarise_cell(rep, asked):
                 entry["ratio_to_off"] = p50 / off["ttft_ms"]["p50"]
             if bound and bound["ttft_ms"]["p50"] > 0:
                 entry["ratio_to_all_dram"] = p50 / bound["ttft_ms"]["p50"]
-            if off and spread is not None:
+            if "verdict" in a:
+                # The replay's own judgement: the off runs' noise band
+                # (docs/replay.md, "verdict"), the same as its report's.
+                entry["within_spread"] = \
+                    a["verdict"].get("verdict") == "within noise"
+            elif off and spread is not None:
                 entry["within_spread"] = \
                     abs(p50 - off["ttft_ms"]["p50"]) <= spread
         else:
