@@ -163,7 +163,7 @@ TEST(ReplayTest, BatchingEngineWithAllDramBoundAndRepeatedOff) {
 TEST(ReplayTest, SerialEngineStillRuns) {
   ReplayOptions o = TinyOptions();
   o.engine = EngineKind::kSerial;
-  o.arms = {"off"};
+  o.arms = {"off", "all-dram"};
   auto r = RunReplay(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& rep = r->report;
@@ -173,6 +173,13 @@ TEST(ReplayTest, SerialEngineStillRuns) {
   ASSERT_TRUE(a["ok"].get<bool>());
   ExpectRowsAddUp(a);
   EXPECT_EQ(a["engine_steps"]["steps"], 10);  // one "step" per request
+  // The bound on the serial model too: every read from DRAM, never a
+  // longer load than off's.
+  const auto& all = rep["arms"][1];
+  ASSERT_TRUE(all["ok"].get<bool>());
+  EXPECT_EQ(all["reads"]["from_ssd"], 0);
+  EXPECT_LE(all["ttft_parts_ms"]["kv_load"]["mean"].get<double>(),
+            a["ttft_parts_ms"]["kv_load"]["mean"].get<double>());
   std::filesystem::remove_all(o.out_dir);
   std::filesystem::remove(o.trace_path);
 }

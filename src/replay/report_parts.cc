@@ -184,19 +184,21 @@ void AddComparisons(json* report) {
       const double band_lo = *lo - w, band_hi = *hi + w;
       const double p = Num(a["ttft_ms"], "p50");
       const std::string range = fmt::format(
-          "off {:.1f}-{:.1f} ms over {} runs, noise band {:.1f}-{:.1f} ms",
-          *lo, *hi, off_p50.size(), band_lo, band_hi);
+          "off {:.1f}-{:.1f} ms over {} runs, noise band {:.1f}-{:.1f} ms", *lo,
+          *hi, off_p50.size(), band_lo, band_hi);
       std::string verdict, text;
       if (p < band_lo) {
         verdict = "better";
-        text = fmt::format("better than off: TTFT p50 {:.1f} ms, {:.0f}% below "
-                           "the fastest off run ({})",
-                           p, 100 * (1 - p / *lo), range);
+        text = fmt::format(
+            "better than off: TTFT p50 {:.1f} ms, {:.0f}% below "
+            "the fastest off run ({})",
+            p, 100 * (1 - p / *lo), range);
       } else if (p > band_hi) {
         verdict = "worse";
-        text = fmt::format("worse than off: TTFT p50 {:.1f} ms, {:.0f}% above "
-                           "the slowest off run ({})",
-                           p, 100 * (p / *hi - 1), range);
+        text = fmt::format(
+            "worse than off: TTFT p50 {:.1f} ms, {:.0f}% above "
+            "the slowest off run ({})",
+            p, 100 * (p / *hi - 1), range);
       } else {
         verdict = "within noise";
         text = fmt::format("within noise: TTFT p50 {:.1f} ms ({})", p, range);

@@ -72,9 +72,8 @@ nlohmann::json Arm(const std::string& name, double p50) {
 TEST(VerdictTest, EachArmIsJudgedAgainstTheRangeOfTheOffRuns) {
   nlohmann::json r;
   // Off 100-110: the band is 90-120 (the range, 10, on each side).
-  r["arms"] = {Arm("off", 100),          Arm("router", 89),
-               Arm("exist", 91),         Arm("exist+router", 121),
-               Arm("on-hit", 119),       Arm("off#2", 110)};
+  r["arms"] = {Arm("off", 100),          Arm("router", 89),  Arm("exist", 91),
+               Arm("exist+router", 121), Arm("on-hit", 119), Arm("off#2", 110)};
   AddComparisons(&r);
   EXPECT_EQ(r["arms"][1]["verdict"]["verdict"], "better");
   EXPECT_EQ(r["arms"][2]["verdict"]["verdict"], "within noise");
