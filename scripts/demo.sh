@@ -15,12 +15,14 @@ scripts/build.sh kvpool
 # verdict against off's own run-to-run spread (better, worse or within
 # noise). The replay caps its disk and sizes its model from the cap
 # (docs/replay.md, "Timing the machine can keep"): it needs root, as the
-# setup does. The full runs and their reports are in docs/results/.
+# setup does; its SSD files go to /var/tmp, which is on a disk (a tmpfs
+# /tmp could not be capped). The full runs and their reports are in
+# docs/results/.
 TRACE="${KVPOOL_TRACE:-../shared/traces/synthetic_trace.jsonl}"
 if [[ -f "$TRACE" ]]; then
   echo "== replay: $TRACE (100 requests measured; off x3, on-hit, exist, router, exist+router, all-dram)"
   ./build/bin/kvpool replay --trace "$TRACE" --requests 3100 --measure 100 \
-    --block_size 256KiB --dram 256MiB --ssd 2GiB --engines 2 \
+    --block_size 256KiB --dram 256MiB --ssd 2GiB --engines 2 --dir /var/tmp \
     --arms off,on-hit,exist,router,exist+router,all-dram,off,off \
     --out "/tmp/kvpool-demo-replay-$$"
 else

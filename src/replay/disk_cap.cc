@@ -90,6 +90,18 @@ void RemoveStale(const std::string& root) {
 
 }  // namespace
 
+bool DiskCap::Supported(const std::string& dir) {
+  if (geteuid() != 0 || !DiskOf(dir).ok()) return false;
+  std::error_code ec;
+  if (fs::exists(std::string(kV1Root) + "/cgroup.procs", ec)) return true;
+  std::ifstream f(std::string(kV2Root) + "/cgroup.controllers");
+  std::string c;
+  while (f >> c) {
+    if (c == "io") return true;
+  }
+  return false;
+}
+
 Result<std::unique_ptr<DiskCap>> DiskCap::Apply(const std::string& dir,
                                                 uint64_t bytes_per_s) {
   if (bytes_per_s == 0) {

@@ -26,6 +26,9 @@ class DiskCap {
   // rather than running uncapped.
   static Result<std::unique_ptr<DiskCap>> Apply(const std::string& dir,
                                                 uint64_t bytes_per_s);
+  // Whether Apply could work here: root, a blkio or io controller, and
+  // `dir` on a block device. Apply still says why when it cannot.
+  static bool Supported(const std::string& dir);
   // Moves this process back to the group it came from and removes the
   // group.
   ~DiskCap();

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "replay/arm.h"
+#include "replay/disk_cap.h"
 #include "replay/phases.h"
 #include "replay/test_trace.h"
 
@@ -28,9 +29,10 @@ ReplayOptions TinyOptions() {
   o.out_dir = testing::TempPath("out");
   o.plots = false;
   o.progress = false;
-  // The disk cap (the default) needs root; elsewhere these run uncapped,
+  // The disk cap (the default) needs root, a blkio/io controller and a
+  // scratch directory on a block device; elsewhere these run uncapped,
   // scaled by measured reads as before the cap.
-  if (geteuid() != 0) o.disk_cap_bytes_per_s = 0;
+  if (!DiskCap::Supported(o.scratch_dir)) o.disk_cap_bytes_per_s = 0;
   return o;
 }
 
@@ -146,7 +148,7 @@ TEST(ReplayTest, BatchingEngineWithAllDramBoundAndRepeatedOff) {
   // The bound: nothing read from SSD, so its loads are never longer.
   EXPECT_LE(all["ttft_parts_ms"]["kv_load"]["mean"].get<double>(),
             rep["arms"][0]["ttft_parts_ms"]["kv_load"]["mean"].get<double>());
-  if (geteuid() == 0) {
+  if (o.disk_cap_bytes_per_s > 0) {
     // Capped (the default): the model comes from the cap, with the
     // modelled proportions, and no step is shorter than the floor.
     const auto& em = rep["engine_model"];
