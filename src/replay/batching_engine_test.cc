@@ -142,7 +142,7 @@ TEST_F(EngineTest, AStepStartedLateIsCountedAsLagged) {
   EXPECT_GE(st.lagged_steps, 1u);
   EXPECT_GE(st.max_lag_ms, 15.0);
   EXPECT_GE(st.lag_ms, st.max_lag_ms);
-  EXPECT_GT(st.steps, 60u);
+  EXPECT_GE(st.steps, 60u);  // request 1 decodes 60 tokens, one per step
 }
 
 // Both load-start policies: request 0's load is held until request 1 has
