@@ -15,6 +15,7 @@
 #include "kvpool/client.h"
 #include "kvpool/local_cluster.h"
 #include "node/node.h"
+#include "tests/population_gate.h"
 #include "tests/test_util.h"
 
 namespace kvpool {
@@ -59,33 +60,7 @@ TEST(SegmentPrefaultTest, OffLeavesPagesToTheirFirstPut) {
   EXPECT_LT(rss, 4u << 20);
 }
 
-// Holds population at a byte count until opened.
-class Gate {
- public:
-  explicit Gate(uint64_t hold_at) : hold_at_(hold_at) {}
-  void Arrive(uint64_t done) {
-    MutexLock lock(&mu_);
-    reached_ = done;
-    cv_.SignalAll();
-    while (closed_ && done >= hold_at_) cv_.Wait(&mu_);
-  }
-  void AwaitHeld() {
-    MutexLock lock(&mu_);
-    while (reached_ < hold_at_) cv_.Wait(&mu_);
-  }
-  void Open() {
-    MutexLock lock(&mu_);
-    closed_ = false;
-    cv_.SignalAll();
-  }
-
- private:
-  const uint64_t hold_at_;
-  Mutex mu_;
-  CondVar cv_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = true;
-  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using testing::PopulationGate;
 
 // Population held at a quarter of the segment: Start has returned and the
 // segment is mounted, and puts over both transports, landing in populated
@@ -100,13 +75,13 @@ TEST(SegmentPrefaultTest, NodeMountsAndServesPutsBeforePopulationEnds) {
   nc.master_server_address = cluster.master_address();
   nc.global_segment_size = kSegment;
   nc.node_id = "prefault-held";
-  Gate gate(kSegment / 4);
+  PopulationGate gate(kSegment / 4);
   Node node(nc);
   node.SetPopulateHookForTest([&gate](uint64_t done) { gate.Arrive(done); });
   // A failed assertion must not leave population, and Node's Stop that
   // joins it, waiting at the gate.
   struct OpenOnExit {
-    Gate* gate;
+    PopulationGate* gate;
     ~OpenOnExit() { gate->Open(); }
   } open_on_exit{&gate};
   // On a thread of its own, so a Start that waited for population fails

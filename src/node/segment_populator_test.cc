@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "tests/population_gate.h"
 #include "tests/test_util.h"
 
 namespace kvpool {
@@ -29,35 +30,7 @@ std::shared_ptr<const ShmSegment> Fresh(uint64_t size) {
                 : nullptr;
 }
 
-// Holds population before a chunk until the test releases it.
-class Gate {
- public:
-  // The hook: records how far population got, then waits while closed.
-  void Arrive(uint64_t done) {
-    MutexLock lock(&mu_);
-    reached_ = done;
-    cv_.SignalAll();
-    while (closed_ && done >= hold_at_) cv_.Wait(&mu_);
-  }
-  // Waits until population stands at the gate.
-  void AwaitHeld() {
-    MutexLock lock(&mu_);
-    while (reached_ < hold_at_) cv_.Wait(&mu_);
-  }
-  void Open() {
-    MutexLock lock(&mu_);
-    closed_ = false;
-    cv_.SignalAll();
-  }
-  void set_hold_at(uint64_t b) { hold_at_ = b; }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = true;
-  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t hold_at_ = 0;
-};
+using testing::PopulationGate;
 
 TEST(SegmentPopulatorTest, MapsEveryPageOfEverySegment) {
   auto a = Fresh(6ull << 20);
@@ -80,13 +53,12 @@ TEST(SegmentPopulatorTest, CopiesDuringPopulationKeepTheirBytes) {
   constexpr uint64_t kSize = 8ull << 20;
   auto seg = Fresh(kSize);
   ASSERT_TRUE(seg);
-  Gate gate;
-  gate.set_hold_at(kSize / 2);
+  PopulationGate gate(kSize / 2);
   auto p = SegmentPopulator::Launch(
       {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
   // A failed assertion must not leave the populator's Stop waiting at it.
   struct OpenOnExit {
-    Gate* gate;
+    PopulationGate* gate;
     ~OpenOnExit() { gate->Open(); }
   } open_on_exit{&gate};
   gate.AwaitHeld();
@@ -109,13 +81,12 @@ TEST(SegmentPopulatorTest, CopiesDuringPopulationKeepTheirBytes) {
 TEST(SegmentPopulatorTest, StopEndsPopulationEarly) {
   auto seg = Fresh(8ull << 20);
   ASSERT_TRUE(seg);
-  Gate gate;
-  gate.set_hold_at(2ull << 20);
+  PopulationGate gate(2ull << 20);
   auto p = SegmentPopulator::Launch(
       {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
   // A failed assertion must not leave the populator's Stop waiting at it.
   struct OpenOnExit {
-    Gate* gate;
+    PopulationGate* gate;
     ~OpenOnExit() { gate->Open(); }
   } open_on_exit{&gate};
   gate.AwaitHeld();
