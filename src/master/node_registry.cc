@@ -306,8 +306,14 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
                              size_t max_offload, size_t max_promotion,
                              NodeTasks* out, bool room_stated) {
   MutexLock lock(&mu_);
-  if (auto id = by_id_.find(node_id); id != by_id_.end())
-    nodes_[id->second].open_room = 0;  // this beat states the room now
+  // The poll belongs to the process that sent it: bound to the index its
+  // name has now. A process started again under the same name gets a new
+  // index (indices are never reused), so a poll the dead process left held
+  // here can never take the new one's tasks into a reply nobody reads.
+  auto id = by_id_.find(node_id);
+  if (id == by_id_.end()) return;
+  const uint32_t index = id->second;
+  nodes_[index].open_room = 0;  // this beat states the room now
   // What the beat may take: its own room, or what a pull left open since.
   auto promotion_room = [&](const Entry& e)
                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> size_t {
@@ -315,9 +321,9 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     return room_stated ? std::max(max_promotion, e.open_room) : max_promotion;
   };
   auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Entry* {
-    auto id = by_id_.find(node_id);
-    if (id == by_id_.end()) return nullptr;
-    Entry& e = nodes_[id->second];
+    auto it = nodes_.find(index);
+    if (it == nodes_.end()) return nullptr;
+    Entry& e = it->second;
     bool work =
         (max_offload > 0 && !e.offloads.empty()) ||
         (promotion_room(e) > 0 && !e.promotions.empty()) || !e.drops.empty() ||
@@ -330,7 +336,7 @@ void NodeRegistry::TakeTasks(const std::string& node_id, int64_t wait_ms,
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     ++held_polls_;
-    while (!waking_ && has_work() == nullptr && by_id_.count(node_id)) {
+    while (!waking_ && has_work() == nullptr && nodes_.count(index)) {
       if (!cv_.WaitUntil(&mu_, deadline)) break;
     }
     --held_polls_;

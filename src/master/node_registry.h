@@ -180,6 +180,9 @@ class NodeRegistry {
   // (max_promotion, 0 when full). Then the room a later TakePromotions left
   // open also counts while the beat is held: promotions queued meanwhile are
   // handed over up to it, rather than when the poll ends.
+  // A held poll belongs to the registration it found: once that node is
+  // removed it returns empty, even if a new process has registered the name
+  // again (a dead process's poll takes nothing of its successor's).
   void TakeTasks(const std::string& node_id, int64_t wait_ms,
                  size_t max_offload, size_t max_promotion, NodeTasks* out,
                  bool room_stated = false);

@@ -265,6 +265,32 @@ TEST_F(NodeRegistryTest, AHeldFullBeatTakesWhatAPullLeftOpen) {
   EXPECT_EQ(pulled.size(), 3 - t.promotions.size());
 }
 
+// A process killed while its beat is held, and started again under the same
+// name before that poll ends: the dead process's poll must not hand the new
+// one's tasks to a connection nobody reads (they would wait out the task
+// TTL, minutes, before anything ran them).
+TEST_F(NodeRegistryTest, AHeldPollOfADeadProcessTakesNothingOfItsSuccessor) {
+  Add("a");
+  NodeTasks stale;
+  std::thread poll([&] { nodes_.TakeTasks("a", 60000, 8, 8, &stale); });
+  ASSERT_TRUE(WaitUntil([&] { return nodes_.held_polls() == 1; },
+                        std::chrono::seconds(10)));
+  // Removed and registered again at once, as MountSegment does for a main
+  // segment under a known name, then given work.
+  nodes_.Remove("a");
+  const uint32_t again = Add("a");
+  ASSERT_TRUE(nodes_.PushPromotion(again, Promotion("p1", 0)));
+  ASSERT_TRUE(nodes_.PushOffload(again, Offload("o1")));
+  poll.join();
+  EXPECT_TRUE(stale.promotions.empty());
+  EXPECT_TRUE(stale.offloads.empty());
+  NodeTasks fresh;
+  nodes_.TakeTasks("a", 0, 8, 8, &fresh);
+  ASSERT_EQ(fresh.promotions.size(), 1u);
+  EXPECT_EQ(fresh.promotions[0].key, "p1");
+  ASSERT_EQ(fresh.offloads.size(), 1u);
+}
+
 // An older node's beat (no stated room) and a beat made after the pull
 // (which states the room as it is now) do not take the room a pull left
 // open.
