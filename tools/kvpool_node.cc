@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
                  "while a get reads the SSD, a promotion waits up to this "
                  "long before submitting its reads (0 = off)")
       ->capture_default_str();
+  app.add_option("--promotion_skip_after_get_ms", c.promotion_skip_after_get_ms,
+                 "drop a prefetch promotion whose block a get read from this "
+                 "disk within this many ms (0 = off: read it again)")
+      ->capture_default_str();
   app.add_option("--promotion_drop_unreachable", c.promotion_drop_unreachable,
                  "drop a promotion task unread (as expired) when the batch "
                  "taken now could not land before its deadline")

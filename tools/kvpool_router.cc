@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
                c.prefetch_deadline_by_admissions,
                "time the queue ahead by the engine's measured admission rate "
                "(needs reported queues) instead of its completion interval");
+  app.add_option("--affinity_weight", c.affinity_weight,
+                 "dispatch: an engine costs its requests in flight + this x "
+                 "the share of the prefix held off its host; the cheapest "
+                 "wins (negative: pure affinity)")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound HTTP port here (for scripts/tests)");

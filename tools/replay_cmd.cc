@@ -164,6 +164,11 @@ class ReplayCommandImpl : public ReplayCommand {
                      "the router's multiplier on its queue-wait estimate")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    cmd_->add_option("--affinity_weight", o.affinity_weight,
+                     "the router's dispatch: an engine costs its requests in "
+                     "flight + this x the share of the prefix held off its "
+                     "host (negative: pure affinity)")
+        ->capture_default_str();
     cmd_->add_flag("--prefetch_deadline_by_admissions",
                    o.prefetch_deadline_by_admissions,
                    "the router times the queue ahead by each engine's "
@@ -192,6 +197,11 @@ class ReplayCommandImpl : public ReplayCommand {
         ->capture_default_str();
     cmd_->add_option("--promotion_workers", o.promotion_workers,
                      "pipelined promotion executor: workers per holder")
+        ->capture_default_str();
+    cmd_->add_option("--promotion_skip_after_get_ms",
+                     o.promotion_skip_after_get_ms,
+                     "holders drop a prefetch promotion whose block a get "
+                     "read from the disk within this many ms (0 = off)")
         ->capture_default_str();
     cmd_->add_option("--promotion_drop_unreachable",
                      o.promotion_drop_unreachable,

@@ -72,6 +72,13 @@ struct RouterConfig {
   // between completions. Off: completions. An engine bound by its KV memory
   // admits several requests at one completion, or none at many.
   bool prefetch_deadline_by_admissions = false;
+  // Dispatch (docs/router.md, "Dispatch policy"): each engine costs its
+  // requests in flight plus affinity_weight x the share of the prefix's
+  // blocks held by nodes not local to it; the cheapest wins. So affinity
+  // may leave one engine at most this many requests in flight ahead of
+  // another. Negative: pure affinity (the engine local to the top holder,
+  // whatever its load).
+  double affinity_weight = 4.0;
 };
 
 struct RouteRequest {

@@ -68,6 +68,7 @@ Status LocalCluster::Start() {
       nc.promotion_drop_unreachable = options_.promotion_drop_unreachable;
       nc.ssd_read_share_bytes = options_.ssd_read_share_bytes;
       nc.promotion_yield_to_gets_ms = options_.promotion_yield_to_gets_ms;
+      nc.promotion_skip_after_get_ms = options_.promotion_skip_after_get_ms;
       nc.promotion_staging_bytes = options_.promotion_staging_bytes;
     }
     auto node = std::make_unique<Node>(nc);

@@ -58,6 +58,8 @@ Status NodeConfig::Validate() const {
     return bad("promotion_yield_to_gets_ms must be in [0, 10000]");
   if (promotion_yield_to_gets_ms > 0 && !enable_ssd_offload)
     return bad("promotion_yield_to_gets_ms needs enable_ssd_offload");
+  if (promotion_skip_after_get_ms < 0 || promotion_skip_after_get_ms > 3600000)
+    return bad("promotion_skip_after_get_ms must be in [0, 3600000]");
   if (ssd_read_share_bytes > 0 && !enable_ssd_offload)
     return bad("ssd_read_share_bytes needs enable_ssd_offload");
   if (promotion_inflight_bytes > 0 && !enable_ssd_offload)
@@ -196,6 +198,7 @@ Status Node::Start() {
     sc.promotion_drop_unreachable = config_.promotion_drop_unreachable;
     sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
     sc.promotion_yield_to_gets_ms = config_.promotion_yield_to_gets_ms;
+    sc.promotion_skip_after_get_ms = config_.promotion_skip_after_get_ms;
     sc.promotion_staging_bytes = config_.promotion_staging_bytes;
     // Only the node's own segments: an extra segment's memory may go back
     // to its owner, and only the data server's requests on it are waited

@@ -87,6 +87,10 @@ struct NodeConfig {
   // holder's disk, a promotion waits up to this long before submitting its
   // reads. 0 (the default): off, first come first served.
   int64_t promotion_yield_to_gets_ms = 0;
+  // Prefetch promotions that come after their get (SsdTierConfig's): one
+  // whose block a get read from this holder's disk within this many ms,
+  // leaving no bytes to take, is dropped rather than read again. 0: off.
+  int64_t promotion_skip_after_get_ms = 0;
   // Huge-page staging memory for promotion reads (SsdTierConfig's); 0: off.
   uint64_t promotion_staging_bytes = 0;
 

@@ -33,6 +33,14 @@ bool SharedReads::Wanted(std::string_view tenant, std::string_view key) const {
   return it != entries_.end() && it->second.bytes.data == nullptr;
 }
 
+bool SharedReads::HasBytes(std::string_view tenant,
+                           std::string_view key) const {
+  if (!enabled()) return false;
+  MutexLock lock(&mu_);
+  auto it = entries_.find(TenantKeyId(tenant, key));
+  return it != entries_.end() && it->second.bytes.data != nullptr;
+}
+
 bool SharedReads::Offer(std::string_view tenant, std::string_view key,
                         uint64_t version, std::span<const uint8_t> bytes) {
   if (!enabled()) return false;

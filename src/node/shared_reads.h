@@ -52,6 +52,8 @@ class SharedReads {
   void Want(std::string_view tenant, std::string_view key);
   void Unwant(std::string_view tenant, std::string_view key);
   bool Wanted(std::string_view tenant, std::string_view key) const;
+  // Whether bytes of a get's read are kept for the key now.
+  bool HasBytes(std::string_view tenant, std::string_view key) const;
 
   // Keeps a copy of `bytes` (read from record `version`) if a promotion
   // wants the key, nothing is kept for it yet and the budget has room.

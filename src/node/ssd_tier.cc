@@ -307,6 +307,7 @@ uint64_t SsdTier::ReadForGets(std::span<KeyReadOp> ops,
     } else {
       op.result = ErrorCode::OK;
       bytes += op.length;
+      recent_get_reads_.Note(items[n].tenant, items[n].key);
       auto after = share[n]
                        ? storage_->LookupVersion(items[n].tenant, items[n].key)
                        : Result<uint64_t>(ErrorCode::OBJECT_NOT_FOUND);

@@ -34,6 +34,7 @@
 #include "kvpool.pb.h"
 #include "node/gets_first.h"
 #include "node/in_flight_reads.h"
+#include "node/recent_get_reads.h"
 #include "node/shared_reads.h"
 #include "node/ssd_tier_timing.h"
 #include "node/staging_pool.h"
@@ -90,6 +91,12 @@ struct SsdTierConfig {
   // GetsFirst's bound: while a get reads this tier's disk, a promotion batch
   // waits up to this long before it submits its reads. 0: off.
   int64_t promotion_yield_to_gets_ms = 0;
+  // A prefetch promotion (exist or router trigger) that would read the disk
+  // for a block a get read from this disk within this many ms is dropped
+  // unread and reported failed (RecentGetReads): it came after its get. A
+  // get's bytes kept for it (SharedReads) or a get's read it can join are
+  // still taken. 0: off, such promotions read the disk again.
+  int64_t promotion_skip_after_get_ms = 0;
   // Bytes of huge-page staging memory for promotion reads (StagingPool):
   // > 0 reads each promoted value into a slot and copies it into its
   // replica; 0 (the default) reads straight into a replica in this node's
@@ -303,6 +310,13 @@ class SsdTier final : public LocalHolder {
   class PromotionReporter;
   // Tells the master these tasks were dropped unread past their deadline.
   void ReportExpired(std::span<const rpc::PromotionTask> tasks);
+  // Tells the master these tasks failed (dropped unread, not by a deadline).
+  void ReportFailed(std::span<const rpc::PromotionTask> tasks);
+  // promotion_skip_after_get_ms: moves the prefetch tasks of `jobs` named by
+  // `run` whose get has read the block from the disk already (and left no
+  // bytes to take) to `skipped` (indices into `jobs`).
+  void SkipAfterGet(const std::vector<PromotionJob>& jobs,
+                    std::vector<size_t>* run, std::vector<size_t>* skipped);
   void RegisterPrefetches(PrefetchRequest req);
   // The master's name for the empty tenant ("default"), as offload stored.
   static const std::string& TenantName(const std::string& tenant);
@@ -350,6 +364,10 @@ class SsdTier final : public LocalHolder {
   StagingPool staging_{config_.promotion_staging_bytes, 1ull << 20};
   // Gets' disk reads before promotions' (promotion_yield_to_gets_ms).
   GetsFirst gets_first_{config_.promotion_yield_to_gets_ms};
+  // Keys gets read from the disk lately (promotion_skip_after_get_ms).
+  static constexpr size_t kRecentGetReads = 1 << 16;
+  RecentGetReads recent_get_reads_{config_.promotion_skip_after_get_ms,
+                                   kRecentGetReads, clock_};
 
   mutable Mutex mu_;
   CondVar cv_;  // any change of what mu_ guards that a worker waits for

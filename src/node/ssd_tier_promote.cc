@@ -416,6 +416,11 @@ void SsdTier::ReportExpired(std::span<const rpc::PromotionTask> tasks) {
   PromotionReporter report(this, tasks, /*expired=*/true);
 }
 
+void SsdTier::ReportFailed(std::span<const rpc::PromotionTask> tasks) {
+  if (tasks.empty()) return;
+  PromotionReporter report(this, tasks, /*expired=*/false);
+}
+
 Status SsdTier::PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task) {
   return PromoteKeysFromLocalDisk(std::span<const rpc::PromotionTask>(&task, 1))
       .front();

@@ -516,5 +516,81 @@ INSTANTIATE_TEST_SUITE_P(ReadSharing, SsdTierJoinTest,
                            return info.param ? "On" : "Off";
                          });
 
+// promotion_skip_after_get_ms: a prefetch promotion whose block a get has
+// just read from the disk (no bytes kept for it) is dropped unread and
+// reported failed, never staged; a prefetch promotion no get read, and a
+// promote-on-hit (which a get's read triggers), still run. Off, all three
+// read the disk.
+class SsdTierSkipAfterGetTest : public SsdTierPromoteTest,
+                                public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
+  const bool on = GetParam();
+  config_.promotion_skip_after_get_ms = on ? 10000 : 0;
+  StartTier();
+  for (int i = 0; i < 3; ++i) {
+    const auto v = storage::testing::Pattern(kValue, uint64_t(i));
+    std::vector<WriteItem> items = {WriteItem{"default",
+                                              "k" + std::to_string(i), v.data(),
+                                              v.size(), uint64_t(100 + i)}};
+    ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  }
+  // The engine's gets of k0 and k2 read the disk first.
+  for (int i : {0, 2}) {
+    storage::AlignedBuffer dest(kValue);
+    KeyReadOp op;
+    op.tenant = "";
+    op.key = "k" + std::to_string(i);
+    op.length = kValue;
+    op.dest = dest.data();
+    tier_->ServeReads({&op, 1});
+    ASSERT_EQ(op.result, ErrorCode::OK);
+  }
+  google::protobuf::RepeatedPtrField<rpc::PromotionTask> tasks;
+  for (int i = 0; i < 3; ++i) {
+    rpc::PromotionTask t = Task(i);
+    t.set_tenant("default");
+    t.set_from_prefetch(i != 2);  // k2: promote-on-hit
+    *tasks.Add() = t;
+  }
+  tier_->EnqueuePromotions(tasks);
+  auto notified = fake_.WaitForNotified(3);
+  ASSERT_EQ(notified.size(), 3u);
+  for (const auto& n : notified) {
+    const bool skipped = on && n.key() == "k0";
+    EXPECT_EQ(n.success(), !skipped) << n.key();
+    EXPECT_FALSE(n.expired()) << n.key();
+  }
+  EXPECT_EQ(InSegment(1), true);
+  EXPECT_EQ(InSegment(2), true);
+  EXPECT_EQ(tier_->metrics().CounterValue(
+                "kvpool_node_promotions_skipped_after_get_total"),
+            on ? 1u : 0u);
+  // Dropped before staging: the master was never asked for its DRAM (one
+  // task per batch here, so one PromotionAllocStart per task staged).
+  const auto calls = fake_.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "PromotionAllocStart"),
+            on ? 2 : 3);
+  // Past the window the block is fair game again.
+  if (on) {
+    clock_.Advance(10001);
+    google::protobuf::RepeatedPtrField<rpc::PromotionTask> again;
+    rpc::PromotionTask t = Task(0, 2000);
+    t.set_tenant("default");
+    t.set_from_prefetch(true);
+    *again.Add() = t;
+    tier_->EnqueuePromotions(again);
+    auto more = fake_.WaitForNotified(4);
+    ASSERT_EQ(more.size(), 4u);
+    EXPECT_TRUE(more[3].success());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KnobOnAndOff, SsdTierSkipAfterGetTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "On" : "Off";
+                         });
+
 }  // namespace
 }  // namespace kvpool

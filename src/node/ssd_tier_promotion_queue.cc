@@ -196,6 +196,36 @@ void SsdTier::DropUnreachable(const std::vector<PromotionJob>& jobs,
     metrics_.GetCounter("kvpool_node_promotions_unreachable_total").Inc(n);
 }
 
+void SsdTier::SkipAfterGet(const std::vector<PromotionJob>& jobs,
+                           std::vector<size_t>* run,
+                           std::vector<size_t>* skipped) {
+  size_t kept = 0;
+  for (size_t i : *run) {
+    const rpc::PromotionTask& t = jobs[i].task;
+    const std::string& tenant = TenantName(t.tenant());
+    // Promote-on-hit is triggered by a get's read: it is for later readers,
+    // not for its own get, and never skipped.
+    const bool late = t.from_prefetch() &&
+                      recent_get_reads_.ReadRecently(tenant, t.key()) &&
+                      !shared_reads_.HasBytes(tenant, t.key()) &&
+                      !get_reads_.Reading(tenant, t.key());
+    if (late) {
+      skipped->push_back(i);
+    } else {
+      (*run)[kept++] = i;
+    }
+  }
+  if (!skipped->empty()) {
+    metrics_
+        .GetCounter("kvpool_node_promotions_skipped_after_get_total", "",
+                    "prefetch promotions dropped unread because a get had "
+                    "read the block from the disk first "
+                    "(promotion_skip_after_get_ms)")
+        .Inc(skipped->size());
+  }
+  run->resize(kept);
+}
+
 void SsdTier::PromotionLoop() {
   const size_t batch = std::max<size_t>(1, config_.promotion_read_batch);
   const uint64_t budget = config_.promotion_inflight_bytes;  // 0: unbounded
@@ -237,6 +267,17 @@ void SsdTier::PromotionLoop() {
     if (config_.promotion_drop_unreachable)
       DropUnreachable(jobs, now, budget, &run, &expired);
     ReportExpired(expired);
+    std::vector<size_t> skipped;  // indices into jobs
+    if (recent_get_reads_.enabled()) SkipAfterGet(jobs, &run, &skipped);
+    if (!skipped.empty()) {
+      std::vector<rpc::PromotionTask> failed;
+      for (size_t i : skipped) failed.push_back(jobs[i].task);
+      ReportFailed(failed);
+      for (size_t i : skipped) {
+        if (jobs[i].done)
+          jobs[i].done(jobs[i].task.key(), ErrorCode::OBJECT_NOT_FOUND);
+      }
+    }
     tasks.reserve(run.size());
     uint64_t run_bytes = 0;
     for (size_t i : run) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -136,6 +137,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.promotion_drop_unreachable = o.promotion_drop_unreachable;
   c.ssd_read_share_bytes = o.ssd_read_share_bytes;
   c.promotion_yield_to_gets_ms = o.promotion_yield_to_gets_ms;
+  c.promotion_skip_after_get_ms = o.promotion_skip_after_get_ms;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }
@@ -282,6 +284,7 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     rc.prefetch_deadline = o.prefetch_deadline;
     rc.prefetch_deadline_by_admissions = o.prefetch_deadline_by_admissions;
     rc.prefetch_deadline_slack = o.prefetch_deadline_slack;
+    rc.affinity_weight = o.affinity_weight;
     rc.prefetch_deadline_floor_ms =
         ScaledMs(o.prefetch_deadline_floor_ms, model.scale);
     for (int i = 0; i < o.engines; ++i) {
@@ -401,6 +404,10 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
           ri.waiting_at_route = int64_t(waiting[size_t(target)]);
           ri.loading_at_route = int64_t(
               std::min(loading[size_t(target)], waiting[size_t(target)]));
+          const std::string& own =
+              res.node_ids[size_t(target) % res.node_ids.size()];
+          ri.own_host_blocks =
+              int(std::count(ri.holders.begin(), ri.holders.end(), own));
         }
       } else {
         ++res.route_errors;

@@ -92,7 +92,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, int engines,
     if (cfg.dispatch == SimDispatch::kRouter) {
       std::vector<std::string> holders;
       for (int h : requests[i].holders) holders.push_back(std::to_string(h));
-      const DispatchChoice c = PickEngine(infos, in_flight, holders);
+      const DispatchChoice c =
+          PickEngine(infos, in_flight, holders, cfg.affinity_weight);
       if (c.engine >= 0) return size_t(c.engine);
     }
     const uint64_t best = *std::min_element(in_flight.begin(), in_flight.end());

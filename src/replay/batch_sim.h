@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kvpool/router.h"
 #include "replay/batch_scheduler.h"
 #include "replay/engine_model.h"
 #include "replay/trace.h"
@@ -50,7 +51,8 @@ struct SimConfig {
   // the replay (EngineInfo::local_node_ids); in flight = routed and not yet
   // done, as the router counts.
   int nodes = 1;
-  uint64_t seed = 1;  // least-loaded ties
+  double affinity_weight = RouterConfig{}.affinity_weight;  // PickEngine's
+  uint64_t seed = 1;                                        // least-loaded ties
 };
 
 struct SimRequestResult {

@@ -39,6 +39,9 @@ struct RouteInfo {
   std::vector<char> tiers;
   std::vector<std::string> holders;
   std::vector<int8_t> trigger_status;
+  // Of `holders`, the blocks on the chosen engine's own node: what the
+  // dispatch kept local.
+  int own_host_blocks = 0;
 };
 
 struct EngineRequest {

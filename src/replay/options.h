@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kvpool/router.h"
 #include "replay/batch_scheduler.h"
 #include "replay/engine.h"
 #include "replay/engine_model.h"
@@ -89,13 +90,16 @@ struct ReplayOptions {
   // Batching engine: each engine declares its loaders as max_loading, so
   // the router's deadline counts loads ahead (EngineInfo::max_loading).
   bool prefetch_deadline_by_loads = false;
+  // The router's dispatch: load against affinity (RouterConfig's).
+  double affinity_weight = RouterConfig{}.affinity_weight;
   bool promotion_pull = false;            // holders' promotion pull thread
   int64_t promotion_read_batch = 1;       // SSD reads per promotion submission
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;
   bool promotion_drop_unreachable = false;  // holders' NodeConfig knob
   uint64_t ssd_read_share_bytes = 0;  // holders' SharedReads budget; 0 = off
-  int64_t promotion_yield_to_gets_ms = 0;  // holders' GetsFirst; 0 = off
+  int64_t promotion_yield_to_gets_ms = 0;   // holders' GetsFirst; 0 = off
+  int64_t promotion_skip_after_get_ms = 0;  // holders' NodeConfig knob
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
   // DRAM pressure: after the overflow, a seeded 1 - this share of the fill

@@ -173,6 +173,7 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
   sim.dispatch =
       o.dispatch == "router" ? SimDispatch::kRouter : SimDispatch::kLeastLoaded;
   sim.nodes = o.nodes;
+  sim.affinity_weight = o.affinity_weight;
   sim.seed = o.seed;
   std::vector<double> busy_per_engine;
   if (o.time_scale <= 0) {

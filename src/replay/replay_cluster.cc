@@ -273,6 +273,8 @@ class ProcessCluster : public ReplayCluster {
             fmt::format("--ssd_read_share_bytes={}", o_.ssd_read_share_bytes));
         na.push_back(fmt::format("--promotion_yield_to_gets_ms={}",
                                  o_.promotion_yield_to_gets_ms));
+        na.push_back(fmt::format("--promotion_skip_after_get_ms={}",
+                                 o_.promotion_skip_after_get_ms));
       }
       auto n = Spawn(id, bin_dir_ + "/kvpool-node", na, nlog);
       if (!n.ok()) return n.status();

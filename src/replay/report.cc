@@ -75,7 +75,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
   uint64_t blocks = 0, matched = 0, read = 0, dram = 0, ssd = 0, corrupt = 0,
            put_blocks = 0, put_failed = 0, probe_mismatch = 0, req_with_ssd = 0;
   uint64_t r_ssd = 0, r_dram = 0, r_read_ssd = 0, r_not_read = 0, affinity = 0,
-           routed = 0;
+           routed = 0, own_host = 0, held = 0;
   std::vector<double> windows;  // one per SSD-only-at-route block
   json win_pairs = json::array();
   std::map<std::string, std::vector<double>> target_times;  // per holder
@@ -104,6 +104,8 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
     if (r.route.routed) {
       ++routed;
       affinity += r.route.affinity_hit;
+      own_host += uint64_t(r.route.own_host_blocks);
+      for (const auto& h : r.route.holders) held += !h.empty();
       route_ms.push_back(r.route.route_ms);
       for (size_t k = 0; k < r.route.tiers.size(); ++k) {
         if (r.route.tiers[k] == 'S') {
@@ -191,10 +193,14 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
              1000.0)}};
   j["reads"]["promotion_phase_s"] = PromotionPhaseSeconds(a);
   j["reads"]["disk"] = DiskReadTiming(a);
-  j["routing"] = {{"routed", routed},
-                  {"affinity_hits", affinity},
-                  {"route_errors", a.route_errors},
-                  {"max_dispatch_lag_ms", Round(a.max_dispatch_lag_ms, 2)}};
+  j["routing"] = {
+      {"routed", routed},
+      {"affinity_hits", affinity},
+      {"prefix_blocks_held", held},
+      // Blocks held on the chosen engine's own node, of those.
+      {"own_host_share", held ? Round(double(own_host) / double(held)) : 0},
+      {"route_errors", a.route_errors},
+      {"max_dispatch_lag_ms", Round(a.max_dispatch_lag_ms, 2)}};
   j["ssd_only_at_route"] = {
       {"blocks", r_ssd},
       {"read_from_dram", r_dram},
@@ -488,11 +494,13 @@ json BuildReport(const ReportInput& in) {
       {"prefetch_deadline_by_admissions", o.prefetch_deadline_by_admissions},
       {"prefetch_deadline_by_loads", o.prefetch_deadline_by_loads},
       {"prefetch_deadline_slack", o.prefetch_deadline_slack},
+      {"affinity_weight", o.affinity_weight},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
       {"promotion_workers", o.promotion_workers},
       {"promotion_drop_unreachable", o.promotion_drop_unreachable},
+      {"promotion_skip_after_get_ms", o.promotion_skip_after_get_ms},
       {"ssd_read_share_bytes", o.ssd_read_share_bytes},
       {"promotion_yield_to_gets_ms", o.promotion_yield_to_gets_ms},
       {"overflow_ratio", o.overflow_ratio},

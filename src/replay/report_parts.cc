@@ -283,10 +283,13 @@ std::string RenderPartsMarkdown(const json& r) {
       "busy share over the same time (/proc/stat), outside = the part of it "
       "used by other processes. An arm whose machine share is above 85% is "
       "marked contended: its result may be CPU-starved rather than a "
-      "property of the feature.\n\n| arm | GPU busy | steps | tokens/step "
+      "property of the feature. Per engine: each engine's own busy share. "
+      "Own host: the share of the routed prefixes' blocks that were held on "
+      "the chosen engine's own node (what the dispatch kept local).\n\n| "
+      "arm | GPU busy | per engine | own host | steps | tokens/step "
       "| lagged steps (total ms) | CPU used / capacity (s) | CPU share | "
       "machine (outside) | contended | top components (s) |\n|---|---|---|"
-      "---|---|---|---|---|---|---|\n";
+      "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r["arms"]) {
     if (!a.contains("cpu")) continue;
     const auto& c = a["cpu"];
@@ -302,13 +305,25 @@ std::string RenderPartsMarkdown(const json& r) {
                          comps[i].second, comps[i].first);
     }
     const auto& st = a["engine_steps"];
+    std::string per_engine;
+    if (a["gpu_busy"].contains("per_engine")) {
+      for (const auto& v : a["gpu_busy"]["per_engine"]) {
+        per_engine += fmt::format("{}{:.2f}", per_engine.empty() ? "" : " / ",
+                                  v.get<double>());
+      }
+    }
+    std::string own = "-";
+    if (a.contains("routing") && a["routing"].contains("own_host_share") &&
+        Num(a["routing"], "prefix_blocks_held") > 0) {
+      own = fmt::format("{:.1f}%", 100 * Num(a["routing"], "own_host_share"));
+    }
     md += fmt::format(
-        "| {} | {:.1f}% | {} | {:.1f} | {} ({:.0f}) | {:.1f} / {:.1f} | "
-        "{:.0f}% | {:.0f}% ({:.0f}%) | {} | {} |\n",
+        "| {} | {:.1f}% | {} | {} | {} | {:.1f} | {} ({:.0f}) | {:.1f} / "
+        "{:.1f} | {:.0f}% | {:.0f}% ({:.0f}%) | {} | {} |\n",
         a["name"].get<std::string>(), 100 * Num(a["gpu_busy"], "mean"),
-        st["steps"].get<uint64_t>(), Num(st, "tokens_per_step"),
-        st["lagged_steps"].get<uint64_t>(), Num(st, "lag_ms_total"),
-        Num(c, "process_sec"), Num(c, "capacity_sec"),
+        per_engine.empty() ? "-" : per_engine, own, st["steps"].get<uint64_t>(),
+        Num(st, "tokens_per_step"), st["lagged_steps"].get<uint64_t>(),
+        Num(st, "lag_ms_total"), Num(c, "process_sec"), Num(c, "capacity_sec"),
         100 * Num(c, "utilisation"), 100 * Num(c, "machine_utilisation"),
         100 * Num(c, "outside_utilisation"),
         c["contended"].get<bool>() ? "**yes**" : "no", top);

@@ -4,55 +4,51 @@
 
 namespace kvpool {
 
-namespace {
-
-// Least loaded among `candidates` (flags indexed like engines); the first in
-// config order wins a tie so the choice is deterministic.
-int LeastLoaded(const std::vector<uint64_t>& in_flight,
-                const std::vector<bool>& candidates) {
-  int best = -1;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i]) continue;
-    if (best < 0 || in_flight[i] < in_flight[static_cast<size_t>(best)])
-      best = static_cast<int>(i);
-  }
-  return best;
-}
-
-}  // namespace
-
 DispatchChoice PickEngine(const std::vector<EngineInfo>& engines,
                           const std::vector<uint64_t>& in_flight,
-                          const std::vector<std::string>& holders) {
+                          const std::vector<std::string>& holders,
+                          double affinity_weight) {
   DispatchChoice choice;
   if (engines.empty()) return choice;
 
   std::unordered_map<std::string_view, uint64_t> blocks_on;
+  uint64_t found = 0;
   for (const auto& h : holders) {
-    if (!h.empty()) ++blocks_on[h];
+    if (h.empty()) continue;
+    ++blocks_on[h];
+    ++found;
   }
-  // Engines local to the best-served holders. A holder with no local engine
-  // cannot give locality, so it must not shadow a smaller one that can.
-  uint64_t best_count = 0;
-  std::vector<bool> local(engines.size(), false);
+  // Prefix blocks on nodes local to each engine. Affinity is measured by
+  // the best single holder an engine is local to, so a holder with no local
+  // engine never shadows a smaller one that has one.
+  std::vector<uint64_t> local(engines.size(), 0), top(engines.size(), 0);
+  uint64_t best_top = 0;
   for (size_t i = 0; i < engines.size(); ++i) {
     for (const auto& node : engines[i].local_node_ids) {
       auto it = blocks_on.find(node);
       if (it == blocks_on.end()) continue;
-      if (it->second > best_count) {
-        best_count = it->second;
-        local.assign(engines.size(), false);
-      }
-      if (it->second == best_count) local[i] = true;
+      local[i] += it->second;
+      top[i] = std::max(top[i], it->second);
+    }
+    best_top = std::max(best_top, top[i]);
+  }
+  const bool pure = affinity_weight < 0;
+  int best = -1;
+  double best_cost = 0;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (pure && best_top > 0 && top[i] != best_top) continue;
+    double cost = double(in_flight[i]);
+    if (!pure && found > 0)
+      cost += affinity_weight * double(found - local[i]) / double(found);
+    const size_t b = static_cast<size_t>(best);
+    if (best < 0 || cost < best_cost ||
+        (cost == best_cost && local[i] > local[b])) {
+      best = static_cast<int>(i);
+      best_cost = cost;
     }
   }
-  if (best_count > 0) {
-    choice.engine = LeastLoaded(in_flight, local);
-    choice.affinity = true;
-    return choice;
-  }
-  choice.engine =
-      LeastLoaded(in_flight, std::vector<bool>(engines.size(), true));
+  choice.engine = best;
+  choice.affinity = best_top > 0 && top[static_cast<size_t>(best)] == best_top;
   return choice;
 }
 

@@ -225,7 +225,8 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
   int64_t deadline_ms = 0;
   {
     std::lock_guard<std::mutex> lock(s.load_mu);
-    DispatchChoice c = PickEngine(s.config.engines, s.in_flight, holders);
+    DispatchChoice c = PickEngine(s.config.engines, s.in_flight, holders,
+                                  s.config.affinity_weight);
     if (c.engine >= 0) {
       const size_t e = static_cast<size_t>(c.engine);
       d.engine_id = s.config.engines[e].id;

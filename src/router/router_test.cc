@@ -64,43 +64,8 @@ std::vector<std::string> Tiers(const RouteDecision& d) {
 
 int ClosedPort() { return testing::FreeLoopbackPort(); }
 
-// ------------------------------------------------------------ pure policy
-
 EngineInfo Engine(std::string id, std::vector<std::string> nodes) {
   return EngineInfo{std::move(id), std::move(nodes), ""};
-}
-
-TEST(DispatchPolicyTest, EngineLocalToTheTopHolderWinsOverLoad) {
-  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n1"})};
-  auto c = PickEngine(e, {0, 9}, {"n1", "n1", "n0"});
-  EXPECT_EQ(c.engine, 1);
-  EXPECT_TRUE(c.affinity);
-}
-
-TEST(DispatchPolicyTest, HolderWithoutAnEngineDoesNotShadowASmallerOne) {
-  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {})};
-  auto c = PickEngine(e, {5, 0}, {"n9", "n9", "n9", "n0"});
-  EXPECT_EQ(c.engine, 0);
-  EXPECT_TRUE(c.affinity);
-}
-
-TEST(DispatchPolicyTest, LeastLoadedAmongLocalEnginesThenConfigOrder) {
-  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n0"}),
-                               Engine("e2", {"n0"})};
-  EXPECT_EQ(PickEngine(e, {3, 1, 2}, {"n0"}).engine, 1);
-  EXPECT_EQ(PickEngine(e, {2, 1, 1}, {"n0"}).engine, 1);
-  // Two holders tied on block count: their engines compete on load.
-  std::vector<EngineInfo> t = {Engine("a", {"n0"}), Engine("b", {"n1"})};
-  EXPECT_EQ(PickEngine(t, {4, 2}, {"n0", "n1"}).engine, 1);
-}
-
-TEST(DispatchPolicyTest, NoLocalEngineFallsBackToLeastLoaded) {
-  std::vector<EngineInfo> e = {Engine("e0", {"n0"}), Engine("e1", {"n1"})};
-  auto c = PickEngine(e, {2, 1}, {"n7"});
-  EXPECT_EQ(c.engine, 1);
-  EXPECT_FALSE(c.affinity);
-  EXPECT_EQ(PickEngine(e, {1, 1}, {}).engine, 0);
-  EXPECT_EQ(PickEngine({}, {}, {"n0"}).engine, -1);
 }
 
 TEST(EngineSpecTest, ParsesIdNodesEndpointAndRejectsGarbage) {
