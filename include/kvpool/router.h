@@ -78,7 +78,7 @@ struct RouterConfig {
   // may leave one engine at most this many requests in flight ahead of
   // another. Negative: pure affinity (the engine local to the top holder,
   // whatever its load).
-  double affinity_weight = 4.0;
+  double affinity_weight = 1.0;
 };
 
 struct RouteRequest {
