@@ -14,7 +14,11 @@ void RecentGetReads::Note(std::string_view tenant, std::string_view key) {
   std::string id = TenantKeyId(tenant, key);
   MutexLock lock(&mu_);
   const uint64_t seq = next_seq_++;
-  last_[id] = Last{now, seq};
+  auto [cur, fresh] = last_.try_emplace(id, Last{now, seq, 1});
+  if (!fresh) {
+    const bool streak = now - cur->second.ms <= window_ms_;
+    cur->second = Last{now, seq, streak ? cur->second.reads + 1 : 1};
+  }
   order_.push_back(Noted{std::move(id), now, seq});
   // Forget what fell out of the window, and the oldest past the capacity.
   // A stale note only goes; its key stays with its later note.
@@ -36,6 +40,16 @@ bool RecentGetReads::ReadRecently(std::string_view tenant,
   MutexLock lock(&mu_);
   auto it = last_.find(TenantKeyId(tenant, key));
   return it != last_.end() && now - it->second.ms <= window_ms_;
+}
+
+uint32_t RecentGetReads::RecentReads(std::string_view tenant,
+                                     std::string_view key) const {
+  if (!enabled()) return 0;
+  const int64_t now = clock_->NowMs();
+  MutexLock lock(&mu_);
+  auto it = last_.find(TenantKeyId(tenant, key));
+  if (it == last_.end() || now - it->second.ms > window_ms_) return 0;
+  return it->second.reads;
 }
 
 size_t RecentGetReads::size() const {

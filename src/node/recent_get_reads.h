@@ -40,6 +40,9 @@ class RecentGetReads {
   void Note(std::string_view tenant, std::string_view key);
   // Whether a get read (tenant, key) from the SSD within the window.
   bool ReadRecently(std::string_view tenant, std::string_view key) const;
+  // How many gets read (tenant, key) in a row, each within the window of
+  // the one before, the last within the window of now; 0 if none.
+  uint32_t RecentReads(std::string_view tenant, std::string_view key) const;
   size_t size() const;
 
  private:
@@ -54,7 +57,8 @@ class RecentGetReads {
   };
   struct Last {
     int64_t ms;
-    uint64_t seq;  // of the note that set it
+    uint64_t seq;    // of the note that set it
+    uint32_t reads;  // in a row, each within the window of the one before
   };
   // Key -> its last read; `order_` holds every note in order, a key once per
   // note (a note whose key was noted again later is stale).

@@ -32,6 +32,23 @@ TEST(RecentGetReadsTest, ANewReadRestartsTheWindow) {
   EXPECT_TRUE(r.ReadRecently("t", "k"));
 }
 
+TEST(RecentGetReadsTest, CountsReadsInARowEachWithinTheWindow) {
+  FakeClock clock;
+  RecentGetReads r(100, 8, &clock);
+  EXPECT_EQ(r.RecentReads("t", "k"), 0u);
+  r.Note("t", "k");
+  EXPECT_EQ(r.RecentReads("t", "k"), 1u);
+  clock.Advance(90);
+  r.Note("t", "k");
+  clock.Advance(90);
+  r.Note("t", "k");
+  EXPECT_EQ(r.RecentReads("t", "k"), 3u);
+  clock.Advance(101);  // the streak ends
+  EXPECT_EQ(r.RecentReads("t", "k"), 0u);
+  r.Note("t", "k");
+  EXPECT_EQ(r.RecentReads("t", "k"), 1u);
+}
+
 TEST(RecentGetReadsTest, BoundedByCapacityOldestFirst) {
   FakeClock clock;
   RecentGetReads r(1000000, 4, &clock);

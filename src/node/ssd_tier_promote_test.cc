@@ -516,11 +516,11 @@ INSTANTIATE_TEST_SUITE_P(ReadSharing, SsdTierJoinTest,
                            return info.param ? "On" : "Off";
                          });
 
-// promotion_skip_after_get_ms: a prefetch promotion whose block a get has
+// promotion_skip_after_get_ms: a prefetch promotion whose block one get has
 // just read from the disk (no bytes kept for it) is dropped unread and
-// reported failed, never staged; a prefetch promotion no get read, and a
-// promote-on-hit (which a get's read triggers), still run. Off, all three
-// read the disk.
+// reported failed, never staged; a prefetch promotion no get read, one of a
+// block two gets read in a row, and a promote-on-hit (which a get's read
+// triggers) still run. Off, all four read the disk.
 class SsdTierSkipAfterGetTest : public SsdTierPromoteTest,
                                 public ::testing::WithParamInterface<bool> {};
 
@@ -535,8 +535,15 @@ TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
                                               v.size(), uint64_t(100 + i)}};
     ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
   }
-  // The engine's gets of k0 and k2 read the disk first.
-  for (int i : {0, 2}) {
+  // The engine's gets of k0 and k2 read the disk first, and two gets read
+  // k3 (a shared block: its copy serves the next readers).
+  {
+    const auto v = storage::testing::Pattern(kValue, 3);
+    std::vector<WriteItem> items = {
+        WriteItem{"default", "k3", v.data(), v.size(), 103}};
+    ASSERT_TRUE(tier_->storage()->BatchWrite(items)[0].ok());
+  }
+  for (int i : {0, 2, 3, 3}) {
     storage::AlignedBuffer dest(kValue);
     KeyReadOp op;
     op.tenant = "";
@@ -547,15 +554,15 @@ TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
     ASSERT_EQ(op.result, ErrorCode::OK);
   }
   google::protobuf::RepeatedPtrField<rpc::PromotionTask> tasks;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     rpc::PromotionTask t = Task(i);
     t.set_tenant("default");
     t.set_from_prefetch(i != 2);  // k2: promote-on-hit
     *tasks.Add() = t;
   }
   tier_->EnqueuePromotions(tasks);
-  auto notified = fake_.WaitForNotified(3);
-  ASSERT_EQ(notified.size(), 3u);
+  auto notified = fake_.WaitForNotified(4);
+  ASSERT_EQ(notified.size(), 4u);
   for (const auto& n : notified) {
     const bool skipped = on && n.key() == "k0";
     EXPECT_EQ(n.success(), !skipped) << n.key();
@@ -563,6 +570,7 @@ TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
   }
   EXPECT_EQ(InSegment(1), true);
   EXPECT_EQ(InSegment(2), true);
+  EXPECT_EQ(InSegment(3), true);
   EXPECT_EQ(tier_->metrics().CounterValue(
                 "kvpool_node_promotions_skipped_after_get_total"),
             on ? 1u : 0u);
@@ -570,7 +578,7 @@ TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
   // task per batch here, so one PromotionAllocStart per task staged).
   const auto calls = fake_.calls();
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "PromotionAllocStart"),
-            on ? 2 : 3);
+            on ? 3 : 4);
   // Past the window the block is fair game again.
   if (on) {
     clock_.Advance(10001);
@@ -580,9 +588,9 @@ TEST_P(SsdTierSkipAfterGetTest, APrefetchPromotionAfterItsGetIsNotReadAgain) {
     t.set_from_prefetch(true);
     *again.Add() = t;
     tier_->EnqueuePromotions(again);
-    auto more = fake_.WaitForNotified(4);
-    ASSERT_EQ(more.size(), 4u);
-    EXPECT_TRUE(more[3].success());
+    auto more = fake_.WaitForNotified(5);
+    ASSERT_EQ(more.size(), 5u);
+    EXPECT_TRUE(more[4].success());
   }
 }
 

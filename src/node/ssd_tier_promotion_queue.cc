@@ -204,9 +204,10 @@ void SsdTier::SkipAfterGet(const std::vector<PromotionJob>& jobs,
     const rpc::PromotionTask& t = jobs[i].task;
     const std::string& tenant = TenantName(t.tenant());
     // Promote-on-hit is triggered by a get's read: it is for later readers,
-    // not for its own get, and never skipped.
+    // not for its own get, and never skipped. Nor is a block two gets or
+    // more read in a row: shared, its DRAM copy serves the next ones.
     const bool late = t.from_prefetch() &&
-                      recent_get_reads_.ReadRecently(tenant, t.key()) &&
+                      recent_get_reads_.RecentReads(tenant, t.key()) == 1 &&
                       !shared_reads_.HasBytes(tenant, t.key()) &&
                       !get_reads_.Reading(tenant, t.key());
     if (late) {
