@@ -252,6 +252,9 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
       shard.offloads().count(key)) {
     return ErrorCode::OBJECT_ALREADY_EXISTS;
   }
+  // A newer copy replaces the pool's value.
+  EmitTierEvent(events::TierEventKind::kReplaced, it->first, m.size,
+                MediaOf(m));
   DropDiskCopies(it->first, m);
   EraseObject(shard, it, m.lease_deadline_ms, EraseCause::kLost);
   return ErrorCode::OK;
@@ -314,6 +317,8 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       auto [ins, ok] = shard.objects().emplace(std::move(key), std::move(m));
       attach = ins;
     }
+    EmitTierEvent(events::TierEventKind::kStored, attach->first, o.size,
+                  MediumOfSegment(segment_id));
     if (config_.enable_offload && !config_.offload_on_evict) {
       offload_scheduler_.Queue(shard, attach->first, attach->second);
     }
