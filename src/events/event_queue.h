@@ -23,9 +23,10 @@ class EventQueue {
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
-  // Stamps ev.ts_us with the wall clock and queues it; false (and counted)
+  // Stamps ev.ts_us with the wall clock (the coarse one: millisecond
+  // resolution, at most a tick late) and queues it; false (and counted)
   // when the queue holds `capacity` events already.
-  bool Push(TierEvent ev);
+  bool Push(TierEvent&& ev);
 
   // Moves every queued event into *out (which it clears first) and returns
   // how many were dropped since the previous Drain.

@@ -23,8 +23,7 @@ void MasterService::EmitTierEvent(events::TierEventKind kind,
 }
 
 uint8_t MasterService::MediumOfSegment(uint32_t segment) const {
-  auto info = segments_.Info(segment);
-  return info && info->kind == SegmentKind::kPrefetchBuffer
+  return segments_.KindOf(segment) == SegmentKind::kPrefetchBuffer
              ? events::kMediumPrefetchBuffer
              : events::kMediumDram;
 }

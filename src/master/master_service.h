@@ -467,9 +467,10 @@ class MasterService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Tells the directories of the nodes holding `m`'s COMPLETE memory
   // replicas (or only `only`) that they now hold this value (shard lock
-  // held).
-  void NotePlaced(const ObjectKey& key, const ObjectMeta& m,
-                  const Replica* only = nullptr);
+  // held). Returns the tiers of those replicas (events::Medium bits, for
+  // KV events: the segments are looked up here anyway).
+  uint8_t NotePlaced(const ObjectKey& key, const ObjectMeta& m,
+                     const Replica* only = nullptr);
   // KV events (master_events.cc); each a no-op while events are off.
   // `media`: events::Medium bits. Shard lock held.
   void EmitTierEvent(events::TierEventKind kind, const ObjectKey& key,
