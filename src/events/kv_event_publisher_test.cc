@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <msgpack.hpp>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -47,6 +48,8 @@ class PublisherTest : public ::testing::Test {
     o.replay_endpoint = "tcp://127.0.0.1:*";
     o.topic = "kv";
     o.buffer_steps = 100;
+    o.hwm = 10;
+    o.max_queue_size = 1 << 20;
     pub_ = std::make_unique<KvEventPublisher>(o, nullptr);
     ASSERT_TRUE(pub_->Start().ok());
     sub_.set(zmq::sockopt::subscribe, "kv");
@@ -133,6 +136,25 @@ TEST_F(PublisherTest, ALostBatchIsAGapTheReplaySocketFills) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0], std::vector<std::string>{"lost"});
   EXPECT_EQ(got[1], std::vector<std::string>{"next"});
+}
+
+TEST_F(PublisherTest, ASubscriberThatNeverReadsDoesNotStallPublishing) {
+  const uint64_t last = Join();
+  // sub_ reads nothing from here on: past the high-water mark and the
+  // socket buffers, PUB must drop for it rather than wait.
+  const uint64_t before = pub_->events_published();
+  constexpr int kEvents = 200000;
+  for (int i = 0; i < kEvents; ++i) {
+    ASSERT_TRUE(pub_->queue()->Push(Stored(std::string(200, 'k'))));
+    if (i % 50000 == 0) std::this_thread::yield();
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pub_->events_published() < before + kEvents &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(pub_->events_published(), before + kEvents);
+  EXPECT_GT(pub_->batches_published(), last + 100);  // ~40 MB sent or dropped
 }
 
 TEST(PublisherDropsTest, DroppedEventsSkipASequenceNumber) {
