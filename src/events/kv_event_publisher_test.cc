@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 #include <msgpack.hpp>
+#include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
