@@ -110,8 +110,8 @@ size_t WireEventCount(const TierEvent& ev) {
   return static_cast<size_t>(std::popcount(ev.media));
 }
 
-void EncodeBatch(std::span<const TierEvent> events, double ts,
-                 uint64_t dropped_before, std::string* out) {
+size_t EncodeBatch(std::span<const TierEvent> events, double ts,
+                   uint64_t dropped_before, std::string* out) {
   StringSink sink{out};
   Packer pk(sink);
   size_t n = 0;
@@ -141,6 +141,7 @@ void EncodeBatch(std::span<const TierEvent> events, double ts,
   }
   pk.pack_nil();
   pk.pack_uint64(dropped_before);
+  return n;
 }
 
 }  // namespace kvpool::events

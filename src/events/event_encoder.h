@@ -21,9 +21,10 @@ size_t WireEventCount(const TierEvent& ev);
 // Appends to *out the msgpack of
 //   [ts, [event...], data_parallel_rank = nil, dropped_before]
 // `ts` is seconds since the epoch; `dropped_before` (kvpool's extra) is how
-// many events the queue dropped just before this batch.
-void EncodeBatch(std::span<const TierEvent> events, double ts,
-                 uint64_t dropped_before, std::string* out);
+// many events the queue dropped just before this batch. Returns the number
+// of wire events written.
+size_t EncodeBatch(std::span<const TierEvent> events, double ts,
+                   uint64_t dropped_before, std::string* out);
 
 }  // namespace kvpool::events
 

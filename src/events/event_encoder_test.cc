@@ -71,7 +71,7 @@ TEST(EventEncoderTest, RemovalIsOneBlockRemovedPerMedium) {
   promoted.trigger = Trigger::kRouter;
   const TierEvent events[] = {ev, cleared, promoted};
   std::string out;
-  EncodeBatch(events, 3.5, 7, &out);
+  EXPECT_EQ(EncodeBatch(events, 3.5, 7, &out), 4u);  // two removals
   msgpack::object_handle oh = msgpack::unpack(out.data(), out.size());
   const msgpack::object& batch = oh.get();
   ASSERT_EQ(batch.type, msgpack::type::ARRAY);

@@ -152,10 +152,8 @@ void KvEventPublisher::Publish(const TierEvent* events, size_t n,
   }
   const uint64_t seq = next_seq_++;
   auto payload = std::make_shared<std::string>();
-  EncodeBatch(std::span<const TierEvent>(events, n), NowSeconds(), dropped,
-              payload.get());
-  size_t wire_events = 0;
-  for (size_t i = 0; i < n; ++i) wire_events += WireEventCount(events[i]);
+  const size_t wire_events = EncodeBatch(std::span<const TierEvent>(events, n),
+                                         NowSeconds(), dropped, payload.get());
   if (skip_sends_.load(std::memory_order_relaxed) > 0) {
     skip_sends_.fetch_sub(1);
   } else {
