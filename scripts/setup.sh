@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev etcd-server etcd-client iproute2 prometheus-cpp-dev prometheus
   python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-matplotlib python3-torch
   clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format-14
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
 )
 
 missing=()

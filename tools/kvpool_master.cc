@@ -183,6 +183,26 @@ int main(int argc, char** argv) {
   app.add_option("--ha_advertise_host", c.ha_advertise_host,
                  "host others dial to reach this master when it leads "
                  "(default: --rpc_address)");
+  app.add_option("--kv_events_endpoint", c.kv_events_endpoint,
+                 "ZMQ PUB address for tier-change events in vLLM's KV-events "
+                 "format, e.g. tcp://127.0.0.1:5557; empty = off "
+                 "(docs/kv_events.md)");
+  app.add_option("--kv_events_replay_endpoint", c.kv_events_replay_endpoint,
+                 "ZMQ ROUTER address answering replay requests from a "
+                 "sequence number; empty = no replay");
+  app.add_option("--kv_events_topic", c.kv_events_topic,
+                 "first frame of every KV events message");
+  app.add_option("--kv_events_buffer_steps", c.kv_events_buffer_steps,
+                 "KV event batches kept for replay")
+      ->capture_default_str();
+  app.add_option("--kv_events_hwm", c.kv_events_hwm,
+                 "ZMQ send high-water mark of the KV events sockets; a "
+                 "subscriber past it misses batches (0 = no limit)")
+      ->capture_default_str();
+  app.add_option("--kv_events_max_queue_size", c.kv_events_max_queue_size,
+                 "tier changes queued for the publisher; when full they are "
+                 "dropped and counted, and the sequence skips a number")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound rpc port here (for scripts/tests)");

@@ -31,6 +31,7 @@ class EvictionPolicy::Pass {
         // room.
         closed_(segments.ClosedIds()) {}
 
+  SegmentKind kind() const { return kind_; }
   bool OfKind(const Replica& r) const {
     if (r.kind != ReplicaKind::kMemory) return false;
     if (!closed_.empty() &&
@@ -239,6 +240,7 @@ EvictionPolicy::ObjectMap::iterator EvictionPolicy::Evict(
   tally->freed += mem.size() * m.size;
   evicted_bytes_ += mem.size() * m.size;
   hooks_.release_replicas(mem);
+  if (hooks_.evicted && !mem.empty()) hooks_.evicted(it->first, m, pass.kind());
   ++evicted_objects_;
   return m.replicas.empty() ? hooks_.erase_evicted(shard, it) : std::next(it);
 }

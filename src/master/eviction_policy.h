@@ -63,6 +63,10 @@ class EvictionPolicy {
     std::function<void(ObjectMeta&, const char* fate)> count_prefetch_fate;
     // Lets go of the evicted MEMORY ranges (no reader or writer holds them).
     std::function<void(std::span<const Replica>)> release_replicas;
+    // Tells of the DRAM (kind kMain) or prefetch buffer replicas just taken
+    // from `m` (KV events); optional. Called before erase_evicted.
+    std::function<void(const ObjectKey&, const ObjectMeta&, SegmentKind)>
+        evicted;
     // Erases an object left with no replica; returns the iterator past it.
     std::function<ObjectMap::iterator(Shard&, ObjectMap::iterator)>
         erase_evicted;

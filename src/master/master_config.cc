@@ -98,6 +98,14 @@ Status MasterConfig::Validate() const {
     return bad("tls_cert_file and tls_key_file go together");
   if (!tls_ca_file.empty() && tls_cert_file.empty())
     return bad("tls_ca_file needs tls_cert_file and tls_key_file");
+  if (!kv_events_replay_endpoint.empty() && kv_events_endpoint.empty())
+    return bad("kv_events_replay_endpoint needs kv_events_endpoint");
+  if (kv_events_buffer_steps < 0 || kv_events_buffer_steps > 10000000)
+    return bad("kv_events_buffer_steps must be in [0, 10^7]");
+  if (kv_events_hwm < 0 || kv_events_hwm > INT32_MAX)
+    return bad("kv_events_hwm must be in [0, 2^31) (0 = no limit)");
+  if (kv_events_max_queue_size < 1 || kv_events_max_queue_size > 100000000)
+    return bad("kv_events_max_queue_size must be in [1, 10^8]");
   return Status::OK();
 }
 
@@ -166,6 +174,12 @@ std::string MasterConfig::ToString() const {
   KVPOOL_ADD(cluster_id);
   KVPOOL_ADD(ha_lease_ttl_sec);
   KVPOOL_ADD(ha_advertise_host);
+  KVPOOL_ADD(kv_events_endpoint);
+  KVPOOL_ADD(kv_events_replay_endpoint);
+  KVPOOL_ADD(kv_events_topic);
+  KVPOOL_ADD(kv_events_buffer_steps);
+  KVPOOL_ADD(kv_events_hwm);
+  KVPOOL_ADD(kv_events_max_queue_size);
 #undef KVPOOL_ADD
   return out;
 }

@@ -154,6 +154,25 @@ struct MasterConfig {
   // 0.0.0.0).
   std::string ha_advertise_host;
 
+  // ---- KV events (docs/kv_events.md), named as vLLM's KVEventsConfig ----
+  // ZMQ PUB address the tier changes are published on, vLLM's KV-events
+  // format ("tcp://127.0.0.1:5557"; a `*` port takes any free one). Empty:
+  // no events (the default), and no cost on any path.
+  std::string kv_events_endpoint;
+  // ZMQ ROUTER address answering "every batch from sequence N" out of the
+  // last kv_events_buffer_steps batches. Empty: no replay.
+  std::string kv_events_replay_endpoint;
+  // First frame of every published message (subscribers filter on it).
+  std::string kv_events_topic;
+  // Batches kept for replay (each at most 1024 events).
+  int64_t kv_events_buffer_steps = 10000;
+  // ZMQ send high-water mark (messages per subscriber): past it, PUB drops
+  // for that subscriber, which then sees a gap; the master never waits.
+  int64_t kv_events_hwm = 100000;
+  // Tier changes queued for the publisher thread; when full, changes are
+  // dropped (counted) and the next batch's sequence number skips one.
+  int64_t kv_events_max_queue_size = 100000;
+
   // Checks ranges and names; returns INVALID_PARAMS with the offending knob.
   Status Validate() const;
   std::string ToString() const;

@@ -228,13 +228,17 @@ Status MasterService::CommitPut(
       // Its SSD copies, promotion and offload describe the old bytes: gone.
       not_before = it->second.lease_deadline_ms;
       const ReplicaList replicas = it->second.replicas;
+      EmitTierEvent(events::TierEventKind::kReplaced, it->first,
+                    it->second.size, MediaOf(it->second));
       DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before, EraseCause::kReplaced);
       CollectHolders(replicas, holders);
     }
     auto [ins, ok] = shard.objects().emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
-    NotePlaced(ins->first, ins->second);
+    const uint8_t media = NotePlaced(ins->first, ins->second);
+    EmitTierEvent(events::TierEventKind::kStored, ins->first, ins->second.size,
+                  media);
     if (config_.put_waits_for_holders)
       CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
@@ -250,7 +254,9 @@ Status MasterService::CommitPut(
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
-  NotePlaced(it->first, it->second);
+  const uint8_t media = NotePlaced(it->first, it->second);
+  EmitTierEvent(events::TierEventKind::kStored, it->first, it->second.size,
+                media);
   if (config_.put_waits_for_holders)
     CollectHolders(it->second.replicas, holders);
   if (config_.enable_offload && !config_.offload_on_evict) {

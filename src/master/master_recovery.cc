@@ -8,6 +8,7 @@
 
 #include "common/crypto.h"
 #include "common/failpoint.h"
+#include "events/tier_event.h"
 #include "master/master_service.h"
 
 namespace kvpool {
@@ -154,14 +155,18 @@ void MasterService::ReopenSegments(int64_t now) {
   }
 }
 
-void MasterService::NotePlaced(const ObjectKey& key, const ObjectMeta& m,
-                               const Replica* only) {
+uint8_t MasterService::NotePlaced(const ObjectKey& key, const ObjectMeta& m,
+                                  const Replica* only) {
+  uint8_t media = 0;
   for (const auto& r : m.replicas) {
     if (r.kind != ReplicaKind::kMemory ||
         r.status != ReplicaStatus::kComplete || (only && &r != only))
       continue;
     auto info = segments_.Info(r.segment);
     if (!info) continue;
+    media |= info->kind == SegmentKind::kPrefetchBuffer
+                 ? uint8_t{events::kMediumPrefetchBuffer}
+                 : uint8_t{events::kMediumDram};
     auto idx = nodes_.IndexOf(info->node_id);
     if (!idx) continue;
     DramEventMsg ev;
@@ -173,6 +178,7 @@ void MasterService::NotePlaced(const ObjectKey& key, const ObjectMeta& m,
     ev.version = m.version;
     nodes_.PushDramPlaced(*idx, std::move(ev));
   }
+  return media;
 }
 
 void MasterService::CollectHolders(
@@ -252,6 +258,9 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
       shard.offloads().count(key)) {
     return ErrorCode::OBJECT_ALREADY_EXISTS;
   }
+  // A newer copy replaces the pool's value.
+  EmitTierEvent(events::TierEventKind::kReplaced, it->first, m.size,
+                MediaOf(m));
   DropDiskCopies(it->first, m);
   EraseObject(shard, it, m.lease_deadline_ms, EraseCause::kLost);
   return ErrorCode::OK;
@@ -314,6 +323,8 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       auto [ins, ok] = shard.objects().emplace(std::move(key), std::move(m));
       attach = ins;
     }
+    EmitTierEvent(events::TierEventKind::kStored, attach->first, o.size,
+                  MediumOfSegment(segment_id));
     if (config_.enable_offload && !config_.offload_on_evict) {
       offload_scheduler_.Queue(shard, attach->first, attach->second);
     }

@@ -74,6 +74,21 @@ std::string MasterServer::StatusJson() const {
 
 Status MasterServer::Start() {
   if (Status s = config_.Validate(); !s.ok()) return s;
+  if (!config_.kv_events_endpoint.empty() && !events_publisher_) {
+    // Before anything is served, so no tier change goes unpublished.
+    events::PublisherOptions o;
+    o.endpoint = config_.kv_events_endpoint;
+    o.replay_endpoint = config_.kv_events_replay_endpoint;
+    o.topic = config_.kv_events_topic;
+    o.buffer_steps = static_cast<size_t>(config_.kv_events_buffer_steps);
+    o.hwm = static_cast<int>(config_.kv_events_hwm);
+    o.max_queue_size = static_cast<size_t>(config_.kv_events_max_queue_size);
+    auto pub = std::make_unique<events::KvEventPublisher>(std::move(o),
+                                                          &service_->metrics());
+    if (Status s = pub->Start(); !s.ok()) return s;
+    events_publisher_ = std::move(pub);
+    service_->set_event_queue(events_publisher_->queue());
+  }
   auto authorizer = RpcAuthorizer::Create(config_, &service_->metrics());
   if (!authorizer.ok()) return authorizer.status();
   grpc_service_->set_authorizer(std::move(authorizer.value()));
@@ -235,6 +250,10 @@ void MasterServer::Stop() {
     guarded_port_ = 0;
   }
   service_->Stop();
+  // After the service: what it pushed last is still published. The queue
+  // stays (the service may be called until it is destroyed; a push then
+  // is queued and never sent).
+  if (events_publisher_) events_publisher_->Stop();
 }
 
 void MasterServer::Wait() {

@@ -8,6 +8,7 @@
 
 #include "common/heap_trim.h"
 #include "common/http_endpoint.h"
+#include "events/kv_event_publisher.h"
 #include "master/master_config.h"
 #include "master/master_service.h"
 #include "master/serving_gate.h"
@@ -38,9 +39,15 @@ class MasterServer {
   std::string address() const;  // "host:port" clients should dial
   MasterService& service() { return *service_; }
   MasterGrpcService& grpc_service() { return *grpc_service_; }
+  // The KV events publisher (docs/kv_events.md); null while they are off.
+  events::KvEventPublisher* events_publisher() {
+    return events_publisher_.get();
+  }
 
  private:
   MasterConfig config_;
+  // Before service_, which pushes into its queue: destroyed after it.
+  std::unique_ptr<events::KvEventPublisher> events_publisher_;
   std::unique_ptr<MasterService> service_;
   std::unique_ptr<MasterGrpcService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;

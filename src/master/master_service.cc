@@ -56,32 +56,42 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   .prefetch_window = tiering_metrics_.prefetch_window,
                   .prefetch_fate = &tiering_metrics_.prefetch_fate,
               }),
-      eviction_(EvictionPolicy::Options::FromConfig(config_), clock_, objects_,
-                segments_, metrics_,
-                EvictionPolicy::Hooks{
-                    .queue_offload =
-                        [this](Shard& shard, const ObjectKey& key,
-                               const ObjectMeta& m, bool* holder_ssd_full) {
-                          // EvictionPolicy calls its hooks under the lock.
-                          shard.AssertHeld();
-                          return offload_scheduler_.Queue(shard, key, m,
-                                                          holder_ssd_full);
-                        },
-                    .count_prefetch_fate =
-                        [this](ObjectMeta& m, const char* fate) {
-                          leases_.CountPrefetchFate(m, fate);
-                        },
-                    .release_replicas =
-                        [this](std::span<const Replica> replicas) {
-                          ReleaseReplicas(replicas, 0);
-                        },
-                    .erase_evicted =
-                        [this](Shard& shard, ObjectMap::iterator it) {
-                          shard.AssertHeld();  // as queue_offload
-                          return EraseObject(shard, it, 0,
-                                             EraseCause::kEvicted);
-                        },
-                }),
+      eviction_(
+          EvictionPolicy::Options::FromConfig(config_), clock_, objects_,
+          segments_, metrics_,
+          EvictionPolicy::Hooks{
+              .queue_offload =
+                  [this](Shard& shard, const ObjectKey& key,
+                         const ObjectMeta& m, bool* holder_ssd_full) {
+                    // EvictionPolicy calls its hooks under the lock.
+                    shard.AssertHeld();
+                    return offload_scheduler_.Queue(shard, key, m,
+                                                    holder_ssd_full);
+                  },
+              .count_prefetch_fate =
+                  [this](ObjectMeta& m, const char* fate) {
+                    leases_.CountPrefetchFate(m, fate);
+                  },
+              .release_replicas =
+                  [this](std::span<const Replica> replicas) {
+                    ReleaseReplicas(replicas, 0);
+                  },
+              .evicted =
+                  [this](const ObjectKey& key, const ObjectMeta& m,
+                         SegmentKind kind) {
+                    EmitTierEvent(events::TierEventKind::kEvicted, key, m.size,
+                                  kind == SegmentKind::kPrefetchBuffer
+                                      ? events::kMediumPrefetchBuffer
+                                      : events::kMediumDram,
+                                  events::Trigger::kNone,
+                                  m.FirstCompleteDisk() != nullptr);
+                  },
+              .erase_evicted =
+                  [this](Shard& shard, ObjectMap::iterator it) {
+                    shard.AssertHeld();  // as queue_offload
+                    return EraseObject(shard, it, 0, EraseCause::kEvicted);
+                  },
+          }),
       promotions_(
           PromotionScheduler::Options::FromConfig(config_), clock_, segments_,
           metrics_, tiering_metrics_,
@@ -443,7 +453,16 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
     }
     for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       auto& reps = it->second.replicas;
+      const size_t before = reps.size();
       reps.erase(std::remove_if(reps.begin(), reps.end(), gone), reps.end());
+      if (reps.size() != before) {
+        // The segments are unmounted already: which of the two kinds the
+        // lost copies were in is no longer known, so both are named.
+        EmitTierEvent(events::TierEventKind::kLost, it->first, it->second.size,
+                      events::kMediumDram | events::kMediumPrefetchBuffer,
+                      events::Trigger::kNone,
+                      it->second.FirstCompleteDisk() != nullptr);
+      }
       if (reps.empty()) {
         it = EraseObject(shard, it, 0, EraseCause::kLost);
         ++dropped_objects;
@@ -481,12 +500,17 @@ void MasterService::DropNode(const NodeInfo& node) {
     offload_scheduler_.DropHolder(shard, node.index);
     for (auto it = shard.objects().begin(); it != shard.objects().end();) {
       auto& reps = it->second.replicas;
+      const size_t before = reps.size();
       reps.erase(std::remove_if(reps.begin(), reps.end(),
                                 [&](const Replica& r) {
                                   return r.kind == ReplicaKind::kLocalDisk &&
                                          r.segment == node.index;
                                 }),
                  reps.end());
+      if (reps.size() != before) {
+        EmitTierEvent(events::TierEventKind::kLost, it->first, it->second.size,
+                      events::kMediumSsd);
+      }
       if (reps.empty()) {
         it = EraseObject(shard, it, 0, EraseCause::kLost);
         ++lost;
@@ -678,7 +702,7 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
       return Status(ErrorCode::REPLICA_IS_NOT_READY,
                     "a put of this key is in progress");
     }
-    RemoveObject(shard, it, &holders);
+    RemoveObject(shard, it, &holders, /*emit_event=*/true);
   }
   KVPOOL_FAILPOINT("master.remove.after_erase");
   // Answered once no holder can bring the value back (holder_ack_timeout_ms).
@@ -688,8 +712,12 @@ Status MasterService::Remove(const std::string& tenant, const std::string& key,
 
 MasterService::ObjectMap::iterator MasterService::RemoveObject(
     Shard& shard, ObjectMap::iterator it,
-    std::vector<std::pair<uint32_t, uint64_t>>* holders) {
+    std::vector<std::pair<uint32_t, uint64_t>>* holders, bool emit_event) {
   ObjectMeta& m = it->second;
+  if (emit_event) {
+    EmitTierEvent(events::TierEventKind::kRemoved, it->first, m.size,
+                  MediaOf(m));
+  }
   // A forced remove must not pull bytes from under a reader or a writer.
   int64_t not_before = m.lease_deadline_ms;
   if (m.HasProcessing()) {
@@ -762,10 +790,13 @@ Result<uint64_t> MasterService::RemoveMatching(const std::string& tenant,
         ++it;
         continue;
       }
-      it = RemoveObject(shard, it, &holders);
+      // remove_all is one AllBlocksCleared after the sweep, not an event
+      // per key (docs/kv_events.md, "Ordering").
+      it = RemoveObject(shard, it, &holders, key_regex != nullptr);
       ++removed;
     }
   }
+  if (key_regex == nullptr) EmitCleared(name);
   AwaitHolders(holders);
   return removed;
 }

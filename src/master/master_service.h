@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "events/event_queue.h"
 #include "kvpool/status.h"
 #include "master/client_liveness.h"
 #include "master/closed_segments.h"
@@ -386,6 +387,13 @@ class MasterService {
   // hold an object, an upsert, or a request working on their first one.
   size_t tenant_count() const { return tenants_.size() - 1; }
 
+  // KV events (docs/kv_events.md): every change of a key's tiers is pushed
+  // into `queue` (a KvEventPublisher's), under the key's shard lock, so a
+  // key's events are queued in the order they happened. Set before Start
+  // and not changed after; null (the default) = off, and then no event
+  // costs more than a null check.
+  void set_event_queue(events::EventQueue* queue) { events_ = queue; }
+
  private:
   using Shard = ObjectStore::Shard;
   using ObjectMap = ObjectStore::ObjectMap;
@@ -447,9 +455,11 @@ class MasterService {
   // A user's remove of `it` (shard lock held): its SSD copies dropped, its
   // bytes kept while a reader or writer may touch them, and the holders to
   // wait for added to `holders`. Returns the iterator past it.
+  // `emit_event`: a BlockRemoved for it (remove_all emits one
+  // AllBlocksCleared instead).
   ObjectMap::iterator RemoveObject(
       Shard& shard, ObjectMap::iterator it,
-      std::vector<std::pair<uint32_t, uint64_t>>* holders)
+      std::vector<std::pair<uint32_t, uint64_t>>* holders, bool emit_event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   ObjectMap::iterator EraseObject(Shard& shard, ObjectMap::iterator it,
                                   int64_t not_before_ms,
@@ -457,9 +467,20 @@ class MasterService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu());
   // Tells the directories of the nodes holding `m`'s COMPLETE memory
   // replicas (or only `only`) that they now hold this value (shard lock
-  // held).
-  void NotePlaced(const ObjectKey& key, const ObjectMeta& m,
-                  const Replica* only = nullptr);
+  // held). Returns the tiers of those replicas (events::Medium bits, for
+  // KV events: the segments are looked up here anyway).
+  uint8_t NotePlaced(const ObjectKey& key, const ObjectMeta& m,
+                     const Replica* only = nullptr);
+  // KV events (master_events.cc); each a no-op while events are off.
+  // `media`: events::Medium bits. Shard lock held.
+  void EmitTierEvent(events::TierEventKind kind, const ObjectKey& key,
+                     uint64_t size, uint8_t media,
+                     events::Trigger trigger = events::Trigger::kNone,
+                     bool ssd_copy = false);
+  // The tiers `m` has a COMPLETE copy in (or only `only`'s).
+  uint8_t MediaOf(const ObjectMeta& m, const Replica* only = nullptr) const;
+  uint8_t MediumOfSegment(uint32_t segment) const;
+  void EmitCleared(const std::string& tenant);
   // Whether a re-registered copy of `version` may become `key`'s value
   // (shard lock held); on OK, `*attach_to` is the existing object with that
   // very version (the copy is another replica of it), or end().
@@ -532,6 +553,7 @@ class MasterService {
   const size_t max_key_bytes_;
   const size_t max_tenant_name_bytes_;
   const Clock* clock_;
+  events::EventQueue* events_ = nullptr;
   MetricsRegistry metrics_;
   TieringMetrics tiering_metrics_{&metrics_};
   SegmentManager segments_;

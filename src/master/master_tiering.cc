@@ -138,6 +138,8 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
     if (!it->second.HasDiskOn(*idx)) {
       it->second.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk,
                                             ReplicaStatus::kComplete});
+      EmitTierEvent(events::TierEventKind::kOffloaded, it->first,
+                    it->second.size, events::kMediumSsd);
     }
     ++acks;
   }
@@ -187,6 +189,8 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     out[i] = AdmitCopy(shard, key, o.version, o.size, &attach);
     if (out[i] != ErrorCode::OK) continue;
     Replica rep{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete};
+    EmitTierEvent(events::TierEventKind::kStored, key, o.size,
+                  events::kMediumSsd);
     if (attach != shard.objects().end()) {
       attach->second.replicas.push_back(rep);
     } else {
@@ -243,6 +247,9 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
                                        r.segment == *idx;
                               }),
                reps.end());
+    // The holder gave up its SSD copy (its tier is full).
+    EmitTierEvent(events::TierEventKind::kEvicted, it->first, m.size,
+                  events::kMediumSsd);
     if (reps.empty()) EraseObject(shard, it, 0, EraseCause::kEvicted);
   }
   return out;
@@ -370,6 +377,10 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                     Replica{staged.offset, staged.segment, staged.handle,
                             ReplicaKind::kMemory, ReplicaStatus::kComplete});
   NotePlaced(it->first, m, &m.replicas.front());
+  EmitTierEvent(events::TierEventKind::kPromoted, it->first, m.size,
+                MediumOfSegment(staged.segment),
+                static_cast<events::Trigger>(state.source),
+                m.FirstCompleteDisk() != nullptr);
   const int64_t now = clock_->NowMs();
   m.last_access_ms = now;
   if (state.from_prefetch && state.get_before_landing) {

@@ -75,6 +75,13 @@ std::shared_ptr<SegmentManager::Segment> SegmentManager::Find(
   return it == segments_.end() ? nullptr : it->second;
 }
 
+std::optional<SegmentKind> SegmentManager::KindOf(uint32_t id) const {
+  ReaderLock lock(&mu_);
+  auto it = segments_.find(id);
+  if (it == segments_.end()) return std::nullopt;
+  return it->second->info.kind;
+}
+
 std::shared_ptr<const SegmentInfo> SegmentManager::Info(uint32_t id) const {
   auto seg = Find(id);
   if (!seg) return nullptr;

@@ -102,6 +102,9 @@ class SegmentManager {
   size_t graveyard_size() const;
 
   std::shared_ptr<const SegmentInfo> Info(uint32_t id) const;
+  // The kind of a mounted segment, without Info's reference counting (it
+  // is asked per event under a shard lock).
+  std::optional<SegmentKind> KindOf(uint32_t id) const;
   bool IsMounted(uint32_t id) const { return Info(id) != nullptr; }
   SegmentUsage Usage(SegmentKind kind) const;
   // The same, only over the segments of one node.

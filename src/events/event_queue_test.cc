@@ -1,0 +1,43 @@
+#include "events/event_queue.h"
+
+#include <gtest/gtest.h>
+
+namespace kvpool::events {
+namespace {
+
+TierEvent Key(std::string key) {
+  TierEvent ev;
+  ev.key = std::move(key);
+  return ev;
+}
+
+TEST(EventQueueTest, FullQueueDropsCountsAndReportsTheGapOnce) {
+  EventQueue q(2);
+  EXPECT_TRUE(q.Push(Key("a")));
+  EXPECT_TRUE(q.Push(Key("b")));
+  EXPECT_FALSE(q.Push(Key("c")));
+  EXPECT_FALSE(q.Push(Key("d")));
+  EXPECT_EQ(q.dropped_total(), 2u);
+  std::vector<TierEvent> out;
+  EXPECT_EQ(q.Drain(&out), 2u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].key, "a");
+  EXPECT_EQ(out[1].key, "b");
+  EXPECT_GT(out[0].ts_us, 0);
+  // Room again; the gap was reported by the drain before.
+  EXPECT_TRUE(q.Push(Key("e")));
+  EXPECT_EQ(q.Drain(&out), 0u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].key, "e");
+  EXPECT_EQ(q.dropped_total(), 2u);
+}
+
+TEST(EventQueueTest, DrainOfAnEmptyQueueClearsTheOutput) {
+  EventQueue q(4);
+  std::vector<TierEvent> out{Key("stale")};
+  EXPECT_EQ(q.Drain(&out), 0u);
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace kvpool::events

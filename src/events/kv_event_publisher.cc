@@ -1,0 +1,209 @@
+#include "events/kv_event_publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <iterator>
+#include <utility>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "events/event_encoder.h"
+
+namespace kvpool::events {
+namespace {
+
+// How long the thread waits for a replay request when no event is queued:
+// the publishing latency of an event that arrives on an idle master.
+constexpr int kIdlePollMs = 5;
+// And after a drain that found less than a full batch: events gather for
+// this long before the next drain, so under a steady stream the producers'
+// lock is taken ~1000 times a second, not once per event, and batches are
+// larger. The latency it adds is at most this.
+constexpr int kGatherMs = 1;
+
+std::string BigEndian(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) s[i] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+uint64_t FromBigEndian(const zmq::message_t& m) {
+  uint64_t v = 0;
+  const auto* p = static_cast<const unsigned char*>(m.data());
+  for (size_t i = 0; i < 8; ++i) v = v << 8 | p[i];
+  return v;
+}
+
+double NowSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct KvEventPublisher::Sockets {
+  zmq::context_t context{1};
+  zmq::socket_t pub{context, zmq::socket_type::pub};
+  zmq::socket_t replay;  // a ROUTER when replay_endpoint is set
+};
+
+KvEventPublisher::KvEventPublisher(PublisherOptions options,
+                                   MetricsRegistry* metrics)
+    : options_(std::move(options)),
+      queue_(options_.max_queue_size),
+      replay_(options_.buffer_steps) {
+  if (metrics != nullptr) {
+    published_events_ =
+        &metrics->GetCounter("kvpool_master_kv_events_published_total", "",
+                             "KV events (wire events) published");
+    published_batches_ = &metrics->GetCounter(
+        "kvpool_master_kv_events_batches_total", "",
+        "KV event batches published (sequence numbers used)");
+    dropped_events_ = &metrics->GetCounter(
+        "kvpool_master_kv_events_dropped_total", "",
+        "tier changes dropped because the event queue was full");
+    replay_requests_ = &metrics->GetCounter(
+        "kvpool_master_kv_events_replay_requests_total", "",
+        "requests answered by the KV events replay socket");
+  }
+}
+
+KvEventPublisher::~KvEventPublisher() { Stop(); }
+
+Status KvEventPublisher::Start() {
+  auto s = std::make_unique<Sockets>();
+  try {
+    s->pub.set(zmq::sockopt::sndhwm, options_.hwm);
+    s->pub.set(zmq::sockopt::linger, 0);
+    s->pub.bind(options_.endpoint);
+    bound_endpoint_ = s->pub.get(zmq::sockopt::last_endpoint);
+    if (!options_.replay_endpoint.empty()) {
+      s->replay = zmq::socket_t(s->context, zmq::socket_type::router);
+      s->replay.set(zmq::sockopt::sndhwm, options_.hwm);
+      s->replay.set(zmq::sockopt::linger, 0);
+      s->replay.bind(options_.replay_endpoint);
+      bound_replay_ = s->replay.get(zmq::sockopt::last_endpoint);
+    }
+  } catch (const zmq::error_t& e) {
+    return Status(
+        e.num() == EINVAL || e.num() == EPROTONOSUPPORT
+            ? ErrorCode::INVALID_PARAMS
+            : ErrorCode::RPC_FAIL,
+        fmt::format("kv events: cannot bind {} / {}: {}", options_.endpoint,
+                    options_.replay_endpoint, e.what()));
+  }
+  sockets_ = std::move(s);
+  // The sockets pass to the thread here (its start orders the memory) and
+  // are used by no other thread until it is joined.
+  thread_ = std::thread([this] { Run(); });
+  spdlog::info("kv events: publishing on {} (replay: {}, topic \"{}\")",
+               bound_endpoint_, bound_replay_.empty() ? "off" : bound_replay_,
+               options_.topic);
+  return Status::OK();
+}
+
+void KvEventPublisher::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  thread_.join();
+  sockets_.reset();
+}
+
+void KvEventPublisher::Run() {
+  std::vector<TierEvent> events;
+  while (true) {
+    // Read before draining: after a stop is seen, one more drain publishes
+    // everything pushed before Stop.
+    const bool stopping = stop_.load();
+    const uint64_t dropped = queue_.Drain(&events);
+    if (dropped > 0 && dropped_events_) dropped_events_->Inc(dropped);
+    if (dropped > 0 && events.empty()) Publish(nullptr, 0, dropped);
+    for (size_t i = 0; i < events.size(); i += kMaxBatchEvents) {
+      Publish(events.data() + i, std::min(kMaxBatchEvents, events.size() - i),
+              i == 0 ? dropped : 0);
+    }
+    if (stopping) break;
+    const int wait_ms = events.empty()                     ? kIdlePollMs
+                        : events.size() >= kMaxBatchEvents ? 0
+                                                           : kGatherMs;
+    try {
+      if (sockets_->replay) {
+        zmq::pollitem_t item{sockets_->replay.handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms)) > 0)
+          ServeReplay();
+      } else if (wait_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      }
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("kv events: replay socket: {}", e.what());
+    }
+  }
+}
+
+void KvEventPublisher::Publish(const TierEvent* events, size_t n,
+                               uint64_t dropped) {
+  // A number no batch carries: every subscriber sees the loss as a gap,
+  // and the replay buffer cannot fill it.
+  if (dropped > 0) {
+    ++next_seq_;
+    gaps_.fetch_add(1, std::memory_order_relaxed);
+  }
+  const uint64_t seq = next_seq_++;
+  auto payload = std::make_shared<std::string>();
+  const size_t wire_events = EncodeBatch(std::span<const TierEvent>(events, n),
+                                         NowSeconds(), dropped, payload.get());
+  if (skip_sends_.load(std::memory_order_relaxed) > 0) {
+    skip_sends_.fetch_sub(1);
+  } else {
+    try {
+      // PUB never blocks: at the high-water mark of a subscriber the
+      // message is dropped for that subscriber (it sees a gap).
+      auto& pub = sockets_->pub;
+      pub.send(zmq::buffer(options_.topic),
+               zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      pub.send(zmq::buffer(BigEndian(seq)),
+               zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      pub.send(zmq::buffer(*payload), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("kv events: publish of batch {}: {}", seq, e.what());
+    }
+  }
+  replay_.Add(seq, std::move(payload));
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  events_.fetch_add(wire_events, std::memory_order_relaxed);
+  if (published_batches_) published_batches_->Inc();
+  if (published_events_) published_events_->Inc(wire_events);
+}
+
+void KvEventPublisher::ServeReplay() {
+  auto& sock = sockets_->replay;
+  std::vector<zmq::message_t> req;
+  while (zmq::recv_multipart(sock, std::back_inserter(req),
+                             zmq::recv_flags::dontwait)) {
+    // [identity, "" (a REQ's or a framing DEALER's delimiter), seq(8, BE)];
+    // the answer repeats the envelope, then one [seq, payload] per buffered
+    // batch from seq on, then the end marker [seq = -1, ""].
+    if (req.size() >= 2 && req.back().size() == 8) {
+      if (replay_requests_) replay_requests_->Inc();
+      const bool delimited = req.size() >= 3 && req[1].size() == 0;
+      auto send = [&](const std::string& seq, std::string_view payload) {
+        sock.send(zmq::buffer(req[0].data(), req[0].size()),
+                  zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        if (delimited)
+          sock.send(zmq::message_t(),
+                    zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        sock.send(zmq::buffer(seq),
+                  zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        sock.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+      };
+      for (const auto& e : replay_.From(FromBigEndian(req.back())))
+        send(BigEndian(e.seq), *e.payload);
+      send(BigEndian(~uint64_t{0}), "");
+    }
+    req.clear();
+  }
+}
+
+}  // namespace kvpool::events
