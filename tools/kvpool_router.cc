@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
                "(needs reported queues) instead of its completion interval");
   app.add_option("--affinity_weight", c.affinity_weight,
                  "dispatch: an engine costs its requests in flight + this x "
-                 "the share of the prefix held off its host; the cheapest "
-                 "wins (negative: pure affinity)")
+                 "max(1, mean in flight) x the share of the prefix held off "
+                 "its host; the cheapest wins (negative: pure affinity)")
       ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,

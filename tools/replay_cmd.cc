@@ -166,8 +166,8 @@ class ReplayCommandImpl : public ReplayCommand {
         ->capture_default_str();
     cmd_->add_option("--affinity_weight", o.affinity_weight,
                      "the router's dispatch: an engine costs its requests in "
-                     "flight + this x the share of the prefix held off its "
-                     "host (negative: pure affinity)")
+                     "flight + this x max(1, mean in flight) x the share of "
+                     "the prefix held off its host (negative: pure affinity)")
         ->capture_default_str();
     cmd_->add_flag("--prefetch_deadline_by_admissions",
                    o.prefetch_deadline_by_admissions,

@@ -73,12 +73,12 @@ struct RouterConfig {
   // admits several requests at one completion, or none at many.
   bool prefetch_deadline_by_admissions = false;
   // Dispatch (docs/router.md, "Dispatch policy"): each engine costs its
-  // requests in flight plus affinity_weight x the share of the prefix's
-  // blocks held by nodes not local to it; the cheapest wins. So affinity
-  // may leave one engine at most this many requests in flight ahead of
-  // another. Negative: pure affinity (the engine local to the top holder,
-  // whatever its load).
-  double affinity_weight = 1.0;
+  // requests in flight plus affinity_weight x max(1, the mean requests in
+  // flight per engine) x the share of the prefix's blocks held by nodes not
+  // local to it; the cheapest wins. So affinity may leave one engine at
+  // most this share of the mean load ahead of another. Negative: pure
+  // affinity (the engine local to the top holder, whatever its load).
+  double affinity_weight = 0.5;
 };
 
 struct RouteRequest {

@@ -296,6 +296,7 @@ TEST(BatchSimTest, RouterDispatchIsModelledAndTheBusiestEngineBoundsTheLoad) {
   cfg.disk_ms_per_block = 0.01;
   cfg.nodes = 2;
   cfg.dispatch = SimDispatch::kRouter;
+  cfg.affinity_weight = -1;  // pure affinity: all to block 0's engine
   auto reqs = SimRequestsOf(trace, 100, 300, 1.0, 2, 2);
   ASSERT_EQ(reqs[0].holders, std::vector<int>{0});  // block 0 came first
   SimResult r = Simulate(reqs, 2, cfg);
@@ -315,6 +316,15 @@ TEST(BatchSimTest, RouterDispatchIsModelledAndTheBusiestEngineBoundsTheLoad) {
   EXPECT_EQ(rr.bound, "gpu");
   EXPECT_NEAR(rr.gpu_busy, 0.7, 0.01);
   EXPECT_LT(rr.time_scale, routed.time_scale);
+
+  // The router's cost (load against affinity) spreads them as well: the
+  // simulation dispatches with the weight the arms use.
+  cfg.dispatch = SimDispatch::kRouter;
+  cfg.affinity_weight = RouterConfig{}.affinity_weight;
+  LoadSizing weighted = SizeLoad(trace, 100, 300, 2, cfg, 0.7, 0.8);
+  ASSERT_EQ(weighted.gpu_busy_per_engine.size(), 2u);
+  EXPECT_GT(weighted.gpu_busy_per_engine[1], 0.3);
+  EXPECT_LT(weighted.time_scale, routed.time_scale);
 }
 
 TEST(BatchSimTest, LeastLoadedDispatchSpreadsRequests) {

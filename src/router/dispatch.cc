@@ -1,5 +1,6 @@
 #include "router/dispatch.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace kvpool {
@@ -33,13 +34,21 @@ DispatchChoice PickEngine(const std::vector<EngineInfo>& engines,
     best_top = std::max(best_top, top[i]);
   }
   const bool pure = affinity_weight < 0;
+  // Affinity is worth a share of the load, not a fixed count: at 2 requests
+  // in flight per engine one request of gap is a 2:1 split, at 200 it is
+  // nothing. At least one request's worth, so an idle pool still prefers
+  // locality.
+  double mean_load = 0;
+  for (uint64_t n : in_flight) mean_load += double(n);
+  mean_load /= double(engines.size());
+  const double pull = affinity_weight * std::max(1.0, mean_load);
   int best = -1;
   double best_cost = 0;
   for (size_t i = 0; i < engines.size(); ++i) {
     if (pure && best_top > 0 && top[i] != best_top) continue;
     double cost = double(in_flight[i]);
     if (!pure && found > 0)
-      cost += affinity_weight * double(found - local[i]) / double(found);
+      cost += pull * double(found - local[i]) / double(found);
     const size_t b = static_cast<size_t>(best);
     if (best < 0 || cost < best_cost ||
         (cost == best_cost && local[i] > local[b])) {

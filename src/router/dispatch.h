@@ -21,12 +21,14 @@ struct DispatchChoice {
 // `holders` is the holder node of each block of the matched prefix, in
 // order (empty strings are skipped). `in_flight` is indexed like
 // `engines`. Each engine costs
-//   in_flight + affinity_weight x (share of the prefix's blocks held by
-//                                  nodes not local to it)
+//   in_flight + affinity_weight x max(1, mean in_flight over engines)
+//               x (share of the prefix's blocks held by nodes not local
+//                  to it)
 // and the cheapest wins; ties go to the engine holding more of the prefix,
 // then to config order. So a request leaves the engine local to all of its
-// blocks only when that engine has more than `affinity_weight` requests in
-// flight beyond another's: the load gap affinity may open is bounded.
+// blocks only when that engine is more than `affinity_weight` x the mean
+// load (at least that many requests) ahead of another: the load gap
+// affinity may open is bounded, and in proportion to the load.
 // A negative `affinity_weight` is pure affinity (the engines local to the
 // top holder, least loaded among them; load alone only when no holder has
 // a local engine).

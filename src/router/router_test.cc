@@ -38,8 +38,10 @@ using kvpool::testing::WaitUntil;
 std::unique_ptr<Router> MakeRouter(const std::string& master,
                                    std::vector<EngineInfo> engines = {},
                                    bool prefetch = true,
-                                   int rpc_timeout_ms = 5000) {
+                                   int rpc_timeout_ms = 5000,
+                                   double affinity_weight = -1) {
   RouterConfig c;
+  c.affinity_weight = affinity_weight;
   c.master_server_address = master;
   c.engines = std::move(engines);
   c.enable_prefetch = prefetch;
@@ -313,7 +315,9 @@ TEST_F(RouterDispatchTest, EngineLocalToTheHolderOfMostPrefixBlocks) {
   EXPECT_EQ(d->ssd_only_blocks, 0u);
   EXPECT_TRUE(d->triggered_keys.empty());
 
-  // Affinity comes before load: e1 is busier now and still chosen.
+  // Pure affinity (these tests' router) comes before load: e1 is busier
+  // now and still chosen. The default weighs load against it
+  // (DispatchPolicyTest).
   EXPECT_EQ(router->Route(Req({"a0"}))->engine_id, "e1");
   auto b = router->Route(Req({"b0", "a0"}));  // one block each: tie on count
   EXPECT_EQ(b->engine_id, "e0");              // ... then load decides
