@@ -32,8 +32,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kvpool/client.h"
@@ -338,23 +340,29 @@ int Main(int argc, char** argv) {
   ::close(from_child[1]);
   spdlog::set_level(spdlog::level::warn);
 
-  std::vector<Row> puts, gets, clients;
+  // By (op, setting, transport, size): the order the tables print in.
+  std::map<std::tuple<char, int, int, int>, Row> rows;
   const struct {
     const char* name;
     TransportMode mode;
   } transports[] = {{"shm", TransportMode::kShm}, {"tcp", TransportMode::kTcp}};
-  for (const Config& cfg : configs) {
-    for (const auto& t : transports) {
-      if (repeats <= 0) break;
-      for (uint64_t size : {64ull << 10, 1ull << 20, 4ull << 20}) {
-        for (char op : {'p', 'g', 'c'}) {
-          if (op == 'c' && (t.mode != TransportMode::kShm || size != 1 << 20))
-            continue;
-          Row row;
-          row.name = std::string(op == 'p' ? "put " : "get ") +
-                     std::to_string(size >> 10) + " KiB, " + t.name + ", " +
-                     cfg.name;
-          for (int r = 0; r < repeats; ++r) {
+  const uint64_t sizes[] = {64ull << 10, 1ull << 20, 4ull << 20};
+  // Settings interleaved sample by sample: each is measured under the same
+  // (changing) load as the others, its baseline included.
+  for (int ti = 0; ti < 2 && repeats > 0; ++ti) {
+    const auto& t = transports[ti];
+    for (int si = 0; si < 3; ++si) {
+      const uint64_t size = sizes[si];
+      for (char op : {'p', 'g', 'c'}) {
+        if (op == 'c' && (t.mode != TransportMode::kShm || size != 1 << 20))
+          continue;
+        for (int r = 0; r < repeats; ++r) {
+          for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
+            const Config& cfg = configs[ci];
+            Row& row = rows[{op, ci, ti, si}];
+            row.name = std::string(op == 'p' ? "put " : "get ") +
+                       std::to_string(size >> 10) + " KiB, " + t.name + ", " +
+                       cfg.name;
             LocalClusterOptions o;
             o.num_nodes = 1;
             o.segment_size = segment_mib << 20;
@@ -396,13 +404,16 @@ int Main(int argc, char** argv) {
             row.second.push_back(a.second);
             row.pte.push_back(static_cast<double>(a.pte_kib));
           }
-          (op == 'p'   ? puts
-           : op == 'g' ? gets
-                       : clients)
-              .push_back(std::move(row));
         }
       }
     }
+  }
+  std::vector<Row> puts, gets, clients;
+  for (auto& [k, row] : rows) {
+    (std::get<0>(k) == 'p'   ? puts
+     : std::get<0>(k) == 'g' ? gets
+                             : clients)
+        .push_back(std::move(row));
   }
   if (repeats > 0) {
     Print(puts, "never touched", "written before");

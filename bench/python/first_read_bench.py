@@ -8,7 +8,7 @@ beforehand). Each run starts its own master and node, per node setting
 (--segment_huge_pages false, today's /dev/shm with 4 KiB pages, as the
 baseline; true), alternating settings run by run.
 
-    PYTHONPATH=build/python python3 bench/python/first_read_bench.py \\
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/first_read_bench.py \\
         [--runs 5] [--segment-mib 512]
 
 Cells: the median over runs of each round's per-op median (ms), then the
@@ -34,6 +34,14 @@ SIZES = [(64 * KiB, 256), (1 * MiB, 64), (4 * MiB, 16)]
 
 
 def writer(master, done):
+    try:
+        put_all(master)
+        done.put("ok")
+    except Exception as e:  # the parent waits for an answer either way
+        done.put("writer: %r" % e)
+
+
+def put_all(master):
     import kvpool
     s = kvpool.Store(master)
     deadline = time.time() + 30
@@ -49,10 +57,16 @@ def writer(master, done):
                         raise
                     time.sleep(0.05)
     s.close()
-    done.put("ok")
 
 
 def reader(master, transport, api, out):
+    try:
+        out.put(read_all(master, transport, api))
+    except Exception as e:
+        out.put("reader %s %s: %r" % (transport, api, e))
+
+
+def read_all(master, transport, api):
     import kvpool
     s = kvpool.Store(master, transport=transport)
     s.is_exist("warm-up")  # the master connection, outside the clock
@@ -75,7 +89,7 @@ def reader(master, transport, api, out):
             rounds.append(statistics.median(ms))
         res[size] = rounds
     s.close()
-    out.put(res)
+    return res
 
 
 def start(args, tmp, huge):
@@ -109,8 +123,10 @@ def one_run(args, tmp, huge):
         q = ctx.Queue()
         w = ctx.Process(target=writer, args=(addr, q))
         w.start()
-        q.get(timeout=120)
+        ok = q.get(timeout=120)
         w.join()
+        if ok != "ok":
+            raise RuntimeError(ok)
         got = {}
         for transport in ("shm", "tcp"):
             for api in ("get", "get_into"):
@@ -118,6 +134,8 @@ def one_run(args, tmp, huge):
                 r.start()
                 got[(transport, api)] = q.get(timeout=120)
                 r.join()
+                if isinstance(got[(transport, api)], str):
+                    raise RuntimeError(got[(transport, api)])
         return got
     finally:
         for p in procs:  # by PID, node first

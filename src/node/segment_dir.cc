@@ -90,6 +90,11 @@ std::unique_ptr<SegmentDir> SegmentDir::Open(const std::string& segment_dir,
     options += ",size=" + std::to_string(uint64_t(fs.f_blocks) * fs.f_frsize);
   }
   std::string why;
+  // A leftover of this pid (a container's node restarted as the same pid
+  // on a kept /dev/shm): nobody alive uses it.
+  if (::umount2(mnt.c_str(), MNT_DETACH) == 0 || errno != ENOENT) {
+    ::rmdir(mnt.c_str());
+  }
   if (::mkdir(mnt.c_str(), 0755) != 0) {
     why = "cannot create " + mnt + ": " + std::strerror(errno);
   } else if (::mount("kvpool", mnt.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
