@@ -22,7 +22,7 @@ using testing::MappedBytes;
 constexpr uint64_t kChunk = ShmSegment::kPrepareChunk;  // 2 MiB
 
 // A fresh directory under /dev/shm (where segments live by default),
-// removed with what is left in it.
+// removed with what is left in it, mounts included.
 class TempDir {
  public:
   TempDir() {
@@ -30,7 +30,11 @@ class TempDir {
     if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~TempDir() {
+    // A test that failed half-way may leave a mount in it.
     std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(path_, ec)) {
+      ::umount2(e.path().c_str(), MNT_DETACH);
+    }
     std::filesystem::remove_all(path_, ec);
   }
   const std::string& path() const { return path_; }
@@ -118,6 +122,28 @@ TEST(SegmentDirTest, MountsAHugeTmpfsWhereAReaderMapsWholeHugePages) {
     std::memcpy((*owner)->data() + 2 * kChunk, "huge", 4);
     EXPECT_EQ(std::memcmp((*peer)->data() + 2 * kChunk, "huge", 4), 0);
   }
+  d.reset();
+  EXPECT_FALSE(Mounted(mnt));
+  EXPECT_FALSE(Exists(mnt));
+}
+
+// A mount point of this very pid left from before (a container's node
+// restarted as the same pid on a kept /dev/shm, the old mount still
+// there): it is nobody's now, and the node takes it over instead of
+// falling back to 4 KiB pages.
+TEST(SegmentDirTest, ALeftoverMountPointOfThisPidIsReplaced) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string mnt =
+      dir.path() + "/kvpool-huge-" + std::to_string(::getpid()) + "-again";
+  ASSERT_EQ(::mkdir(mnt.c_str(), 0755), 0);
+  if (::mount("kvpool", mnt.c_str(), "tmpfs", 0, "") != 0) {
+    GTEST_SKIP() << "cannot mount here: " << std::strerror(errno);
+  }
+  auto d = SegmentDir::Open(dir.path(), /*huge_pages=*/true, "again");
+  EXPECT_TRUE(d->mounted()) << d->why_not_huge();
+  EXPECT_EQ(d->path(), mnt);
+  EXPECT_EQ(FilePageSize(mnt), kChunk);
   d.reset();
   EXPECT_FALSE(Mounted(mnt));
   EXPECT_FALSE(Exists(mnt));
