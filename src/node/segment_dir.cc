@@ -113,8 +113,14 @@ std::unique_ptr<SegmentDir> SegmentDir::Open(const std::string& segment_dir,
     d->path_ = mnt;
     d->huge_ = true;
     d->mounted_ = true;
-    spdlog::info("segments on 2 MiB pages: in {}, a tmpfs ({}) of this node",
-                 mnt, options);
+    // Only processes of this mount namespace see it: one in another that
+    // shares segment_dir (a container with /dev/shm bound in) would fall
+    // back to TCP.
+    spdlog::info(
+        "segments on 2 MiB pages: in {}, a tmpfs ({}) of this node; "
+        "same-host clients must see this mount (else they use TCP; "
+        "--segment_huge_pages=false keeps segments in {})",
+        mnt, options, segment_dir);
     return d;
   }
   d->why_not_ = why;
