@@ -10,25 +10,32 @@
 // first round's values are removed the second round lands on the same
 // (now written) bytes.
 //
-// Rows, per node population setting (NodeConfig::segment_prefault) and
-// transport: median per-put (per-get) time over a round, then median and
-// spread (min-max) of that over --repeats clusters.
+// Rows, per node setting (page size: NodeConfig::segment_huge_pages;
+// population: segment_prefault) and transport: median per-put (per-get)
+// time over a round, then median and spread (min-max) of that over
+// --repeats clusters; and the reader's page-table growth (VmPTE).
 //
 //   fresh_dram_bench [--repeats=3] [--segment_mib=256] [--round_mib=64]
-//                    [--startup_gib=0]
-// --startup_gib=N adds the start-up of a node with an N GiB segment;
-// --repeats=0 measures only that.
+//                    [--startup_gib=0] [--configs=4k,huge,huge-nopf]
+// --startup_gib=N adds the start-up of a node with an N GiB segment (mount,
+// then a first put and get by another process, and that process's page
+// tables for the whole segment); --repeats=0 measures only that.
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kvpool/client.h"
@@ -51,20 +58,42 @@ double Median(std::vector<double> v) {
 // pipe as one line, and the answer comes back as one line of numbers.
 struct Job {
   // p: puts (never touched, then written before); g: gets, twice; c: gets
-  // by a first client, then by a second client of the same process.
+  // by a first client, then by a second client of the same process; s:
+  // start-up (a put and a get over shm, a get over TCP); m: the page
+  // tables of the whole segment at `path`, of `count` bytes, mapped.
   char op = 'p';
   TransportMode transport = TransportMode::kShm;
   uint64_t size = 1 << 20;
   uint64_t count = 64;
   char master[64] = {};
+  char path[160] = {};
 };
 
-// Per-op median (ms) of the round, twice: first round, second round.
+// Per-op median (ms) of the round, twice: first round, second round; the
+// process's page-table growth over the job (KiB). Start-up: first = put,
+// second = shm get, third = TCP get (ms). Map: pte_kib of the whole
+// segment mapped, map_ms the time that took.
 struct Answer {
   double first = 0;
   double second = 0;
+  double third = 0;
+  double map_ms = 0;
+  long pte_kib = 0;
   bool ok = false;
 };
+
+long VmPteKib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmPTE:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 double TimeRound(Client& c, const std::vector<std::string>& keys, bool put,
                  const std::string& value, std::vector<char>* buf) {
@@ -84,8 +113,53 @@ double TimeRound(Client& c, const std::vector<std::string>& keys, bool put,
   return Median(ms);
 }
 
-Answer RunJob(const Job& job) {
+// A node that has just started: another process's first put and get (the
+// node's start-up is timed by the parent around this), and what mapping
+// the whole segment costs that process (option (c) of #44).
+Answer StartupJob(const Job& job) {
   Answer a;
+  ClientConfig cc;
+  cc.master_server_address = job.master;
+  cc.transport = TransportMode::kShm;
+  auto shm = Client::Create(cc);
+  cc.transport = TransportMode::kTcp;
+  auto tcp = Client::Create(cc);
+  if (!shm.ok() || !tcp.ok()) return a;
+  std::string value(job.size, 'v');
+  std::vector<char> buf(job.size, 1);
+  auto t = Clock::now();
+  if (!shm.value()->Put("startup", value).ok()) return a;
+  a.first = MsSince(t);
+  t = Clock::now();
+  if (!shm.value()->GetInto("startup", buf.data(), buf.size()).ok()) return a;
+  a.second = MsSince(t);
+  t = Clock::now();
+  if (!tcp.value()->GetInto("startup", buf.data(), buf.size()).ok()) return a;
+  a.third = MsSince(t);
+  a.ok = true;
+  return a;
+}
+
+// The whole segment mapped up front (MADV_POPULATE_READ, as MAP_POPULATE):
+// its time and page tables.
+Answer MapJob(const Job& job) {
+  Answer a;
+  const long pte0 = VmPteKib();
+  auto view = ShmSegment::Open(job.path, job.count);
+  if (!view.ok()) return a;
+  const auto t = Clock::now();
+  ::madvise(view.value()->data(), job.count, MADV_POPULATE_READ);
+  a.map_ms = MsSince(t);
+  a.pte_kib = VmPteKib() - pte0;
+  a.ok = true;
+  return a;
+}
+
+Answer RunJob(const Job& job) {
+  if (job.op == 's') return StartupJob(job);
+  if (job.op == 'm') return MapJob(job);
+  Answer a;
+  const long pte0 = VmPteKib();
   ClientConfig cc;
   cc.master_server_address = job.master;
   cc.transport = job.transport;
@@ -115,6 +189,7 @@ Answer RunJob(const Job& job) {
     if (!other.ok()) return a;
     a.second = TimeRound(*other.value(), keys, false, value, &buf);
   }
+  a.pte_kib = VmPteKib() - pte0;
   a.ok = a.first >= 0 && a.second >= 0;
   return a;
 }
@@ -130,74 +205,115 @@ Answer RunJob(const Job& job) {
 
 struct Row {
   std::string name;
-  std::vector<double> first, second;
+  std::vector<double> first, second, pte;
 };
+
+std::string Cell(const std::vector<double>& v, const char* fmt) {
+  char s[96];
+  const std::string f = std::string(fmt) + " (" + fmt + "-" + fmt + ")";
+  std::snprintf(s, sizeof s, f.c_str(), Median(v),
+                *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  return s;
+}
 
 void Print(const std::vector<Row>& rows, const char* first_name,
            const char* second_name) {
-  std::printf("| row | %s p50 ms (min-max) | %s p50 ms (min-max) |\n",
-              first_name, second_name);
-  std::printf("|---|---|---|\n");
+  std::printf(
+      "| row | %s p50 ms (min-max) | %s p50 ms (min-max) | ratio | "
+      "reader VmPTE +KiB |\n",
+      first_name, second_name);
+  std::printf("|---|---|---|---|---|\n");
   for (const auto& r : rows) {
-    auto cell = [](const std::vector<double>& v) {
-      char s[96];
-      std::snprintf(s, sizeof s, "%.3f (%.3f-%.3f)", Median(v),
-                    *std::min_element(v.begin(), v.end()),
-                    *std::max_element(v.begin(), v.end()));
-      return std::string(s);
-    };
-    std::printf("| %s | %s | %s |\n", r.name.c_str(), cell(r.first).c_str(),
-                cell(r.second).c_str());
+    std::printf("| %s | %s | %s | %.2f | %s |\n", r.name.c_str(),
+                Cell(r.first, "%.3f").c_str(), Cell(r.second, "%.3f").c_str(),
+                Median(r.first) / Median(r.second),
+                Cell(r.pte, "%.0f").c_str());
   }
 }
+
+// A node setting the rows compare.
+struct Config {
+  const char* name;
+  bool huge;
+  bool prefault;
+};
+constexpr Config kConfigs[] = {{"4k", false, true},
+                               {"huge", true, true},
+                               {"4k-nopf", false, false},
+                               {"huge-nopf", true, false}};
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // Start-up of a node with a large segment: time to mounted (Start
-// returned), to its first put (1 MiB, this process), to fully populated;
-// and what Create with MAP_POPULATE, the node's start before population
-// moved to the background, cost for the same size.
-void Startup(uint64_t gib) {
+// returned); another process's first put and gets (shm, TCP) and when they
+// were done since the start; that process's page tables for the whole
+// segment; when population ended.
+bool Startup(uint64_t gib, const std::vector<Config>& configs, int to_child,
+             int from_child) {
   std::printf(
-      "\n| %llu GiB segment | mounted s | first put ms | "
-      "populated s |\n|---|---|---|---|\n",
+      "\n| %llu GiB segment | pages | mounted s | first put ms | first get "
+      "shm ms | first get tcp ms | put+gets done s | populated s | reader "
+      "VmPTE whole segment KiB | mapping it ms |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
       static_cast<unsigned long long>(gib));
-  for (bool prefault : {false, true}) {
+  for (const Config& cfg : configs) {
     LocalClusterOptions o;
     o.num_nodes = 1;
     o.segment_size = gib << 30;
-    o.segment_prefault = prefault;
+    o.segment_prefault = cfg.prefault;
+    o.segment_huge_pages = cfg.huge;
     LocalCluster cluster(o);
     const auto t0 = Clock::now();
-    if (!cluster.Start().ok()) return;
+    if (!cluster.Start().ok()) return false;
     const double mounted = Since(t0);
-    auto c = cluster.NewClient();
-    if (!c.ok()) return;
-    const auto t1 = Clock::now();
-    if (!c.value()->Put("first", std::string(1 << 20, 'v')).ok()) return;
-    const double put_ms = Since(t1) * 1e3;
+    Job job;
+    job.count = o.segment_size;
+    std::snprintf(job.master, sizeof job.master, "%s",
+                  cluster.master_address().c_str());
+    std::snprintf(job.path, sizeof job.path, "%s",
+                  cluster.node(0).segment()->path().c_str());
+    auto ask = [&](char op, Answer* a) {
+      job.op = op;
+      return ::write(to_child, &job, sizeof job) == sizeof job &&
+             ::read(from_child, a, sizeof *a) == sizeof *a && a->ok;
+    };
+    Answer a, m;
+    if (!ask('s', &a)) return false;
+    const double served = Since(t0);
     const SegmentPopulator* pop = cluster.node(0).populator();
     const bool done = pop && pop->WaitDone(600000);
-    std::printf("| prefault %s | %.3f | %.3f | %s |\n", prefault ? "on" : "off",
-                mounted, put_ms,
-                done ? std::to_string(Since(t0)).c_str() : "-");
-  }
-  const auto t0 = Clock::now();
-  auto seg = ShmSegment::Create("kvpool-freshbench-" + std::to_string(getpid()),
-                                gib << 30, "/dev/shm", /*populate=*/true);
-  if (seg.ok()) {
+    const double populated = Since(t0);
+    // After population: the reader's own cost, not the zeroing.
+    if (!ask('m', &m)) return false;
     std::printf(
-        "| Create with MAP_POPULATE (before) | %.3f (segment only) "
-        "| - | %.3f |\n",
-        Since(t0), Since(t0));
+        "| %s | %s | %.3f | %.2f | %.2f | %.2f | %.3f | %s | %ld (%ld/GiB) | "
+        "%.1f |\n",
+        cfg.name, cluster.node(0).segment_files()->huge() ? "2 MiB" : "4 KiB",
+        mounted, a.first, a.second, a.third, served,
+        done ? std::to_string(populated).c_str() : "-", m.pte_kib,
+        m.pte_kib / static_cast<long>(gib), m.map_ms);
+    std::fflush(stdout);
   }
+  return true;
+}
+
+std::vector<Config> ParseConfigs(const std::string& list) {
+  std::vector<Config> out;
+  for (const Config& c : kConfigs) {
+    const std::string n = c.name;
+    if (("," + list + ",").find("," + n + ",") != std::string::npos)
+      out.push_back(c);
+  }
+  return out;
 }
 
 int Main(int argc, char** argv) {
   int repeats = 3;
   uint64_t segment_mib = 256, round_mib = 64, startup_gib = 0;
+  std::string config_list = "4k,huge";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* flag) -> const char* {
@@ -208,7 +324,9 @@ int Main(int argc, char** argv) {
     if (const char* v = val("--segment_mib=")) segment_mib = std::atoll(v);
     if (const char* v = val("--round_mib=")) round_mib = std::atoll(v);
     if (const char* v = val("--startup_gib=")) startup_gib = std::atoll(v);
+    if (const char* v = val("--configs=")) config_list = v;
   }
+  const std::vector<Config> configs = ParseConfigs(config_list);
   int to_child[2], from_child[2];
   if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return 1;
   // Before any thread: the child starts its own gRPC from scratch.
@@ -222,32 +340,42 @@ int Main(int argc, char** argv) {
   ::close(from_child[1]);
   spdlog::set_level(spdlog::level::warn);
 
-  std::vector<Row> puts, gets, clients;
+  // By (op, setting, transport, size): the order the tables print in.
+  std::map<std::tuple<char, int, int, int>, Row> rows;
   const struct {
     const char* name;
     TransportMode mode;
   } transports[] = {{"shm", TransportMode::kShm}, {"tcp", TransportMode::kTcp}};
-  for (bool prefault : {false, true}) {
-    for (const auto& t : transports) {
-      if (repeats <= 0) break;
-      for (uint64_t size : {64ull << 10, 1ull << 20, 4ull << 20}) {
-        for (char op : {'p', 'g', 'c'}) {
-          if (op != 'p' && size != (1ull << 20)) continue;
-          if (op == 'c' && t.mode != TransportMode::kShm) continue;
-          Row row;
-          row.name = std::string(op == 'p' ? "put " : "get ") +
-                     std::to_string(size >> 10) + " KiB, " + t.name +
-                     ", prefault " + (prefault ? "on" : "off");
-          for (int r = 0; r < repeats; ++r) {
+  const uint64_t sizes[] = {64ull << 10, 1ull << 20, 4ull << 20};
+  // Settings interleaved sample by sample: each is measured under the same
+  // (changing) load as the others, its baseline included.
+  for (int ti = 0; ti < 2 && repeats > 0; ++ti) {
+    const auto& t = transports[ti];
+    for (int si = 0; si < 3; ++si) {
+      const uint64_t size = sizes[si];
+      for (char op : {'p', 'g', 'c'}) {
+        if (op == 'c' && (t.mode != TransportMode::kShm || size != 1 << 20))
+          continue;
+        for (int r = 0; r < repeats; ++r) {
+          for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
+            const Config& cfg = configs[ci];
+            Row& row = rows[{op, ci, ti, si}];
+            row.name = std::string(op == 'p' ? "put " : "get ") +
+                       std::to_string(size >> 10) + " KiB, " + t.name + ", " +
+                       cfg.name;
             LocalClusterOptions o;
             o.num_nodes = 1;
             o.segment_size = segment_mib << 20;
-            o.segment_prefault = prefault;
+            o.segment_prefault = cfg.prefault;
+            o.segment_huge_pages = cfg.huge;
             LocalCluster cluster(o);
             if (!cluster.Start().ok()) return 1;
+            if (r == 0 && cluster.node(0).segment_files()->huge() != cfg.huge)
+              std::fprintf(stderr, "%s: segment pages not as asked\n",
+                           cfg.name);
             // The steady state: puts after the node's population ended.
             const SegmentPopulator* pop = cluster.node(0).populator();
-            if (prefault && (!pop || !pop->WaitDone(60000))) return 1;
+            if (cfg.prefault && (!pop || !pop->WaitDone(60000))) return 1;
             Job job;
             job.op = op;
             job.transport = t.mode;
@@ -274,25 +402,34 @@ int Main(int argc, char** argv) {
             }
             row.first.push_back(a.first);
             row.second.push_back(a.second);
+            row.pte.push_back(static_cast<double>(a.pte_kib));
           }
-          (op == 'p'   ? puts
-           : op == 'g' ? gets
-                       : clients)
-              .push_back(std::move(row));
         }
       }
     }
   }
-  ::close(to_child[1]);
-  ::waitpid(pid, nullptr, 0);
+  std::vector<Row> puts, gets, clients;
+  for (auto& [k, row] : rows) {
+    (std::get<0>(k) == 'p'   ? puts
+     : std::get<0>(k) == 'g' ? gets
+                             : clients)
+        .push_back(std::move(row));
+  }
   if (repeats > 0) {
     Print(puts, "never touched", "written before");
     std::printf("\n");
     Print(gets, "first read", "repeated read");
     std::printf("\n");
     Print(clients, "first client's first read", "second client's first read");
+    std::fflush(stdout);
   }
-  if (startup_gib > 0) Startup(startup_gib);
+  if (startup_gib > 0 &&
+      !Startup(startup_gib, configs, to_child[1], from_child[0])) {
+    std::fprintf(stderr, "start-up run failed\n");
+    return 1;
+  }
+  ::close(to_child[1]);
+  ::waitpid(pid, nullptr, 0);
   return 0;
 }
 

@@ -118,14 +118,7 @@ class FaultInjectionTest : public ::testing::Test {
   void TearDown() override {
     client_.reset();
     for (pid_t p : {master_, nodes_[0], nodes_[1]}) StopProcess(p);
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-      for (pid_t p : dead_) {
-        if (e.path().filename().string().rfind(
-                "kvpool-" + std::to_string(p) + "-", 0) == 0)
-          fs::remove(e.path(), ec);
-      }
-    }
+    for (pid_t p : dead_) testing::RemoveSegmentFilesOf(p);
     if (HasFailure()) {
       // What the processes said about re-registration, for the diagnosis.
       for (const char* log : {"master.log", "node-0.log", "node-1.log"}) {

@@ -53,15 +53,8 @@ class HaFailoverTest : public ::testing::Test {
   void TearDown() override {
     for (auto& [name, m] : masters_) StopProcess(m.pid);
     StopProcess(node_pid_);
+    for (pid_t p : killed_) testing::RemoveSegmentFilesOf(p);
     std::error_code ec;
-    for (pid_t p : killed_) {
-      for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-        if (e.path().filename().string().rfind(
-                "kvpool-" + std::to_string(p) + "-", 0) == 0) {
-          fs::remove(e.path(), ec);
-        }
-      }
-    }
     fs::remove_all(dir_, ec);
   }
 

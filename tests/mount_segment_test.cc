@@ -214,8 +214,7 @@ TEST_F(MountSegmentTest, MountErrorsChangeNothing) {
   EXPECT_EQ(node().MountFileSegment("", 0, kMiB).code(),
             ErrorCode::INVALID_PARAMS);
   // The node's own segment file: its bytes are handed out already.
-  const std::string main_file =
-      "/dev/shm/kvpool-" + std::to_string(::getpid()) + "-" + node().node_id();
+  const std::string main_file = node().segment()->path();
   ASSERT_TRUE(FileExists(main_file));
   EXPECT_EQ(node().MountFileSegment(main_file, 0, kMiB).code(),
             ErrorCode::SEGMENT_ALREADY_EXISTS);

@@ -54,15 +54,7 @@ class MultiProcessTest : public ::testing::Test {
   void TearDown() override {
     for (pid_t p : pids_) StopProcess(p);
     // A SIGKILLed node cannot unlink its segment file.
-    for (pid_t p : killed_) {
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-        if (e.path().filename().string().rfind(
-                "kvpool-" + std::to_string(p) + "-", 0) == 0) {
-          fs::remove(e.path(), ec);
-        }
-      }
-    }
+    for (pid_t p : killed_) testing::RemoveSegmentFilesOf(p);
     fs::remove_all(dir_);
   }
   // A master with `config` (TOML) on a free port; returns its address.

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,25 @@
 #include "tests/test_util.h"
 
 namespace kvpool::testing {
+
+// What a kvpool-node killed with SIGKILL leaves in /dev/shm: its segment
+// files (kvpool-<pid>-...) and the huge tmpfs it mounted for them
+// (kvpool-huge-<pid>-..., node/segment_dir.h), with their memory.
+inline void RemoveSegmentFilesOf(pid_t pid) {
+  namespace fs = std::filesystem;
+  const std::string file = "kvpool-" + std::to_string(pid) + "-";
+  const std::string mount = "kvpool-huge-" + std::to_string(pid) + "-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mount, 0) == 0) {
+      ::umount2(e.path().c_str(), MNT_DETACH);
+      fs::remove(e.path(), ec);
+    } else if (name.rfind(file, 0) == 0) {
+      fs::remove(e.path(), ec);
+    }
+  }
+}
 
 // `log`: the child's stdout and stderr go there (else inherited); `env`:
 // NAME=value entries added to the child's environment.

@@ -26,10 +26,6 @@ using testing::RandomBytes;
 
 constexpr uint64_t kSegment = 32ull << 20;
 
-std::string SegmentPath(const std::string& node_id) {
-  return "/dev/shm/kvpool-" + std::to_string(::getpid()) + "-" + node_id;
-}
-
 TEST(SegmentPrefaultTest, EveryPageIsMappedOnceThePopulatorIsDone) {
   LocalClusterOptions o;
   o.num_nodes = 1;
@@ -40,7 +36,7 @@ TEST(SegmentPrefaultTest, EveryPageIsMappedOnceThePopulatorIsDone) {
   const SegmentPopulator* pop = cluster.node(0).populator();
   ASSERT_NE(pop, nullptr);
   ASSERT_TRUE(pop->WaitDone(60000));
-  EXPECT_EQ(MappedRssBytes(SegmentPath("prefault-on0")), kSegment);
+  EXPECT_EQ(MappedRssBytes(cluster.node(0).segment()->path()), kSegment);
 }
 
 TEST(SegmentPrefaultTest, OffLeavesPagesToTheirFirstPut) {
@@ -55,7 +51,7 @@ TEST(SegmentPrefaultTest, OffLeavesPagesToTheirFirstPut) {
   auto c = cluster.NewClient();
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(c.value()->Put("k", RandomBytes(1 << 20, 1)).ok());
-  const uint64_t rss = MappedRssBytes(SegmentPath("prefault-off0"));
+  const uint64_t rss = MappedRssBytes(cluster.node(0).segment()->path());
   EXPECT_GE(rss, 1u << 20);
   EXPECT_LT(rss, 4u << 20);
 }
@@ -113,7 +109,7 @@ TEST(SegmentPrefaultTest, NodeMountsAndServesPutsBeforePopulationEnds) {
   EXPECT_FALSE(node.populator()->done());
   gate.Open();
   ASSERT_TRUE(node.populator()->WaitDone(60000));
-  EXPECT_EQ(MappedRssBytes(SegmentPath("prefault-held")), kSegment);
+  EXPECT_EQ(MappedRssBytes(node.segment()->path()), kSegment);
   for (TransportMode mode : {TransportMode::kShm, TransportMode::kTcp}) {
     ClientConfig cc;
     cc.transport = mode;

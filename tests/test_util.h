@@ -57,11 +57,9 @@ inline bool WaitUntil(const std::function<bool()>& pred,
   return pred();
 }
 
-// Bytes of `path` this process has mapped in its page tables (the Rss of
-// its mappings of that file, from /proc/self/smaps): a page of a memory
-// file is counted once some access in this process set it up, and a
-// never-touched tmpfs page not at all, even after fallocate.
-inline uint64_t MappedRssBytes(const std::string& path) {
+// `field` (an smaps line's name, "Rss:", "ShmemPmdMapped:") summed over
+// this process's mappings of `path` (/proc/self/smaps), in bytes.
+inline uint64_t MappedBytes(const std::string& path, const std::string& field) {
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
   bool ours = false;
@@ -72,11 +70,19 @@ inline uint64_t MappedRssBytes(const std::string& path) {
     if (sp != std::string::npos && line.find('-') < sp) {
       ours = line.size() >= path.size() &&
              line.compare(line.size() - path.size(), path.size(), path) == 0;
-    } else if (ours && line.rfind("Rss:", 0) == 0) {
-      kib += std::stoull(line.substr(4));
+    } else if (ours && line.rfind(field, 0) == 0) {
+      kib += std::stoull(line.substr(field.size()));
     }
   }
   return kib << 10;
+}
+
+// Bytes of `path` this process has mapped in its page tables (the Rss of
+// its mappings of that file): a page of a memory file is counted once some
+// access in this process set it up, and a never-touched tmpfs page not at
+// all, even after fallocate.
+inline uint64_t MappedRssBytes(const std::string& path) {
+  return MappedBytes(path, "Rss:");
 }
 
 }  // namespace kvpool::testing

@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
                  "zero and map the segments' pages in the background from "
                  "start, so no put pays a page's first touch (true/false)")
       ->capture_default_str();
+  app.add_option("--segment_huge_pages", c.segment_huge_pages,
+                 "where segment_dir has 4 KiB pages, mount a huge=within_size "
+                 "tmpfs under it for the segments (needs CAP_SYS_ADMIN; "
+                 "else a warning and segment_dir as is) (true/false)")
+      ->capture_default_str();
   app.add_option("--heartbeat_interval_ms", c.heartbeat_interval_ms,
                  "heartbeat period")
       ->capture_default_str();

@@ -63,6 +63,7 @@ struct LocalClusterOptions {
   uint64_t promotion_staging_bytes = 0;     // NodeConfig's; 0 = off
   std::string segment_dir = "/dev/shm";     // NodeConfig's
   bool segment_prefault = true;             // NodeConfig's
+  bool segment_huge_pages = true;           // NodeConfig's
   int64_t promotion_task_ttl_sec = 600;
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.

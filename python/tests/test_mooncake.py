@@ -3,6 +3,7 @@ started here: every method, Mooncake's return conventions, zero copy with
 ctypes and numpy buffers, and ReplicateConfig honoured by the master."""
 
 import ctypes
+import glob
 import itertools
 import os
 import re
@@ -980,7 +981,11 @@ def test_mount_segment_errors_answer_mooncakes_codes(master, client,
     assert s.mount_segment(path + ".missing", 0) == fail
     assert s.mount_segment(path, 0, 100) == fail
     # The hosting store's own segment file: its bytes are in use already.
-    own = "/dev/shm/kvpool-%d-%s" % (os.getpid(), s.get_hostname())
+    # In /dev/shm, or in the huge tmpfs the node mounted under it
+    # (segment_huge_pages).
+    own = "kvpool-%d-%s" % (os.getpid(), s.get_hostname())
+    own = (glob.glob("/dev/shm/kvpool-huge-%d-*/%s" % (os.getpid(), own)) +
+           ["/dev/shm/" + own])[0]
     assert s.mount_segment(own, MiB) == fail
     r = s.mount_segment(path, 4 * MiB, PAGE)
     assert r["ret"] == 0

@@ -6,6 +6,7 @@
 #include "kvpool/c_api.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,9 +379,20 @@ static void test_mount(const char* master) {
            0);
   CHECK_EQ(allocated, 4 * mib + page);
   CHECK_EQ(strlen(aid), 36);
+  /* In /dev/shm, or in the huge tmpfs the node mounted under it
+   * (segment_huge_pages). */
   char shm_file[256];
-  snprintf(shm_file, sizeof(shm_file), "/dev/shm/kvpool-%ld-%s-extra1",
+  snprintf(shm_file, sizeof(shm_file),
+           "/dev/shm/kvpool-huge-%ld-*/kvpool-%ld-%s-extra1", (long)getpid(),
            (long)getpid(), host_name);
+  glob_t found;
+  if (glob(shm_file, 0, NULL, &found) == 0 && found.gl_pathc == 1) {
+    snprintf(shm_file, sizeof(shm_file), "%s", found.gl_pathv[0]);
+  } else {
+    snprintf(shm_file, sizeof(shm_file), "/dev/shm/kvpool-%ld-%s-extra1",
+             (long)getpid(), host_name);
+  }
+  globfree(&found);
   struct stat st;
   CHECK_EQ(stat(shm_file, &st), 0);
   CHECK_EQ(st.st_size, 4 * mib + page);

@@ -49,6 +49,7 @@ Status LocalCluster::Start() {
     nc.dram_directory = options_.dram_directory;
     nc.segment_dir = options_.segment_dir;
     nc.segment_prefault = options_.segment_prefault;
+    nc.segment_huge_pages = options_.segment_huge_pages;
     nc.enable_ssd_offload = options_.enable_ssd;
     // The SSD knobs below reach a node only with its SSD tier: NodeConfig
     // refuses most of them without one.

@@ -28,21 +28,6 @@ std::string GenerateNodeId() {
   return fmt::format("{}-{}-{}", host, getpid(), counter++);
 }
 
-// Segments of nodes that died without unmapping (SIGKILL) stay in /dev/shm
-// and hold RAM; the pid in the name tells whether the owner is gone.
-void RemoveStaleShmFiles(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("kvpool-", 0) != 0) continue;
-    long pid = std::strtol(name.c_str() + 7, nullptr, 10);
-    if (pid <= 0) continue;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::filesystem::remove(e.path(), ec);
-      spdlog::info("removed stale segment file {}", e.path().string());
-    }
-  }
-}
 // Names of extra segments: random UUIDs in Mooncake's text form.
 std::string NewSegmentName() {
   std::string b = crypto::RandomBytes(16);
@@ -93,7 +78,10 @@ Status Node::Start() {
   master_ = std::make_unique<MasterClient>(config_.master_server_address,
                                            config_.rpc_timeout_ms,
                                            std::move(security.value()));
-  RemoveStaleShmFiles(config_.segment_dir);
+  // Huge pages where it can (segment_dir.h); the files go where it says.
+  dir_ = SegmentDir::Open(config_.segment_dir, config_.segment_huge_pages,
+                          config_.node_id);
+  files_dir_ = dir_->path();
   // The shm name carries the pid so a crashed node's leftover file never
   // collides with a new one.
   std::string shm_name = fmt::format("kvpool-{}-{}", getpid(), config_.node_id);
@@ -102,13 +90,13 @@ Status Node::Start() {
   }
   // Not populated here (~0.3 s per GiB before mounting): segment_populator.h
   auto seg = ShmSegment::Create(shm_name, config_.global_segment_size,
-                                config_.segment_dir, /*populate=*/false);
+                                files_dir_, /*populate=*/false);
   if (!seg.ok()) return seg.status();
   segment_ = std::move(seg.value());
   if (config_.prefetch_buffer_segment > 0) {
     auto buf = ShmSegment::Create(shm_name + "-prefetch",
-                                  config_.prefetch_buffer_segment,
-                                  config_.segment_dir, /*populate=*/false);
+                                  config_.prefetch_buffer_segment, files_dir_,
+                                  /*populate=*/false);
     if (!buf.ok()) return buf.status();
     buffer_ = std::move(buf.value());
   }
@@ -481,7 +469,7 @@ Result<std::string> Node::AllocateExtraSegment(uint64_t size) {
   for (char& c : name) {
     if (c == '/') c = '_';
   }
-  auto memory = ShmSegment::Create(name, rounded, config_.segment_dir);
+  auto memory = ShmSegment::Create(name, rounded, files_dir_);
   if (!memory.ok()) return memory.status();
   return AddExtra(std::move(memory.value()), /*allocated=*/true);
 }
@@ -826,6 +814,7 @@ void Node::Stop() {
     (*seg)->Unlink();
     seg->reset();
   }
+  dir_.reset();
 }
 
 std::string Node::StatusJson() const {

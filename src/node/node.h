@@ -21,6 +21,7 @@
 #include "common/mutex.h"
 #include "node/dram_directory.h"
 #include "node/node_config.h"
+#include "node/segment_dir.h"
 #include "node/segment_populator.h"
 #include "node/ssd_tier.h"
 #include "rpc/master_client.h"
@@ -63,6 +64,11 @@ class Node {
   // The background population of the node's segments (NodeConfig::
   // segment_prefault), nullptr when it is off.
   const SegmentPopulator* populator() const { return populator_.get(); }
+  // The directory of this node's segment files (segment_dir.h); null
+  // before Start and after Stop.
+  const SegmentDir* segment_files() const { return dir_.get(); }
+  // The node's DRAM segment (null before Start).
+  const ShmSegment* segment() const { return segment_.get(); }
   // Tests, before Start: runs before each chunk is populated (may block).
   void SetPopulateHookForTest(std::function<void(uint64_t)> hook) {
     populate_hook_ = std::move(hook);
@@ -150,6 +156,9 @@ class Node {
   std::shared_ptr<ShmSegment> segment_;
   std::shared_ptr<ShmSegment> buffer_;  // PREFETCH_BUFFER, optional
   std::unique_ptr<SegmentPopulator> populator_;
+  // Where the segment files are (segment_dir.h), and its mount if any.
+  std::unique_ptr<SegmentDir> dir_;
+  std::string files_dir_;
   std::function<void(uint64_t)> populate_hook_;
   SegmentTable table_;  // every segment: what the data server serves
   // The node's own segments (main, prefetch buffer): what the SSD tier

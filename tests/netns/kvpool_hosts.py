@@ -505,6 +505,14 @@ class HaCluster:
                         os.unlink(f)
                     except OSError:
                         pass
+                # The huge tmpfs a node mounted for its segments.
+                for d in glob.glob(f"/dev/shm/kvpool-huge-{pid}-*"):
+                    subprocess.run(["umount", "-l", d], check=False,
+                                   stderr=subprocess.DEVNULL)
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass
 
 
 class MasterWatch:
