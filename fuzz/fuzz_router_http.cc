@@ -164,6 +164,9 @@ void SetUp() {
   rc.enable_prefetch = true;
   rc.prefetch_deadline = true;
   rc.rpc_timeout_ms = 30000;  // ASan and a busy machine: never a timeout
+  // Pick() below models pure affinity; the weighed cost has its own tests
+  // (DispatchPolicyTest).
+  rc.affinity_weight = -1;
   auto r = Router::Create(rc);
   if (!r.ok()) Fail("cannot create the router: " + r.status().ToString());
   g_router = r.value().release();
