@@ -1,0 +1,136 @@
+#include "events/kv_event_subscriber.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "events/kv_event_publisher.h"
+
+namespace kvpool::events {
+namespace {
+
+using std::chrono::milliseconds;
+
+TierEvent Stored(std::string key, uint8_t media = kMediumDram) {
+  TierEvent ev;
+  ev.kind = TierEventKind::kStored;
+  ev.media = media;
+  ev.tenant = "default";
+  ev.key = std::move(key);
+  return ev;
+}
+
+KeyState Get(const TierMap& map, const std::string& key) {
+  std::vector<KeyState> out;
+  const std::string keys[] = {key};
+  map.Query("default", keys, &out);
+  return out[0];
+}
+
+class SubscriberTest : public ::testing::Test {
+ protected:
+  void StartPublisher(size_t buffer_steps) {
+    PublisherOptions o;
+    o.endpoint = "tcp://127.0.0.1:*";
+    o.replay_endpoint = "tcp://127.0.0.1:*";
+    o.topic = "kv";
+    o.buffer_steps = buffer_steps;
+    pub_ = std::make_unique<KvEventPublisher>(o, nullptr);
+    ASSERT_TRUE(pub_->Start().ok());
+  }
+
+  void StartSubscriber() {
+    SubscriberOptions o;
+    o.endpoint = pub_->endpoint();
+    o.replay_endpoint = pub_->replay_endpoint();
+    o.topic = "kv";
+    sub_ = std::make_unique<KvEventSubscriber>(o, &map_);
+    ASSERT_TRUE(sub_->Start().ok());
+  }
+
+  // Publishes `key` as a batch of its own; returns the batch's number.
+  uint64_t PublishOne(const std::string& key, uint8_t media = kMediumDram) {
+    const uint64_t before = pub_->batches_published();
+    pub_->queue()->Push(Stored(key, media));
+    // The publisher has no completion signal: its counter is the condition.
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+    while (pub_->batches_published() == before &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    EXPECT_GT(pub_->batches_published(), before);
+    return pub_->batches_published() - 1;
+  }
+
+  // A PUB subscription takes effect some time after connect: publishes
+  // probes until the subscriber has applied one that came after it.
+  void Join() {
+    for (int i = 0; i < 500; ++i) {
+      const uint64_t seq = PublishOne("probe");
+      if (sub_->WaitForSeq(seq + 1, milliseconds(20))) return;
+    }
+    FAIL() << "the subscriber never saw a live batch";
+  }
+
+  TierMap map_{1000};
+  std::unique_ptr<KvEventPublisher> pub_;
+  std::unique_ptr<KvEventSubscriber> sub_;
+};
+
+TEST_F(SubscriberTest, CatchesUpFromTheStartByReplay) {
+  StartPublisher(100);
+  PublishOne("early", kMediumSsd);
+  StartSubscriber();
+  ASSERT_TRUE(sub_->WaitForSeq(1, milliseconds(5000)));
+  EXPECT_TRUE(Get(map_, "early").fresh);
+  EXPECT_EQ(Get(map_, "early").media, kMediumSsd);
+  EXPECT_TRUE(Get(map_, "never-put").fresh);  // from the start: known absent
+  EXPECT_EQ(sub_->stats().resyncs, 0u);
+}
+
+TEST_F(SubscriberTest, AGapIsFilledFromTheReplaySocket) {
+  StartPublisher(100);
+  StartSubscriber();
+  Join();
+  const SubscriberStats before = sub_->stats();
+  pub_->SkipSendsForTest(2);  // numbered and buffered, never sent
+  PublishOne("lost-1");
+  PublishOne("lost-2");
+  const uint64_t seq = PublishOne("live");
+  ASSERT_TRUE(sub_->WaitForSeq(seq + 1, milliseconds(5000)));
+  const SubscriberStats after = sub_->stats();
+  EXPECT_EQ(after.gaps - before.gaps, 1u);
+  EXPECT_EQ(after.replays - before.replays, 1u);
+  EXPECT_EQ(after.resyncs, 0u);
+  for (const char* k : {"lost-1", "lost-2", "live"}) {
+    EXPECT_TRUE(Get(map_, k).fresh) << k;
+    EXPECT_EQ(Get(map_, k).media, kMediumDram) << k;
+  }
+}
+
+TEST_F(SubscriberTest, AGapTheBufferNoLongerHoldsMarksTheMapStale) {
+  StartPublisher(2);  // the replay buffer keeps two batches
+  StartSubscriber();
+  Join();
+  EXPECT_TRUE(Get(map_, "probe").fresh);
+  pub_->SkipSendsForTest(4);
+  for (int i = 0; i < 4; ++i) PublishOne("lost-" + std::to_string(i));
+  const uint64_t seq = PublishOne("live");
+  ASSERT_TRUE(sub_->WaitForSeq(seq + 1, milliseconds(5000)));
+  EXPECT_EQ(sub_->stats().resyncs, 1u);
+  EXPECT_FALSE(Get(map_, "probe").fresh);
+  EXPECT_FALSE(Get(map_, "lost-0").fresh);     // never seen: unknown
+  EXPECT_FALSE(Get(map_, "live").fresh);       // seen, but after a loss
+  EXPECT_EQ(Get(map_, "live").media, kMediumDram);
+}
+
+TEST(SubscriberStartTest, ABadEndpointIsRefused) {
+  TierMap map(10);
+  SubscriberOptions o;
+  o.endpoint = "nonsense://x";
+  KvEventSubscriber sub(o, &map);
+  EXPECT_FALSE(sub.Start().ok());
+}
+
+}  // namespace
+}  // namespace kvpool::events

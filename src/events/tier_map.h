@@ -1,0 +1,135 @@
+// TierMap: a subscriber's picture of which tiers hold each key, per tenant,
+// built from the master's KV events (docs/kv_events.md, "kvpool-router
+// follows the stream"), so a router can answer "where is this block" without
+// asking the master.
+//
+// Promises:
+//  - A key's state is *fresh* only when the map has seen every change of it
+//    since a point where its state was known: since an AllBlocksCleared of
+//    its tenant, since the start of the stream, or since a lookup of the key
+//    (Learn). A key the map holds no entry for is fresh-absent only while
+//    its tenant's absence can be trusted (nothing of the tenant lost to a
+//    gap or to the capacity bound).
+//  - MarkAllStale (an unfillable gap, a new master) makes every key stale
+//    at once; events keep updating stale entries but never make them fresh.
+//    Only Learn (a lookup's answer) or an AllBlocksCleared does.
+//  - Memory is bounded: at most `capacity` entries over all tenants. Past
+//    it, the least recently updated entry goes (counted), and its tenant's
+//    absence is no longer trusted: unknown keys of it are then looked up.
+//  - AllBlocksCleared of a tenant forgets the tenant and trusts its absence
+//    again; one with an empty tenant does so for every tenant (the reset a
+//    master announces after a failover or restart).
+// Thread-safe: one writer (the subscriber's thread, and Learn from routing
+// threads) and many readers (Query) under a reader/writer lock.
+#ifndef KVPOOL_EVENTS_TIER_MAP_H_
+#define KVPOOL_EVENTS_TIER_MAP_H_
+
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mutex.h"
+#include "events/event_decoder.h"
+
+namespace kvpool::events {
+
+// One key as the map sees it.
+struct KeyState {
+  bool fresh = false;  // the map's view can be trusted (above)
+  uint8_t media = 0;   // Medium bits; 0 = no copy
+  uint64_t size = 0;
+  // The holder a lookup named for the key (the stream names none); empty
+  // when the map learned the key from events only.
+  std::string node;
+};
+
+struct TierMapStats {
+  uint64_t entries = 0;
+  uint64_t tenants = 0;
+  uint64_t events_applied = 0;
+  uint64_t capacity_evictions = 0;  // entries dropped for the bound
+  uint64_t stale_marks = 0;         // MarkAllStale calls
+  uint64_t tenant_resets = 0;       // AllBlocksCleared applied
+  uint64_t learned = 0;             // lookups written in by Learn
+  uint64_t learn_skipped = 0;       // lookups an event overtook
+};
+
+class TierMap {
+ public:
+  // At most `capacity` key entries (>= 1).
+  explicit TierMap(size_t capacity);
+  TierMap(const TierMap&) = delete;
+  TierMap& operator=(const TierMap&) = delete;
+
+  // Applies a batch's events in order.
+  void Apply(std::span<const DecodedEvent> events);
+  // Nothing the map holds can be trusted any more (an unfillable gap).
+  void MarkAllStale();
+  // The stream is followed from its start (sequence 0 seen, or replayed):
+  // keys of tenants never seen are known absent until a gap says otherwise.
+  void MarkComplete();
+
+  // The state of each of `keys` of `tenant`, in order, under one lock.
+  void Query(const std::string& tenant, std::span<const std::string> keys,
+             std::vector<KeyState>* out) const;
+
+  // A token for Learn: take it before the lookup RPC.
+  uint64_t version() const;
+  // Writes a lookup's answer (media 0 = not found) as fresh, unless the key
+  // changed, its tenant was reset or the map went stale after `since` (the
+  // version() taken before the lookup): then the lookup may be older than
+  // what the map holds, and the key is left as it is.
+  void Learn(const std::string& tenant, const std::string& key, uint8_t media,
+             uint64_t size, const std::string& node, uint64_t since);
+
+  TierMapStats stats() const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Tenant;
+  struct Entry {
+    uint8_t media = 0;
+    uint64_t generation = 0;  // fresh iff == generation_
+    uint64_t version = 0;     // version_ when last written
+    uint64_t size = 0;
+    std::string node;
+    std::list<std::pair<Tenant*, const std::string*>>::iterator lru;
+  };
+  struct Tenant {
+    std::unordered_map<std::string, Entry> keys;
+    bool absence_trusted = false;
+    uint64_t reset_version = 0;
+  };
+
+  Tenant& TenantLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry of `key`, created (stale or fresh-absent as the tenant says)
+  // when missing; most recently updated either way.
+  Entry& EntryLocked(Tenant& t, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(Tenant& t, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResetTenantLocked(Tenant& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforceCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t capacity_;
+  mutable SharedMutex mu_;
+  std::unordered_map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
+  // Most recently updated first; points into tenants_ (node-based maps, so
+  // the pointers stay valid until the entry is erased).
+  std::list<std::pair<Tenant*, const std::string*>> lru_ ABSL_GUARDED_BY(mu_);
+  size_t entries_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stale_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Whether a tenant first seen now starts with trusted absence.
+  bool new_tenants_trusted_ ABSL_GUARDED_BY(mu_) = false;
+  TierMapStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvpool::events
+
+#endif  // KVPOOL_EVENTS_TIER_MAP_H_

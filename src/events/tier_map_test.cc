@@ -1,0 +1,175 @@
+#include "events/tier_map.h"
+
+#include <gtest/gtest.h>
+
+#include "events/event_decoder.h"
+#include "events/event_encoder.h"
+
+namespace kvpool::events {
+namespace {
+
+DecodedEvent Ev(BlockOp op, Medium m, std::string key,
+                std::string tenant = "t") {
+  DecodedEvent e;
+  e.op = op;
+  e.medium = m;
+  e.key = std::move(key);
+  e.tenant = std::move(tenant);
+  e.size = 10;
+  return e;
+}
+
+KeyState Get(const TierMap& map, const std::string& key,
+             const std::string& tenant = "t") {
+  std::vector<KeyState> out;
+  const std::string keys[] = {key};
+  map.Query(tenant, keys, &out);
+  return out[0];
+}
+
+TEST(EventDecoderTest, ReadsWhatTheEncoderWrites) {
+  std::vector<TierEvent> in(3);
+  in[0].kind = TierEventKind::kStored;
+  in[0].media = kMediumPrefetchBuffer;
+  in[0].tenant = "ten";
+  in[0].key = std::string("k\0y", 3);
+  in[0].size = 4096;
+  in[1].kind = TierEventKind::kRemoved;  // two tiers: two wire events
+  in[1].media = kMediumDram | kMediumSsd;
+  in[1].tenant = "ten";
+  in[1].key = "gone";
+  in[2].kind = TierEventKind::kCleared;
+  in[2].tenant = "other";
+  in[0].trigger = Trigger::kRouter;
+  std::string payload;
+  ASSERT_EQ(EncodeBatch(in, 1.5, 7, &payload), 4u);
+  auto b = DecodeBatch(payload);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->ts, 1.5);
+  EXPECT_EQ(b->dropped_before, 7u);
+  ASSERT_EQ(b->events.size(), 4u);
+  EXPECT_EQ(b->events[0].op, BlockOp::kAdd);
+  EXPECT_EQ(b->events[0].medium, kMediumPrefetchBuffer);
+  EXPECT_EQ(b->events[0].key, std::string("k\0y", 3));
+  EXPECT_EQ(b->events[0].size, 4096u);
+  EXPECT_EQ(b->events[0].trigger, Trigger::kRouter);
+  EXPECT_EQ(b->events[1].op, BlockOp::kRemove);
+  EXPECT_EQ(b->events[1].medium, kMediumDram);
+  EXPECT_EQ(b->events[2].medium, kMediumSsd);
+  EXPECT_EQ(b->events[2].kind, TierEventKind::kRemoved);
+  EXPECT_EQ(b->events[3].op, BlockOp::kClear);
+  EXPECT_EQ(b->events[3].tenant, "other");
+}
+
+TEST(EventDecoderTest, RefusesWhatIsNotABatch) {
+  EXPECT_FALSE(DecodeBatch("not msgpack at all").ok());
+  EXPECT_FALSE(DecodeBatch(std::string("\x92\x01\x02", 3)).ok());
+  // A vLLM batch without kvpool's fields: no key to apply it to.
+  static constexpr char kVllmOnly[] =
+      "\x94\xcb\0\0\0\0\0\0\0\0\x91\x93\xac"
+      "BlockRemoved\x91\x01\xa4"
+      "DRAM\xc0\x00";
+  const std::string vllm_only(kVllmOnly, sizeof(kVllmOnly) - 1);
+  EXPECT_FALSE(DecodeBatch(vllm_only).ok());
+}
+
+TEST(TierMapTest, FollowsTheTiersOfAKey) {
+  TierMap map(100);
+  map.MarkComplete();
+  EXPECT_TRUE(Get(map, "k").fresh);  // known absent
+  EXPECT_EQ(Get(map, "k").media, 0);
+  std::vector<DecodedEvent> evs = {
+      Ev(BlockOp::kAdd, kMediumDram, "k"),        // put
+      Ev(BlockOp::kAdd, kMediumSsd, "k"),         // offload
+      Ev(BlockOp::kRemove, kMediumDram, "k")};    // evict
+  map.Apply(evs);
+  KeyState s = Get(map, "k");
+  EXPECT_TRUE(s.fresh);
+  EXPECT_EQ(s.media, kMediumSsd);
+  EXPECT_EQ(s.size, 10u);
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumPrefetchBuffer, "k")});
+  EXPECT_EQ(Get(map, "k").media, kMediumSsd | kMediumPrefetchBuffer);
+  map.Apply(std::vector{Ev(BlockOp::kRemove, kMediumSsd, "k"),
+                        Ev(BlockOp::kRemove, kMediumPrefetchBuffer, "k")});
+  EXPECT_TRUE(Get(map, "k").fresh);
+  EXPECT_EQ(Get(map, "k").media, 0);
+  EXPECT_EQ(map.stats().entries, 0u);  // absence needs no entry
+}
+
+TEST(TierMapTest, ClearResetsOneTenantOrAll) {
+  TierMap map(100);
+  map.MarkComplete();
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "a", "t1"),
+                        Ev(BlockOp::kAdd, kMediumDram, "a", "t2")});
+  DecodedEvent clear;
+  clear.op = BlockOp::kClear;
+  clear.tenant = "t1";
+  map.Apply(std::vector{clear});
+  EXPECT_EQ(Get(map, "a", "t1").media, 0);
+  EXPECT_TRUE(Get(map, "a", "t1").fresh);
+  EXPECT_EQ(Get(map, "a", "t2").media, kMediumDram);
+  // Stale everywhere; an all-tenants clear (a new master's reset) makes the
+  // map exact again.
+  map.MarkAllStale();
+  EXPECT_FALSE(Get(map, "a", "t2").fresh);
+  EXPECT_FALSE(Get(map, "b", "t3").fresh);
+  clear.tenant = "";
+  map.Apply(std::vector{clear});
+  EXPECT_TRUE(Get(map, "a", "t2").fresh);
+  EXPECT_EQ(Get(map, "a", "t2").media, 0);
+  EXPECT_TRUE(Get(map, "b", "t3").fresh);
+  EXPECT_EQ(map.stats().entries, 0u);
+}
+
+TEST(TierMapTest, StaleUntilLearnedAndEventsDoNotRefresh) {
+  TierMap map(100);  // never complete: nothing known
+  EXPECT_FALSE(Get(map, "k").fresh);
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumSsd, "k")});
+  // An SSD copy was added, but a DRAM copy from before may exist.
+  EXPECT_FALSE(Get(map, "k").fresh);
+  uint64_t v = map.version();
+  map.Learn("t", "k", kMediumSsd | kMediumDram, 10, "node0", v);
+  KeyState s = Get(map, "k");
+  EXPECT_TRUE(s.fresh);
+  EXPECT_EQ(s.media, kMediumSsd | kMediumDram);
+  EXPECT_EQ(s.node, "node0");
+  map.Apply(std::vector{Ev(BlockOp::kRemove, kMediumDram, "k")});
+  EXPECT_TRUE(Get(map, "k").fresh);
+  EXPECT_EQ(Get(map, "k").media, kMediumSsd);
+  // A lookup overtaken by an event of the same key is not written.
+  v = map.version();
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "k")});
+  map.Learn("t", "k", kMediumSsd, 10, "node0", v);
+  EXPECT_EQ(Get(map, "k").media, kMediumSsd | kMediumDram);
+  EXPECT_EQ(map.stats().learn_skipped, 1u);
+  // Not found is fresh knowledge too.
+  map.Learn("t", "absent", 0, 0, "", map.version());
+  EXPECT_TRUE(Get(map, "absent").fresh);
+  // A gap after the lookup started: the answer may be older than the gap.
+  v = map.version();
+  map.MarkAllStale();
+  map.Learn("t", "k", kMediumSsd, 10, "", v);
+  EXPECT_FALSE(Get(map, "k").fresh);
+}
+
+TEST(TierMapTest, CapacityEvictsLeastRecentlyUpdatedAndDistrustsAbsence) {
+  TierMap map(2);
+  map.MarkComplete();
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "a"),
+                        Ev(BlockOp::kAdd, kMediumDram, "b"),
+                        Ev(BlockOp::kAdd, kMediumSsd, "a"),  // a is newer
+                        Ev(BlockOp::kAdd, kMediumDram, "c")});
+  TierMapStats st = map.stats();
+  EXPECT_EQ(st.entries, 2u);
+  EXPECT_EQ(st.capacity_evictions, 1u);
+  EXPECT_EQ(Get(map, "a").media, kMediumDram | kMediumSsd);
+  EXPECT_TRUE(Get(map, "c").fresh);
+  // b went for room: it is not known absent, it is unknown.
+  EXPECT_FALSE(Get(map, "b").fresh);
+  EXPECT_FALSE(Get(map, "never-seen").fresh);
+  // Another tenant is unaffected.
+  EXPECT_TRUE(Get(map, "x", "other").fresh);
+}
+
+}  // namespace
+}  // namespace kvpool::events
