@@ -63,6 +63,20 @@ int main(int argc, char** argv) {
                  "max(1, mean in flight) x the share of the prefix held off "
                  "its host; the cheapest wins (negative: pure affinity)")
       ->capture_default_str();
+  app.add_option("--kv_events", c.kv_events_endpoint,
+                 "the master's KV events endpoint (its --kv_events_endpoint, "
+                 "e.g. tcp://master:5557): route from a tier map kept from "
+                 "the stream, look up only keys without fresh state "
+                 "(docs/kv_events.md)");
+  app.add_option("--kv_events_replay", c.kv_events_replay_endpoint,
+                 "the master's KV events replay endpoint: fills gaps in the "
+                 "stream (without it every gap is a resync by lookup)");
+  app.add_option("--kv_events_topic", c.kv_events_topic,
+                 "the master's --kv_events_topic");
+  app.add_option("--kv_events_map_capacity", c.kv_events_map_capacity,
+                 "keys the tier map holds; past it the least recently "
+                 "updated go and unknown keys are looked up")
+      ->capture_default_str();
   std::string port_file;
   app.add_option("--port_file", port_file,
                  "write the bound HTTP port here (for scripts/tests)");
@@ -123,9 +137,10 @@ int main(int argc, char** argv) {
   kvpool::WritePortFile(port_file, server.port());
   std::printf(
       "kvpool-router listening on %s:%d master=%s engines=%zu "
-      "prefetch=%s\n",
+      "prefetch=%s kv_events=%s\n",
       host.c_str(), server.port(), c.master_server_address.c_str(),
-      c.engines.size(), c.enable_prefetch ? "on" : "off");
+      c.engines.size(), c.enable_prefetch ? "on" : "off",
+      c.kv_events_endpoint.empty() ? "off" : c.kv_events_endpoint.c_str());
   std::fflush(stdout);
 
   int sig = 0;

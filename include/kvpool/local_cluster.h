@@ -80,6 +80,10 @@ struct LocalClusterOptions {
   bool data_capabilities = true;
   // NodeConfig::dram_directory of every node.
   bool dram_directory = true;
+  // MasterConfig's KV events publisher (docs/kv_events.md); a `*` port
+  // takes a free one (MasterServer::events_publisher() has the bound one).
+  std::string kv_events_endpoint;
+  std::string kv_events_replay_endpoint;
   // Rolling-upgrade tests: behave as builds without the prefetch RPCs.
   bool emulate_pre_prefetch_master = false;
   bool emulate_pre_prefetch_holder = false;

@@ -79,6 +79,21 @@ struct RouterConfig {
   // most this share of the mean load ahead of another. Negative: pure
   // affinity (the engine local to the top holder, whatever its load).
   double affinity_weight = 0.5;
+  // ---- following the master's KV events (docs/kv_events.md, "kvpool-router
+  // follows the stream") ----
+  // The master's KV events PUB endpoint (its kv_events_endpoint, as a
+  // connect address: tcp://master-host:5557). Set: the router keeps a tier
+  // map from the stream and routes the blocks it has fresh state for
+  // without a lookup; the others are looked up (one RPC) and written into
+  // the map. Empty: every route looks its keys up.
+  std::string kv_events_endpoint;
+  // The master's replay socket: gaps are filled from it; without it every
+  // gap makes the map stale (keys are then looked up as they are asked).
+  std::string kv_events_replay_endpoint;
+  std::string kv_events_topic;  // the master's kv_events_topic
+  // Keys the tier map holds, over all tenants; past it the least recently
+  // updated go (and unknown keys of their tenant are looked up).
+  int64_t kv_events_map_capacity = 1000000;
 };
 
 struct RouteRequest {
@@ -134,18 +149,33 @@ struct RouterStats {
   // Per engine, in config order: the last ReportQueue count, -1 if the
   // engine never reported (its deadlines use the in-flight estimate).
   std::vector<int64_t> reported_waiting;
+  // Tier lookups sent to the master (one per route without events).
+  uint64_t lookup_rpcs = 0;
+  // ---- with kv_events_endpoint; zero without ----
+  bool kv_events = false;
+  uint64_t routes_from_map = 0;  // routes that sent no lookup
+  uint64_t blocks_from_map = 0;  // prefix blocks the tier map answered
+  uint64_t event_batches = 0;    // batches applied, live or replayed
+  uint64_t event_gaps = 0;       // jumps in the live sequence numbers
+  uint64_t event_replays = 0;    // gaps filled from the replay socket
+  uint64_t event_resyncs = 0;    // gaps that could not be: the map went stale
+  uint64_t event_restarts = 0;   // the numbers went down: a new master
+  uint64_t event_next_seq = 0;   // the batch number expected next
+  uint64_t map_keys = 0;         // keys the tier map holds
+  uint64_t map_evictions = 0;    // keys it dropped for its capacity
 };
 
 class Router {
  public:
   // Fails only on an invalid config (empty address, duplicate engine ids,
-  // an unusable secret or TLS file).
+  // an unusable secret or TLS file, a KV events endpoint ZMQ refuses).
   static Result<std::unique_ptr<Router>> Create(const RouterConfig& config);
   ~Router();
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  // Looks up, triggers and picks an engine; counts the request as in flight
+  // Looks up (or, following the KV events, reads the tier map), triggers
+  // and picks an engine; counts the request as in flight
   // on that engine until Complete(engine_id). INVALID_PARAMS for an empty or
   // over-long key list; RPC_FAIL when the master is unreachable.
   Result<RouteDecision> Route(const RouteRequest& request);

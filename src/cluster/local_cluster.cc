@@ -31,6 +31,8 @@ Status LocalCluster::Start() {
   mc.emulate_pre_prefetch_master = options_.emulate_pre_prefetch_master;
   mc.data_capabilities = options_.data_capabilities;
   mc.cluster_secret_file = options_.cluster_secret_file;
+  mc.kv_events_endpoint = options_.kv_events_endpoint;
+  mc.kv_events_replay_endpoint = options_.kv_events_replay_endpoint;
   if (options_.enable_ssd && options_.ssd_root.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "enable_ssd needs ssd_root");
   }

@@ -58,10 +58,10 @@ Status KvEventSubscriber::Start() {
     if (!options_.replay_endpoint.empty())
       s->ConnectReplay(options_.replay_endpoint);
   } catch (const zmq::error_t& e) {
-    return Status(ErrorCode::INVALID_PARAMS,
-                  fmt::format("kv events: cannot connect to {} / {}: {}",
-                              options_.endpoint, options_.replay_endpoint,
-                              e.what()));
+    return Status(
+        ErrorCode::INVALID_PARAMS,
+        fmt::format("kv events: cannot connect to {} / {}: {}",
+                    options_.endpoint, options_.replay_endpoint, e.what()));
   }
   sockets_ = std::move(s);
   // The sockets pass to the thread here and no other thread uses them.
@@ -144,8 +144,7 @@ bool KvEventSubscriber::RequestReplay(uint64_t from, uint64_t to,
     while (!stop_.load()) {
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1,
-                    std::chrono::milliseconds(options_.replay_timeout_ms)) <=
-          0)
+                    std::chrono::milliseconds(options_.replay_timeout_ms)) <= 0)
         break;
       reply.clear();
       if (!zmq::recv_multipart(sock, std::back_inserter(reply))) break;

@@ -37,22 +37,22 @@
 namespace kvpool::events {
 
 struct SubscriberOptions {
-  std::string endpoint;         // the master's PUB socket, tcp://host:port
-  std::string replay_endpoint;  // its replay (ROUTER) socket; empty: none
-  std::string topic;            // subscription prefix
+  std::string endpoint;          // the master's PUB socket, tcp://host:port
+  std::string replay_endpoint;   // its replay (ROUTER) socket; empty: none
+  std::string topic;             // subscription prefix
   int replay_timeout_ms = 2000;  // wait for a replay answer's next message
 };
 
 struct SubscriberStats {
-  uint64_t batches = 0;       // applied, live or replayed
-  uint64_t events = 0;        // wire events in them
-  uint64_t gaps = 0;          // jumps in the live numbers
-  uint64_t replays = 0;       // gaps (and the start) filled from replay
-  uint64_t resyncs = 0;       // unfillable: the map was marked stale
-  uint64_t restarts = 0;      // the numbers went down: a new master
+  uint64_t batches = 0;        // applied, live or replayed
+  uint64_t events = 0;         // wire events in them
+  uint64_t gaps = 0;           // jumps in the live numbers
+  uint64_t replays = 0;        // gaps (and the start) filled from replay
+  uint64_t resyncs = 0;        // unfillable: the map was marked stale
+  uint64_t restarts = 0;       // the numbers went down: a new master
   uint64_t decode_errors = 0;  // payloads that did not decode (stale too)
-  uint64_t next_seq = 0;      // the number expected next
-  bool following = false;     // a position in the stream is known
+  uint64_t next_seq = 0;       // the number expected next
+  bool following = false;      // a position in the stream is known
 };
 
 class KvEventSubscriber {

@@ -119,8 +119,8 @@ TEST_F(SubscriberTest, AGapTheBufferNoLongerHoldsMarksTheMapStale) {
   ASSERT_TRUE(sub_->WaitForSeq(seq + 1, milliseconds(5000)));
   EXPECT_EQ(sub_->stats().resyncs, 1u);
   EXPECT_FALSE(Get(map_, "probe").fresh);
-  EXPECT_FALSE(Get(map_, "lost-0").fresh);     // never seen: unknown
-  EXPECT_FALSE(Get(map_, "live").fresh);       // seen, but after a loss
+  EXPECT_FALSE(Get(map_, "lost-0").fresh);  // never seen: unknown
+  EXPECT_FALSE(Get(map_, "live").fresh);    // seen, but after a loss
   EXPECT_EQ(Get(map_, "live").media, kMediumDram);
 }
 

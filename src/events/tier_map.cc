@@ -76,9 +76,9 @@ void TierMap::Apply(std::span<const DecodedEvent> events) {
     }
     Tenant& t = TenantLocked(ev.tenant);
     auto it = t.keys.find(ev.key);
-    const bool prior_fresh =
-        it != t.keys.end() ? it->second.generation == generation_
-                           : t.absence_trusted;
+    const bool prior_fresh = it != t.keys.end()
+                                 ? it->second.generation == generation_
+                                 : t.absence_trusted;
     // A removal of a key known absent: nothing to record.
     if (it == t.keys.end() && ev.op == BlockOp::kRemove && prior_fresh)
       continue;
@@ -88,6 +88,9 @@ void TierMap::Apply(std::span<const DecodedEvent> events) {
       e.size = ev.size;
       // A new memory copy may be on any node; the stream does not say.
       if (ev.medium != kMediumSsd) e.node.clear();
+    } else if (e.memory_unsure && ev.medium != kMediumSsd) {
+      e.media &= static_cast<uint8_t>(kMediumSsd);
+      e.memory_unsure = false;
     } else {
       e.media &= static_cast<uint8_t>(~ev.medium);
     }
@@ -170,6 +173,7 @@ void TierMap::Learn(const std::string& tenant, const std::string& key,
   e.media = media;
   e.size = size;
   e.node = node;
+  e.memory_unsure = (media & (kMediumDram | kMediumPrefetchBuffer)) != 0;
   e.generation = generation_;
 }
 

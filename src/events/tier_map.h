@@ -81,7 +81,11 @@ class TierMap {
   // Writes a lookup's answer (media 0 = not found) as fresh, unless the key
   // changed, its tenant was reset or the map went stale after `since` (the
   // version() taken before the lookup): then the lookup may be older than
-  // what the map holds, and the key is left as it is.
+  // what the map holds, and the key is left as it is. A lookup says
+  // "memory", not which memory: pass kMediumDram for it, and the first
+  // removal of a DRAM or prefetch buffer copy then drops the memory copy
+  // (believing a copy gone costs a needless trigger; believing a gone copy
+  // there would cost a read from SSD the router did not prefetch).
   void Learn(const std::string& tenant, const std::string& key, uint8_t media,
              uint64_t size, const std::string& node, uint64_t since);
 
@@ -95,6 +99,8 @@ class TierMap {
     uint64_t generation = 0;  // fresh iff == generation_
     uint64_t version = 0;     // version_ when last written
     uint64_t size = 0;
+    // The memory bit came from a lookup, which does not say which memory.
+    bool memory_unsure = false;
     std::string node;
     std::list<std::pair<Tenant*, const std::string*>>::iterator lru;
   };

@@ -79,9 +79,9 @@ TEST(TierMapTest, FollowsTheTiersOfAKey) {
   EXPECT_TRUE(Get(map, "k").fresh);  // known absent
   EXPECT_EQ(Get(map, "k").media, 0);
   std::vector<DecodedEvent> evs = {
-      Ev(BlockOp::kAdd, kMediumDram, "k"),        // put
-      Ev(BlockOp::kAdd, kMediumSsd, "k"),         // offload
-      Ev(BlockOp::kRemove, kMediumDram, "k")};    // evict
+      Ev(BlockOp::kAdd, kMediumDram, "k"),      // put
+      Ev(BlockOp::kAdd, kMediumSsd, "k"),       // offload
+      Ev(BlockOp::kRemove, kMediumDram, "k")};  // evict
   map.Apply(evs);
   KeyState s = Get(map, "k");
   EXPECT_TRUE(s.fresh);
@@ -142,6 +142,11 @@ TEST(TierMapTest, StaleUntilLearnedAndEventsDoNotRefresh) {
   map.Learn("t", "k", kMediumSsd, 10, "node0", v);
   EXPECT_EQ(Get(map, "k").media, kMediumSsd | kMediumDram);
   EXPECT_EQ(map.stats().learn_skipped, 1u);
+  // A lookup's "memory" may have been a prefetch buffer copy: its
+  // removal drops the memory copy whichever tier the event names.
+  map.Learn("t", "pb", kMediumDram | kMediumSsd, 10, "", map.version());
+  map.Apply(std::vector{Ev(BlockOp::kRemove, kMediumPrefetchBuffer, "pb")});
+  EXPECT_EQ(Get(map, "pb").media, kMediumSsd);
   // Not found is fresh knowledge too.
   map.Learn("t", "absent", 0, 0, "", map.version());
   EXPECT_TRUE(Get(map, "absent").fresh);

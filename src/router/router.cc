@@ -10,8 +10,11 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "events/kv_event_subscriber.h"
+#include "events/tier_map.h"
 #include "kvpool/client.h"
 #include "router/dispatch.h"
+#include "router/prefix_tiers.h"
 #include "router/read_deadline.h"
 #include "rpc/master_client.h"
 
@@ -27,17 +30,6 @@ constexpr size_t kMaxBlocks = 65536;
 // One Client (one gRPC channel) per tenant: tenant names come from the
 // request, so the map is bounded against a caller that invents them.
 constexpr size_t kMaxTenants = 4096;
-
-// The node a get of this block would read from: the first complete replica
-// of the best tier.
-std::string Holder(const TierInfo& t, const std::string& tier) {
-  const auto want = tier == "memory" ? ReplicaInfo::Kind::kMemory
-                                     : ReplicaInfo::Kind::kLocalDisk;
-  for (const auto& r : t.replicas) {
-    if (r.complete && r.kind == want) return r.node_id;
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -62,7 +54,13 @@ struct Router::State {
   std::atomic<uint64_t> requests{0}, blocks_looked_up{0}, ssd_only_blocks{0},
       triggered{0}, queued{0}, in_memory{0}, throttled_watermark{0},
       throttled_cap{0}, no_local_disk{0}, not_found{0}, affinity_hits{0},
-      lookup_errors{0}, prefetch_errors{0}, deadlines_sent{0};
+      lookup_errors{0}, prefetch_errors{0}, deadlines_sent{0}, lookup_rpcs{0},
+      routes_from_map{0}, blocks_from_map{0};
+
+  // With kv_events_endpoint: the map the subscriber's thread writes and
+  // routes read (the subscriber goes first: it writes into the map).
+  std::unique_ptr<events::TierMap> tier_map;
+  std::unique_ptr<events::KvEventSubscriber> subscriber;
 
   Result<Client*> ClientFor(const std::string& tenant) {
     std::lock_guard<std::mutex> lock(clients_mu);
@@ -157,6 +155,24 @@ Result<std::unique_ptr<Router>> Router::Create(const RouterConfig& config) {
   state->routed.assign(config.engines.size(), 0);
   state->admissions.assign(config.engines.size(), AdmissionInterval());
   state->reported_waiting.assign(config.engines.size(), -1);
+  if (!config.kv_events_endpoint.empty()) {
+    if (config.kv_events_map_capacity < 1) {
+      return Status(ErrorCode::INVALID_PARAMS,
+                    "router: kv_events_map_capacity must be >= 1");
+    }
+    state->tier_map = std::make_unique<events::TierMap>(
+        static_cast<size_t>(config.kv_events_map_capacity));
+    events::SubscriberOptions so;
+    so.endpoint = config.kv_events_endpoint;
+    so.replay_endpoint = config.kv_events_replay_endpoint;
+    so.topic = config.kv_events_topic;
+    state->subscriber =
+        std::make_unique<events::KvEventSubscriber>(so, state->tier_map.get());
+    if (Status st = state->subscriber->Start(); !st.ok()) return st;
+  } else if (!config.kv_events_replay_endpoint.empty()) {
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "router: kv_events_replay_endpoint needs kv_events_endpoint");
+  }
   return std::unique_ptr<Router>(new Router(std::move(state)));
 }
 
@@ -190,33 +206,33 @@ Result<RouteDecision> Router::Route(const RouteRequest& request) {
   RouteDecision d;
   d.request_id = request.request_id;
 
-  // One read-only lookup for the whole prompt: no lease, no hit metrics, so
-  // routing never changes what the store evicts or promotes by itself.
-  s.blocks_looked_up += keys.size();
-  auto tiers = client.value()->BatchGetReplicaDesc(keys);
-  std::vector<std::string> holders;
-  std::vector<std::string> ssd_keys;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const auto& t = tiers[i];
-    if (!t.ok()) {
-      if (t.code() == ErrorCode::OBJECT_NOT_FOUND) break;  // end of prefix
-      // Transport failure or a master error: no decision can be trusted.
-      ++s.lookup_errors;
-      return Status(
-          t.code() == ErrorCode::RPC_FAIL ? ErrorCode::RPC_FAIL : t.code(),
-          "router: tier lookup failed: " + t.status().ToString());
-    }
-    std::string tier = t->BestTier();
-    // A put in flight is not readable yet: the engine would recompute it.
-    if (tier == "processing") break;
-    BlockTier b;
-    b.node_id = Holder(t.value(), tier);
-    b.size = t->size;
-    if (tier == "local_disk") ssd_keys.push_back(keys[i]);
-    b.tier = std::move(tier);
-    holders.push_back(b.node_id);
-    d.prefix_tiers.push_back(std::move(b));
+  // Read-only lookups: no lease, no hit metrics, so routing never changes
+  // what the store evicts or promotes by itself.
+  Client* c = client.value();
+  auto lookup = [c](const std::vector<std::string>& ks) {
+    return c->BatchGetReplicaDesc(ks);
+  };
+  const std::string tenant =
+      request.tenant.empty() ? "default" : request.tenant;
+  auto prefix = s.tier_map
+                    ? PrefixFromMap(s.tier_map.get(), tenant, keys, lookup)
+                    : PrefixFromLookup(keys, lookup);
+  if (!prefix.ok()) {
+    ++s.lookup_errors;
+    ++s.lookup_rpcs;
+    return prefix.status();
   }
+  s.blocks_looked_up += prefix->keys_looked_up;
+  s.blocks_from_map += prefix->blocks_from_map;
+  if (prefix->lookup_rpc) {
+    ++s.lookup_rpcs;
+  } else {
+    ++s.routes_from_map;
+  }
+  std::vector<std::string> holders;
+  for (const auto& b : prefix->blocks) holders.push_back(b.node_id);
+  d.prefix_tiers = std::move(prefix->blocks);
+  std::vector<std::string> ssd_keys = std::move(prefix->ssd_keys);
   d.matched_prefix = d.prefix_tiers.size();
   d.ssd_only_blocks = ssd_keys.size();
   s.ssd_only_blocks += ssd_keys.size();
@@ -338,6 +354,22 @@ RouterStats Router::stats() const {
   r.lookup_errors = s.lookup_errors.load();
   r.prefetch_errors = s.prefetch_errors.load();
   r.deadlines_sent = s.deadlines_sent.load();
+  r.lookup_rpcs = s.lookup_rpcs.load();
+  if (s.subscriber) {
+    r.kv_events = true;
+    r.routes_from_map = s.routes_from_map.load();
+    r.blocks_from_map = s.blocks_from_map.load();
+    const events::SubscriberStats e = s.subscriber->stats();
+    r.event_batches = e.batches;
+    r.event_gaps = e.gaps;
+    r.event_replays = e.replays;
+    r.event_resyncs = e.resyncs;
+    r.event_restarts = e.restarts;
+    r.event_next_seq = e.next_seq;
+    const events::TierMapStats m = s.tier_map->stats();
+    r.map_keys = m.entries;
+    r.map_evictions = m.capacity_evictions;
+  }
   {
     std::lock_guard<std::mutex> lock(s.load_mu);
     r.in_flight = s.in_flight;

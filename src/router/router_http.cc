@@ -294,9 +294,23 @@ RouterHttpServer::Reply RouterHttpServer::HandleStats() const {
             {"lookup_errors", s.lookup_errors},
             {"prefetch_errors", s.prefetch_errors},
             {"deadlines_sent", s.deadlines_sent},
+            {"lookup_rpcs", s.lookup_rpcs},
             {"enable_prefetch", router_->config().enable_prefetch},
             {"master_server_address", router_->config().master_server_address},
             {"engines", std::move(engines)}};
+  if (s.kv_events) {
+    // docs/kv_events.md, "kvpool-router follows the stream".
+    j["kv_events"] = {{"routes_from_map", s.routes_from_map},
+                      {"blocks_from_map", s.blocks_from_map},
+                      {"batches", s.event_batches},
+                      {"gaps", s.event_gaps},
+                      {"replays", s.event_replays},
+                      {"resyncs", s.event_resyncs},
+                      {"restarts", s.event_restarts},
+                      {"next_seq", s.event_next_seq},
+                      {"map_keys", s.map_keys},
+                      {"map_evictions", s.map_evictions}};
+  }
   if (server_) {
     const HttpServerStats h = server_->stats();
     j["http"] = {
