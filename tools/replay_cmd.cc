@@ -177,6 +177,10 @@ class ReplayCommandImpl : public ReplayCommand {
                    "batching engine: engines declare their loaders to the "
                    "router (max_loading), whose deadline then counts loads "
                    "ahead");
+    cmd_->add_flag("--router_kv_events", o.router_kv_events,
+                   "the master publishes KV events and the router routes "
+                   "from the tier map it keeps from them, looking up only "
+                   "keys without fresh state (in-process cluster only)");
     cmd_->add_option("--promotion_pull", o.promotion_pull,
                      "holders run the promotion pull thread")
         ->capture_default_str();

@@ -194,6 +194,12 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       return res;
     }
   }
+  const bool kv_events =
+      o.router_kv_events && (o.dispatch == "router" || arm.router_prefetch);
+  if (kv_events) {
+    copts.kv_events_endpoint = "tcp://127.0.0.1:*";
+    copts.kv_events_replay_endpoint = "tcp://127.0.0.1:*";
+  }
   res.dram_per_node = copts.segment_size;
   auto cluster_p = MakeReplayCluster(o.cluster, copts, o.bin_dir, o.external);
   ReplayCluster& cluster = *cluster_p;
@@ -298,6 +304,10 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
       rc.engines.push_back(e);
       engine_index[e.id] = i;
     }
+    if (kv_events) {
+      rc.kv_events_endpoint = cluster.kv_events_endpoint();
+      rc.kv_events_replay_endpoint = cluster.kv_events_replay_endpoint();
+    }
     auto r = Router::Create(rc);
     if (!r.ok()) {
       res.status = r.status();
@@ -305,6 +315,14 @@ ArmResult RunArm(const ReplayOptions& o, const ReplayPlan& plan,
     }
     router = std::move(r.value());
     res.router_used = true;
+    res.router_kv_events = kv_events;
+    if (kv_events) {
+      // The router catches up by replay before the first request, as a
+      // router started before its traffic would be.
+      bench::WaitFor(30, [&] {
+        return router->stats().event_next_seq >= cluster.kv_events_batches();
+      });
+    }
   }
   std::mutex rec_mu;
   std::condition_variable rec_cv;

@@ -71,6 +71,7 @@ struct ArmResult {
   std::vector<RequestRecord> records;
   std::vector<ClusterSnapshot> samples;  // every 100 ms, all phases
   bool router_used = false;
+  bool router_kv_events = false;  // the router followed the KV events
   RouterStats router;
   PrefetchStats prefetch;  // engines' clients, summed
   MasterCounters counters;

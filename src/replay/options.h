@@ -90,6 +90,11 @@ struct ReplayOptions {
   // Batching engine: each engine declares its loaders as max_loading, so
   // the router's deadline counts loads ahead (EngineInfo::max_loading).
   bool prefetch_deadline_by_loads = false;
+  // The router follows the master's KV events (docs/kv_events.md,
+  // "kvpool-router follows the stream"): the master publishes on free
+  // loopback ports and the router keeps its tier map from them, looking up
+  // only keys without fresh state. In-process cluster only.
+  bool router_kv_events = false;
   // The router's dispatch: load against affinity (RouterConfig's).
   double affinity_weight = RouterConfig{}.affinity_weight;
   bool promotion_pull = false;            // holders' promotion pull thread

@@ -61,6 +61,11 @@ Result<ReplayOutput> RunReplay(const ReplayOptions& given) {
                   "measure >= 1, max_num_batched_tokens and max_num_seqs "
                   ">= 1, 0 < gpu_busy < 1, 0 < disk_busy_cap <= 1");
   }
+  if (o.router_kv_events && o.cluster != ClusterKind::kInProcess) {
+    // The router reads the bound ports from the in-process master.
+    return Status(ErrorCode::INVALID_PARAMS,
+                  "--router_kv_events needs the in-process cluster");
+  }
   if (o.prefetch_deadline_by_loads &&
       (!o.prefetch_deadline || o.engine != EngineKind::kBatching)) {
     // The serial engine has no loaders, and without deadlines the flag

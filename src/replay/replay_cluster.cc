@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <httplib.h>
+#include "master/master_server.h"
 #include "node/node.h"
 #include "replay/clock_util.h"
 
@@ -47,8 +48,23 @@ class InProcessCluster : public ReplayCluster {
   uint64_t NodePromotions(size_t i, bool ok) override {
     return replay::NodePromotions(cluster_, i, ok);
   }
+  std::string kv_events_endpoint() const override {
+    auto* p = Publisher();
+    return p ? p->endpoint() : "";
+  }
+  std::string kv_events_replay_endpoint() const override {
+    auto* p = Publisher();
+    return p ? p->replay_endpoint() : "";
+  }
+  uint64_t kv_events_batches() const override {
+    auto* p = Publisher();
+    return p ? p->batches_published() : 0;
+  }
 
  private:
+  events::KvEventPublisher* Publisher() const {
+    return const_cast<LocalCluster&>(cluster_).master().events_publisher();
+  }
   LocalCluster cluster_;
 };
 

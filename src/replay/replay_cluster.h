@@ -42,6 +42,12 @@ class ReplayCluster {
   // cluster of processes; empty in process.
   virtual std::string master_http() const { return ""; }
   virtual std::vector<std::string> node_http() const { return {}; }
+  // The master's KV events endpoints as bound (LocalClusterOptions'
+  // kv_events_*), and the batches it has published; empty and 0 when it
+  // publishes none or runs in another process.
+  virtual std::string kv_events_endpoint() const { return ""; }
+  virtual std::string kv_events_replay_endpoint() const { return ""; }
+  virtual uint64_t kv_events_batches() const { return 0; }
 };
 
 enum class ClusterKind { kInProcess, kProcesses, kExternal };

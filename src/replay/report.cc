@@ -14,6 +14,7 @@
 #include "replay/report_model.h"
 #include "replay/report_parts.h"
 #include "replay/report_reads.h"
+#include "replay/report_router_tiers.h"
 #include "replay/report_windows.h"
 
 namespace kvpool::replay {
@@ -430,6 +431,7 @@ json ArmJson(const ReportInput& in, const ArmResult& a) {
                           "loading_at_route"};
   j["request_rows"] = requests;
   j.update(ArmPartsJson(a));
+  j.update(RouterTiersJson(a, route_ms));
   j["dram_per_node"] = a.dram_per_node;
   return j;
 }
@@ -495,6 +497,7 @@ json BuildReport(const ReportInput& in) {
       {"prefetch_deadline_by_loads", o.prefetch_deadline_by_loads},
       {"prefetch_deadline_slack", o.prefetch_deadline_slack},
       {"affinity_weight", o.affinity_weight},
+      {"router_kv_events", o.router_kv_events},
       {"promotion_pull", o.promotion_pull},
       {"promotion_read_batch", o.promotion_read_batch},
       {"promotion_inflight_bytes", o.promotion_inflight_bytes},
@@ -642,6 +645,7 @@ std::string RenderMarkdown(const json& r) {
         Num(a["prefill_ms"], "p50"));
   }
   md += "\n" + RenderPartsMarkdown(r);
+  md += RenderRouterTiersMarkdown(r);
   md += RenderBlockReadsMarkdown(r);
   md +=
       "\n## Blocks SSD-only when routed: where their get read them\n\n"
