@@ -120,7 +120,7 @@ void KvEventSubscriber::OnLive(uint64_t seq, const std::string& payload) {
     if (seq > 0) {
       Fill(0, seq);
     } else {
-      map_->MarkComplete();
+      map_->ResetToStreamStart();
     }
   } else if (seq < next_) {
     return;  // already applied from a replay answer
@@ -174,7 +174,7 @@ void KvEventSubscriber::Fill(uint64_t from, uint64_t to) {
     filled = got[i].first == got[i - 1].first + 1;
   if (to == 0 && got.empty()) return;  // nothing published yet
   if (filled) {
-    if (from == 0) map_->MarkComplete();
+    if (from == 0) map_->ResetToStreamStart();
     MutexLock lock(&mu_);
     ++stats_.replays;
   } else {
@@ -232,12 +232,20 @@ SubscriberStats KvEventSubscriber::stats() const {
 
 bool KvEventSubscriber::WaitForSeq(uint64_t seq,
                                    std::chrono::milliseconds timeout) const {
+  return WaitUntil(
+      [seq](const SubscriberStats& s) {
+        return s.following && s.next_seq >= seq;
+      },
+      timeout);
+}
+
+bool KvEventSubscriber::WaitUntil(
+    const std::function<bool(const SubscriberStats&)>& done,
+    std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   MutexLock lock(&mu_);
-  while (!(stats_.following && stats_.next_seq >= seq)) {
-    if (!advanced_.WaitUntil(&mu_, deadline)) {
-      return stats_.following && stats_.next_seq >= seq;
-    }
+  while (!done(stats_)) {
+    if (!advanced_.WaitUntil(&mu_, deadline)) return done(stats_);
   }
   return true;
 }

@@ -8,13 +8,15 @@
 //    sequence number.
 //  - At start it asks the replay socket for everything from 0: when the
 //    answer starts at 0 the map follows the stream from its start
-//    (TierMap::MarkComplete); otherwise what came before is unknown.
+//    (TierMap::ResetToStreamStart); otherwise what came before is unknown.
 //  - A jump in the live numbers is a gap: it asks the replay socket "from
 //    N" and applies the answer when it holds every missing number; when it
 //    does not (the buffer moved on, a number skipped for dropped events, no
 //    replay socket, no answer in `replay_timeout_ms`), the gap cannot be
 //    filled and the map is marked stale (TierMap::MarkAllStale): its users
-//    resync by lookup. A number that goes down is a new master: stale too.
+//    resync by lookup. A number that goes down is a new master: stale too,
+//    then followed as at start (its stream from 0, by replay, resets the
+//    map to what the new master holds).
 //  - Never blocks the publisher: a slow subscriber only sees gaps.
 // What it cannot see: a loss with no later batch to reveal it (the stream
 // goes quiet). Thread-safe: stats() and WaitForSeq() from any thread.
@@ -24,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,6 +75,10 @@ class KvEventSubscriber {
   // Until every batch numbered below `seq` has been applied (or marked
   // lost): false after `timeout`.
   bool WaitForSeq(uint64_t seq, std::chrono::milliseconds timeout) const;
+  // Until `done(stats())` holds, checked after each batch: false after
+  // `timeout`.
+  bool WaitUntil(const std::function<bool(const SubscriberStats&)>& done,
+                 std::chrono::milliseconds timeout) const;
 
  private:
   struct Sockets;

@@ -134,6 +134,44 @@ TEST_F(SubscriberTest, AGapTheReplayCannotFillMarksTheMapStale) {
   EXPECT_EQ(Get(map_, "live").media, kMediumDram);
 }
 
+TEST_F(SubscriberTest, ANewMasterStartingAtZeroResetsTheMap) {
+  StartPublisher(100);
+  StartSubscriber();
+  Join();
+  // Numbers well past where the new master will be when the subscriber
+  // hears from it (ZMQ reconnects every 100 ms): it must see them go down.
+  for (int i = 0; i < 100; ++i) PublishOne("old");
+  ASSERT_TRUE(sub_->WaitForSeq(pub_->batches_published(), milliseconds(5000)));
+  ASSERT_TRUE(Get(map_, "old").fresh);
+  // A new master on the same endpoints: its numbers start again at 0.
+  PublisherOptions o;
+  o.endpoint = pub_->endpoint();
+  o.replay_endpoint = pub_->replay_endpoint();
+  o.topic = "kv";
+  pub_.reset();
+  pub_ = std::make_unique<KvEventPublisher>(o, nullptr);
+  ASSERT_TRUE(pub_->Start().ok());
+  // The subscriber reconnects by itself; the first batch it receives has a
+  // lower number than the last it saw. Probes until it has followed one.
+  bool restarted = false;
+  for (int i = 0; i < 500 && !restarted; ++i) {
+    PublishOne("new");
+    restarted =
+        sub_->WaitUntil([](const SubscriberStats& s) { return s.restarts > 0; },
+                        milliseconds(20));
+  }
+  ASSERT_TRUE(restarted);
+  // Whatever it received since: applied.
+  ASSERT_TRUE(sub_->WaitForSeq(pub_->batches_published(), milliseconds(5000)));
+  EXPECT_EQ(sub_->stats().restarts, 1u);
+  // The new master's stream from 0 was replayed: the map is what it holds.
+  EXPECT_EQ(sub_->stats().resyncs, 0u);
+  EXPECT_TRUE(Get(map_, "new").fresh);
+  EXPECT_EQ(Get(map_, "new").media, kMediumDram);
+  EXPECT_TRUE(Get(map_, "old").fresh);  // the new master does not hold it
+  EXPECT_EQ(Get(map_, "old").media, 0);
+}
+
 TEST(SubscriberStartTest, ABadEndpointIsRefused) {
   TierMap map(10);
   SubscriberOptions o;

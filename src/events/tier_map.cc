@@ -115,12 +115,11 @@ void TierMap::MarkAllStale() {
   ++stats_.stale_marks;
 }
 
-void TierMap::MarkComplete() {
+void TierMap::ResetToStreamStart() {
   WriterLock lock(&mu_);
+  for (auto& [name, t] : tenants_) ResetTenantLocked(t);
   new_tenants_trusted_ = true;
-  for (auto& [name, t] : tenants_) {
-    if (t.keys.empty()) t.absence_trusted = true;
-  }
+  stale_version_ = ++version_;
 }
 
 void TierMap::Query(const std::string& tenant,

@@ -68,9 +68,12 @@ class TierMap {
   void Apply(std::span<const DecodedEvent> events);
   // Nothing the map holds can be trusted any more (an unfillable gap).
   void MarkAllStale();
-  // The stream is followed from its start (sequence 0 seen, or replayed):
-  // keys of tenants never seen are known absent until a gap says otherwise.
-  void MarkComplete();
+  // The stream is followed from its start (sequence 0 seen, or replayed),
+  // which describes the master's whole state: everything the map holds is
+  // forgotten and every key is known absent until the stream says
+  // otherwise (at start the map is empty; after a new master, what it held
+  // described the old one). Lookups sent before it are not written.
+  void ResetToStreamStart();
 
   // The state of each of `keys` of `tenant`, in order, under one lock.
   void Query(const std::string& tenant, std::span<const std::string> keys,

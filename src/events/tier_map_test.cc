@@ -75,7 +75,7 @@ TEST(EventDecoderTest, RefusesWhatIsNotABatch) {
 
 TEST(TierMapTest, FollowsTheTiersOfAKey) {
   TierMap map(100);
-  map.MarkComplete();
+  map.ResetToStreamStart();
   EXPECT_TRUE(Get(map, "k").fresh);  // known absent
   EXPECT_EQ(Get(map, "k").media, 0);
   std::vector<DecodedEvent> evs = {
@@ -98,7 +98,7 @@ TEST(TierMapTest, FollowsTheTiersOfAKey) {
 
 TEST(TierMapTest, ClearResetsOneTenantOrAll) {
   TierMap map(100);
-  map.MarkComplete();
+  map.ResetToStreamStart();
   map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "a", "t1"),
                         Ev(BlockOp::kAdd, kMediumDram, "a", "t2")});
   DecodedEvent clear;
@@ -119,6 +119,20 @@ TEST(TierMapTest, ClearResetsOneTenantOrAll) {
   EXPECT_EQ(Get(map, "a", "t2").media, 0);
   EXPECT_TRUE(Get(map, "b", "t3").fresh);
   EXPECT_EQ(map.stats().entries, 0u);
+}
+
+TEST(TierMapTest, AResetToTheStreamStartForgetsAnOldMastersKeys) {
+  TierMap map(100);
+  map.ResetToStreamStart();
+  map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "old")});
+  map.MarkAllStale();  // a new master
+  const uint64_t v = map.version();
+  map.ResetToStreamStart();  // its stream from 0
+  EXPECT_TRUE(Get(map, "old").fresh);
+  EXPECT_EQ(Get(map, "old").media, 0);
+  // A lookup sent before the reset may have asked the old master.
+  map.Learn("t", "old", kMediumDram, 10, "", v);
+  EXPECT_EQ(Get(map, "old").media, 0);
 }
 
 TEST(TierMapTest, StaleUntilLearnedAndEventsDoNotRefresh) {
@@ -159,7 +173,7 @@ TEST(TierMapTest, StaleUntilLearnedAndEventsDoNotRefresh) {
 
 TEST(TierMapTest, CapacityEvictsLeastRecentlyUpdatedAndDistrustsAbsence) {
   TierMap map(2);
-  map.MarkComplete();
+  map.ResetToStreamStart();
   map.Apply(std::vector{Ev(BlockOp::kAdd, kMediumDram, "a"),
                         Ev(BlockOp::kAdd, kMediumDram, "b"),
                         Ev(BlockOp::kAdd, kMediumSsd, "a"),  // a is newer

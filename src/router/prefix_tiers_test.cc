@@ -53,7 +53,7 @@ DecodedEvent Add(std::string key, events::Medium m) {
 
 TEST(PrefixTiersTest, AllFreshMakesNoLookup) {
   events::TierMap map(100);
-  map.MarkComplete();
+  map.ResetToStreamStart();
   map.Apply(
       std::vector{Add("a", events::kMediumDram), Add("b", events::kMediumSsd)});
   FakeMaster m;
