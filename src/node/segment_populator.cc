@@ -60,13 +60,20 @@ void SegmentPopulator::Run() {
   bool complete = true;
   for (const auto& seg : segments_) {
     if (!seg) continue;
-    for (uint64_t at = 0; at < seg->size() && complete; at += kChunk) {
+    // From the end down: the allocator hands out a fresh segment from its
+    // start, so the first puts and this thread meet once, in the middle,
+    // rather than all the way. Where they meet, a put that faults on a
+    // page this thread is zeroing waits for it, and at nice 19 on a busy
+    // host that wait was 5-10 ms per put on 2 MiB pages (a 2 GiB segment:
+    // 4 MiB puts 10.5 ms while populating front first, 1.3 ms after).
+    for (uint64_t end = seg->size(); end > 0 && complete;) {
       if (stop_.load(std::memory_order_relaxed)) {
         complete = false;
         break;
       }
       if (before_chunk_) before_chunk_(populated_.load());
-      const uint64_t len = std::min(kChunk, seg->size() - at);
+      const uint64_t at = (end - 1) / kChunk * kChunk;
+      const uint64_t len = end - at;
       if (Status s = seg->Populate(at, len); !s.ok()) {
         // Only a cost: the pages left fault in at their first put.
         spdlog::warn("segment population stopped: {}", s.ToString());
@@ -74,6 +81,7 @@ void SegmentPopulator::Run() {
         break;
       }
       populated_.fetch_add(len, std::memory_order_relaxed);
+      end = at;
     }
   }
   seconds_.store(
