@@ -114,6 +114,9 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
       gate_->Begin(nullptr);
       break;
     }
+    // Its KV events stream starts (a reset naming it and its epoch) before
+    // anything it serves can publish.
+    server->OpenEventStream(won.value(), advertised);
     gate_->Lead();
     terms_led_.fetch_add(1);
     spdlog::info(
@@ -121,6 +124,9 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
         "nodes re-register what they hold",
         advertised, config_.cluster_id, won.value(), election.granted_ttl_s());
     const bool lost = election.WaitLost(stop);
+    // No longer the leader: whatever its tables do from here (a reaper
+    // that wakes after a freeze, calls in flight) is not published.
+    server->CloseEventStream();
     gate_->End(lost ? "lost the leadership of epoch " +
                           std::to_string(won.value())
                     : "stopping");
