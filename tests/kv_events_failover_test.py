@@ -5,8 +5,9 @@ A subscriber keeps a tier map -- (tenant, key) -> the media that hold it --
 by applying the stream as docs/kv_events.md says: BlockStored adds a medium,
 BlockRemoved takes it away, AllBlocksCleared of kind "cleared" forgets a
 tenant and one of kind "reset" forgets everything and starts a new stream;
-batches of an older epoch than the stream it follows are ignored, and a new
-stream it joined late is read from its start through the replay socket.
+another master's batches of an older epoch than the stream it follows are
+ignored, and a new stream it joined late is read from its start through the
+replay socket.
 
 Processes on 127.0.0.1 (free ports, stopped by PID): etcd and two HA
 masters, or one master, and two nodes with SSD tiers. Values are put,
@@ -142,11 +143,15 @@ class TierMapFollower:
             # a subscriber can do is apply what comes.
             self.apply(batch)
             return
-        if self.epoch is not None and epoch < self.epoch:
+        if self.epoch is None or (epoch != self.epoch and (
+                i == self.followed or epoch > self.epoch)):
+            # A new stream: on the endpoint followed, whatever its epoch
+            # (one process binds an endpoint: the master restarted); on
+            # another, a later leader.
+            self.join(i, epoch)
+        elif epoch != self.epoch:
             self.ignored += 1  # a deposed leader's last batches
             return
-        if self.epoch is None or epoch > self.epoch:
-            self.join(i, epoch)
         if i != self.followed or seq < self.next_seq:
             return  # already applied (from a replay)
         if seq > self.next_seq:  # a gap in this stream: the replay fills it

@@ -8,9 +8,11 @@ AllBlocksCleared), follows a kvpool-master and a kvpool-node (processes on
 127.0.0.1, free ports, stopped by PID) through a scripted sequence: puts,
 offloads to SSD, evictions from DRAM, a promotion by each trigger (on-hit,
 exist, router), a remove and a remove_all. It checks that every event of the
-script arrives, in order, and that a gap -- the subscriber disconnects while
-events are published -- is seen as a sequence jump and filled from the replay
-socket.
+script arrives, in order, after the master's reset (batch 0, which opens its
+stream; every batch carries the stream's epoch), and that a gap -- the
+subscriber disconnects while events are published -- is seen as a sequence
+jump and filled from the replay socket. Failover and restart:
+kv_events_failover_test.py.
 """
 
 import os
