@@ -4,6 +4,7 @@
 // published, so no subscription has to take effect first.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <msgpack.hpp>
 #include <thread>
@@ -184,6 +185,26 @@ TEST_F(EventStreamTest, NothingAfterTheStreamCloses) {
   EXPECT_EQ(pub_->batches_published(), 2u);
   pub_->Stop();  // which publishes what is queued, unless closed
   EXPECT_EQ(pub_->batches_published(), 2u);
+}
+
+TEST_F(EventStreamTest, AStreamClosesWhenItsMasterNoLongerServes) {
+  std::atomic<bool> serving{true};
+  pub_->OpenStream(9, "leader", [&] { return serving.load(); });
+  ASSERT_TRUE(pub_->queue()->Push(Stored("while-serving")));
+  ASSERT_TRUE(WaitForBatches(2));
+  // The lease ran out: the master has not noticed (nobody called
+  // CloseStream), but the publisher asks before each drain.
+  serving.store(false);
+  ASSERT_TRUE(pub_->queue()->Push(Stored("after-the-lease")));
+  ReplayAll();
+  const auto batches = ReplayAll();
+  EXPECT_EQ(batches.size(), 2u);
+  EXPECT_EQ(pub_->batches_published(), 2u);
+  // And it stays closed when the predicate would say yes again.
+  serving.store(true);
+  ASSERT_TRUE(pub_->queue()->Push(Stored("later")));
+  ReplayAll();
+  EXPECT_EQ(ReplayAll().size(), 2u);
 }
 
 TEST_F(EventStreamTest, AStreamOpensOnceWithAnEpoch) {

@@ -113,18 +113,26 @@ void KvEventPublisher::Stop() {
   sockets_.reset();
 }
 
-void KvEventPublisher::OpenStream(uint64_t epoch, std::string leader) {
+void KvEventPublisher::OpenStream(uint64_t epoch, std::string leader,
+                                  std::function<bool()> serving) {
   int awaiting = kAwaiting;
   if (epoch == 0 || stream_state_.load() != kAwaiting) return;
   stream_epoch_ = epoch;
   stream_leader_ = std::move(leader);
+  serving_ = std::move(serving);
   stream_state_.compare_exchange_strong(awaiting, kOpen);
 }
 
 void KvEventPublisher::CloseStream() { stream_state_.store(kClosed); }
 
 bool KvEventPublisher::StreamReady() {
-  const int state = stream_state_.load();
+  int state = stream_state_.load();
+  if (state == kOpen && serving_ && !serving_()) {
+    CloseStream();
+    state = kClosed;
+    spdlog::info("kv events: stream of epoch {} closed: no longer serving",
+                 epoch_);
+  }
   if (state == kClosed) {
     // Drained so the queue never fills, and dropped: not published.
     std::vector<TierEvent> discard;

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -71,7 +72,12 @@ class KvEventPublisher {
   // Starts the stream (once; `epoch` > 0): the next batch, sequence 0, is
   // a reset (AllBlocksCleared, kind "reset") naming `leader` and `epoch`,
   // and every batch from it on carries `epoch`. Queued events wait for it.
-  void OpenStream(uint64_t epoch, std::string leader);
+  // `serving`, when given, is asked (on the publisher's thread, so it must
+  // be thread-safe and cheap) before each drain: once it says false the
+  // stream is closed, as by CloseStream -- a leader whose lease has run
+  // out publishes nothing more, even before it has noticed.
+  void OpenStream(uint64_t epoch, std::string leader,
+                  std::function<bool()> serving = nullptr);
   // Ends the stream for good: events queued or pushed after it are
   // dropped unpublished (a master that lost its leadership: what its
   // tables do now is no one's business).
@@ -117,6 +123,7 @@ class KvEventPublisher {
   std::atomic<int> stream_state_;
   uint64_t stream_epoch_ = 0;
   std::string stream_leader_;
+  std::function<bool()> serving_;
   bool reset_published_ = false;  // publisher thread only
   uint64_t epoch_ = 0;            // publisher thread only: in every batch
   uint64_t next_seq_ = 0;         // publisher thread only

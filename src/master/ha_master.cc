@@ -114,10 +114,11 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
       gate_->Begin(nullptr);
       break;
     }
-    // Its KV events stream starts (a reset naming it and its epoch) before
-    // anything it serves can publish.
-    server->OpenEventStream(won.value(), advertised);
     gate_->Lead();
+    // Its KV events stream starts: a reset naming it and its epoch, then
+    // what its calls changed (held back until now). After Lead: the
+    // stream closes itself as soon as the gate stops serving this epoch.
+    server->OpenEventStream(won.value(), advertised);
     terms_led_.fetch_add(1);
     spdlog::info(
         "kvpool-master {}: leading cluster {} as epoch {} (lease {} s); "

@@ -1,6 +1,7 @@
 #include "master/master_server.h"
 
 #include <chrono>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -271,7 +272,14 @@ void MasterServer::Stop() {
 }
 
 void MasterServer::OpenEventStream(uint64_t epoch, const std::string& leader) {
-  if (events_publisher_) events_publisher_->OpenStream(epoch, leader);
+  if (!events_publisher_) return;
+  std::function<bool()> serving;
+  if (gate_ != nullptr) {
+    // The lease clock, asked before each batch: once this term's lease is
+    // up, nothing more is published, even before HaMaster notices.
+    serving = [gate = gate_, epoch] { return gate->ServingEpoch() == epoch; };
+  }
+  events_publisher_->OpenStream(epoch, leader, std::move(serving));
 }
 
 void MasterServer::CloseEventStream() {
