@@ -53,6 +53,11 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
                      "request's first block)")
         ->delimiter(',')
         ->capture_default_str();
+    cmd_->add_option("--tag_depth", tag_depth_,
+                     "prefix routing: tag with the request's block at this "
+                     "depth; the blocks before it route by their own key "
+                     "(0 = the first block)")
+        ->capture_default_str();
     cmd_->add_option("--ops", ops_, "calls a request makes: lookup, get, put")
         ->delimiter(',')
         ->capture_default_str();
@@ -60,6 +65,11 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
         ->capture_default_str();
     cmd_->add_option("--seed", seed_, "random seed")->capture_default_str();
     cmd_->add_option("--objects", objects_, "objects in the pool")
+        ->capture_default_str();
+    cmd_->add_option("--global_block_refs", global_min_refs_,
+                     "blocks held by at least this many requests of the "
+                     "trace (shared system prompts) are one key in every "
+                     "copy of the trace (0 = none)")
         ->capture_default_str();
     cmd_->add_option("--nodes", nodes_, "nodes in the pool")
         ->capture_default_str();
@@ -115,7 +125,8 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
     for (auto& r : trace.value()) {
       entries.push_back({r.timestamp_ms, std::move(r.hash_ids)});
     }
-    auto workload = scale_sim::Workload::Create(std::move(entries));
+    auto workload =
+        scale_sim::Workload::Create(std::move(entries), global_min_refs_);
     if (!workload.ok()) return Usage(workload.status().message());
 
     std::vector<ScenarioResult> runs;
@@ -190,6 +201,7 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
         !(limits_.max_failover_s > 0) || !(limits_.max_shard_gib > 0)) {
       return "the --max_* limits must be > 0";
     }
+    c->tag_depth = tag_depth_;
     c->requests = requests_;
     c->seed = seed_;
     c->objects = objects_;
@@ -227,7 +239,9 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
                        {"node_layout", layout_},
                        {"ops", ops_},
                        {"what_if_call_scale", call_scale_},
-                       {"what_if_threads", threads_override_}};
+                       {"what_if_threads", threads_override_},
+                       {"global_block_refs", global_min_refs_},
+                       {"tag_depth", tag_depth_}};
     json["service_threads"] = costs.service_threads;
     const std::string md = "## Where sharding pays\n\n" +
                            scale_sim::CapacityMarkdown(capacity, limits_) +
@@ -309,6 +323,8 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
   std::string layout_ = "all";
   scale_sim::Limits limits_;
   std::string out_dir_ = "scale-sim";
+  uint32_t global_min_refs_ = 0;
+  uint32_t tag_depth_ = 0;
   double call_scale_ = 1;
   int threads_override_ = 0;
   bool quiet_ = false;

@@ -94,6 +94,7 @@ nlohmann::json ToJson(const std::vector<ScenarioResult>& runs,
   for (const auto& r : runs) {
     nlohmann::json row = {
         {"routing", RoutingName(r.config.routing)},
+        {"tag_depth", r.config.tag_depth},
         {"shards", r.config.shards},
         {"rate", r.config.rate},
         {"objects", r.config.objects},

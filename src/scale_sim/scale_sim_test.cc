@@ -137,6 +137,22 @@ TEST(WorkloadTest, ABlockSeenBeforeIsAGetAndANewOneAPut) {
   EXPECT_FALSE(w->Seen(1, 1));
 }
 
+TEST(WorkloadTest, AGlobalBlockIsOneKeyInEveryCopy) {
+  // Block 7 is in all 4 requests, block 1 in one: with global_min_refs 2,
+  // block 7 is the same key in every copy of the trace, block 1 is not.
+  auto w =
+      Workload::Create(EvenTrace(4, 1, {{7, 1}, {7, 2}, {7, 3}, {7, 4}}), 2);
+  ASSERT_TRUE(w.ok());
+  const auto s = w->Sample(10000, 1000, 3);
+  std::set<uint64_t> seven, first_one;
+  for (const auto& r : s) {
+    seven.insert(w->KeyHash(r, 0));
+    if (w->entry(r).blocks[1] == 1) first_one.insert(w->KeyHash(r, 1));
+  }
+  EXPECT_EQ(seven.size(), 1u);
+  EXPECT_GE(first_one.size(), 10u);  // ten copies, each loop its own key
+}
+
 TEST(SimulatorTest, OneShardDeterministicServiceHasTheHandComputedWaits) {
   // 8 requests 1 ms apart, each lookup 1.5 ms on one thread: request i
   // waits 0.5 i ms, so its latency is 1.5 + 0.5 i ms (1.5 .. 5.0).
@@ -194,6 +210,7 @@ TEST(SimulatorTest, AHotKeyAndAUniqueOneSkewTwoShardsByAThird) {
   auto w = Workload::Create(EvenTrace(4000, 1, blocks));
   ASSERT_TRUE(w.ok());
   auto c = LookupOnly(2, 1000, 4000);
+  c.window_start = 0;  // one loop of the trace: one hot key
   const auto by_key = RunScenario(*w, SimpleCosts(100), c);
   EXPECT_NEAR(by_key.skew, 4.0 / 3.0, 0.03);
   EXPECT_NEAR(by_key.calls_per_request, 1.5, 0.03);
@@ -201,6 +218,12 @@ TEST(SimulatorTest, AHotKeyAndAUniqueOneSkewTwoShardsByAThird) {
   const auto by_prefix = RunScenario(*w, SimpleCosts(100), c);
   EXPECT_NEAR(by_prefix.skew, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(by_prefix.calls_per_request, 1);
+  // Tagged at depth 1 (the request's own block), the hot block routes by
+  // its key: the per-key case again.
+  c.tag_depth = 1;
+  const auto by_depth = RunScenario(*w, SimpleCosts(100), c);
+  EXPECT_DOUBLE_EQ(by_depth.skew, by_key.skew);
+  EXPECT_DOUBLE_EQ(by_depth.calls_per_request, by_key.calls_per_request);
 }
 
 TEST(SimulatorTest, HeartbeatsLoadEveryShardOrOnlyTheirGroups) {

@@ -46,10 +46,12 @@ void SplitRequests(const Workload& w, const std::vector<SimRequest>& sample,
     const SimRequest& r = sample[ri];
     const size_t blocks = w.entry(r).blocks.size();
     shard_of.resize(blocks);
-    const uint64_t tag = w.KeyHash(r, 0);
+    const size_t depth = std::min<size_t>(c.tag_depth, blocks - 1);
+    const uint64_t tag = w.KeyHash(r, depth);
     for (size_t b = 0; b < blocks; ++b) {
       const uint64_t key = w.KeyHash(r, b);
-      shard_of[b] = map.ShardOf(c.routing == Routing::kKey ? key : tag);
+      const bool by_key = c.routing == Routing::kKey || b < depth;
+      shard_of[b] = map.ShardOf(by_key ? key : tag);
       keys->emplace_back(key, shard_of[b]);
     }
     for (int op = 0; op < kOpCount; ++op) {

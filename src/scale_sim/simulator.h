@@ -32,6 +32,11 @@ struct ScenarioConfig {
   int shards = 1;
   double rate = 1000;  // requests per second
   Routing routing = Routing::kKey;
+  // Prefix routing's tag: block `tag_depth` of the request (its last block
+  // if shorter); the blocks before it route by their own key. 0 = the first
+  // block. A depth past the shared system prompt keeps one application's
+  // prompt from pulling every request onto one shard.
+  uint32_t tag_depth = 0;
   size_t requests = 20000;  // sampled requests
   uint64_t seed = 1;
   // Where the sample starts in the trace (Workload::Sample; < 0: random).

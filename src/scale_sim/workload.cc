@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "scale_sim/slot_map.h"
@@ -15,7 +16,8 @@ double Unit(uint64_t h) { return double(Mix64(h) >> 11) * 0x1.0p-53; }
 
 }  // namespace
 
-Result<Workload> Workload::Create(std::vector<TraceEntry> trace) {
+Result<Workload> Workload::Create(std::vector<TraceEntry> trace,
+                                  uint32_t global_min_refs) {
   std::erase_if(trace, [](const TraceEntry& e) { return e.blocks.empty(); });
   if (trace.empty()) {
     return Status(ErrorCode::INVALID_PARAMS,
@@ -34,6 +36,20 @@ Result<Workload> Workload::Create(std::vector<TraceEntry> trace) {
     for (size_t b = 0; b < e.blocks.size(); ++b) s[b] = seen.count(e.blocks[b]);
     for (uint64_t id : e.blocks) seen.insert(id);
     w.seen_.push_back(std::move(s));
+  }
+  // Requests holding each block (a block twice in one request counts once).
+  std::unordered_map<uint64_t, uint32_t> refs;
+  for (const auto& e : trace) {
+    std::unordered_set<uint64_t> own(e.blocks.begin(), e.blocks.end());
+    for (uint64_t id : own) ++refs[id];
+  }
+  w.global_.reserve(trace.size());
+  for (const auto& e : trace) {
+    std::vector<bool> g(e.blocks.size());
+    for (size_t b = 0; b < e.blocks.size(); ++b) {
+      g[b] = global_min_refs > 0 && refs[e.blocks[b]] >= global_min_refs;
+    }
+    w.global_.push_back(std::move(g));
   }
   const double n = double(trace.size());
   // A loop lasts the trace's span plus one mean gap, so the last request of
@@ -95,7 +111,8 @@ std::vector<SimRequest> Workload::Sample(double rate, size_t requests,
 }
 
 uint64_t Workload::KeyHash(const SimRequest& r, size_t b) const {
-  return Mix64(trace_[r.entry].blocks[b] ^ Mix64(r.instance));
+  const uint64_t instance = global_[r.entry][b] ? 0 : r.instance + 1;
+  return Mix64(trace_[r.entry].blocks[b] ^ Mix64(instance));
 }
 
 }  // namespace kvpool::scale_sim

@@ -6,7 +6,10 @@
 // hit the rate exactly; each copy and each loop gets keys of its own, so
 // the popularity of keys *within* a copy is the trace's (shared system
 // prompts, multi-turn reuse) and copies are independent user populations.
-// Deterministic given the seed. Immutable after construction.
+// Blocks that many requests of the trace share (system prompts) may be made
+// global instead: one key in every copy, as one application's system
+// prompt is one key for all of its users. Deterministic given the seed.
+// Immutable after construction.
 #ifndef KVPOOL_SCALE_SIM_WORKLOAD_H_
 #define KVPOOL_SCALE_SIM_WORKLOAD_H_
 
@@ -36,8 +39,11 @@ class Workload {
  public:
   // Empty (for Result<Workload>); use Create.
   Workload() = default;
-  // INVALID_PARAMS for a trace without a request that has blocks.
-  static Result<Workload> Create(std::vector<TraceEntry> trace);
+  // INVALID_PARAMS for a trace without a request that has blocks. A block
+  // that at least `global_min_refs` requests of the trace hold is global
+  // (0 = none is).
+  static Result<Workload> Create(std::vector<TraceEntry> trace,
+                                 uint32_t global_min_refs = 0);
 
   // `requests` requests of the stream at `rate` per second, sorted by
   // arrival. The window starts `start` of the way into a loop of the first
@@ -52,6 +58,7 @@ class Workload {
   // Whether block `b` of trace entry `e` appeared in an earlier request of
   // the trace (the store holds it: a get), else it is new (a put).
   bool Seen(uint32_t e, size_t b) const { return seen_[e][b]; }
+  bool Global(uint32_t e, size_t b) const { return global_[e][b]; }
   // The trace's own request rate (requests per second).
   double trace_rate() const { return trace_rate_; }
   size_t size() const { return trace_.size(); }
@@ -59,6 +66,7 @@ class Workload {
  private:
   std::vector<TraceEntry> trace_;
   std::vector<std::vector<bool>> seen_;
+  std::vector<std::vector<bool>> global_;
   double span_us_ = 0;  // one loop of the trace at speed 1
   double trace_rate_ = 0;
 };
