@@ -243,6 +243,39 @@ TEST(SimulatorTest, HeartbeatsLoadEveryShardOrOnlyTheirGroups) {
     EXPECT_NEAR(s.heartbeat_util, 0.0025, 1e-12);
 }
 
+TEST(SimulatorTest, APutIsTwoCallsPerShardAndAGetOnlyOfSeenBlocks) {
+  // Request 0 holds new blocks 1, 2; request 1 holds block 1 again (a get)
+  // and new block 3. One shard: request 0 makes a lookup and a put (2
+  // calls), request 1 a lookup, a get and a put: 7 calls for 2 requests.
+  auto w = Workload::Create(EvenTrace(2, 1, {{1, 2}, {1, 3}}));
+  ASSERT_TRUE(w.ok());
+  auto c = LookupOnly(1, 1000, 2);
+  c.window_start = 0;
+  c.enabled = {true, true, true};
+  const auto r = RunScenario(*w, SimpleCosts(100), c);
+  ASSERT_EQ(r.requests, 2u);
+  EXPECT_DOUBLE_EQ(r.calls_per_request, 3.5);
+  EXPECT_EQ(r.latency_ms[int(Op::kGet)].count, 1u);
+  EXPECT_EQ(r.latency_ms[int(Op::kPut)].count, 2u);
+}
+
+TEST(SimulatorTest, TheSameSeedGivesTheSameRunAndAnotherSeedAnotherSample) {
+  std::vector<std::vector<uint64_t>> blocks;
+  for (uint64_t i = 0; i < 200; ++i) blocks.push_back({i % 7, 100 + i});
+  auto w = Workload::Create(EvenTrace(200, 3, blocks));
+  ASSERT_TRUE(w.ok());
+  auto c = LookupOnly(4, 5000, 3000);
+  c.enabled = {true, true, true};
+  const auto costs = SimpleCosts(150);
+  const auto a = RunScenario(*w, costs, c);
+  const auto b = RunScenario(*w, costs, c);
+  const Limits limits;
+  EXPECT_EQ(ToJson({a}, {}, limits).dump(), ToJson({b}, {}, limits).dump());
+  c.seed = 2;
+  const auto other = RunScenario(*w, costs, c);
+  EXPECT_NE(ToJson({a}, {}, limits).dump(), ToJson({other}, {}, limits).dump());
+}
+
 TEST(ReportTest, CapacityFromTheRunsAndTheLimits) {
   auto w = Workload::Create(EvenTrace(400, 1, {{7}}));
   ASSERT_TRUE(w.ok());

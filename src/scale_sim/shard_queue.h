@@ -17,10 +17,10 @@ class ShardQueue {
   explicit ShardQueue(int threads);
 
   struct Served {
+    double arrival_us = 0;
     double start_us = 0;
     double done_us = 0;
     double wait_us() const { return start_us - arrival_us; }
-    double arrival_us = 0;
   };
   // Serves a call that arrives at `arrival_us` (not before the previous
   // call's arrival) and needs `service_us` of one thread.
