@@ -243,9 +243,11 @@ class ScaleSimCommandImpl : public ScaleSimCommand {
                        {"global_block_refs", global_min_refs_},
                        {"tag_depth", tag_depth_}};
     json["service_threads"] = costs.service_threads;
-    const std::string md = "## Where sharding pays\n\n" +
-                           scale_sim::CapacityMarkdown(capacity, limits_) +
-                           "\n## Runs\n\n" + scale_sim::RunsMarkdown(runs);
+    const std::string md =
+        "## Where sharding pays\n\n" +
+        scale_sim::VerdictMarkdown(capacity, limits_, objects_) + "\n" +
+        scale_sim::CapacityMarkdown(capacity, limits_) + "\n## Runs\n\n" +
+        scale_sim::RunsMarkdown(runs);
     if (!WriteText(out_dir_ + "/scale_sim.json", json.dump(1) + "\n") ||
         !WriteText(out_dir_ + "/scale_sim.md", md)) {
       return 1;

@@ -188,4 +188,38 @@ std::string CapacityMarkdown(const std::vector<Capacity>& capacity,
   return s;
 }
 
+std::string VerdictMarkdown(const std::vector<Capacity>& capacity,
+                            const Limits& limits, double objects) {
+  const Capacity* one = nullptr;
+  for (const auto& c : capacity) {
+    if (c.shards == 1) one = &c;
+  }
+  if (one == nullptr) return "";
+  std::string s = fmt::format("One master reaches load {:.2f} at {} requests/s",
+                              limits.max_util, Si(one->rate_at_util));
+  s += one->rate_at_p99 > 0
+           ? fmt::format(
+                 ", and its lookup p99 is past {:.0f} ms at {} "
+                 "requests/s (the first swept rate past it)",
+                 limits.max_p99_ms, Si(one->rate_at_p99))
+           : fmt::format(
+                 ", and its lookup p99 stays within {:.0f} ms up to "
+                 "{} requests/s",
+                 limits.max_p99_ms, Si(one->max_rate_swept));
+  s += fmt::format(
+      ". Its failover passes {:.0f} s at {} objects and its tables {:.0f} GiB "
+      "at {} objects.",
+      limits.max_failover_s, Si(one->objects_at_failover), limits.max_shard_gib,
+      Si(one->objects_at_memory));
+  const double per_group =
+      std::min(one->objects_at_failover, one->objects_at_memory);
+  if (per_group > 0) {
+    s += fmt::format(
+        " At {} objects, an even split needs at least {:.0f} groups for both "
+        "limits.",
+        Si(objects), std::max(1.0, std::ceil(objects / per_group)));
+  }
+  return s + "\n";
+}
+
 }  // namespace kvpool::scale_sim

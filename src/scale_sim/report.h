@@ -48,6 +48,12 @@ nlohmann::json ToJson(const std::vector<ScenarioResult>& runs,
 std::string RunsMarkdown(const std::vector<ScenarioResult>& runs);
 std::string CapacityMarkdown(const std::vector<Capacity>& capacity,
                              const Limits& limits);
+// Where sharding pays, in words: the rate and the object count at which one
+// master (the shards == 1 lines) crosses a limit, and the fewest shards
+// whose failover stays within its limit at `objects`. Empty without a
+// one-shard run.
+std::string VerdictMarkdown(const std::vector<Capacity>& capacity,
+                            const Limits& limits, double objects);
 
 }  // namespace kvpool::scale_sim
 

@@ -303,6 +303,10 @@ TEST(ReportTest, CapacityFromTheRunsAndTheLimits) {
   EXPECT_NE(RunsMarkdown(runs).find("| key | 1 | 20.0 k |"), std::string::npos);
   EXPECT_NE(CapacityMarkdown(cap, limits).find("| key | 1 |"),
             std::string::npos);
+  // 1e8 objects, 1e7 per master within the failover limit: 10 groups.
+  const std::string verdict = VerdictMarkdown(cap, limits, 1e8);
+  EXPECT_NE(verdict.find("at 5.0 k requests/s"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("at least 10 groups"), std::string::npos) << verdict;
 }
 
 }  // namespace
