@@ -41,7 +41,7 @@ bool ParseMedium(const msgpack::object& o, Medium* out) {
 
 // Leaves *out as it is for a name it does not know.
 void ParseKind(const std::string& s, TierEventKind* out) {
-  for (uint8_t k = 0; k <= uint8_t(TierEventKind::kCleared); ++k) {
+  for (uint8_t k = 0; k <= uint8_t(TierEventKind::kReset); ++k) {
     const auto kind = static_cast<TierEventKind>(k);
     if (s == KindName(kind)) *out = kind;
   }
@@ -74,6 +74,8 @@ Status ParseExtras(const msgpack::object_array& a, uint32_t at,
   if (a.ptr[at + 6].type != msgpack::type::BOOLEAN)
     return Bad("ssd_copy not a bool");
   ev->ssd_copy = a.ptr[at + 6].via.boolean;
+  // A new stream's reset voids everything before it, whoever's.
+  if (ev->kind == TierEventKind::kReset) ev->tenant.clear();
   return Status::OK();
 }
 
@@ -128,6 +130,8 @@ Result<DecodedBatch> DecodeBatch(std::string_view payload) {
   // dropped_before is kvpool's and optional to a reader: absent = 0.
   if (b.size >= 4 && b.ptr[3].type == msgpack::type::POSITIVE_INTEGER)
     out.dropped_before = b.ptr[3].via.u64;
+  if (b.size >= 5 && b.ptr[4].type == msgpack::type::POSITIVE_INTEGER)
+    out.epoch = b.ptr[4].via.u64;
   const auto& evs = b.ptr[1].via.array;
   out.events.resize(evs.size);
   for (uint32_t i = 0; i < evs.size; ++i) {

@@ -30,13 +30,15 @@ struct DecodedEvent {
   Trigger trigger = Trigger::kNone;
   bool ssd_copy = false;
   uint64_t size = 0;
-  std::string tenant;  // kClear with an empty tenant: every tenant
-  std::string key;     // empty for kClear
+  // kClear with an empty tenant, or a reset (kind kReset): every tenant.
+  std::string tenant;
+  std::string key;  // empty for kClear
 };
 
 struct DecodedBatch {
   double ts = 0;                // seconds since the epoch
   uint64_t dropped_before = 0;  // kvpool: changes lost just before it
+  uint64_t epoch = 0;           // kvpool: the stream's epoch (0: none sent)
   std::vector<DecodedEvent> events;
 };
 

@@ -105,9 +105,14 @@ void KvEventSubscriber::Run() {
 }
 
 void KvEventSubscriber::OnLive(uint64_t seq, const std::string& payload) {
-  // Live numbers only grow from one master: one that does not is a new
-  // master, whose batches describe a store we know nothing of yet.
-  if (have_last_live_ && seq <= last_live_) {
+  // A new stream (a master restarted or took over) is told by its epoch
+  // (docs/kv_events.md, "Failover and restart"); from a publisher that
+  // sends none, by live numbers going down. Its batches describe a store
+  // the map knows nothing of yet.
+  uint64_t epoch = 0;
+  if (auto b = DecodeBatch(payload); b.ok()) epoch = b->epoch;
+  const bool new_epoch = have_epoch_ && epoch != epoch_;
+  if (new_epoch || (epoch == 0 && have_last_live_ && seq <= last_live_)) {
     MarkStale(false);
     following_ = false;
     MutexLock lock(&mu_);
@@ -116,6 +121,8 @@ void KvEventSubscriber::OnLive(uint64_t seq, const std::string& payload) {
   }
   have_last_live_ = true;
   last_live_ = seq;
+  have_epoch_ = true;
+  epoch_ = epoch;
   if (!following_) {
     if (seq > 0) {
       Fill(0, seq);
@@ -199,6 +206,12 @@ void KvEventSubscriber::ApplyPayload(uint64_t seq, const std::string& payload) {
     }
     Advance(seq + 1);
     return;
+  }
+  // The stream followed: the first batch applied, live or replayed, names
+  // it (the catch-up at start may apply batches before any live one).
+  if (!have_epoch_) {
+    have_epoch_ = true;
+    epoch_ = batch->epoch;
   }
   map_->Apply(batch->events);
   {

@@ -14,7 +14,9 @@
 //    does not (the buffer moved on, a number skipped for dropped events, no
 //    replay socket, no answer in `replay_timeout_ms`), the gap cannot be
 //    filled and the map is marked stale (TierMap::MarkAllStale): its users
-//    resync by lookup. A number that goes down is a new master: stale too,
+//    resync by lookup. Another epoch (docs/kv_events.md, "Failover and
+//    restart"), or without epochs a number that goes down, is a new
+//    stream: stale too,
 //    then followed as at start (its stream from 0, by replay, resets the
 //    map to what the new master holds).
 //  - Never blocks the publisher: a slow subscriber only sees gaps.
@@ -104,6 +106,8 @@ class KvEventSubscriber {
   // The thread's own position (stats() has a copy for other threads).
   bool following_ = false;       // thread only
   uint64_t next_ = 0;            // thread only
+  bool have_epoch_ = false;      // thread only: the stream followed
+  uint64_t epoch_ = 0;           // thread only
   bool have_last_live_ = false;  // thread only
   uint64_t last_live_ = 0;       // thread only
   mutable Mutex mu_;

@@ -172,6 +172,47 @@ TEST_F(SubscriberTest, ANewMasterStartingAtZeroResetsTheMap) {
   EXPECT_EQ(Get(map_, "old").media, 0);
 }
 
+TEST_F(SubscriberTest, ANewEpochIsANewStreamWhateverItsNumbers) {
+  // Masters' streams (docs/kv_events.md, "Failover and restart"): batch 0
+  // a reset, every batch with the stream's epoch.
+  PublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.topic = "kv";
+  o.await_stream = true;
+  pub_ = std::make_unique<KvEventPublisher>(o, nullptr);
+  ASSERT_TRUE(pub_->Start().ok());
+  pub_->OpenStream(1, "old-leader");
+  StartSubscriber();
+  Join();
+  ASSERT_TRUE(Get(map_, "probe").fresh);
+  o.endpoint = pub_->endpoint();
+  o.replay_endpoint = pub_->replay_endpoint();
+  pub_.reset();
+  pub_ = std::make_unique<KvEventPublisher>(o, nullptr);
+  ASSERT_TRUE(pub_->Start().ok());
+  pub_->OpenStream(2, "new-leader");
+  bool restarted = false;
+  for (int i = 0; i < 500 && !restarted; ++i) {
+    PublishOne("new");
+    restarted =
+        sub_->WaitUntil([](const SubscriberStats& s) { return s.restarts > 0; },
+                        milliseconds(20));
+  }
+  ASSERT_TRUE(restarted) << "batches " << sub_->stats().batches << " next "
+                         << sub_->stats().next_seq << " gaps "
+                         << sub_->stats().gaps << " resyncs "
+                         << sub_->stats().resyncs << " published "
+                         << pub_->batches_published();
+  ASSERT_TRUE(sub_->WaitForSeq(pub_->batches_published(), milliseconds(5000)));
+  EXPECT_EQ(sub_->stats().restarts, 1u);
+  EXPECT_EQ(sub_->stats().resyncs, 0u);   // the new stream from its reset
+  EXPECT_TRUE(Get(map_, "probe").fresh);  // the old stream's key: gone
+  EXPECT_EQ(Get(map_, "probe").media, 0);
+  EXPECT_TRUE(Get(map_, "new").fresh);
+  EXPECT_EQ(Get(map_, "new").media, kMediumDram);
+}
+
 TEST(SubscriberStartTest, ABadEndpointIsRefused) {
   TierMap map(10);
   SubscriberOptions o;

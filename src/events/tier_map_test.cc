@@ -59,6 +59,22 @@ TEST(EventDecoderTest, ReadsWhatTheEncoderWrites) {
   EXPECT_EQ(b->events[2].kind, TierEventKind::kRemoved);
   EXPECT_EQ(b->events[3].op, BlockOp::kClear);
   EXPECT_EQ(b->events[3].tenant, "other");
+  EXPECT_EQ(b->epoch, 0u);
+  // A stream's batch: its epoch, and a reset clears every tenant.
+  TierEvent reset;
+  reset.kind = TierEventKind::kReset;
+  reset.tenant = "ignored";
+  reset.key = "leader:1";
+  reset.size = 77;
+  payload.clear();
+  EncodeBatch(std::span<const TierEvent>(&reset, 1), 2.0, 0, &payload, 77);
+  b = DecodeBatch(payload);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->epoch, 77u);
+  ASSERT_EQ(b->events.size(), 1u);
+  EXPECT_EQ(b->events[0].op, BlockOp::kClear);
+  EXPECT_EQ(b->events[0].kind, TierEventKind::kReset);
+  EXPECT_EQ(b->events[0].tenant, "");
 }
 
 TEST(EventDecoderTest, RefusesWhatIsNotABatch) {
