@@ -82,4 +82,14 @@ size_t ObjectStore::Size() const {
   return n;
 }
 
+int64_t ObjectStore::MaxHoldNs() const {
+  int64_t most = 0;
+  for (const Shard& s : shards_) most = std::max(most, s.hold().max_hold_ns());
+  return most;
+}
+
+void ObjectStore::ResetMaxHold() {
+  for (Shard& s : shards_) s.ResetHold();
+}
+
 }  // namespace kvpool

@@ -360,6 +360,7 @@ class ObjectStore {
   // ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()).
   class Shard {
    public:
+    Shard() { mu_.TrackHolds(&hold_); }
     Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
     // For code the analysis cannot follow into (a callback run under the
     // lock): states that the caller holds it. Checks nothing at run time.
@@ -393,7 +394,12 @@ class ObjectStore {
       return pending_puts_;
     }
 
+    const LockHoldTracker& hold() const { return hold_; }
+    void ResetHold() { hold_.Reset(); }
+
    private:
+    // Before mu_, which reports to it.
+    LockHoldTracker hold_;
     mutable Mutex mu_;
     ObjectMap objects_ ABSL_GUARDED_BY(mu_);
     // Upserts in progress: the new replicas, invisible to readers until
@@ -417,6 +423,10 @@ class ObjectStore {
   }
   Shard& shard(size_t i) { return shards_[i]; }
   size_t Size() const;
+  // The longest any shard's lock was held since ResetMaxHold, while
+  // LockHoldTracker::enabled() (0 if never).
+  int64_t MaxHoldNs() const;
+  void ResetMaxHold();
 
  private:
   mutable Shard shards_[kShards];
