@@ -11,6 +11,9 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info, bool closed) {
   if (info.capacity == 0) {
     return Status(ErrorCode::INVALID_PARAMS, "segment size must be > 0");
   }
+  if (info.capacity > kMaxCapacity) {
+    return Status(ErrorCode::INVALID_PARAMS, "segment size over 256 TiB");
+  }
   if (info.node_id.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   }

@@ -77,7 +77,10 @@ class SegmentManager {
   // free a range of a newer segment).
   // `closed`: mounted closed (see SetClosed), so no allocation ever sees it
   // open before the caller opens it.
+  // INVALID_PARAMS for a capacity of 0 or over kMaxCapacity.
   Result<uint32_t> Mount(SegmentInfo info, bool closed = false);
+  // A replica keeps its offset in 48 bits (object_store.h).
+  static constexpr uint64_t kMaxCapacity = uint64_t{1} << 48;
   // Once it returns, no allocation places anything in the segment any more,
   // also one that picked it as a candidate before.
   Status Unmount(uint32_t id);
