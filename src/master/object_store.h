@@ -52,7 +52,19 @@ static_assert(sizeof(Replica) == 16);
 using ReplicaList = absl::InlinedVector<Replica, 2>;
 
 struct ObjectMeta {
-  uint64_t size = 0;
+  // The value's size shares a word with three small fields (sizes are below
+  // 2^48: a value fits a segment, SegmentManager::kMaxCapacity, and an SSD
+  // copy's size is checked at registration): 96 bytes an object, so its
+  // node in the table is a 144-byte allocation, not 160.
+  uint64_t size : 48 = 0;
+  bool hard_pin : 1 = false;
+  // Its DRAM replica came from a prefetch and no get has read it yet: the
+  // fate of the prefetch is counted when it is read, evicted or removed.
+  bool prefetched_unread : 1 = false;
+  // Router triggers (QUEUED or IN_MEMORY) not yet followed by a get; the
+  // get that brings it to 0 may drop the trigger's lease
+  // (prefetch_consumed_lease_ms). Saturates.
+  uint8_t pending_prefetch_reads : 8 = 0;
   int64_t lease_deadline_ms = 0;  // no live lease when <= now
   // Last get/put completion; while the put is in progress, its start time
   // (the put timeouts count from it).
@@ -60,24 +72,15 @@ struct ObjectMeta {
   // Changes whenever the value changes (put, upsert): an offload result for
   // an older value is refused, so an SSD copy never carries other bytes.
   uint64_t version = 0;
-  bool hard_pin = false;
   // Soft pin (evicted only after unpinned objects) lasts until this time;
   // every get extends it by soft_pin_ttl_ms.
   uint32_t soft_pin_ttl_ms = 0;
-  int64_t soft_pin_deadline_ms = 0;
-  // Its DRAM replica came from a prefetch and no get has read it yet: the
-  // fate of the prefetch is counted when it is read, evicted or removed.
-  bool prefetched_unread = false;
-  // Router triggers (QUEUED or IN_MEMORY) not yet followed by a get; the
-  // get that brings it to 0 may drop the trigger's lease
-  // (prefetch_consumed_lease_ms). Saturates.
-  uint8_t pending_prefetch_reads = 0;
   // Master-clock ms, modulo 2^32, of the oldest router trigger not yet
   // followed by a get, or of the last get if several were pending (for the
   // trigger -> get window histogram; the window
-  // is seconds, so the wrap every 49 days does not matter). It fits in the
-  // padding before the next field: ObjectMeta does not grow.
+  // is seconds, so the wrap every 49 days does not matter).
   uint32_t pending_trigger_ms32 = 0;
+  int64_t soft_pin_deadline_ms = 0;
   // The part of lease_deadline_ms granted to readers (get, exist): no one
   // may shorten it, since a reader copies bytes until then.
   int64_t reader_lease_deadline_ms = 0;
@@ -136,7 +139,9 @@ struct ObjectMeta {
   bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
 };
 // The master's memory per object is a measured figure (bench master).
-static_assert(sizeof(ObjectMeta) == 104);
+static_assert(sizeof(ObjectMeta) == 96);
+// The largest value size an ObjectMeta holds.
+inline constexpr uint64_t kMaxObjectSize = (uint64_t{1} << 48) - 1;
 
 // The single promotion entry of a key, shared by every promotion path
 // (promote-on-hit, prefetch-on-exist, router trigger): at most one per key.
