@@ -49,6 +49,9 @@ struct EnvelopeStep {
   double put_keys_per_s = 0;
   double put_p50_us = 0;
   double put_p99_us = 0;
+  // The slowest batch of the whole fill (a table or an allocator's pool
+  // growing shows here, not in the p99).
+  double put_max_us = 0;
   std::vector<LookupRate> lookups;  // QueryReadOnlyBatch
   // Batch 1, one thread, the hold tracker off and on (alternating runs,
   // best of each): what tracking costs a lookup.
