@@ -1,14 +1,16 @@
 // The master's object table: (tenant, key) -> ObjectMeta, sharded by key
 // hash so operations on different keys rarely contend. Structs are compact
-// (a tenant is an interned 32-bit id; a replica is 24 bytes) because the
+// (a tenant is an interned 32-bit id; a replica is 16 bytes) because the
 // master holds millions of them.
 #ifndef KVPOOL_MASTER_OBJECT_STORE_H_
 #define KVPOOL_MASTER_OBJECT_STORE_H_
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -354,7 +356,12 @@ class ShardTable {
 
 class ObjectStore {
  public:
-  static constexpr size_t kShards = 1024;
+  // Every operation on a shard is bounded by the shard's size: a scan
+  // (eviction, a node's death) or a table's rehash holds its lock for about
+  // 160-300 ns per object of the shard. With 8192 shards that stays under
+  // 10 ms up to a few hundred million objects (1024 shards passed it near
+  // 30 million: bench master-envelope, docs/master_envelope.md).
+  static constexpr size_t kShards = 8192;
   // Node-based (an ObjectMeta never moves, so references survive inserts)
   // SwissTable: per lookup one group of control bytes and one slot before
   // the node, and both can be prefetched for a whole batch of keys
@@ -433,10 +440,20 @@ class ObjectStore {
   };
 
   Shard& ShardFor(const ObjectKey& k) {
-    return shards_[ObjectKeyHash()(k) % kShards];
+    return shards_[ShardIndex(ObjectKeyHash()(k))];
   }
   Shard& ShardFor(const ObjectKeyView& k) {
-    return shards_[ObjectKeyHash()(k) % kShards];
+    return shards_[ShardIndex(ObjectKeyHash()(k))];
+  }
+  // From the hash's mixed top bits: the shard's table takes its control
+  // byte from the low 7 bits of the same hash, and when those chose the
+  // shard (hash % kShards), every key of a shard had the same one, so a
+  // probe compared the key of every full slot of its group.
+  static size_t ShardIndex(size_t hash) {
+    static_assert(std::has_single_bit(kShards));
+    constexpr int kBits = std::countr_zero(kShards);
+    return static_cast<size_t>((uint64_t{hash} * 0x9E3779B97F4A7C15ull) >>
+                               (64 - kBits));
   }
   Shard& shard(size_t i) { return shards_[i]; }
   size_t Size() const;
@@ -446,7 +463,9 @@ class ObjectStore {
   void ResetMaxHold();
 
  private:
-  mutable Shard shards_[kShards];
+  // On the heap: 8192 shards are a few MiB, too much for a stack frame
+  // (tests build a MasterService on the stack).
+  const std::unique_ptr<Shard[]> shards_{new Shard[kShards]};
 };
 
 }  // namespace kvpool
