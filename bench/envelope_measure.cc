@@ -101,8 +101,8 @@ double LookupRateOf(MasterService& svc, uint64_t n, int batch, int threads,
   return rate;
 }
 
-void MeasureLookups(const EnvelopeOptions& opts, EnvelopeMaster& m,
-                    uint64_t n, EnvelopeStep* out) {
+void MeasureLookups(const EnvelopeOptions& opts, EnvelopeMaster& m, uint64_t n,
+                    EnvelopeStep* out) {
   // More threads than cores: a thread preempted while it holds a shard
   // lock makes the hold as long as its time slice, which is the scheduler's
   // figure, not the master's; those cases do not count for the hold.
@@ -158,8 +158,8 @@ void MeasureHousekeep(EnvelopeMaster& m, EnvelopeStep* out) {
   out->hold_housekeep = hold.stats();
 }
 
-void MeasureEviction(const EnvelopeOptions& opts, EnvelopeMaster& m,
-                     uint64_t n, EnvelopeStep* out) {
+void MeasureEviction(const EnvelopeOptions& opts, EnvelopeMaster& m, uint64_t n,
+                     EnvelopeStep* out) {
   const uint64_t want = uint64_t(double(n) * opts.evict_share);
   HoldWindow hold(m.svc());
   const double t0 = NowSec();
@@ -236,8 +236,8 @@ void RunStep(const EnvelopeOptions& opts, uint64_t n, EnvelopeStep* out) {
 void RunRestart(const EnvelopeOptions& opts, uint64_t n, EnvelopeStep* out) {
   LockHoldTracker::SetEnabled(true);
   EnvelopeMaster m(opts.nodes, 0, /*remount=*/true);
-  std::fprintf(stderr, "  [restart] %lu objects re-registered by %d nodes\n",
-               n, opts.nodes);
+  std::fprintf(stderr, "  [restart] %lu objects re-registered by %d nodes\n", n,
+               opts.nodes);
   // Node s holds keys s, s + nodes, ... at consecutive offsets, and sends
   // its directory in batches of 4096 sorted by offset, as kvpool-node does
   // (the gRPC hop is not in this figure: bench restart has it).
@@ -280,7 +280,8 @@ void RunRestart(const EnvelopeOptions& opts, uint64_t n, EnvelopeStep* out) {
   // Served: a sample of keys is found again.
   BatchQueryResult q;
   std::vector<std::string> sample;
-  for (uint64_t i = 0; i < 1000; ++i) sample.push_back(EnvelopeKey(i * n / 1000));
+  for (uint64_t i = 0; i < 1000; ++i)
+    sample.push_back(EnvelopeKey(i * n / 1000));
   m.svc().QueryReadOnlyBatch("", sample, &q);
   for (const auto& item : q.items) {
     if (item.code != ErrorCode::OK) {

@@ -32,8 +32,8 @@ void PrintEnvelopeTable(const EnvelopeOptions& opts,
       "\nkvpool bench master-envelope (in-process MasterService, %d fake "
       "nodes, 4 KiB values, keys like key-0000000001)\n",
       opts.nodes);
-  std::printf("%-10s %8s %8s %10s %9s %9s %9s", "objects", "B/obj",
-              "RSS/obj", "put k/s", "put p99", "put max", "fill s");
+  std::printf("%-10s %8s %8s %10s %9s %9s %9s", "objects", "B/obj", "RSS/obj",
+              "put k/s", "put p99", "put max", "fill s");
   for (int b : opts.lookup_batches) {
     for (int t : opts.lookup_threads) {
       std::printf(" %10s", fmt::format("b{}t{} k/s", b, t).c_str());
@@ -139,18 +139,20 @@ bool WriteEnvelopeSvgs(const std::string& prefix,
                        const std::vector<EnvelopeStep>& steps) {
   auto series = [&](const std::string& name, auto get) {
     LineSeries s{name, {}};
-    for (const auto& st : steps) s.points.emplace_back(Millions(st.objects), get(st));
+    for (const auto& st : steps)
+      s.points.emplace_back(Millions(st.objects), get(st));
     return s;
   };
   const std::string x = "objects (millions)";
   bool ok = WriteFile(
       prefix + "-memory.svg",
-      LineChartSvg("master memory per object", x, "bytes/object",
-                   {series("heap in use",
-                           [](const EnvelopeStep& s) { return s.bytes_per_object; }),
-                    series("RSS growth", [](const EnvelopeStep& s) {
-                      return s.rss_bytes_per_object;
-                    })}));
+      LineChartSvg(
+          "master memory per object", x, "bytes/object",
+          {series("heap in use",
+                  [](const EnvelopeStep& s) { return s.bytes_per_object; }),
+           series("RSS growth", [](const EnvelopeStep& s) {
+             return s.rss_bytes_per_object;
+           })}));
   std::vector<LineSeries> lk;
   if (!steps.empty()) {
     for (const auto& l : steps[0].lookups) {
@@ -164,36 +166,50 @@ bool WriteEnvelopeSvgs(const std::string& prefix,
                  LineChartSvg("read-only lookups (QueryReadOnlyBatch)", x,
                               "thousand keys/s", lk)) &&
        ok;
-  ok = WriteFile(
-           prefix + "-latency.svg",
-           LineChartSvg(
-               "cost of one operation", x, "ms",
-               {series("put batch of 128, p99",
-                       [](const EnvelopeStep& s) { return s.put_p99_us / 1e3; }),
-                series("housekeeping round",
-                       [](const EnvelopeStep& s) { return s.housekeep_ms; }),
-                series("eviction of 1%",
-                       [](const EnvelopeStep& s) { return s.evict_ms; }),
-                series("node death (1/4 of objects)",
-                       [](const EnvelopeStep& s) { return s.node_death_ms; }),
-                series("restart (re-registration)",
-                       [](const EnvelopeStep& s) { return s.restart_s * 1e3; })})) &&
-       ok;
-  ok = WriteFile(
-           prefix + "-holds.svg",
-           LineChartSvg(
-               "longest shard-lock hold", x, "ms",
-               {series("fill", [](const EnvelopeStep& s) { return s.hold_fill.max_ms; }),
-                series("lookups", [](const EnvelopeStep& s) { return s.hold_lookup.max_ms; }),
-                series("housekeeping",
-                       [](const EnvelopeStep& s) { return s.hold_housekeep.max_ms; }),
-                series("eviction",
-                       [](const EnvelopeStep& s) { return s.hold_evict.max_ms; }),
-                series("node death",
-                       [](const EnvelopeStep& s) { return s.hold_node_death.max_ms; }),
-                series("restart",
-                       [](const EnvelopeStep& s) { return s.hold_restart.max_ms; })})) &&
-       ok;
+  ok =
+      WriteFile(
+          prefix + "-latency.svg",
+          LineChartSvg(
+              "cost of one operation", x, "ms",
+              {series("put batch of 128, p99",
+                      [](const EnvelopeStep& s) { return s.put_p99_us / 1e3; }),
+               series("housekeeping round",
+                      [](const EnvelopeStep& s) { return s.housekeep_ms; }),
+               series("eviction of 1%",
+                      [](const EnvelopeStep& s) { return s.evict_ms; }),
+               series("node death (1/4 of objects)",
+                      [](const EnvelopeStep& s) { return s.node_death_ms; }),
+               series("restart (re-registration)",
+                      [](const EnvelopeStep& s) {
+                        return s.restart_s * 1e3;
+                      })})) &&
+      ok;
+  ok =
+      WriteFile(
+          prefix + "-holds.svg",
+          LineChartSvg(
+              "longest shard-lock hold", x, "ms",
+              {series("fill",
+                      [](const EnvelopeStep& s) { return s.hold_fill.max_ms; }),
+               series(
+                   "lookups",
+                   [](const EnvelopeStep& s) { return s.hold_lookup.max_ms; }),
+               series("housekeeping",
+                      [](const EnvelopeStep& s) {
+                        return s.hold_housekeep.max_ms;
+                      }),
+               series(
+                   "eviction",
+                   [](const EnvelopeStep& s) { return s.hold_evict.max_ms; }),
+               series("node death",
+                      [](const EnvelopeStep& s) {
+                        return s.hold_node_death.max_ms;
+                      }),
+               series("restart",
+                      [](const EnvelopeStep& s) {
+                        return s.hold_restart.max_ms;
+                      })})) &&
+      ok;
   return ok;
 }
 

@@ -27,8 +27,8 @@ int RunMasterEnvelopeBench(const BenchOptions& opts) {
   spdlog::set_level(spdlog::level::err);
   for (size_t i = 0; i < eo.steps.size(); ++i) {
     const uint64_t n = eo.steps[i];
-    std::fprintf(stderr, "[step %zu/%zu] %lu objects\n", i + 1,
-                 eo.steps.size(), n);
+    std::fprintf(stderr, "[step %zu/%zu] %lu objects\n", i + 1, eo.steps.size(),
+                 n);
     bench::EnvelopeStep step;
     // One master at a time: the filled one goes before the restarted one
     // is built, so a step needs the memory of one master only.

@@ -316,7 +316,6 @@ TEST_F(EvictionPolicyTest, BufferRoomRequestDrainsTheBufferOnce) {
   EXPECT_EQ(policy_->EvictIfNeeded(), 0u);
 }
 
-
 // Past 64Ki candidates the cutoff comes from an age histogram of a sample
 // of the shards, not a sort of every candidate: what goes is still the
 // oldest (within the histogram's 1/16 of the age and the sample's margin),

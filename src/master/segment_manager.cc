@@ -152,8 +152,7 @@ std::vector<Placement> SegmentManager::Allocate(
     // Reads of `used` are racy by design: placement only needs to be
     // roughly balanced.
     candidates.push_back(
-        {rank,
-         1.0 - double(seg->used.load()) / double(seg->info.capacity),
+        {rank, 1.0 - double(seg->used.load()) / double(seg->info.capacity),
          seg.get()});
   }
   if (strategy_ == Strategy::kRandom) {
