@@ -8,9 +8,11 @@ AllBlocksCleared), follows a kvpool-master and a kvpool-node (processes on
 127.0.0.1, free ports, stopped by PID) through a scripted sequence: puts,
 offloads to SSD, evictions from DRAM, a promotion by each trigger (on-hit,
 exist, router), a remove and a remove_all. It checks that every event of the
-script arrives, in order, and that a gap -- the subscriber disconnects while
-events are published -- is seen as a sequence jump and filled from the replay
-socket.
+script arrives, in order, after the master's reset (batch 0, which opens its
+stream; every batch carries the stream's epoch), and that a gap -- the
+subscriber disconnects while events are published -- is seen as a sequence
+jump and filled from the replay socket. Failover and restart:
+kv_events_failover_test.py.
 """
 
 import os
@@ -41,6 +43,8 @@ STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids",
                  "block_size", "lora_id", "medium")
 REMOVED_FIELDS = ("block_hashes", "medium")
 EXTRA_FIELDS = ("kind", "tenant", "key", "size", "ts", "trigger", "ssd_copy")
+# A reset (an AllBlocksCleared of kind "reset") names its stream after them.
+RESET_FIELDS = ("leader", "epoch")
 SCHEMA = {
     "BlockStored": STORED_FIELDS,
     "BlockRemoved": REMOVED_FIELDS,
@@ -49,7 +53,8 @@ SCHEMA = {
 
 
 def decode_batch(payload):
-    """[ts, events, data_parallel_rank, ...] -> (ts, [event dict])."""
+    """[ts, events, data_parallel_rank, dropped_before, epoch]
+    -> (ts, [event dict], epoch)."""
     batch = msgpack.unpackb(payload, raw=False)
     ts, events = batch[0], batch[1]
     out = []
@@ -59,9 +64,11 @@ def decode_batch(payload):
         e = {"type": tag}
         e.update(zip(fields, ev[1:1 + len(fields)]))
         # kvpool's fields follow the standard ones.
-        e.update(zip(EXTRA_FIELDS, ev[1 + len(fields):]))
+        extras = ev[1 + len(fields):]
+        e.update(zip(EXTRA_FIELDS, extras))
+        e.update(zip(RESET_FIELDS, extras[len(EXTRA_FIELDS):]))
         out.append(e)
-    return ts, out
+    return ts, out, batch[4] if len(batch) > 4 else None
 
 
 def free_port():
@@ -79,6 +86,7 @@ class Subscriber:
         self.replay = ctx.socket(zmq.DEALER)
         self.replay.connect(replay_endpoint)
         self.batches = {}  # seq -> events
+        self.epochs = {}  # seq -> the batch's epoch
         self.last_seq = -1
         self.gaps = []  # (first missing, first received) of live jumps
         self.replayed = 0
@@ -111,12 +119,12 @@ class Subscriber:
             if not frames[2]:
                 assert seq == END_OF_REPLAY
                 return out
-            out[seq] = decode_batch(frames[2])[1]
+            out[seq] = decode_batch(frames[2])[1:]
 
     def fill(self, first):
-        for seq, events in self.ask_replay(first).items():
+        for seq, (events, epoch) in self.ask_replay(first).items():
             if seq not in self.batches:
-                self.batches[seq] = events
+                self.batches[seq], self.epochs[seq] = events, epoch
                 self.replayed += 1
 
     def pump(self, timeout_ms):
@@ -131,7 +139,7 @@ class Subscriber:
                 if self.last_seq >= 0:
                     self.gaps.append((self.last_seq + 1, seq))
                 self.fill(self.last_seq + 1)
-            self.batches[seq] = decode_batch(payload)[1]
+            _, self.batches[seq], self.epochs[seq] = decode_batch(payload)
             self.last_seq = max(self.last_seq, seq)
             got = True
         return got
@@ -253,7 +261,7 @@ class KvEventsTest(unittest.TestCase):
 
             def promotion_published():
                 return any(e.get("key") == b"hit" and e["kind"] == "promoted"
-                           for events in sub.ask_replay(seen_before + 1)
+                           for events, _ in sub.ask_replay(seen_before + 1)
                            .values() for e in events)
             self.assertTrue(wait_until(promotion_published, timeout=30))
             sub.connect()
@@ -276,7 +284,7 @@ class KvEventsTest(unittest.TestCase):
             sub.wait_for(lambda ev: has(ev, "hit", "removed", medium="SSD"),
                          what="remove")
             store.remove_all(force=True)
-            sub.wait_for(lambda ev: any(e["type"] == "AllBlocksCleared"
+            sub.wait_for(lambda ev: any(e["kind"] == "cleared"
                                         for e in ev), what="remove_all")
         finally:
             store.close()
@@ -285,6 +293,18 @@ class KvEventsTest(unittest.TestCase):
         # Nothing is missing: the batches are numbered 0..last, no hole.
         self.assertEqual(sorted(sub.batches), list(range(sub.last_seq + 1)))
         events = sub.events()
+        # The stream begins with the master's reset, alone in batch 0, and
+        # every batch names the stream's epoch (docs/kv_events.md,
+        # "Failover and restart").
+        reset = sub.batches[0]
+        self.assertEqual(len(reset), 1)
+        self.assertEqual((reset[0]["type"], reset[0]["kind"],
+                          reset[0]["tenant"], reset[0]["leader"]),
+                         ("AllBlocksCleared", "reset", b"",
+                          self.master.address))
+        self.assertGreater(reset[0]["epoch"], 0)
+        self.assertEqual(set(sub.epochs.values()), {reset[0]["epoch"]})
+        events = events[1:]
         for e in events:
             if e["type"] == "AllBlocksCleared":
                 continue
@@ -319,7 +339,7 @@ class KvEventsTest(unittest.TestCase):
             index(lambda e: e.get("key") == b"router" and
                   e["kind"] == "promoted"),
             index(lambda e: e.get("key") == b"hit" and e["kind"] == "removed"),
-            index(lambda e: e["type"] == "AllBlocksCleared"),
+            index(lambda e: e["kind"] == "cleared"),
         ]
         self.assertEqual(steps, sorted(steps))
         cleared = events[steps[-1]]

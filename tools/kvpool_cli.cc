@@ -21,6 +21,7 @@
 #include "tools/demo.h"
 #include "tools/flags.h"
 #include "tools/replay_cmd.h"
+#include "tools/scale_sim_cmd.h"
 #include "tools/trace_gen_cmd.h"
 
 namespace {
@@ -486,6 +487,7 @@ int main(int argc, char** argv) {
 
   auto replay_cmd = kvpool::AddReplayCommand(app);
   auto trace_gen_cmd = kvpool::AddTraceGenCommand(app);
+  auto scale_sim_cmd = kvpool::AddScaleSimCommand(app);
 
   kvpool::EtcdFlags etcd_flags;
   kvpool::AddEtcdFlags(app, &etcd_flags);
@@ -531,6 +533,7 @@ int main(int argc, char** argv) {
   if (*demo) return kvpool::RunDemo(demo_opts);
   if (replay_cmd->chosen()) return replay_cmd->Run();
   if (trace_gen_cmd->chosen()) return trace_gen_cmd->Run();
+  if (scale_sim_cmd->chosen()) return scale_sim_cmd->Run();
   if (*bench_transfer) {
     if (bench_opts.transfer_multi_buffer)
       return kvpool::RunMultiBufferBench(bench_opts);

@@ -41,12 +41,14 @@ void PackBin(Packer& pk, std::string_view s) {
   pk.pack_bin_body(s.data(), static_cast<uint32_t>(s.size()));
 }
 
-// kind, tenant, key, size, ts, trigger, ssd_copy.
+// kind, tenant, key, size, ts, trigger, ssd_copy. A reset's key and size
+// are its leader and epoch (tier_event.h), written after these instead.
 void PackExtras(Packer& pk, StringSink& sink, const TierEvent& ev) {
+  const bool reset = ev.kind == TierEventKind::kReset;
   PackStr(pk, KindName(ev.kind));
   PackBin(pk, ev.tenant);
-  PackBin(pk, ev.key);
-  pk.pack_uint64(ev.size);
+  PackBin(pk, reset ? std::string_view() : std::string_view(ev.key));
+  pk.pack_uint64(reset ? 0 : ev.size);
   PackFloat64(sink, static_cast<double>(ev.ts_us) / 1e6);
   if (ev.trigger == Trigger::kNone) {
     pk.pack_nil();
@@ -97,10 +99,17 @@ void PackRemoved(Packer& pk, StringSink& sink, const TierEvent& ev,
   PackExtras(pk, sink, ev);
 }
 
+// A reset is an AllBlocksCleared as well (a vLLM decoder clears its
+// state), with two more fields after kvpool's seven: `leader`, `epoch`.
 void PackCleared(Packer& pk, StringSink& sink, const TierEvent& ev) {
-  pk.pack_array(1 + kExtras);
+  const bool reset = ev.kind == TierEventKind::kReset;
+  pk.pack_array(1 + kExtras + (reset ? 2 : 0));
   PackStr(pk, "AllBlocksCleared");
   PackExtras(pk, sink, ev);
+  if (reset) {
+    PackStr(pk, ev.key);
+    pk.pack_uint64(ev.size);
+  }
 }
 
 }  // namespace
@@ -111,7 +120,7 @@ size_t WireEventCount(const TierEvent& ev) {
 }
 
 size_t EncodeBatch(std::span<const TierEvent> events, double ts,
-                   uint64_t dropped_before, std::string* out) {
+                   uint64_t dropped_before, std::string* out, uint64_t epoch) {
   StringSink sink{out};
   Packer pk(sink);
   size_t n = 0;
@@ -123,11 +132,12 @@ size_t EncodeBatch(std::span<const TierEvent> events, double ts,
   }
   // One allocation for the batch rather than a doubling per few events.
   out->reserve(out->size() + bytes);
-  pk.pack_array(4);
+  pk.pack_array(epoch != 0 ? 5 : 4);
   PackFloat64(sink, ts);
   pk.pack_array(static_cast<uint32_t>(n));
   for (const auto& ev : events) {
-    if (ev.kind == TierEventKind::kCleared) {
+    if (ev.kind == TierEventKind::kCleared ||
+        ev.kind == TierEventKind::kReset) {
       PackCleared(pk, sink, ev);
     } else if (!IsRemoval(ev.kind)) {
       PackStored(pk, sink, ev);
@@ -141,6 +151,7 @@ size_t EncodeBatch(std::span<const TierEvent> events, double ts,
   }
   pk.pack_nil();
   pk.pack_uint64(dropped_before);
+  if (epoch != 0) pk.pack_uint64(epoch);
   return n;
 }
 

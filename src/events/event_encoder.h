@@ -19,12 +19,15 @@ namespace kvpool::events {
 size_t WireEventCount(const TierEvent& ev);
 
 // Appends to *out the msgpack of
-//   [ts, [event...], data_parallel_rank = nil, dropped_before]
+//   [ts, [event...], data_parallel_rank = nil, dropped_before, epoch]
 // `ts` is seconds since the epoch; `dropped_before` (kvpool's extra) is how
-// many events the queue dropped just before this batch. Returns the number
+// many events the queue dropped just before this batch; `epoch` (kvpool's
+// too) names the stream the batch belongs to, and is left out when 0 (a
+// publisher without a stream: unit tests, benchmarks). Returns the number
 // of wire events written.
 size_t EncodeBatch(std::span<const TierEvent> events, double ts,
-                   uint64_t dropped_before, std::string* out);
+                   uint64_t dropped_before, std::string* out,
+                   uint64_t epoch = 0);
 
 }  // namespace kvpool::events
 

@@ -1,6 +1,7 @@
 #include "events/kv_event_publisher.h"
 
 #include <spdlog/spdlog.h>
+#include <time.h>
 
 #include <chrono>
 #include <iterator>
@@ -53,7 +54,8 @@ KvEventPublisher::KvEventPublisher(PublisherOptions options,
                                    MetricsRegistry* metrics)
     : options_(std::move(options)),
       queue_(options_.max_queue_size),
-      replay_(options_.buffer_steps) {
+      replay_(options_.buffer_steps),
+      stream_state_(options_.await_stream ? kAwaiting : kOpen) {
   if (metrics != nullptr) {
     published_events_ =
         &metrics->GetCounter("kvpool_master_kv_events_published_total", "",
@@ -111,12 +113,64 @@ void KvEventPublisher::Stop() {
   sockets_.reset();
 }
 
+void KvEventPublisher::OpenStream(uint64_t epoch, std::string leader,
+                                  std::function<bool()> serving) {
+  int awaiting = kAwaiting;
+  if (epoch == 0 || stream_state_.load() != kAwaiting) return;
+  stream_epoch_ = epoch;
+  stream_leader_ = std::move(leader);
+  serving_ = std::move(serving);
+  stream_state_.compare_exchange_strong(awaiting, kOpen);
+}
+
+void KvEventPublisher::CloseStream() { stream_state_.store(kClosed); }
+
+bool KvEventPublisher::StreamReady() {
+  int state = stream_state_.load();
+  if (state == kOpen && serving_ && !serving_()) {
+    CloseStream();
+    state = kClosed;
+    spdlog::info("kv events: stream of epoch {} closed: no longer serving",
+                 epoch_);
+  }
+  if (state == kClosed) {
+    // Drained so the queue never fills, and dropped: not published.
+    std::vector<TierEvent> discard;
+    queue_.Drain(&discard);
+    return false;
+  }
+  // Awaiting: the events stay queued for the stream (a standby has none),
+  // and a master stopped before it served publishes nothing.
+  if (state == kAwaiting) return false;
+  if (options_.await_stream && !reset_published_) {
+    reset_published_ = true;
+    epoch_ = stream_epoch_;
+    TierEvent reset;
+    reset.kind = TierEventKind::kReset;
+    reset.key = stream_leader_;
+    reset.size = stream_epoch_;
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    reset.ts_us = int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+    Publish(&reset, 1, 0);
+    spdlog::info("kv events: stream of epoch {} (leader {}) opened", epoch_,
+                 stream_leader_);
+  }
+  return true;
+}
+
 void KvEventPublisher::Run() {
   std::vector<TierEvent> events;
   while (true) {
     // Read before draining: after a stop is seen, one more drain publishes
     // everything pushed before Stop.
     const bool stopping = stop_.load();
+    if (!StreamReady()) {
+      events.clear();
+      if (stopping) break;
+      WaitOrServeReplay(kIdlePollMs);
+      continue;
+    }
     const uint64_t dropped = queue_.Drain(&events);
     if (dropped > 0 && dropped_events_) dropped_events_->Inc(dropped);
     if (dropped > 0 && events.empty()) Publish(nullptr, 0, dropped);
@@ -128,17 +182,21 @@ void KvEventPublisher::Run() {
     const int wait_ms = events.empty()                     ? kIdlePollMs
                         : events.size() >= kMaxBatchEvents ? 0
                                                            : kGatherMs;
-    try {
-      if (sockets_->replay) {
-        zmq::pollitem_t item{sockets_->replay.handle(), 0, ZMQ_POLLIN, 0};
-        if (zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms)) > 0)
-          ServeReplay();
-      } else if (wait_ms > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-      }
-    } catch (const zmq::error_t& e) {
-      spdlog::warn("kv events: replay socket: {}", e.what());
+    WaitOrServeReplay(wait_ms);
+  }
+}
+
+void KvEventPublisher::WaitOrServeReplay(int wait_ms) {
+  try {
+    if (sockets_->replay) {
+      zmq::pollitem_t item{sockets_->replay.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms)) > 0)
+        ServeReplay();
+    } else if (wait_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
     }
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("kv events: replay socket: {}", e.what());
   }
 }
 
@@ -152,8 +210,9 @@ void KvEventPublisher::Publish(const TierEvent* events, size_t n,
   }
   const uint64_t seq = next_seq_++;
   auto payload = std::make_shared<std::string>();
-  const size_t wire_events = EncodeBatch(std::span<const TierEvent>(events, n),
-                                         NowSeconds(), dropped, payload.get());
+  const size_t wire_events =
+      EncodeBatch(std::span<const TierEvent>(events, n), NowSeconds(), dropped,
+                  payload.get(), epoch_);
   if (skip_sends_.load(std::memory_order_relaxed) > 0) {
     skip_sends_.fetch_sub(1);
   } else {

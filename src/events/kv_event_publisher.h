@@ -14,12 +14,18 @@
 //    a jump it cannot fill from the replay buffer: its state is stale.
 //  - Events of one key are published in the order they were pushed (the
 //    master pushes under the key's shard lock).
+//  - With `await_stream` (the master's), nothing is published before
+//    OpenStream: then batch 0 is a reset alone, every batch names the
+//    stream's epoch, and what was pushed before follows the reset. After
+//    CloseStream nothing more is published (docs/kv_events.md, "Failover
+//    and restart").
 // A router can subscribe to it as any vLLM KV-events consumer would.
 #ifndef KVPOOL_EVENTS_KV_EVENT_PUBLISHER_H_
 #define KVPOOL_EVENTS_KV_EVENT_PUBLISHER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,6 +46,9 @@ struct PublisherOptions {
   size_t buffer_steps = 10000;  // batches kept for replay
   int hwm = 100000;             // ZMQ send high-water mark, messages
   size_t max_queue_size = 100000;  // events queued before drops
+  // Publish nothing until OpenStream (a master, which opens its stream when
+  // it starts serving). Off: publish from Start, batches without an epoch.
+  bool await_stream = false;
 };
 
 // Most events in one batch: bounds a replay entry and a message.
@@ -60,6 +69,20 @@ class KvEventPublisher {
   // Publishes what is queued, then closes the sockets. Idempotent.
   void Stop();
 
+  // Starts the stream (once; `epoch` > 0): the next batch, sequence 0, is
+  // a reset (AllBlocksCleared, kind "reset") naming `leader` and `epoch`,
+  // and every batch from it on carries `epoch`. Queued events wait for it.
+  // `serving`, when given, is asked (on the publisher's thread, so it must
+  // be thread-safe and cheap) before each drain: once it says false the
+  // stream is closed, as by CloseStream -- a leader whose lease has run
+  // out publishes nothing more, even before it has noticed.
+  void OpenStream(uint64_t epoch, std::string leader,
+                  std::function<bool()> serving = nullptr);
+  // Ends the stream for good: events queued or pushed after it are
+  // dropped unpublished (a master that lost its leadership: what its
+  // tables do now is no one's business).
+  void CloseStream();
+
   EventQueue* queue() { return &queue_; }
   // The bound addresses (a `*` port resolved), after Start.
   const std::string& endpoint() const { return bound_endpoint_; }
@@ -76,7 +99,13 @@ class KvEventPublisher {
 
  private:
   struct Sockets;
+  enum StreamState : int { kAwaiting, kOpen, kClosed };
   void Run();
+  // Whether the thread may drain and publish now; publishes the reset
+  // first when the stream has just opened.
+  bool StreamReady();
+  // Waits up to `wait_ms` for a replay request, and answers it.
+  void WaitOrServeReplay(int wait_ms);
   // Encodes and sends `events` (at most kMaxBatchEvents) as one batch.
   void Publish(const TierEvent* events, size_t n, uint64_t dropped);
   void ServeReplay();
@@ -89,7 +118,15 @@ class KvEventPublisher {
   std::string bound_replay_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  uint64_t next_seq_ = 0;  // publisher thread only
+  // kOpen is stored after stream_epoch_ and stream_leader_ are written,
+  // which are not written again.
+  std::atomic<int> stream_state_;
+  uint64_t stream_epoch_ = 0;
+  std::string stream_leader_;
+  std::function<bool()> serving_;
+  bool reset_published_ = false;  // publisher thread only
+  uint64_t epoch_ = 0;            // publisher thread only: in every batch
+  uint64_t next_seq_ = 0;         // publisher thread only
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> gaps_{0};

@@ -22,6 +22,8 @@ std::string_view KindName(TierEventKind kind) {
       return "lost";
     case TierEventKind::kCleared:
       return "cleared";
+    case TierEventKind::kReset:
+      return "reset";
   }
   return "unknown";
 }

@@ -13,7 +13,7 @@ namespace kvpool::events {
 
 // What happened to the key. The wire tag follows from it: kStored,
 // kOffloaded and kPromoted are BlockStored, kEvicted and the removals are
-// BlockRemoved, kCleared is AllBlocksCleared.
+// BlockRemoved, kCleared and kReset are AllBlocksCleared.
 enum class TierEventKind : uint8_t {
   kStored = 0,     // a put completed
   kOffloaded = 1,  // an SSD copy now exists
@@ -23,6 +23,13 @@ enum class TierEventKind : uint8_t {
   kReplaced = 5,   // an upsert replaced the value: the old copies are gone
   kLost = 6,       // its holder was declared dead
   kCleared = 7,    // remove_all of a tenant (key empty)
+  // A new stream (a master started serving: a start, a restart, a standby
+  // promoted): everything published before it, by any master, is void.
+  // Made by the publisher, never pushed. It reuses two fields rather than
+  // growing every event of the hot path: `key` holds the leader's address
+  // and `size` the stream's epoch (the encoder writes them as the extra
+  // `leader` and `epoch` fields, docs/kv_events.md).
+  kReset = 8,
 };
 
 // Where a copy lives; a bit set, since a removal names every tier the key

@@ -115,12 +115,19 @@ Status HaMaster::Run(const std::atomic<bool>* stop) {
       break;
     }
     gate_->Lead();
+    // Its KV events stream starts: a reset naming it and its epoch, then
+    // what its calls changed (held back until now). After Lead: the
+    // stream closes itself as soon as the gate stops serving this epoch.
+    server->OpenEventStream(won.value(), advertised);
     terms_led_.fetch_add(1);
     spdlog::info(
         "kvpool-master {}: leading cluster {} as epoch {} (lease {} s); "
         "nodes re-register what they hold",
         advertised, config_.cluster_id, won.value(), election.granted_ttl_s());
     const bool lost = election.WaitLost(stop);
+    // No longer the leader: whatever its tables do from here (a reaper
+    // that wakes after a freeze, calls in flight) is not published.
+    server->CloseEventStream();
     gate_->End(lost ? "lost the leadership of epoch " +
                           std::to_string(won.value())
                     : "stopping");

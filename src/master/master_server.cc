@@ -1,5 +1,7 @@
 #include "master/master_server.h"
 
+#include <chrono>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -83,6 +85,9 @@ Status MasterServer::Start() {
     o.buffer_steps = static_cast<size_t>(config_.kv_events_buffer_steps);
     o.hwm = static_cast<int>(config_.kv_events_hwm);
     o.max_queue_size = static_cast<size_t>(config_.kv_events_max_queue_size);
+    // Held until this master serves (OpenEventStream): a standby publishes
+    // nothing, and a reset comes first on every master's stream.
+    o.await_stream = true;
     auto pub = std::make_unique<events::KvEventPublisher>(std::move(o),
                                                           &service_->metrics());
     if (Status s = pub->Start(); !s.ok()) return s;
@@ -142,6 +147,16 @@ Status MasterServer::Start() {
         rpc_port_);
   }
   guarded_port_ = rpc_port_;
+  if (gate_ == nullptr) {
+    // A master without HA serves from here on (calls may already be in:
+    // their events are queued, and follow the reset). Its epoch is when it
+    // started, so a restarted master's stream has a new, larger one.
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    OpenEventStream(
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
+        address());
+  }
   for (const bool full : {false, true}) {
     service_->metrics().AddGauge(
         "kvpool_master_rpc_connections_shed",
@@ -254,6 +269,21 @@ void MasterServer::Stop() {
   // stays (the service may be called until it is destroyed; a push then
   // is queued and never sent).
   if (events_publisher_) events_publisher_->Stop();
+}
+
+void MasterServer::OpenEventStream(uint64_t epoch, const std::string& leader) {
+  if (!events_publisher_) return;
+  std::function<bool()> serving;
+  if (gate_ != nullptr) {
+    // The lease clock, asked before each batch: once this term's lease is
+    // up, nothing more is published, even before HaMaster notices.
+    serving = [gate = gate_, epoch] { return gate->ServingEpoch() == epoch; };
+  }
+  events_publisher_->OpenStream(epoch, leader, std::move(serving));
+}
+
+void MasterServer::CloseEventStream() {
+  if (events_publisher_) events_publisher_->CloseStream();
 }
 
 void MasterServer::Wait() {

@@ -43,6 +43,15 @@ class MasterServer {
   events::KvEventPublisher* events_publisher() {
     return events_publisher_.get();
   }
+  // KV events publish nothing until the master serves: then its stream
+  // begins with a reset naming `leader` and `epoch` (docs/kv_events.md,
+  // "Failover and restart"). Start opens it for a master without a gate,
+  // with the microsecond it started as epoch; under HA, HaMaster opens it
+  // with the leader's epoch once it leads (after the gate opens: the stream
+  // closes itself when the gate no longer serves that epoch), and closes
+  // it when it stops leading. No-ops while KV events are off.
+  void OpenEventStream(uint64_t epoch, const std::string& leader);
+  void CloseEventStream();
 
  private:
   MasterConfig config_;

@@ -10,7 +10,9 @@
 // could mount; this runs after Create instead, a chunk at a time, while the
 // node mounts and serves. A put into a part not reached yet just faults in
 // its pages as it would without population; Populate changes no byte, so
-// puts and population never conflict.
+// puts and population never conflict on bytes. They can on time: a put
+// faulting on a page this thread is zeroing waits for it, so population
+// runs from each segment's end, away from where the allocator starts.
 // Thread-safe.
 #ifndef KVPOOL_NODE_SEGMENT_POPULATOR_H_
 #define KVPOOL_NODE_SEGMENT_POPULATOR_H_

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -76,6 +77,48 @@ TEST(SegmentPopulatorTest, CopiesDuringPopulationKeepTheirBytes) {
   EXPECT_EQ(std::memcmp(seg->data() + kSize - late.size() - 3, late.data(),
                         late.size()),
             0);
+}
+
+// Pages of [p, p + len) present in this process's page tables
+// (/proc/self/pagemap, bit 63).
+uint64_t PresentPages(const uint8_t* p, uint64_t len) {
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  FILE* f = std::fopen("/proc/self/pagemap", "rb");
+  if (f == nullptr) return 0;
+  uint64_t present = 0;
+  for (uint64_t off = 0; off < len; off += page) {
+    const uint64_t vpn = (reinterpret_cast<uintptr_t>(p) + off) / page;
+    uint64_t entry = 0;
+    if (std::fseek(f, long(vpn * sizeof(entry)), SEEK_SET) != 0 ||
+        std::fread(&entry, sizeof(entry), 1, f) != 1)
+      break;
+    present += (entry >> 63) & 1;
+  }
+  std::fclose(f);
+  return present;
+}
+
+// The allocator fills a fresh segment from its start, and a put that faults
+// on a page being populated waits for the populator: population runs from
+// the end, so the two meet once, in the middle.
+TEST(SegmentPopulatorTest, PopulatesFromTheEndDown) {
+  constexpr uint64_t kSize = 8ull << 20;
+  auto seg = Fresh(kSize);
+  ASSERT_TRUE(seg);
+  PopulationGate gate(kSize / 2);
+  auto p = SegmentPopulator::Launch(
+      {seg}, [&gate](uint64_t done) { gate.Arrive(done); });
+  struct OpenOnExit {
+    PopulationGate* gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{&gate};
+  gate.AwaitHeld();
+  const uint64_t half_pages = kSize / 2 / uint64_t(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(PresentPages(seg->data(), kSize / 2), 0u);
+  EXPECT_EQ(PresentPages(seg->data() + kSize / 2, kSize / 2), half_pages);
+  gate.Open();
+  ASSERT_TRUE(p->WaitDone(30000));
+  EXPECT_EQ(PresentPages(seg->data(), kSize), 2 * half_pages);
 }
 
 TEST(SegmentPopulatorTest, StopEndsPopulationEarly) {
