@@ -61,6 +61,12 @@ struct BenchOptions {
   int64_t restart_client_ttl_sec = 10;
   int restart_samples = 1000;                  // values read back byte-exact
   bool restart_baseline_largest_only = false;  // else the baseline for every N
+
+  // master-envelope
+  std::vector<uint64_t> envelope_steps = {1000000, 10000000, 30000000};
+  int envelope_nodes = 256;
+  std::vector<int> envelope_threads = {1, 2, 4, 8};
+  uint64_t envelope_put_window = 262144;  // timed puts at the end of a fill
 };
 
 int RunTransferBench(const BenchOptions& opts);
@@ -73,6 +79,8 @@ int RunRestartBench(const BenchOptions& opts);
 // transfer --security: the cost of authentication and capabilities.
 int RunSecurityCostBench(const BenchOptions& opts);
 int RunMultiBufferBench(const BenchOptions& opts);
+// master-envelope: every master figure against the object count.
+int RunMasterEnvelopeBench(const BenchOptions& opts);
 
 }  // namespace kvpool
 

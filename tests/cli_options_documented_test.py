@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Every option of `kvpool replay --help` and `kvpool trace-gen --help` is
-named in docs/replay.md, so a new knob cannot ship undocumented.
+named in docs/replay.md, and every one of `kvpool bench master-envelope
+--help` in docs/master_envelope.md, so a new knob cannot ship undocumented.
 
     tests/cli_options_documented_test.py --kvpool build/bin/kvpool
 """
@@ -12,11 +13,17 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DOC = os.path.join(HERE, "..", "docs", "replay.md")
+DOCS = os.path.join(HERE, "..", "docs")
+# (command words, the doc that must name each of its options)
+COMMANDS = [
+    (["replay"], "replay.md"),
+    (["trace-gen"], "replay.md"),
+    (["bench", "master-envelope"], "master_envelope.md"),
+]
 
 
 def options_of(kvpool, sub):
-    out = subprocess.run([kvpool, sub, "--help"], capture_output=True,
+    out = subprocess.run([kvpool, *sub, "--help"], capture_output=True,
                          text=True, check=True).stdout
     # CLI11 lists "  --name TYPE ..." and "  -h,--help ..."; the help flag
     # and a subcommand's own name are not options to document.
@@ -29,23 +36,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvpool", required=True)
     a = ap.parse_args()
-    with open(DOC) as f:
-        doc = f.read()
     missing = []
-    for sub in ("replay", "trace-gen"):
+    for sub, doc_name in COMMANDS:
+        with open(os.path.join(DOCS, doc_name)) as f:
+            doc = f.read()
         opts = options_of(a.kvpool, sub)
+        name = " ".join(sub)
         if len(opts) < 5:
-            print(f"FAIL: `kvpool {sub} --help` listed only {sorted(opts)}")
+            print(f"FAIL: `kvpool {name} --help` listed only {sorted(opts)}")
             return 1
         for o in sorted(opts):
             # Named as `--opt` (word-bounded), alone or with a value.
             if not re.search(re.escape(o) + r"(?![a-z0-9_-])", doc):
-                missing.append(f"kvpool {sub} {o}")
+                missing.append(f"kvpool {name} {o} (docs/{doc_name})")
     if missing:
-        print("FAIL: options not named in docs/replay.md:\n  " +
-              "\n  ".join(missing))
+        print("FAIL: options not documented:\n  " + "\n  ".join(missing))
         return 1
-    print("ok: every option of kvpool replay and trace-gen is documented")
+    print("ok: every option of kvpool replay, trace-gen and bench "
+          "master-envelope is documented")
     return 0
 
 

@@ -391,6 +391,41 @@ int main(int argc, char** argv) {
                           "run the directory-off baseline for the largest N "
                           "only (by default for every N)");
 
+  auto* bench_envelope = bench->add_subcommand(
+      "master-envelope",
+      "where one master stops: memory, lookups, puts, heartbeats, "
+      "eviction, node death, restart vs object count "
+      "(docs/master_envelope.md)");
+  bench_envelope->add_option("--json", bench_opts.json_path,
+                             "also write JSON here (steps[i].objects, ...)");
+  bench_envelope->add_option(
+      "--svg", bench_opts.svg_path,
+      "write PREFIX-memory/-lookups/-latency/-holds.svg");
+  bench_envelope
+      ->add_option("--steps", bench_opts.envelope_steps,
+                   "object counts to grow through (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_envelope
+      ->add_option("--nodes", bench_opts.envelope_nodes,
+                   "fake nodes, one segment each")
+      ->check(CLI::Range(2, 100000))
+      ->capture_default_str();
+  bench_envelope
+      ->add_option("--threads", bench_opts.envelope_threads,
+                   "lookup client threads to run (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_envelope
+      ->add_option("--put-window", bench_opts.envelope_put_window,
+                   "timed puts at the end of each fill")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
+  bench_envelope
+      ->add_option("--seconds", bench_opts.seconds_per_case,
+                   "time per lookup case")
+      ->capture_default_str();
+
   kvpool::SoakOptions soak_opts;
   auto* bench_soak = bench->add_subcommand(
       "soak",
@@ -513,6 +548,7 @@ int main(int argc, char** argv) {
   if (*bench_exist) return kvpool::RunExistPrefetchBench(bench_opts);
   if (*bench_tier) return kvpool::RunTierLatencyBench(bench_opts);
   if (*bench_restart) return kvpool::RunRestartBench(bench_opts);
+  if (*bench_envelope) return kvpool::RunMasterEnvelopeBench(bench_opts);
   if (*bench_soak) return kvpool::RunSoakBench(soak_opts);
 
   auto created = kvpool::Client::Create(cc);

@@ -23,12 +23,72 @@
 
 #include <absl/base/thread_annotations.h>
 
+#include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 
 namespace kvpool {
+
+// The longest time a mutex that opted in (Mutex::TrackHolds) was held: the
+// master's object shards, whose worst hold bounds how long any request on
+// their keys can wait (bench master-envelope reads it). Off unless
+// SetEnabled(true); then each lock and unlock of a tracked mutex reads the
+// steady clock once. Disabled, or on a mutex that did not opt in, a lock
+// costs one pointer test more (and a relaxed load when tracked).
+class LockHoldTracker {
+ public:
+  static void SetEnabled(bool on) {
+    enabled_.store(on, std::memory_order_relaxed);
+  }
+  static bool enabled() { return enabled_.load(std::memory_order_relaxed); }
+
+  // Called with the mutex just taken, and about to be released.
+  void Acquired() {
+    if (enabled()) since_ns_ = NowNs();
+  }
+  void Released() {
+    if (since_ns_ == 0) return;
+    const int64_t held = NowNs() - since_ns_;
+    since_ns_ = 0;
+    histogram_[std::bit_width(uint64_t(held))].fetch_add(
+        1, std::memory_order_relaxed);
+    int64_t cur = max_ns_.load(std::memory_order_relaxed);
+    while (held > cur && !max_ns_.compare_exchange_weak(
+                             cur, held, std::memory_order_relaxed)) {
+    }
+  }
+  int64_t max_hold_ns() const {
+    return max_ns_.load(std::memory_order_relaxed);
+  }
+  void Reset() { max_ns_.store(0, std::memory_order_relaxed); }
+  // Holds of every tracked mutex by length: bucket b counts holds of
+  // [2^(b-1), 2^b) ns. A preempted holder's hold includes the time it was
+  // not running, so the max alone can be the scheduler's time slice; the
+  // distribution shows whether that was one hold or the typical one.
+  static constexpr int kBuckets = 65;
+  static uint64_t HoldsInBucket(int b) {
+    return histogram_[b].load(std::memory_order_relaxed);
+  }
+  static void ResetHistogram() {
+    for (auto& b : histogram_) b.store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  static inline std::atomic<bool> enabled_{false};
+  static inline std::atomic<uint64_t> histogram_[kBuckets] = {};
+  // Written and read only by the holder of the tracked mutex.
+  int64_t since_ns_ = 0;
+  std::atomic<int64_t> max_ns_{0};
+};
 
 class ABSL_LOCKABLE Mutex {
  public:
@@ -36,23 +96,35 @@ class ABSL_LOCKABLE Mutex {
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return mu_.try_lock();
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_.lock();
+    if (hold_ != nullptr) hold_->Acquired();
   }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    if (hold_ != nullptr) hold_->Released();
+    mu_.unlock();
+  }
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    if (!mu_.try_lock()) return false;
+    if (hold_ != nullptr) hold_->Acquired();
+    return true;
+  }
+  // Reports how long each hold lasted to `tracker` (which must outlive the
+  // mutex). Call before the mutex is shared between threads.
+  void TrackHolds(LockHoldTracker* tracker) { hold_ = tracker; }
   // Tells the analysis the caller holds the lock where it cannot see it
   // (a callback invoked under the lock); checks nothing at run time.
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // BasicLockable, for std::scoped_lock over several mutexes; prefer
   // MutexLock, which the analysis understands.
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
 
  private:
   friend class CondVar;
   std::mutex mu_;
+  LockHoldTracker* hold_ = nullptr;
 };
 
 // Holds a Mutex for its scope. Unlock()/Lock() let a scope drop the lock
@@ -134,7 +206,9 @@ class CondVar {
 
   void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    Paused(mu);
     cv_.wait(lock);
+    Resumed(mu);
     lock.release();
   }
   // False when the time ran out (the lock is held again either way).
@@ -142,7 +216,9 @@ class CondVar {
   bool WaitFor(Mutex* mu, std::chrono::duration<Rep, Period> timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    Paused(mu);
     bool woken = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
+    Resumed(mu);
     lock.release();
     return woken;
   }
@@ -150,7 +226,9 @@ class CondVar {
   bool WaitUntil(Mutex* mu, std::chrono::time_point<ClockT, Duration> deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    Paused(mu);
     bool woken = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    Resumed(mu);
     lock.release();
     return woken;
   }
@@ -158,6 +236,13 @@ class CondVar {
   void SignalAll() { cv_.notify_all(); }
 
  private:
+  // A wait releases the mutex: that time is not a hold.
+  static void Paused(Mutex* mu) {
+    if (mu->hold_ != nullptr) mu->hold_->Released();
+  }
+  static void Resumed(Mutex* mu) {
+    if (mu->hold_ != nullptr) mu->hold_->Acquired();
+  }
   std::condition_variable cv_;
 };
 

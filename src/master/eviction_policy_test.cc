@@ -316,5 +316,22 @@ TEST_F(EvictionPolicyTest, BufferRoomRequestDrainsTheBufferOnce) {
   EXPECT_EQ(policy_->EvictIfNeeded(), 0u);
 }
 
+// Past 64Ki candidates the cutoff comes from an age histogram of a sample
+// of the shards, not a sort of every candidate: what goes is still the
+// oldest (within the histogram's 1/16 of the age and the sample's margin),
+// and as many bytes as asked.
+TEST_F(EvictionPolicyTest, LargeTablesEvictTheOldestFromASample) {
+  constexpr int kObjects = 200000;
+  Mount("a", uint64_t{kObjects} * 64);
+  for (int i = 0; i < kObjects; ++i) Add("k" + std::to_string(i), 64);
+  const uint64_t want = uint64_t{kObjects} / 10 * 64;
+  EXPECT_GE(policy_->EvictBytes(want), want);
+  ASSERT_FALSE(erased_.empty());
+  for (const std::string& key : erased_) {
+    EXPECT_LT(std::stoi(key.substr(1)), kObjects / 5) << key;
+  }
+  EXPECT_TRUE(InMemory("k" + std::to_string(kObjects - 1)));
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -371,6 +371,10 @@ class MasterService {
   void Housekeep();
 
   MasterStats Stats() const;
+  // The longest an object shard's lock was held since the last reset, while
+  // LockHoldTracker is enabled (bench master-envelope).
+  int64_t MaxShardHoldNs() const { return objects_.MaxHoldNs(); }
+  void ResetMaxShardHold() { objects_.ResetMaxHold(); }
   MetricsRegistry& metrics() { return metrics_; }
   std::string StatusJson() const;
   const MasterConfig& config() const { return config_; }

@@ -167,7 +167,8 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
   uint64_t taken = 0;
   for (size_t i = 0; i < objects.size(); ++i) {
     const auto& o = objects[i];
-    if (!ValidateName(o.tenant, o.key).ok() || o.size == 0) {
+    if (!ValidateName(o.tenant, o.key).ok() || o.size == 0 ||
+        o.size > kMaxObjectSize) {
       out[i] = ErrorCode::INVALID_PARAMS;
       continue;
     }
@@ -280,7 +281,7 @@ Result<ReplicaDesc> MasterService::PromotionAllocStart(
   if (size != it->second.size) {
     return Status(ErrorCode::INVALID_PARAMS,
                   fmt::format("size {} does not match the object's {}", size,
-                              it->second.size));
+                              uint64_t{it->second.size}));
   }
   if (st->second.staged)
     return Status(ErrorCode::INVALID_PARAMS, "promotion already started");

@@ -75,11 +75,23 @@ size_t TenantTable::size() const {
 
 size_t ObjectStore::Size() const {
   size_t n = 0;
-  for (Shard& s : shards_) {
+  for (size_t i = 0; i < kShards; ++i) {
+    Shard& s = shards_[i];
     MutexLock lock(&s.mu());
     n += s.objects().size();
   }
   return n;
+}
+
+int64_t ObjectStore::MaxHoldNs() const {
+  int64_t most = 0;
+  for (size_t i = 0; i < kShards; ++i)
+    most = std::max(most, shards_[i].hold().max_hold_ns());
+  return most;
+}
+
+void ObjectStore::ResetMaxHold() {
+  for (size_t i = 0; i < kShards; ++i) shards_[i].ResetHold();
 }
 
 }  // namespace kvpool

@@ -1,14 +1,16 @@
 // The master's object table: (tenant, key) -> ObjectMeta, sharded by key
 // hash so operations on different keys rarely contend. Structs are compact
-// (a tenant is an interned 32-bit id; a replica is 24 bytes) because the
+// (a tenant is an interned 32-bit id; a replica is 16 bytes) because the
 // master holds millions of them.
 #ifndef KVPOOL_MASTER_OBJECT_STORE_H_
 #define KVPOOL_MASTER_OBJECT_STORE_H_
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,18 +31,42 @@ enum class ReplicaKind : uint8_t { kMemory = 0, kLocalDisk = 1 };
 enum class TriggerSource : uint8_t { kOnHit = 0, kExist = 1, kRouter = 2 };
 enum class ReplicaStatus : uint8_t { kProcessing = 0, kComplete = 1 };
 
+// 16 bytes: the offset takes 48 bits (a segment is at most 256 TiB,
+// SegmentManager::kMaxCapacity) and the kind and status the rest of its
+// word, so two replicas stay inline in an ObjectMeta of 104 bytes.
 struct Replica {
-  uint64_t offset = 0;   // kMemory: offset in the segment
+  Replica() = default;
+  Replica(uint64_t offset_in, uint32_t segment_in, uint32_t handle_in,
+          ReplicaKind kind_in, ReplicaStatus status_in)
+      : offset(offset_in),
+        kind(kind_in),
+        status(status_in),
+        segment(segment_in),
+        handle(handle_in) {}
+
+  uint64_t offset : 48 = 0;  // kMemory: offset in the segment
+  ReplicaKind kind : 8 = ReplicaKind::kMemory;
+  ReplicaStatus status : 8 = ReplicaStatus::kProcessing;
   uint32_t segment = 0;  // kMemory: segment id; kLocalDisk: holder node index
   uint32_t handle = 0;   // kMemory: allocator handle
-  ReplicaKind kind = ReplicaKind::kMemory;
-  ReplicaStatus status = ReplicaStatus::kProcessing;
 };
-static_assert(sizeof(Replica) == 24);
+static_assert(sizeof(Replica) == 16);
 using ReplicaList = absl::InlinedVector<Replica, 2>;
 
 struct ObjectMeta {
-  uint64_t size = 0;
+  // The value's size shares a word with three small fields (sizes are below
+  // 2^48: a value fits a segment, SegmentManager::kMaxCapacity, and an SSD
+  // copy's size is checked at registration): 96 bytes an object, so its
+  // node in the table is a 144-byte allocation, not 160.
+  uint64_t size : 48 = 0;
+  bool hard_pin : 1 = false;
+  // Its DRAM replica came from a prefetch and no get has read it yet: the
+  // fate of the prefetch is counted when it is read, evicted or removed.
+  bool prefetched_unread : 1 = false;
+  // Router triggers (QUEUED or IN_MEMORY) not yet followed by a get; the
+  // get that brings it to 0 may drop the trigger's lease
+  // (prefetch_consumed_lease_ms). Saturates.
+  uint8_t pending_prefetch_reads : 8 = 0;
   int64_t lease_deadline_ms = 0;  // no live lease when <= now
   // Last get/put completion; while the put is in progress, its start time
   // (the put timeouts count from it).
@@ -48,24 +74,15 @@ struct ObjectMeta {
   // Changes whenever the value changes (put, upsert): an offload result for
   // an older value is refused, so an SSD copy never carries other bytes.
   uint64_t version = 0;
-  bool hard_pin = false;
   // Soft pin (evicted only after unpinned objects) lasts until this time;
   // every get extends it by soft_pin_ttl_ms.
   uint32_t soft_pin_ttl_ms = 0;
-  int64_t soft_pin_deadline_ms = 0;
-  // Its DRAM replica came from a prefetch and no get has read it yet: the
-  // fate of the prefetch is counted when it is read, evicted or removed.
-  bool prefetched_unread = false;
-  // Router triggers (QUEUED or IN_MEMORY) not yet followed by a get; the
-  // get that brings it to 0 may drop the trigger's lease
-  // (prefetch_consumed_lease_ms). Saturates.
-  uint8_t pending_prefetch_reads = 0;
   // Master-clock ms, modulo 2^32, of the oldest router trigger not yet
   // followed by a get, or of the last get if several were pending (for the
   // trigger -> get window histogram; the window
-  // is seconds, so the wrap every 49 days does not matter). It fits in the
-  // padding before the next field: ObjectMeta does not grow.
+  // is seconds, so the wrap every 49 days does not matter).
   uint32_t pending_trigger_ms32 = 0;
+  int64_t soft_pin_deadline_ms = 0;
   // The part of lease_deadline_ms granted to readers (get, exist): no one
   // may shorten it, since a reader copies bytes until then.
   int64_t reader_lease_deadline_ms = 0;
@@ -124,7 +141,9 @@ struct ObjectMeta {
   bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
 };
 // The master's memory per object is a measured figure (bench master).
-static_assert(sizeof(ObjectMeta) == 120);
+static_assert(sizeof(ObjectMeta) == 96);
+// The largest value size an ObjectMeta holds.
+inline constexpr uint64_t kMaxObjectSize = (uint64_t{1} << 48) - 1;
 
 // The single promotion entry of a key, shared by every promotion path
 // (promote-on-hit, prefetch-on-exist, router trigger): at most one per key.
@@ -337,7 +356,12 @@ class ShardTable {
 
 class ObjectStore {
  public:
-  static constexpr size_t kShards = 1024;
+  // Every operation on a shard is bounded by the shard's size: a scan
+  // (eviction, a node's death) or a table's rehash holds its lock for about
+  // 160-300 ns per object of the shard. With 8192 shards that stays under
+  // 10 ms up to a few hundred million objects (1024 shards passed it near
+  // 30 million: bench master-envelope, docs/master_envelope.md).
+  static constexpr size_t kShards = 8192;
   // Node-based (an ObjectMeta never moves, so references survive inserts)
   // SwissTable: per lookup one group of control bytes and one slot before
   // the node, and both can be prefetched for a whole batch of keys
@@ -360,6 +384,7 @@ class ObjectStore {
   // ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()).
   class Shard {
    public:
+    Shard() { mu_.TrackHolds(&hold_); }
     Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
     // For code the analysis cannot follow into (a callback run under the
     // lock): states that the caller holds it. Checks nothing at run time.
@@ -393,7 +418,12 @@ class ObjectStore {
       return pending_puts_;
     }
 
+    const LockHoldTracker& hold() const { return hold_; }
+    void ResetHold() { hold_.Reset(); }
+
    private:
+    // Before mu_, which reports to it.
+    LockHoldTracker hold_;
     mutable Mutex mu_;
     ObjectMap objects_ ABSL_GUARDED_BY(mu_);
     // Upserts in progress: the new replicas, invisible to readers until
@@ -410,16 +440,32 @@ class ObjectStore {
   };
 
   Shard& ShardFor(const ObjectKey& k) {
-    return shards_[ObjectKeyHash()(k) % kShards];
+    return shards_[ShardIndex(ObjectKeyHash()(k))];
   }
   Shard& ShardFor(const ObjectKeyView& k) {
-    return shards_[ObjectKeyHash()(k) % kShards];
+    return shards_[ShardIndex(ObjectKeyHash()(k))];
+  }
+  // From the hash's mixed top bits: the shard's table takes its control
+  // byte from the low 7 bits of the same hash, and when those chose the
+  // shard (hash % kShards), every key of a shard had the same one, so a
+  // probe compared the key of every full slot of its group.
+  static size_t ShardIndex(size_t hash) {
+    static_assert(std::has_single_bit(kShards));
+    constexpr int kBits = std::countr_zero(kShards);
+    return static_cast<size_t>((uint64_t{hash} * 0x9E3779B97F4A7C15ull) >>
+                               (64 - kBits));
   }
   Shard& shard(size_t i) { return shards_[i]; }
   size_t Size() const;
+  // The longest any shard's lock was held since ResetMaxHold, while
+  // LockHoldTracker::enabled() (0 if never).
+  int64_t MaxHoldNs() const;
+  void ResetMaxHold();
 
  private:
-  mutable Shard shards_[kShards];
+  // On the heap: 8192 shards are a few MiB, too much for a stack frame
+  // (tests build a MasterService on the stack).
+  const std::unique_ptr<Shard[]> shards_{new Shard[kShards]};
 };
 
 }  // namespace kvpool

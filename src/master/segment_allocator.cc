@@ -33,7 +33,6 @@ SegmentAllocator::SegmentAllocator(uint64_t capacity, uint64_t alignment)
     : capacity_(0), alignment_(NormalizeAlignment(alignment)) {
   align_shift_ = static_cast<uint32_t>(std::countr_zero(alignment_));
   capacity_ = capacity & ~(alignment_ - 1);
-  nodes_.reserve(1024);
   nodes_.emplace_back();  // the kNil sentinel, never a block
   if (capacity_ > 0) {
     const uint32_t whole = NewNode();
@@ -190,8 +189,7 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::Allocate(
   if (index == kNil) return std::nullopt;
 
   // Get the node for the remainder before changing anything, so running out
-  // of node slots leaves the allocator untouched. (NewNode may grow nodes_,
-  // so no Node& is held across it.)
+  // of node slots leaves the allocator untouched.
   uint32_t rest = kNil;
   if (BlockSize(index) > bytes) {
     rest = NewNode();

@@ -11,6 +11,9 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info, bool closed) {
   if (info.capacity == 0) {
     return Status(ErrorCode::INVALID_PARAMS, "segment size must be > 0");
   }
+  if (info.capacity > kMaxCapacity) {
+    return Status(ErrorCode::INVALID_PARAMS, "segment size over 256 TiB");
+  }
   if (info.node_id.empty()) {
     return Status(ErrorCode::INVALID_PARAMS, "segment needs a node id");
   }
@@ -20,7 +23,18 @@ Result<uint32_t> SegmentManager::Mount(SegmentInfo info, bool closed) {
   auto seg = std::make_shared<Segment>(std::move(info));
   seg->closed.store(closed);
   segments_.emplace(id, std::move(seg));
+  UpdateLargestLocked();
   return id;
+}
+
+void SegmentManager::UpdateLargestLocked() {
+  uint64_t most[2] = {0, 0};
+  for (const auto& [id, seg] : segments_) {
+    uint64_t& m = most[seg->info.kind == SegmentKind::kMain ? 0 : 1];
+    m = std::max(m, seg->info.capacity);
+  }
+  largest_[0].store(most[0]);
+  largest_[1].store(most[1]);
 }
 
 namespace {
@@ -44,6 +58,7 @@ Status SegmentManager::Unmount(uint32_t id) {
     }
     seg = std::move(it->second);
     segments_.erase(it);
+    UpdateLargestLocked();
   }
   MarkUnmounted(seg);
   return Status::OK();
@@ -63,6 +78,7 @@ std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
         ++it;
       }
     }
+    UpdateLargestLocked();
   }
   for (const auto& seg : gone) MarkUnmounted(seg);
   return ids;
@@ -101,49 +117,83 @@ std::vector<Placement> SegmentManager::Allocate(
     uint64_t size, int count, SegmentKind kind,
     const std::vector<std::string>& preferred_nodes,
     const std::vector<std::string>& excluded_nodes) {
-  std::vector<std::shared_ptr<Segment>> candidates;
-  {
-    ReaderLock lock(&mu_);
-    for (const auto& [id, seg] : segments_) {
-      if (seg->info.kind != kind || seg->info.capacity < size ||
-          seg->closed.load())
-        continue;
-      if (std::find(excluded_nodes.begin(), excluded_nodes.end(),
-                    seg->info.node_id) != excluded_nodes.end())
-        continue;
-      candidates.push_back(seg);
+  // The order: preferred nodes first (in their order), then the most free
+  // share (kFreeRatioFirst) or a shuffle (kRandom), ties in mount order.
+  // A put needs the first `count` of that order that take the value, not
+  // the whole order: it picks the best remaining candidate and tries it,
+  // so a put costs one pass over the segments (a sort of all of them was a
+  // third of a put's time at 256 nodes). The segments are reached by
+  // pointer under the shared lock, held until the allocation is done (an
+  // unmount waits for it; no path takes mu_ under a segment's mutex).
+  struct Candidate {
+    size_t rank;  // position in preferred_nodes, or its size
+    double free_share;
+    Segment* seg;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<Placement> out;
+  ReaderLock lock(&mu_);
+  candidates.reserve(segments_.size());
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind != kind || seg->info.capacity < size ||
+        seg->closed.load())
+      continue;
+    if (!excluded_nodes.empty() &&
+        std::find(excluded_nodes.begin(), excluded_nodes.end(),
+                  seg->info.node_id) != excluded_nodes.end())
+      continue;
+    size_t rank = 0;
+    if (!preferred_nodes.empty()) {
+      rank = static_cast<size_t>(std::find(preferred_nodes.begin(),
+                                           preferred_nodes.end(),
+                                           seg->info.node_id) -
+                                 preferred_nodes.begin());
     }
+    // Reads of `used` are racy by design: placement only needs to be
+    // roughly balanced.
+    candidates.push_back(
+        {rank, 1.0 - double(seg->used.load()) / double(seg->info.capacity),
+         seg.get()});
   }
   if (strategy_ == Strategy::kRandom) {
-    MutexLock lock(&rng_mu_);
+    MutexLock rng_lock(&rng_mu_);
     std::shuffle(candidates.begin(), candidates.end(), rng_);
-  } else {
-    // Most free share first; ties keep mount order. Reads of `used` are
-    // racy by design: placement only needs to be roughly balanced.
-    std::stable_sort(
-        candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-          double fa = 1.0 - double(a->used.load()) / double(a->info.capacity);
-          double fb = 1.0 - double(b->used.load()) / double(b->info.capacity);
-          return fa > fb;
-        });
   }
-  if (!preferred_nodes.empty()) {
-    auto rank = [&](const auto& s) {
-      auto it = std::find(preferred_nodes.begin(), preferred_nodes.end(),
-                          s->info.node_id);
-      return static_cast<size_t>(it - preferred_nodes.begin());
-    };
-    std::stable_sort(
-        candidates.begin(), candidates.end(),
-        [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
-  }
-  std::vector<Placement> out;
-  for (const auto& seg : candidates) {
-    if (static_cast<int>(out.size()) >= count) break;
-    MutexLock lock(&seg->mu);
-    if (seg->unmounted) continue;
-    auto a = seg->alloc.Allocate(size);
-    if (!a) continue;
+  const bool by_share = strategy_ != Strategy::kRandom;
+  auto before = [by_share](const Candidate& a, const Candidate& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return by_share && a.free_share > b.free_share;
+  };
+  // Selection from the front: candidates[0, next) were tried; the best of
+  // the rest (the first of equals, so ties keep their order) moves to
+  // `next` by rotation, which keeps the others in order. After a segment
+  // refuses (full, fragmented), the rest is sorted once instead, so a
+  // pool with little room costs a sort, not a selection per segment.
+  bool sorted = false;
+  for (size_t next = 0;
+       next < candidates.size() && static_cast<int>(out.size()) < count;
+       ++next) {
+    if (!sorted) {
+      size_t best = next;
+      for (size_t i = next + 1; i < candidates.size(); ++i) {
+        if (before(candidates[i], candidates[best])) best = i;
+      }
+      std::rotate(candidates.begin() + long(next),
+                  candidates.begin() + long(best),
+                  candidates.begin() + long(best) + 1);
+    }
+    Segment* seg = candidates[next].seg;
+    MutexLock seg_lock(&seg->mu);
+    std::optional<SegmentAllocator::Allocation> a;
+    if (!seg->unmounted) a = seg->alloc.Allocate(size);
+    if (!a) {
+      if (!sorted) {
+        std::stable_sort(candidates.begin() + long(next) + 1, candidates.end(),
+                         before);
+        sorted = true;
+      }
+      continue;
+    }
     seg->used.store(seg->alloc.used());
     out.push_back(Placement{seg->info.id, a->handle, a->offset});
   }
@@ -311,12 +361,7 @@ std::optional<Placement> SegmentManager::AllocateOn(
 }
 
 uint64_t SegmentManager::LargestCapacity(SegmentKind kind) const {
-  ReaderLock lock(&mu_);
-  uint64_t m = 0;
-  for (const auto& [id, seg] : segments_) {
-    if (seg->info.kind == kind) m = std::max(m, seg->info.capacity);
-  }
-  return m;
+  return largest_[kind == SegmentKind::kMain ? 0 : 1].load();
 }
 
 std::vector<SegmentSnapshot> SegmentManager::Snapshot() const {

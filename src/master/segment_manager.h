@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <absl/container/btree_map.h>
+
 #include "common/capability.h"
 #include "common/mutex.h"
 #include "kvpool/status.h"
@@ -75,7 +77,10 @@ class SegmentManager {
   // free a range of a newer segment).
   // `closed`: mounted closed (see SetClosed), so no allocation ever sees it
   // open before the caller opens it.
+  // INVALID_PARAMS for a capacity of 0 or over kMaxCapacity.
   Result<uint32_t> Mount(SegmentInfo info, bool closed = false);
+  // A replica keeps its offset in 48 bits (object_store.h).
+  static constexpr uint64_t kMaxCapacity = uint64_t{1} << 48;
   // Once it returns, no allocation places anything in the segment any more,
   // also one that picked it as a candidate before.
   Status Unmount(uint32_t id);
@@ -160,7 +165,14 @@ class SegmentManager {
 
   const Strategy strategy_;
   mutable SharedMutex mu_;
-  std::map<uint32_t, std::shared_ptr<Segment>> segments_ ABSL_GUARDED_BY(mu_);
+  // A B-tree: puts walk every segment (placement, the watermark), and its
+  // nodes keep them in a few cache lines rather than one node each.
+  absl::btree_map<uint32_t, std::shared_ptr<Segment>> segments_
+      ABSL_GUARDED_BY(mu_);
+  // LargestCapacity by kind, kept at each mount and unmount (every put
+  // asks it).
+  void UpdateLargestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::atomic<uint64_t> largest_[2] = {0, 0};
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   Mutex rng_mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(rng_mu_);
