@@ -9,6 +9,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "events/sequence_frame.h"
+
 #include "events/event_encoder.h"
 
 namespace kvpool::events {
@@ -22,19 +24,6 @@ constexpr int kIdlePollMs = 5;
 // lock is taken ~1000 times a second, not once per event, and batches are
 // larger. The latency it adds is at most this.
 constexpr int kGatherMs = 1;
-
-std::string BigEndian(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8) s[i] = static_cast<char>(v & 0xff);
-  return s;
-}
-
-uint64_t FromBigEndian(const zmq::message_t& m) {
-  uint64_t v = 0;
-  const auto* p = static_cast<const unsigned char*>(m.data());
-  for (size_t i = 0; i < 8; ++i) v = v << 8 | p[i];
-  return v;
-}
 
 double NowSeconds() {
   return std::chrono::duration<double>(
@@ -222,7 +211,7 @@ void KvEventPublisher::Publish(const TierEvent* events, size_t n,
       auto& pub = sockets_->pub;
       pub.send(zmq::buffer(options_.topic),
                zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      pub.send(zmq::buffer(BigEndian(seq)),
+      pub.send(zmq::buffer(EncodeSequence(seq)),
                zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       pub.send(zmq::buffer(*payload), zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
@@ -257,9 +246,9 @@ void KvEventPublisher::ServeReplay() {
                   zmq::send_flags::sndmore | zmq::send_flags::dontwait);
         sock.send(zmq::buffer(payload), zmq::send_flags::dontwait);
       };
-      for (const auto& e : replay_.From(FromBigEndian(req.back())))
-        send(BigEndian(e.seq), *e.payload);
-      send(BigEndian(~uint64_t{0}), "");
+      for (const auto& e : replay_.From(DecodeSequence(req.back())))
+        send(EncodeSequence(e.seq), *e.payload);
+      send(EncodeSequence(kReplayEndMarker), "");
     }
     req.clear();
   }

@@ -6,6 +6,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "events/sequence_frame.h"
+
 namespace kvpool::events {
 namespace {
 
@@ -13,20 +15,6 @@ namespace {
 constexpr int kPollMs = 50;
 // Messages the SUB socket queues while the thread is replaying or applying.
 constexpr int kReceiveHwm = 100000;
-constexpr uint64_t kEndMarker = ~uint64_t{0};
-
-std::string BigEndian(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8) s[i] = static_cast<char>(v & 0xff);
-  return s;
-}
-
-uint64_t FromBigEndian(const zmq::message_t& m) {
-  uint64_t v = 0;
-  const auto* p = static_cast<const unsigned char*>(m.data());
-  for (size_t i = 0; i < m.size(); ++i) v = v << 8 | p[i];
-  return v;
-}
 
 }  // namespace
 
@@ -100,7 +88,7 @@ void KvEventSubscriber::Run() {
       ++stats_.decode_errors;
       continue;
     }
-    OnLive(FromBigEndian(msg[1]), msg[2].to_string());
+    OnLive(DecodeSequence(msg[1]), msg[2].to_string());
   }
 }
 
@@ -146,7 +134,7 @@ bool KvEventSubscriber::RequestReplay(uint64_t from, uint64_t to,
   auto& sock = sockets_->replay;
   try {
     sock.send(zmq::message_t(), zmq::send_flags::sndmore);
-    sock.send(zmq::buffer(BigEndian(from)), zmq::send_flags::none);
+    sock.send(zmq::buffer(EncodeSequence(from)), zmq::send_flags::none);
     std::vector<zmq::message_t> reply;
     while (!stop_.load()) {
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
@@ -157,8 +145,8 @@ bool KvEventSubscriber::RequestReplay(uint64_t from, uint64_t to,
       if (!zmq::recv_multipart(sock, std::back_inserter(reply))) break;
       // ["", seq, payload]: a DEALER with the delimiter frame.
       if (reply.size() != 3 || reply[1].size() != 8) continue;
-      const uint64_t seq = FromBigEndian(reply[1]);
-      if (seq == kEndMarker) return true;
+      const uint64_t seq = DecodeSequence(reply[1]);
+      if (seq == kReplayEndMarker) return true;
       if (to == 0 || seq < to) out->emplace_back(seq, reply[2].to_string());
     }
   } catch (const zmq::error_t& e) {
