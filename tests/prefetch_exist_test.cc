@@ -244,6 +244,7 @@ class SharedReadTest : public PrefetchExistTest,
 };
 
 TEST_P(SharedReadTest, GetAndItsWaitingPromotionReadTheDiskOnce) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
   opts_.num_nodes = 1;
   opts_.ssd_read_share_bytes = 8 * kValue;
   Start();
@@ -269,8 +270,24 @@ TEST_P(SharedReadTest, GetAndItsWaitingPromotionReadTheDiskOnce) {
   EXPECT_EQ(tier.shared_read_stats().offered, 1u);
 }
 
-TEST_P(SharedReadTest, OffByDefaultEveryPromotionReadsTheDisk) {
+// Shared reads are on by default (docs/prefetch_defaults.md).
+TEST_P(SharedReadTest, OnByDefaultGetAndPromotionReadTheDiskOnce) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
   opts_.num_nodes = 1;
+  Start();
+  auto c = NewClient(true, GetParam());
+  auto keys = MakeSsdOnly(*c, 1);
+  EXPECT_EQ(GetWhilePromotionWaits(keys[0], *c), 1u);
+  EXPECT_EQ(cluster_->node(0).ssd()->metrics().CounterValue(
+                "kvpool_node_promotion_shared_reads_total"),
+            1u);
+}
+
+// prefetch_profile=rfc is the seeds' holder whatever the knobs say.
+TEST_P(SharedReadTest, RfcProfileEveryPromotionReadsTheDisk) {
+  opts_.num_nodes = 1;
+  opts_.prefetch_profile = "rfc";
+  opts_.ssd_read_share_bytes = 8 * kValue;
   Start();
   auto c = NewClient(true, GetParam());
   auto keys = MakeSsdOnly(*c, 1);
@@ -281,8 +298,12 @@ TEST_P(SharedReadTest, OffByDefaultEveryPromotionReadsTheDisk) {
 }
 
 TEST_P(SharedReadTest, BytesOverTheBudgetAreNotKept) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
   opts_.num_nodes = 1;
   opts_.ssd_read_share_bytes = kValue / 2;  // smaller than one value
+  // The promotion then comes after its get: read it again rather than skip
+  // it (the next test), to see the budget alone.
+  opts_.promotion_skip_after_get_ms = 0;
   Start();
   auto c = NewClient(true, GetParam());
   auto keys = MakeSsdOnly(*c, 1);
@@ -290,6 +311,34 @@ TEST_P(SharedReadTest, BytesOverTheBudgetAreNotKept) {
   EXPECT_EQ(cluster_->node(0).ssd()->shared_read_stats().refused, 1u);
   EXPECT_EQ(cluster_->node(0).ssd()->shared_read_stats().held_bytes, 0u);
   EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+}
+
+// By default a prefetch promotion that comes after its get, with no bytes
+// kept for it (here: over the budget), is dropped unread and counted: the
+// disk reads the block once, for the get (promotion_skip_after_get_ms).
+TEST_P(SharedReadTest, ByDefaultAPromotionAfterItsGetIsNotRead) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
+  opts_.num_nodes = 1;
+  opts_.ssd_read_share_bytes = kValue / 2;  // nothing can be kept
+  Start();
+  auto c = NewClient(true, GetParam());
+  auto keys = MakeSsdOnly(*c, 1);
+  SsdTier& tier = *cluster_->node(0).ssd();
+  tier.PausePromotionsForTest(true);
+  const uint64_t before = DiskValuesRead();
+  ExistOptions opts;
+  opts.prefetch_to_memory = true;
+  EXPECT_TRUE(c->BatchIsExist({keys[0]}, opts)[0].value());
+  ASSERT_TRUE(WaitUntil([&] { return tier.queued_promotions() == 1; },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));  // the SSD
+  tier.PausePromotionsForTest(false);
+  const char* kSkipped = "kvpool_node_promotions_skipped_after_get_total";
+  ASSERT_TRUE(WaitUntil([&] { return tier.metrics().CounterValue(kSkipped); },
+                        std::chrono::seconds(20)));
+  EXPECT_EQ(tier.metrics().CounterValue(kSkipped), 1u);
+  EXPECT_EQ(DiskValuesRead() - before, 1u);
+  EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SharedReadTest,

@@ -166,6 +166,7 @@ TEST_F(RouterPrefetchTest, PullThreadHonoursIntervalAndPerPullCap) {
 // pulls again at once while the master has more and room remains, instead
 // of waiting out the cadence (1 s here) between pulls.
 TEST_F(RouterPrefetchTest, AnExecutorPullsWhatItHasRoomFor) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
   opts_.num_nodes = 1;
   opts_.segment_size = 32ull << 20;
   opts_.prefetch_buffer_size = 24ull << 20;
@@ -199,6 +200,7 @@ TEST_F(RouterPrefetchTest, AnExecutorPullsWhatItHasRoomFor) {
 // a cadence later (3 s here): the 12 tasks left after the first pull need 3
 // more pulls of at most 4, and all come before the next cadence pull.
 TEST_F(RouterPrefetchTest, AFullExecutorQueuePullsAgainWhenWorkersFreeRoom) {
+  KVPOOL_SKIP_UNDER_RFC_PROFILE();
   opts_.num_nodes = 1;
   opts_.segment_size = 32ull << 20;
   opts_.prefetch_buffer_size = 24ull << 20;

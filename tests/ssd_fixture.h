@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -27,6 +28,15 @@ struct DisarmFailpointsAtExit {
 };
 
 inline constexpr uint64_t kValue = 1 << 20;
+
+// A test of a holder behaviour beyond the seeds skips when the suite runs
+// as the seeds' holder (KVPOOL_TEST_PREFETCH_PROFILE=rfc).
+#define KVPOOL_SKIP_UNDER_RFC_PROFILE()                                   \
+  do {                                                                   \
+    if (::kvpool::testing::SsdFixture::RfcProfile())                     \
+      GTEST_SKIP() << "beyond the seeds: not under prefetch_profile=rfc"; \
+  } while (0)
+
 
 class SsdFixture : public ::testing::Test {
  protected:
@@ -48,6 +58,13 @@ class SsdFixture : public ::testing::Test {
     opts_.ssd_segment_file_size = 16ull << 20;
     opts_.heartbeat_interval_ms = 200;
     opts_.default_kv_lease_ttl = 500;
+    // ctest runs the seed-rule suites again as the seeds' holder
+    // (prefetch_profile=rfc, docs/prefetch_defaults.md).
+    if (RfcProfile()) opts_.prefetch_profile = "rfc";
+  }
+  static bool RfcProfile() {
+    const char* p = std::getenv("KVPOOL_TEST_PREFETCH_PROFILE");
+    return p != nullptr && std::string(p) == "rfc";
   }
   void TearDown() override {
     cluster_.reset();

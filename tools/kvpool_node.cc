@@ -140,6 +140,12 @@ int main(int argc, char** argv) {
                  "drop a prefetch promotion whose block a get read from this "
                  "disk within this many ms (0 = off: read it again)")
       ->capture_default_str();
+  app.add_option("--prefetch_profile", c.prefetch_profile,
+                 "default: the holder knobs as set; rfc: the seeds' holder "
+                 "(no shared reads, no skip after a get, one sequential "
+                 "worker), whatever they say")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "rfc"}));
   app.add_option("--promotion_drop_unreachable", c.promotion_drop_unreachable,
                  "drop a promotion task unread (as expired) when the batch "
                  "taken now could not land before its deadline")

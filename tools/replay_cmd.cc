@@ -207,6 +207,12 @@ class ReplayCommandImpl : public ReplayCommand {
                      "holders drop a prefetch promotion whose block a get "
                      "read from the disk within this many ms (0 = off)")
         ->capture_default_str();
+    cmd_->add_option("--prefetch_profile", o.prefetch_profile,
+                     "holders' prefetch_profile: default, or rfc (the seeds' "
+                     "holder: no shared reads, no skip after a get, one "
+                     "sequential worker)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"default", "rfc"}));
     cmd_->add_option("--promotion_drop_unreachable",
                      o.promotion_drop_unreachable,
                      "holders drop a task unread when it could not land "

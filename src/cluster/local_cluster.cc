@@ -73,6 +73,7 @@ Status LocalCluster::Start() {
       nc.promotion_yield_to_gets_ms = options_.promotion_yield_to_gets_ms;
       nc.promotion_skip_after_get_ms = options_.promotion_skip_after_get_ms;
       nc.promotion_staging_bytes = options_.promotion_staging_bytes;
+      nc.prefetch_profile = options_.prefetch_profile;
     }
     auto node = std::make_unique<Node>(nc);
     if (Status s = node->Start(); !s.ok()) {

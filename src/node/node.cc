@@ -119,6 +119,10 @@ Status Node::Start() {
   data_server_ =
       std::make_unique<TcpDataServer>(&table_, config_.node_id, data_options);
   if (config_.enable_ssd_offload) {
+    const NodeConfig holder = config_.WithPrefetchProfile();
+    if (holder.prefetch_profile == "rfc")
+      spdlog::info("prefetch_profile=rfc: the seeds' holder (every promotion "
+                   "reads the disk, one sequential worker)");
     SsdTierConfig sc;
     sc.ssd_offload_path = config_.ssd_offload_path;
     sc.ssd_capacity_bytes = config_.ssd_capacity_bytes;
@@ -130,14 +134,14 @@ Status Node::Start() {
     sc.promotion_pull = config_.promotion_pull;
     sc.promotion_pull_interval_ms = config_.promotion_pull_interval_ms;
     sc.promotion_max_per_pull = size_t(config_.promotion_max_per_pull);
-    sc.promotion_read_batch = size_t(config_.promotion_read_batch);
-    sc.promotion_inflight_bytes = config_.promotion_inflight_bytes;
+    sc.promotion_read_batch = size_t(holder.promotion_read_batch);
+    sc.promotion_inflight_bytes = holder.promotion_inflight_bytes;
     sc.promotion_workers = int(config_.promotion_workers);
-    sc.promotion_drop_unreachable = config_.promotion_drop_unreachable;
-    sc.ssd_read_share_bytes = config_.ssd_read_share_bytes;
-    sc.promotion_yield_to_gets_ms = config_.promotion_yield_to_gets_ms;
-    sc.promotion_skip_after_get_ms = config_.promotion_skip_after_get_ms;
-    sc.promotion_staging_bytes = config_.promotion_staging_bytes;
+    sc.promotion_drop_unreachable = holder.promotion_drop_unreachable;
+    sc.ssd_read_share_bytes = holder.ssd_read_share_bytes;
+    sc.promotion_yield_to_gets_ms = holder.promotion_yield_to_gets_ms;
+    sc.promotion_skip_after_get_ms = holder.promotion_skip_after_get_ms;
+    sc.promotion_staging_bytes = holder.promotion_staging_bytes;
     // Only the node's own segments: an extra segment's memory may go back
     // to its owner, and only the data server's requests on it are waited
     // for (the tier reaches it over TCP, as another node's).

@@ -46,14 +46,28 @@ Status NodeConfig::Validate() const {
     return bad("promotion_yield_to_gets_ms needs enable_ssd_offload");
   if (promotion_skip_after_get_ms < 0 || promotion_skip_after_get_ms > 3600000)
     return bad("promotion_skip_after_get_ms must be in [0, 3600000]");
-  if (ssd_read_share_bytes > 0 && !enable_ssd_offload)
-    return bad("ssd_read_share_bytes needs enable_ssd_offload");
+  if (prefetch_profile != "default" && prefetch_profile != "rfc")
+    return bad("prefetch_profile must be \"default\" or \"rfc\", not \"" +
+               prefetch_profile + "\"");
   if (promotion_inflight_bytes > 0 && !enable_ssd_offload)
     return bad("promotion_inflight_bytes needs enable_ssd_offload");
   if ((prefetch_buffer_segment > 0 || promotion_pull) && !enable_ssd_offload)
     return bad(
         "prefetch_buffer_segment and promotion_pull need enable_ssd_offload");
   return Status::OK();
+}
+
+NodeConfig NodeConfig::WithPrefetchProfile() const {
+  NodeConfig c = *this;
+  if (prefetch_profile != "rfc") return c;
+  c.ssd_read_share_bytes = 0;
+  c.promotion_skip_after_get_ms = 0;
+  c.promotion_yield_to_gets_ms = 0;
+  c.promotion_drop_unreachable = false;
+  c.promotion_inflight_bytes = 0;
+  c.promotion_read_batch = 1;
+  c.promotion_staging_bytes = 0;
+  return c;
 }
 
 }  // namespace kvpool

@@ -85,17 +85,24 @@ struct NodeConfig {
   // before its deadline (SsdTierConfig's). Off: only a passed deadline does.
   bool promotion_drop_unreachable = false;
   // Bytes a get's SSD read may keep for a queued promotion of the same key,
-  // so one disk read serves both (SharedReads). 0 (the default): off, every
-  // promotion reads the disk.
-  uint64_t ssd_read_share_bytes = 0;
+  // so one disk read serves both (SharedReads). 0: off, every promotion
+  // reads the disk. On by default (docs/prefetch_defaults.md): inert until
+  // a promotion waits for a key a get reads; only with enable_ssd_offload.
+  uint64_t ssd_read_share_bytes = 64ull << 20;
   // Gets' SSD reads before promotions' (GetsFirst): while a get reads this
   // holder's disk, a promotion waits up to this long before submitting its
   // reads. 0 (the default): off, first come first served.
   int64_t promotion_yield_to_gets_ms = 0;
   // Prefetch promotions that come after their get (SsdTierConfig's): one
-  // whose block a get read from this holder's disk within this many ms,
-  // leaving no bytes to take, is dropped rather than read again. 0: off.
-  int64_t promotion_skip_after_get_ms = 0;
+  // whose block exactly one get read from this holder's disk within this
+  // many ms, leaving no bytes to take, is dropped rather than read again.
+  // 0: off. On by default (docs/prefetch_defaults.md).
+  int64_t promotion_skip_after_get_ms = 30000;
+  // "default": the knobs above as set. "rfc": the seeds' literal holder,
+  // whatever they say: every promotion reads the disk (no shared reads, no
+  // skip after a get, no yield to gets, no drop before the deadline) on the
+  // RFC's single sequential worker, one read per submission, no staging.
+  std::string prefetch_profile = "default";
   // Huge-page staging memory for promotion reads (SsdTierConfig's); 0: off.
   uint64_t promotion_staging_bytes = 0;
 
@@ -123,6 +130,9 @@ struct NodeConfig {
   bool emulate_pre_prefetch_holder = false;
 
   Status Validate() const;
+  // The knobs the holder runs with: these, or under prefetch_profile "rfc"
+  // these with every holder behaviour beyond the seeds turned off.
+  NodeConfig WithPrefetchProfile() const;
 };
 
 }  // namespace kvpool

@@ -138,6 +138,7 @@ LocalClusterOptions MakeClusterOptions(const ReplayOptions& o,
   c.ssd_read_share_bytes = o.ssd_read_share_bytes;
   c.promotion_yield_to_gets_ms = o.promotion_yield_to_gets_ms;
   c.promotion_skip_after_get_ms = o.promotion_skip_after_get_ms;
+  c.prefetch_profile = o.prefetch_profile;
   if (applied_buffer) *applied_buffer = o.prefetch_buffer_per_node > 0;
   return c;
 }

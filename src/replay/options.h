@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kvpool/local_cluster.h"
 #include "kvpool/router.h"
 #include "replay/batch_scheduler.h"
 #include "replay/engine.h"
@@ -102,9 +103,14 @@ struct ReplayOptions {
   uint64_t promotion_inflight_bytes = 0;  // > 0: pipelined executor
   int64_t promotion_workers = 8;
   bool promotion_drop_unreachable = false;  // holders' NodeConfig knob
-  uint64_t ssd_read_share_bytes = 0;  // holders' SharedReads budget; 0 = off
-  int64_t promotion_yield_to_gets_ms = 0;   // holders' GetsFirst; 0 = off
-  int64_t promotion_skip_after_get_ms = 0;  // holders' NodeConfig knob
+  // Holders' SharedReads budget (0 = off) and skip after a get (0 = off):
+  // the store's defaults (docs/prefetch_defaults.md).
+  uint64_t ssd_read_share_bytes = LocalClusterOptions{}.ssd_read_share_bytes;
+  int64_t promotion_yield_to_gets_ms = 0;  // holders' GetsFirst; 0 = off
+  int64_t promotion_skip_after_get_ms =
+      LocalClusterOptions{}.promotion_skip_after_get_ms;
+  // Holders' NodeConfig::prefetch_profile: "default" or "rfc".
+  std::string prefetch_profile = LocalClusterOptions{}.prefetch_profile;
   int64_t heartbeat_ms = 1000;
   double overflow_ratio = 1.0;  // filler written, in units of pool DRAM
   // DRAM pressure: after the overflow, a seeded 1 - this share of the fill

@@ -291,6 +291,7 @@ class ProcessCluster : public ReplayCluster {
                                  o_.promotion_yield_to_gets_ms));
         na.push_back(fmt::format("--promotion_skip_after_get_ms={}",
                                  o_.promotion_skip_after_get_ms));
+        na.push_back("--prefetch_profile=" + o_.prefetch_profile);
       }
       auto n = Spawn(id, bin_dir_ + "/kvpool-node", na, nlog);
       if (!n.ok()) return n.status();

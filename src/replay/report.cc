@@ -505,6 +505,7 @@ json BuildReport(const ReportInput& in) {
       {"promotion_drop_unreachable", o.promotion_drop_unreachable},
       {"promotion_skip_after_get_ms", o.promotion_skip_after_get_ms},
       {"ssd_read_share_bytes", o.ssd_read_share_bytes},
+      {"prefetch_profile", o.prefetch_profile},
       {"promotion_yield_to_gets_ms", o.promotion_yield_to_gets_ms},
       {"overflow_ratio", o.overflow_ratio},
       {"engines", o.engines},
