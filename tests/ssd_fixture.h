@@ -32,11 +32,10 @@ inline constexpr uint64_t kValue = 1 << 20;
 // A test of a holder behaviour beyond the seeds skips when the suite runs
 // as the seeds' holder (KVPOOL_TEST_PREFETCH_PROFILE=rfc).
 #define KVPOOL_SKIP_UNDER_RFC_PROFILE()                                   \
-  do {                                                                   \
-    if (::kvpool::testing::SsdFixture::RfcProfile())                     \
+  do {                                                                    \
+    if (::kvpool::testing::SsdFixture::RfcProfile())                      \
       GTEST_SKIP() << "beyond the seeds: not under prefetch_profile=rfc"; \
   } while (0)
-
 
 class SsdFixture : public ::testing::Test {
  protected:

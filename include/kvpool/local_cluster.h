@@ -56,15 +56,15 @@ struct LocalClusterOptions {
   int64_t promotion_read_batch = 1;
   uint64_t promotion_inflight_bytes = 0;  // 0 = the RFC's sequential worker
   int64_t promotion_workers = 8;
-  bool promotion_drop_unreachable = false;  // NodeConfig's
+  bool promotion_drop_unreachable = false;      // NodeConfig's
   uint64_t ssd_read_share_bytes = 64ull << 20;  // NodeConfig's; 0 = off
   int64_t promotion_yield_to_gets_ms = 0;       // NodeConfig's; 0 = off
   int64_t promotion_skip_after_get_ms = 30000;  // NodeConfig's; 0 = off
   std::string prefetch_profile = "default";     // NodeConfig's; or "rfc"
-  uint64_t promotion_staging_bytes = 0;     // NodeConfig's; 0 = off
-  std::string segment_dir = "/dev/shm";     // NodeConfig's
-  bool segment_prefault = true;             // NodeConfig's
-  bool segment_huge_pages = true;           // NodeConfig's
+  uint64_t promotion_staging_bytes = 0;         // NodeConfig's; 0 = off
+  std::string segment_dir = "/dev/shm";         // NodeConfig's
+  bool segment_prefault = true;                 // NodeConfig's
+  bool segment_huge_pages = true;               // NodeConfig's
   int64_t promotion_task_ttl_sec = 600;
   // Master and nodes authenticate with this cluster secret file (clients
   // then need a credential: ClientConfig::credential_file). Empty: off.

@@ -121,8 +121,9 @@ Status Node::Start() {
   if (config_.enable_ssd_offload) {
     const NodeConfig holder = config_.WithPrefetchProfile();
     if (holder.prefetch_profile == "rfc")
-      spdlog::info("prefetch_profile=rfc: the seeds' holder (every promotion "
-                   "reads the disk, one sequential worker)");
+      spdlog::info(
+          "prefetch_profile=rfc: the seeds' holder (every promotion "
+          "reads the disk, one sequential worker)");
     SsdTierConfig sc;
     sc.ssd_offload_path = config_.ssd_offload_path;
     sc.ssd_capacity_bytes = config_.ssd_capacity_bytes;
