@@ -335,15 +335,18 @@ class FailoverFixture(unittest.TestCase):
             self.fail("%s: the master's state never became %s:\n%s" % (
                 what, sorted(expect.items()), master))
         if not converged:
+            copies = state.get("copies", {})
             diff = sorted(
                 "%s: subscriber %s, master %s" % (
-                    k[1].decode(), sorted(follower.tiers.get(k, ())),
-                    sorted(master.get(k, ())) if isinstance(master, dict)
-                    else master)
+                    k[1].decode(),
+                    sorted(follower.copies.get(k, ()), key=str),
+                    sorted(copies.get(k, ()), key=str)
+                    if isinstance(master, dict) else master)
                 for k in set(follower.tiers) | (
                     set(master) if isinstance(master, dict) else set())
                 if not isinstance(master, dict) or
-                follower.tiers.get(k) != master.get(k))
+                follower.tiers.get(k) != master.get(k) or
+                follower.copies.get(k) != copies.get(k))
             self.fail("%s: the subscriber's map never equalled the master's "
                       "(%d differences):\n  %s" % (
                           what, len(diff), "\n  ".join(diff[:30])))
