@@ -16,7 +16,8 @@ must equal the master's (read by a tier lookup of every key). Then the
 master dies together with one of the nodes (a host lost whole), the other
 node re-registers its DRAM and SSD copies with the new leader (or the
 restarted master), and the map must come to equal the new master's state,
-key by key and tier by tier. Without the reset the subscriber would keep
+key by key, tier by tier and holder node by holder node (the node kvpool's
+events name). Without the reset the subscriber would keep
 the dead node's keys.
 """
 
@@ -107,11 +108,13 @@ class Stream:
 
 class TierMapFollower:
     """The subscriber of the module docstring, over one Stream per master.
-    `tiers`: (tenant, key) -> set of media."""
+    `tiers`: (tenant, key) -> set of media; `copies`: (tenant, key) -> set
+    of (medium, holder node), from the node kvpool's events name."""
 
     def __init__(self, ctx, endpoints):
         self.streams = [Stream(ctx, e, r) for e, r in endpoints]
         self.tiers = {}
+        self.copies = {}
         self.epoch = None  # of the stream followed
         self.followed = None  # its index in self.streams
         self.next_seq = 0
@@ -184,23 +187,36 @@ class TierMapFollower:
             if tag == "AllBlocksCleared":
                 if kind == "reset":
                     self.tiers.clear()
+                    self.copies.clear()
                     self.resets.append((extras[7], extras[8]))
                 else:
                     self.tiers = {k: v for k, v in self.tiers.items()
                                   if k[0] != tenant}
+                    self.copies = {k: v for k, v in self.copies.items()
+                                   if k[0] != tenant}
                 continue
+            # The holder node: kvpool's eighth field of a block event.
+            node = extras[7] if len(extras) > 7 else None
+            medium = ev[MEDIUM_AT[tag]]
             media = self.tiers.setdefault((tenant, key), set())
+            copies = self.copies.setdefault((tenant, key), set())
             if tag == "BlockStored":
-                media.add(ev[MEDIUM_AT[tag]])
+                media.add(medium)
+                copies.add((medium, node))
             else:
-                media.discard(ev[MEDIUM_AT[tag]])
+                copies.discard((medium, node))
+                # The tier is gone when no node holds a copy in it.
+                if not any(m == medium for m, _ in copies):
+                    media.discard(medium)
                 if not media:
                     del self.tiers[(tenant, key)]
+                    del self.copies[(tenant, key)]
 
 
-def master_tiers(store, keys, holders=None):
+def master_tiers(store, keys, holders=None, copies=None):
     """The master's tier map of `keys`, from one tier lookup; the nodes
-    that hold each key go to `holders` (a dict) when given."""
+    that hold each key go to `holders` (a dict) when given, and its
+    (medium, node) pairs to `copies`."""
     out = {}
     for key, info in zip(keys, store.batch_get_tier_info(keys)):
         if info is None:
@@ -211,6 +227,9 @@ def master_tiers(store, keys, holders=None):
             out[k] = {"DRAM" if r.kind == "memory" else "SSD" for r in done}
             if holders is not None:
                 holders[k] = {r.node_id for r in done}
+            if copies is not None:
+                copies[k] = {("DRAM" if r.kind == "memory" else "SSD",
+                              r.node_id) for r in done}
     return out
 
 
@@ -295,39 +314,47 @@ class FailoverFixture(unittest.TestCase):
                    holders=None, timeout=30.0):
         """Until the follower's map equals the master's (and the master's
         is `expect`, when given); then the two, key by key and tier by
-        tier."""
+        tier, and node by node."""
         state = {}
 
         def equal():
             follower.pump(20)
+            state["copies"] = {}
             try:
-                state["master"] = master_tiers(store, keys, holders)
+                state["master"] = master_tiers(store, keys, holders,
+                                               state["copies"])
             except Exception as e:  # noqa: BLE001 -- a leader in transit
                 state["master"] = "lookup failed: %s" % e
                 return False
             return (expect is None or state["master"] == expect) and \
-                follower.tiers == state["master"]
+                follower.tiers == state["master"] and \
+                follower.copies == state["copies"]
         converged = wait_until(equal, timeout=timeout, interval=0)
         master = state["master"]
         if expect is not None and master != expect:
             self.fail("%s: the master's state never became %s:\n%s" % (
                 what, sorted(expect.items()), master))
         if not converged:
+            copies = state.get("copies", {})
             diff = sorted(
                 "%s: subscriber %s, master %s" % (
-                    k[1].decode(), sorted(follower.tiers.get(k, ())),
-                    sorted(master.get(k, ())) if isinstance(master, dict)
-                    else master)
+                    k[1].decode(),
+                    sorted(follower.copies.get(k, ()), key=str),
+                    sorted(copies.get(k, ()), key=str)
+                    if isinstance(master, dict) else master)
                 for k in set(follower.tiers) | (
                     set(master) if isinstance(master, dict) else set())
                 if not isinstance(master, dict) or
-                follower.tiers.get(k) != master.get(k))
+                follower.tiers.get(k) != master.get(k) or
+                follower.copies.get(k) != copies.get(k))
             self.fail("%s: the subscriber's map never equalled the master's "
                       "(%d differences):\n  %s" % (
                           what, len(diff), "\n  ".join(diff[:30])))
         for k, media in master.items():
             self.assertEqual(follower.tiers.get(k), media, k)
+            self.assertEqual(follower.copies.get(k), state["copies"][k], k)
         self.assertEqual(set(follower.tiers), set(master))
+        self.assertEqual(set(follower.copies), set(master))
         return master
 
     def run_scenario(self, follower, store, lose_master, what):

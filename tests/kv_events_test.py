@@ -43,6 +43,8 @@ STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids",
                  "block_size", "lora_id", "medium")
 REMOVED_FIELDS = ("block_hashes", "medium")
 EXTRA_FIELDS = ("kind", "tenant", "key", "size", "ts", "trigger", "ssd_copy")
+# A block event names its holder node after them.
+BLOCK_FIELDS = ("node",)
 # A reset (an AllBlocksCleared of kind "reset") names its stream after them.
 RESET_FIELDS = ("leader", "epoch")
 SCHEMA = {
@@ -66,7 +68,8 @@ def decode_batch(payload):
         # kvpool's fields follow the standard ones.
         extras = ev[1 + len(fields):]
         e.update(zip(EXTRA_FIELDS, extras))
-        e.update(zip(RESET_FIELDS, extras[len(EXTRA_FIELDS):]))
+        e.update(zip(RESET_FIELDS if tag == "AllBlocksCleared" else
+                     BLOCK_FIELDS, extras[len(EXTRA_FIELDS):]))
         out.append(e)
     return ts, out, batch[4] if len(batch) > 4 else None
 
@@ -311,6 +314,8 @@ class KvEventsTest(unittest.TestCase):
             self.assertEqual(e["block_hashes"], [e["block_hashes"][0]])
             self.assertIsInstance(e["block_hashes"][0], int)
             self.assertEqual(e["tenant"], b"default")
+            # One node holds every copy: each block event names it.
+            self.assertEqual(e["node"], "events-node")
         # Each key's events, in order, as the script made them.
         def kinds(key):
             return [(e["type"], e["medium"], e["kind"], e["trigger"],

@@ -105,7 +105,18 @@ Status ParseEvent(const msgpack::object& o, DecodedEvent* ev) {
   if (medium_at > 0 &&
       (a.size <= medium_at || !ParseMedium(a.ptr[medium_at], &ev->medium)))
     return Bad("unknown medium");
-  return ParseExtras(a, extras_at, ev);
+  if (Status s = ParseExtras(a, extras_at, ev); !s.ok()) return s;
+  // The holder node follows kvpool's seven fields of a block event; older
+  // masters send none (then the node is unknown, empty).
+  ev->node.clear();
+  if (ev->op != BlockOp::kClear && a.size > extras_at + kExtras) {
+    const auto& n = a.ptr[extras_at + kExtras];
+    if (n.type != msgpack::type::NIL) {
+      if (!Bytes(n, &ev->node)) return Bad("node not a string");
+      if (ev->node.size() > kMaxNodeIdBytes) return Bad("node id too long");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace

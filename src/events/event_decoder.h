@@ -33,6 +33,9 @@ struct DecodedEvent {
   // kClear with an empty tenant, or a reset (kind kReset): every tenant.
   std::string tenant;
   std::string key;  // empty for kClear
+  // kAdd, kRemove: the node holding the copy (kvpool's eighth field);
+  // empty when the publisher sent none (a master before the field).
+  std::string node;
 };
 
 struct DecodedBatch {

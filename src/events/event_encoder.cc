@@ -15,8 +15,11 @@ struct StringSink {
 };
 using Packer = msgpack::packer<StringSink>;
 
-// Extra fields after each event's standard ones.
+// Extra fields after each event's standard ones: seven, and the holder
+// node as an eighth in BlockStored / BlockRemoved (AllBlocksCleared keeps
+// seven, so a reset's `leader` and `epoch` stay at extras 7 and 8).
 constexpr uint32_t kExtras = 7;
+constexpr uint32_t kBlockExtras = kExtras + 1;
 // Bytes of one encoded event besides its tenant and key: a BlockStored of
 // a DRAM put is about 70.
 constexpr size_t kEventOverhead = 96;
@@ -73,11 +76,16 @@ Medium FirstMedium(uint8_t media) {
   return static_cast<Medium>(media & -media);
 }
 
+// The eighth extra of a block event: its holder node, bounded.
+void PackNode(Packer& pk, const TierEvent& ev) {
+  PackStr(pk, std::string_view(ev.node).substr(0, kMaxNodeIdBytes));
+}
+
 void PackStored(Packer& pk, StringSink& sink, const TierEvent& ev) {
   // tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
   // medium: vLLM's order. kvpool has no tokens: token_ids is empty and
   // block_size 0 (a block is one key, of `size` bytes).
-  pk.pack_array(7 + kExtras);
+  pk.pack_array(7 + kBlockExtras);
   PackStr(pk, "BlockStored");
   pk.pack_array(1);
   pk.pack_uint64(BlockHash(ev.key));
@@ -87,16 +95,18 @@ void PackStored(Packer& pk, StringSink& sink, const TierEvent& ev) {
   pk.pack_nil();
   PackStr(pk, MediumName(FirstMedium(ev.media)));
   PackExtras(pk, sink, ev);
+  PackNode(pk, ev);
 }
 
 void PackRemoved(Packer& pk, StringSink& sink, const TierEvent& ev,
                  Medium medium) {
-  pk.pack_array(3 + kExtras);
+  pk.pack_array(3 + kBlockExtras);
   PackStr(pk, "BlockRemoved");
   pk.pack_array(1);
   pk.pack_uint64(BlockHash(ev.key));
   PackStr(pk, MediumName(medium));
   PackExtras(pk, sink, ev);
+  PackNode(pk, ev);
 }
 
 // A reset is an AllBlocksCleared as well (a vLLM decoder clears its
@@ -128,7 +138,8 @@ size_t EncodeBatch(std::span<const TierEvent> events, double ts,
   for (const auto& ev : events) {
     const size_t wire = WireEventCount(ev);
     n += wire;
-    bytes += wire * (kEventOverhead + ev.tenant.size() + ev.key.size());
+    bytes += wire * (kEventOverhead + ev.tenant.size() + ev.key.size() +
+                     ev.node.size());
   }
   // One allocation for the batch rather than a doubling per few events.
   out->reserve(out->size() + bytes);

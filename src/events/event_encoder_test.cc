@@ -37,6 +37,7 @@ TierEvent Event(TierEventKind kind, uint8_t media) {
   ev.key = "k";
   ev.size = 5;
   ev.ts_us = 1000000;  // 1.0 s
+  ev.node = "n1";
   return ev;
 }
 
@@ -46,14 +47,15 @@ TEST(EventEncoderTest, BlockStoredGoldenBytes) {
   EncodeBatch({&ev, 1}, 2.0, 0, &out);
   const std::string want =
       B({0x94, 0xcb, 0x40, 0, 0, 0, 0, 0, 0, 0}) +  // [2.0,
-      B({0x91, 0x9e}) +                             //  [[ 14 fields:
+      B({0x91, 0x9f}) +                             //  [[ 15 fields:
       FixStr("BlockStored") +                       //   tag
       B({0x91}) + Uint(BlockHash("k")) +            //   block_hashes
       B({0xc0, 0x90, 0x00, 0xc0}) +  // parent nil, token_ids [], 0, lora nil
       FixStr("DRAM") +               //   medium
       FixStr("stored") + Bin8("t") + Bin8("k") + B({0x05}) +  // kind..size
       B({0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}) +               //   ts 1.0
-      B({0xc0, 0xc2}) +  // trigger nil, ssd_copy false ]],
+      B({0xc0, 0xc2}) +  // trigger nil, ssd_copy false,
+      FixStr("n1") +     // node ]],
       B({0xc0, 0x00});   // data_parallel_rank nil, dropped_before 0]
   EXPECT_EQ(out, want);
 }
@@ -87,13 +89,27 @@ TEST(EventEncoderTest, RemovalIsOneBlockRemovedPerMedium) {
   EXPECT_EQ(field(1, 2).as<std::string>(), "SSD");
   EXPECT_EQ(field(1, 3).as<std::string>(), "removed");
   EXPECT_EQ(field(1, 1).via.array.ptr[0].as<uint64_t>(), BlockHash("k"));
-  EXPECT_EQ(evs.ptr[2].via.array.size, 8u);
+  EXPECT_EQ(field(0, 10).as<std::string>(), "n1");  // the holder, last
+  EXPECT_EQ(field(1, 10).as<std::string>(), "n1");
+  EXPECT_EQ(evs.ptr[2].via.array.size, 8u);  // a clear names no node
   EXPECT_EQ(field(2, 0).as<std::string>(), "AllBlocksCleared");
   EXPECT_EQ(field(2, 1).as<std::string>(), "cleared");
   EXPECT_EQ(field(3, 0).as<std::string>(), "BlockStored");
   EXPECT_EQ(field(3, 6).as<std::string>(), "PREFETCH_BUFFER");
   EXPECT_EQ(field(3, 7).as<std::string>(), "promoted");
   EXPECT_EQ(field(3, 12).as<std::string>(), "router");
+  EXPECT_EQ(field(3, 14).as<std::string>(), "n1");
+}
+
+TEST(EventEncoderTest, NodeIsBounded) {
+  TierEvent ev = Event(TierEventKind::kStored, kMediumDram);
+  ev.node.assign(kMaxNodeIdBytes + 100, 'n');
+  std::string out;
+  EncodeBatch({&ev, 1}, 1.0, 0, &out);
+  msgpack::object_handle oh = msgpack::unpack(out.data(), out.size());
+  const auto& e = oh.get().via.array.ptr[1].via.array.ptr[0].via.array;
+  ASSERT_EQ(e.size, 15u);
+  EXPECT_EQ(e.ptr[14].as<std::string>().size(), kMaxNodeIdBytes);
 }
 
 TEST(EventEncoderTest, EvictionSaysWhetherAnSsdCopyIsKept) {
@@ -103,10 +119,11 @@ TEST(EventEncoderTest, EvictionSaysWhetherAnSsdCopyIsKept) {
   EncodeBatch({&ev, 1}, 1.0, 0, &out);
   msgpack::object_handle oh = msgpack::unpack(out.data(), out.size());
   const auto& e = oh.get().via.array.ptr[1].via.array.ptr[0].via.array;
-  ASSERT_EQ(e.size, 10u);
+  ASSERT_EQ(e.size, 11u);
   EXPECT_EQ(e.ptr[2].as<std::string>(), "DRAM");
   EXPECT_EQ(e.ptr[3].as<std::string>(), "evicted");
   EXPECT_TRUE(e.ptr[9].as<bool>());
+  EXPECT_EQ(e.ptr[10].as<std::string>(), "n1");
 }
 
 }  // namespace

@@ -52,7 +52,14 @@ struct TierEvent {
   int64_t ts_us = 0;      // wall clock, set by EventQueue::Push
   std::string tenant;
   std::string key;
+  // The node whose segment or SSD holds the copies the event is about (the
+  // master emits one event per holder node); empty for kCleared and kReset.
+  std::string node;
 };
+
+// Longest node id the wire carries (the master refuses longer ones at mount;
+// the encoder cuts, the decoder refuses what exceeds it).
+inline constexpr size_t kMaxNodeIdBytes = 256;
 
 // Wire names ("stored", "DRAM", "on_hit", ...); docs/kv_events.md lists them.
 std::string_view KindName(TierEventKind kind);

@@ -61,6 +61,52 @@ void TierMap::EnforceCapacityLocked() {
   }
 }
 
+namespace {
+
+constexpr uint8_t kMemory = kMediumDram | kMediumPrefetchBuffer;
+
+bool HasMedium(const std::vector<Holder>& hs, uint8_t medium) {
+  for (const auto& h : hs) {
+    if ((h.medium & medium) != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void TierMap::AddCopy(Entry& e, uint8_t medium, const std::string& node) {
+  e.media |= medium;
+  if (node.empty()) return;  // a publisher that names no holder
+  auto& hs = e.holders;
+  std::erase(hs, Holder{medium, node});
+  if (hs.size() >= kMaxHoldersPerKey) hs.pop_back();
+  // As the master lists replicas: a new memory copy first (a promotion or
+  // a re-registered segment goes in front), an SSD copy after the others.
+  if (medium == kMediumSsd) {
+    hs.push_back(Holder{medium, node});
+  } else {
+    hs.insert(hs.begin(), Holder{medium, node});
+  }
+}
+
+void TierMap::RemoveCopy(Entry& e, uint8_t medium, const std::string& node) {
+  auto& hs = e.holders;
+  // A lookup's memory copy may have been DRAM or a prefetch buffer: a
+  // removal of either on its node (or, naming no node, of any) drops it.
+  uint8_t match = medium;
+  if (e.memory_unsure && medium != kMediumSsd) match = kMemory;
+  std::erase_if(hs, [&](const Holder& h) {
+    return (h.medium & match) != 0 && (node.empty() || h.node == node);
+  });
+  // The tier stays while another node's copy of it is left.
+  for (uint8_t m = match; m != 0; m &= m - 1) {
+    const auto bit = static_cast<uint8_t>(m & -m);
+    if (node.empty() || !HasMedium(hs, bit))
+      e.media &= static_cast<uint8_t>(~bit);
+  }
+  if ((e.media & kMemory) == 0) e.memory_unsure = false;
+}
+
 void TierMap::Apply(std::span<const DecodedEvent> events) {
   WriterLock lock(&mu_);
   for (const auto& ev : events) {
@@ -84,21 +130,16 @@ void TierMap::Apply(std::span<const DecodedEvent> events) {
       continue;
     Entry& e = EntryLocked(t, ev.key);
     if (ev.op == BlockOp::kAdd) {
-      e.media |= ev.medium;
+      AddCopy(e, ev.medium, ev.node);
       e.size = ev.size;
-      // A new memory copy may be on any node; the stream does not say.
-      if (ev.medium != kMediumSsd) e.node.clear();
-    } else if (e.memory_unsure && ev.medium != kMediumSsd) {
-      e.media &= static_cast<uint8_t>(kMediumSsd);
-      e.memory_unsure = false;
     } else {
-      e.media &= static_cast<uint8_t>(~ev.medium);
+      RemoveCopy(e, ev.medium, ev.node);
     }
     // Events on a stale view keep it stale: what was missed is still
     // missing. On a fresh one they keep it exact.
     e.generation = prior_fresh ? generation_ : 0;
     if (e.media == 0) {
-      e.node.clear();
+      e.holders.clear();
       // Where absence is trusted, no entry is the record of "no copy";
       // elsewhere the entry stays, so that Learn sees the change.
       if (t.absence_trusted) EraseLocked(t, ev.key);
@@ -143,7 +184,15 @@ void TierMap::Query(const std::string& tenant,
     s.fresh = e.generation == generation_;
     s.media = e.media;
     s.size = e.size;
-    s.node = e.node;
+    // As a lookup names the holder of the best tier.
+    const uint8_t best =
+        (e.media & kMemory) != 0 ? kMemory : uint8_t{kMediumSsd};
+    for (const auto& h : e.holders) {
+      if ((h.medium & best) != 0) {
+        s.node = h.node;
+        break;
+      }
+    }
   }
 }
 
@@ -154,6 +203,17 @@ uint64_t TierMap::version() const {
 
 void TierMap::Learn(const std::string& tenant, const std::string& key,
                     uint8_t media, uint64_t size, const std::string& node,
+                    uint64_t since) {
+  std::vector<Holder> holders;
+  if (!node.empty()) {
+    for (uint8_t m = media; m != 0; m &= m - 1)
+      holders.push_back(Holder{static_cast<uint8_t>(m & -m), node});
+  }
+  Learn(tenant, key, media, size, std::move(holders), since);
+}
+
+void TierMap::Learn(const std::string& tenant, const std::string& key,
+                    uint8_t media, uint64_t size, std::vector<Holder> holders,
                     uint64_t since) {
   WriterLock lock(&mu_);
   Tenant& t = TenantLocked(tenant);
@@ -171,9 +231,20 @@ void TierMap::Learn(const std::string& tenant, const std::string& key,
   Entry& e = EntryLocked(t, key);
   e.media = media;
   e.size = size;
-  e.node = node;
+  if (holders.size() > kMaxHoldersPerKey) holders.resize(kMaxHoldersPerKey);
+  e.holders = std::move(holders);
   e.memory_unsure = (media & (kMediumDram | kMediumPrefetchBuffer)) != 0;
   e.generation = generation_;
+}
+
+std::vector<Holder> TierMap::HoldersOf(const std::string& tenant,
+                                       const std::string& key) const {
+  ReaderLock lock(&mu_);
+  auto t = tenants_.find(tenant);
+  if (t == tenants_.end()) return {};
+  auto it = t->second.keys.find(key);
+  return it == t->second.keys.end() ? std::vector<Holder>()
+                                    : it->second.holders;
 }
 
 TierMapStats TierMap::stats() const {

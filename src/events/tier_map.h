@@ -36,13 +36,27 @@
 
 namespace kvpool::events {
 
+// A copy of a key: its tier and the node holding it.
+struct Holder {
+  uint8_t medium = 0;  // one Medium bit
+  std::string node;
+  bool operator==(const Holder&) const = default;
+};
+
+// Holders a key's entry keeps, over all tiers (a key has few replicas; past
+// this, the oldest in the list is forgotten, and the tier bits still say
+// which tiers hold the key).
+inline constexpr size_t kMaxHoldersPerKey = 8;
+
 // One key as the map sees it.
 struct KeyState {
   bool fresh = false;  // the map's view can be trusted (above)
   uint8_t media = 0;   // Medium bits; 0 = no copy
   uint64_t size = 0;
-  // The holder a lookup named for the key (the stream names none); empty
-  // when the map learned the key from events only.
+  // The node a get would read from, as a lookup answers: the first holder
+  // of a memory copy (DRAM or prefetch buffer) when there is one, else the
+  // first of an SSD copy. Empty when the events and lookups named none (a
+  // master that publishes no holder).
   std::string node;
 };
 
@@ -89,8 +103,19 @@ class TierMap {
   // removal of a DRAM or prefetch buffer copy then drops the memory copy
   // (believing a copy gone costs a needless trigger; believing a gone copy
   // there would cost a read from SSD the router did not prefetch).
+  // `holders` are the lookup's complete copies in the master's order
+  // (memory ones as kMediumDram); `media` their tiers.
+  void Learn(const std::string& tenant, const std::string& key, uint8_t media,
+             uint64_t size, std::vector<Holder> holders, uint64_t since);
+  // The same with one holder for every tier of `media` (none when empty).
   void Learn(const std::string& tenant, const std::string& key, uint8_t media,
              uint64_t size, const std::string& node, uint64_t since);
+
+  // The holders the map keeps for a key, in the entry's order (memory
+  // copies first, as the master lists them, then SSD copies); empty for a
+  // key it has no entry for. For tests and diagnostics.
+  std::vector<Holder> HoldersOf(const std::string& tenant,
+                                const std::string& key) const;
 
   TierMapStats stats() const;
   size_t capacity() const { return capacity_; }
@@ -104,7 +129,9 @@ class TierMap {
     uint64_t size = 0;
     // The memory bit came from a lookup, which does not say which memory.
     bool memory_unsure = false;
-    std::string node;
+    // Memory holders first, newest first (as the master lists them), then
+    // SSD holders, oldest first; at most kMaxHoldersPerKey.
+    std::vector<Holder> holders;
     std::list<std::pair<Tenant*, const std::string*>>::iterator lru;
   };
   struct Tenant {
@@ -122,6 +149,9 @@ class TierMap {
   void EraseLocked(Tenant& t, const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ResetTenantLocked(Tenant& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A BlockStored / BlockRemoved on the entry's tiers and holders.
+  static void AddCopy(Entry& e, uint8_t medium, const std::string& node);
+  static void RemoveCopy(Entry& e, uint8_t medium, const std::string& node);
   void EnforceCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;

@@ -2,21 +2,30 @@
 
 #include <gtest/gtest.h>
 
+#include <msgpack.hpp>
+
 #include "events/event_decoder.h"
 #include "events/event_encoder.h"
 
 namespace kvpool::events {
 namespace {
 
-DecodedEvent Ev(BlockOp op, Medium m, std::string key,
-                std::string tenant = "t") {
+DecodedEvent Ev(BlockOp op, Medium m, std::string key, std::string tenant = "t",
+                std::string node = "") {
   DecodedEvent e;
   e.op = op;
   e.medium = m;
   e.key = std::move(key);
   e.tenant = std::move(tenant);
+  e.node = std::move(node);
   e.size = 10;
   return e;
+}
+
+// An event of holder `node`, tenant "t".
+DecodedEvent On(const std::string& node, BlockOp op, Medium m,
+                std::string key = "k") {
+  return Ev(op, m, std::move(key), "t", node);
 }
 
 KeyState Get(const TierMap& map, const std::string& key,
@@ -41,6 +50,8 @@ TEST(EventDecoderTest, ReadsWhatTheEncoderWrites) {
   in[2].kind = TierEventKind::kCleared;
   in[2].tenant = "other";
   in[0].trigger = Trigger::kRouter;
+  in[0].node = "node-a";
+  in[1].node = "node-b";
   std::string payload;
   ASSERT_EQ(EncodeBatch(in, 1.5, 7, &payload), 4u);
   auto b = DecodeBatch(payload);
@@ -53,12 +64,16 @@ TEST(EventDecoderTest, ReadsWhatTheEncoderWrites) {
   EXPECT_EQ(b->events[0].key, std::string("k\0y", 3));
   EXPECT_EQ(b->events[0].size, 4096u);
   EXPECT_EQ(b->events[0].trigger, Trigger::kRouter);
+  EXPECT_EQ(b->events[0].node, "node-a");
   EXPECT_EQ(b->events[1].op, BlockOp::kRemove);
   EXPECT_EQ(b->events[1].medium, kMediumDram);
+  EXPECT_EQ(b->events[1].node, "node-b");
   EXPECT_EQ(b->events[2].medium, kMediumSsd);
   EXPECT_EQ(b->events[2].kind, TierEventKind::kRemoved);
+  EXPECT_EQ(b->events[2].node, "node-b");  // each tier's event names it
   EXPECT_EQ(b->events[3].op, BlockOp::kClear);
   EXPECT_EQ(b->events[3].tenant, "other");
+  EXPECT_EQ(b->events[3].node, "");
   EXPECT_EQ(b->epoch, 0u);
   // A stream's batch: its epoch, and a reset clears every tenant.
   TierEvent reset;
@@ -75,6 +90,56 @@ TEST(EventDecoderTest, ReadsWhatTheEncoderWrites) {
   EXPECT_EQ(b->events[0].op, BlockOp::kClear);
   EXPECT_EQ(b->events[0].kind, TierEventKind::kReset);
   EXPECT_EQ(b->events[0].tenant, "");
+}
+
+// A one-event batch [ts, [event], nil, 0] around the event `pack` writes.
+template <typename F>
+std::string OneEventBatch(F pack) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(4);
+  pk.pack_double(1.5);
+  pk.pack_array(1);
+  pack(pk);
+  pk.pack_nil();
+  pk.pack_uint64(0);
+  return std::string(buf.data(), buf.size());
+}
+
+// A BlockRemoved of DRAM with kvpool's seven fields, then `node` unless
+// it is nullptr (a master from before the field).
+std::string RemovedFrom(const std::string* node) {
+  return OneEventBatch([&](msgpack::packer<msgpack::sbuffer>& pk) {
+    pk.pack_array(node != nullptr ? 11 : 10);
+    pk.pack(std::string("BlockRemoved"));
+    pk.pack_array(1);
+    pk.pack_uint64(1);
+    pk.pack(std::string("DRAM"));
+    pk.pack(std::string("evicted"));
+    pk.pack(std::string("t"));
+    pk.pack(std::string("k"));
+    pk.pack_uint64(5);
+    pk.pack_double(1.0);
+    pk.pack_nil();
+    pk.pack_false();
+    if (node != nullptr) pk.pack(*node);
+  });
+}
+
+TEST(EventDecoderTest, TheHolderNodeIsOptionalAndBounded) {
+  auto b = DecodeBatch(RemovedFrom(nullptr));  // an older master's
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->events.size(), 1u);
+  EXPECT_EQ(b->events[0].key, "k");
+  EXPECT_EQ(b->events[0].node, "");
+  const std::string node = "node-7";
+  b = DecodeBatch(RemovedFrom(&node));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->events[0].node, "node-7");
+  const std::string longest(kMaxNodeIdBytes, 'n');
+  ASSERT_TRUE(DecodeBatch(RemovedFrom(&longest)).ok());
+  const std::string too_long(kMaxNodeIdBytes + 1, 'n');
+  EXPECT_FALSE(DecodeBatch(RemovedFrom(&too_long)).ok());
 }
 
 TEST(EventDecoderTest, RefusesWhatIsNotABatch) {
@@ -110,6 +175,64 @@ TEST(TierMapTest, FollowsTheTiersOfAKey) {
   EXPECT_TRUE(Get(map, "k").fresh);
   EXPECT_EQ(Get(map, "k").media, 0);
   EXPECT_EQ(map.stats().entries, 0u);  // absence needs no entry
+}
+
+TEST(TierMapTest, KeepsTheHoldersOfEachTier) {
+  TierMap map(100);
+  map.ResetToStreamStart();
+  using H = std::vector<Holder>;
+  map.Apply(std::vector{On("n0", BlockOp::kAdd, kMediumDram),   // put
+                        On("n0", BlockOp::kAdd, kMediumSsd)});  // offload
+  EXPECT_EQ(Get(map, "k").node, "n0");
+  // A copy promoted on n1: first, as the master lists it.
+  map.Apply(std::vector{On("n1", BlockOp::kAdd, kMediumPrefetchBuffer)});
+  EXPECT_EQ(map.HoldersOf("t", "k"), (H{{kMediumPrefetchBuffer, "n1"},
+                                        {kMediumDram, "n0"},
+                                        {kMediumSsd, "n0"}}));
+  EXPECT_EQ(Get(map, "k").node, "n1");
+  // n0's DRAM copy goes: n1's memory copy is still there.
+  map.Apply(std::vector{On("n0", BlockOp::kRemove, kMediumDram)});
+  KeyState s = Get(map, "k");
+  EXPECT_EQ(s.media, kMediumPrefetchBuffer | kMediumSsd);
+  EXPECT_EQ(s.node, "n1");
+  // A removal naming another node than the holder leaves the tier.
+  map.Apply(std::vector{On("n2", BlockOp::kRemove, kMediumSsd)});
+  EXPECT_EQ(Get(map, "k").media, kMediumPrefetchBuffer | kMediumSsd);
+  // SSD only: the SSD copy's holder, the node a get would read from.
+  map.Apply(std::vector{On("n1", BlockOp::kRemove, kMediumPrefetchBuffer)});
+  s = Get(map, "k");
+  EXPECT_EQ(s.media, kMediumSsd);
+  EXPECT_EQ(s.node, "n0");
+  EXPECT_EQ(map.HoldersOf("t", "k"), (H{{kMediumSsd, "n0"}}));
+  // Two DRAM copies of a put on n1 and n0 (published n0 first): n1 first.
+  map.Apply(std::vector{On("n0", BlockOp::kAdd, kMediumDram, "two"),
+                        On("n1", BlockOp::kAdd, kMediumDram, "two")});
+  EXPECT_EQ(Get(map, "two").node, "n1");
+  // A removal that names no node (a master before the field): the tier.
+  map.Apply(std::vector{On("", BlockOp::kRemove, kMediumDram, "two")});
+  EXPECT_EQ(Get(map, "two").media, 0);
+  EXPECT_TRUE(map.HoldersOf("t", "two").empty());
+  // A lookup's holders, memory and SSD; a prefetch buffer removal on the
+  // memory holder's node drops it (a lookup's memory may be either).
+  map.Learn("t", "l", kMediumDram | kMediumSsd, 10,
+            H{{kMediumDram, "n2"}, {kMediumDram, "n3"}, {kMediumSsd, "n2"}},
+            map.version());
+  EXPECT_EQ(Get(map, "l").node, "n2");
+  map.Apply(
+      std::vector{On("n2", BlockOp::kRemove, kMediumPrefetchBuffer, "l")});
+  s = Get(map, "l");
+  EXPECT_EQ(s.media, kMediumDram | kMediumSsd);  // n3's copy is left
+  EXPECT_EQ(s.node, "n3");
+  // Bounded, whatever the stream says.
+  for (int i = 0; i < 20; ++i)
+    map.Apply(std::vector{
+        On("m" + std::to_string(i), BlockOp::kAdd, kMediumDram, "many")});
+  EXPECT_EQ(map.HoldersOf("t", "many").size(), kMaxHoldersPerKey);
+  EXPECT_EQ(Get(map, "many").node, "m19");
+  // Gone from every tier: no entry, no holders.
+  map.Apply(std::vector{On("n0", BlockOp::kRemove, kMediumSsd)});
+  EXPECT_EQ(Get(map, "k").media, 0);
+  EXPECT_TRUE(map.HoldersOf("t", "k").empty());
 }
 
 TEST(TierMapTest, ClearResetsOneTenantOrAll) {

@@ -275,7 +275,7 @@ EvictionPolicy::ObjectMap::iterator EvictionPolicy::Evict(
   tally->freed += mem.size() * m.size;
   evicted_bytes_ += mem.size() * m.size;
   hooks_.release_replicas(mem);
-  if (hooks_.evicted && !mem.empty()) hooks_.evicted(it->first, m, pass.kind());
+  if (hooks_.evicted && !mem.empty()) hooks_.evicted(it->first, m, mem);
   ++evicted_objects_;
   return m.replicas.empty() ? hooks_.erase_evicted(shard, it) : std::next(it);
 }

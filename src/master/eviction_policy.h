@@ -64,8 +64,9 @@ class EvictionPolicy {
     // Lets go of the evicted MEMORY ranges (no reader or writer holds them).
     std::function<void(std::span<const Replica>)> release_replicas;
     // Tells of the DRAM (kind kMain) or prefetch buffer replicas just taken
-    // from `m` (KV events); optional. Called before erase_evicted.
-    std::function<void(const ObjectKey&, const ObjectMeta&, SegmentKind)>
+    // from `m`, `taken` (KV events); optional. Called before erase_evicted.
+    std::function<void(const ObjectKey&, const ObjectMeta&,
+                       std::span<const Replica> taken)>
         evicted;
     // Erases an object left with no replica; returns the iterator past it.
     std::function<ObjectMap::iterator(Shard&, ObjectMap::iterator)>

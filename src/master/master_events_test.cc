@@ -63,6 +63,8 @@ TEST_F(MasterEventsTest, PutOffloadEvictRemoveInOrder) {
   EXPECT_EQ(evs[0].tenant, "t1");
   EXPECT_EQ(evs[0].key, "k");
   EXPECT_EQ(evs[0].size, 4096u);
+  // Every event names the node holding the copy: here the only one.
+  for (const auto& ev : evs) EXPECT_EQ(ev.node, "ssd-node");
   EXPECT_EQ(evs[1].kind, TierEventKind::kOffloaded);
   EXPECT_EQ(evs[1].media, events::kMediumSsd);
   EXPECT_EQ(evs[2].kind, TierEventKind::kEvicted);
@@ -123,6 +125,46 @@ TEST_F(MasterEventsTest, EvictionWithoutACopySaysSo) {
   ASSERT_EQ(evs.size(), 2u);
   EXPECT_EQ(evs[1].kind, TierEventKind::kEvicted);
   EXPECT_FALSE(evs[1].ssd_copy);  // the key is gone
+}
+
+TEST_F(MasterEventsTest, OneEventPerHolderNode) {
+  SegmentInfo info;
+  info.node_id = "other-node";
+  info.capacity = 100 * 1024;
+  info.data_endpoint = "127.0.0.1:2";
+  ASSERT_TRUE(svc_->MountSegment(info, /*ssd_enabled=*/true).ok());
+  PutOptions two;
+  two.replica_num = 2;
+  two.preferred_nodes = {"other-node", "ssd-node"};
+  ASSERT_TRUE(svc_->PutStart("", "k", 1024, two).ok());
+  ASSERT_TRUE(svc_->PutEnd("", "k").ok());
+  // Published last holder first, so that a subscriber putting each new
+  // memory copy in front lists them in the master's order.
+  auto evs = Drain();
+  ASSERT_EQ(evs.size(), 2u);
+  EXPECT_EQ(evs[0].kind, TierEventKind::kStored);
+  EXPECT_EQ(evs[0].node, "ssd-node");
+  EXPECT_EQ(evs[1].node, "other-node");
+  EXPECT_EQ(evs[1].media, events::kMediumDram);
+  ASSERT_TRUE(svc_->Remove("", "k", /*force=*/true).ok());
+  evs = Drain();
+  ASSERT_EQ(evs.size(), 2u);
+  EXPECT_EQ(evs[0].kind, TierEventKind::kRemoved);
+  EXPECT_EQ(evs[0].node, "other-node");
+  EXPECT_EQ(evs[1].node, "ssd-node");
+  // A dead node's copies are lost on that node.
+  ASSERT_TRUE(svc_->PutStart("", "j", 1024, two).ok());
+  ASSERT_TRUE(svc_->PutEnd("", "j").ok());
+  Drain();
+  for (int64_t t = 0; t < config_.client_ttl * 1000 + 1000; t += 100) {
+    clock_.Advance(100);  // other-node falls silent, ssd-node beats
+    ASSERT_TRUE(svc_->Heartbeat("ssd-node", 0, 0, nullptr).ok());
+    svc_->Housekeep();
+  }
+  evs = Drain();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, TierEventKind::kLost);
+  EXPECT_EQ(evs[0].node, "other-node");
 }
 
 TEST_F(MasterEventsTest, NoQueueNoEvents) {

@@ -228,17 +228,18 @@ Status MasterService::CommitPut(
       // Its SSD copies, promotion and offload describe the old bytes: gone.
       not_before = it->second.lease_deadline_ms;
       const ReplicaList replicas = it->second.replicas;
-      EmitTierEvent(events::TierEventKind::kReplaced, it->first,
-                    it->second.size, MediaOf(it->second));
+      EmitPerHolder(events::TierEventKind::kReplaced, it->first,
+                    it->second.size, it->second.replicas);
       DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before, EraseCause::kReplaced);
       CollectHolders(replicas, holders);
     }
     auto [ins, ok] = shard.objects().emplace(
         ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
-    const uint8_t media = NotePlaced(ins->first, ins->second);
-    EmitTierEvent(events::TierEventKind::kStored, ins->first, ins->second.size,
-                  media);
+    NotePlaced(ins->first, ins->second);
+    EmitPerHolder(events::TierEventKind::kStored, ins->first, ins->second.size,
+                  ins->second.replicas, events::Trigger::kNone, false,
+                  /*reverse=*/true);
     if (config_.put_waits_for_holders)
       CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
@@ -254,9 +255,10 @@ Status MasterService::CommitPut(
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
   it->second.last_access_ms = now;
-  const uint8_t media = NotePlaced(it->first, it->second);
-  EmitTierEvent(events::TierEventKind::kStored, it->first, it->second.size,
-                media);
+  NotePlaced(it->first, it->second);
+  EmitPerHolder(events::TierEventKind::kStored, it->first, it->second.size,
+                it->second.replicas, events::Trigger::kNone, false,
+                /*reverse=*/true);
   if (config_.put_waits_for_holders)
     CollectHolders(it->second.replicas, holders);
   if (config_.enable_offload && !config_.offload_on_evict) {

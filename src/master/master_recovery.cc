@@ -259,8 +259,8 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
     return ErrorCode::OBJECT_ALREADY_EXISTS;
   }
   // A newer copy replaces the pool's value.
-  EmitTierEvent(events::TierEventKind::kReplaced, it->first, m.size,
-                MediaOf(m));
+  EmitPerHolder(events::TierEventKind::kReplaced, it->first, m.size,
+                m.replicas);
   DropDiskCopies(it->first, m);
   EraseObject(shard, it, m.lease_deadline_ms, EraseCause::kLost);
   return ErrorCode::OK;
@@ -324,7 +324,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       attach = ins;
     }
     EmitTierEvent(events::TierEventKind::kStored, attach->first, o.size,
-                  MediumOfSegment(segment_id));
+                  MediumOfSegment(segment_id), node_id);
     if (config_.enable_offload && !config_.offload_on_evict) {
       offload_scheduler_.Queue(shard, attach->first, attach->second);
     }

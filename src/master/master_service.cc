@@ -56,42 +56,39 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
                   .prefetch_window = tiering_metrics_.prefetch_window,
                   .prefetch_fate = &tiering_metrics_.prefetch_fate,
               }),
-      eviction_(
-          EvictionPolicy::Options::FromConfig(config_), clock_, objects_,
-          segments_, metrics_,
-          EvictionPolicy::Hooks{
-              .queue_offload =
-                  [this](Shard& shard, const ObjectKey& key,
-                         const ObjectMeta& m, bool* holder_ssd_full) {
-                    // EvictionPolicy calls its hooks under the lock.
-                    shard.AssertHeld();
-                    return offload_scheduler_.Queue(shard, key, m,
-                                                    holder_ssd_full);
-                  },
-              .count_prefetch_fate =
-                  [this](ObjectMeta& m, const char* fate) {
-                    leases_.CountPrefetchFate(m, fate);
-                  },
-              .release_replicas =
-                  [this](std::span<const Replica> replicas) {
-                    ReleaseReplicas(replicas, 0);
-                  },
-              .evicted =
-                  [this](const ObjectKey& key, const ObjectMeta& m,
-                         SegmentKind kind) {
-                    EmitTierEvent(events::TierEventKind::kEvicted, key, m.size,
-                                  kind == SegmentKind::kPrefetchBuffer
-                                      ? events::kMediumPrefetchBuffer
-                                      : events::kMediumDram,
-                                  events::Trigger::kNone,
-                                  m.FirstCompleteDisk() != nullptr);
-                  },
-              .erase_evicted =
-                  [this](Shard& shard, ObjectMap::iterator it) {
-                    shard.AssertHeld();  // as queue_offload
-                    return EraseObject(shard, it, 0, EraseCause::kEvicted);
-                  },
-          }),
+      eviction_(EvictionPolicy::Options::FromConfig(config_), clock_, objects_,
+                segments_, metrics_,
+                EvictionPolicy::Hooks{
+                    .queue_offload =
+                        [this](Shard& shard, const ObjectKey& key,
+                               const ObjectMeta& m, bool* holder_ssd_full) {
+                          // EvictionPolicy calls its hooks under the lock.
+                          shard.AssertHeld();
+                          return offload_scheduler_.Queue(shard, key, m,
+                                                          holder_ssd_full);
+                        },
+                    .count_prefetch_fate =
+                        [this](ObjectMeta& m, const char* fate) {
+                          leases_.CountPrefetchFate(m, fate);
+                        },
+                    .release_replicas =
+                        [this](std::span<const Replica> replicas) {
+                          ReleaseReplicas(replicas, 0);
+                        },
+                    .evicted =
+                        [this](const ObjectKey& key, const ObjectMeta& m,
+                               std::span<const Replica> taken) {
+                          EmitPerHolder(events::TierEventKind::kEvicted, key,
+                                        m.size, taken, events::Trigger::kNone,
+                                        m.FirstCompleteDisk() != nullptr);
+                        },
+                    .erase_evicted =
+                        [this](Shard& shard, ObjectMap::iterator it) {
+                          shard.AssertHeld();  // as queue_offload
+                          return EraseObject(shard, it, 0,
+                                             EraseCause::kEvicted);
+                        },
+                }),
       promotions_(
           PromotionScheduler::Options::FromConfig(config_), clock_, segments_,
           metrics_, tiering_metrics_,
@@ -355,7 +352,7 @@ Status MasterService::UnmountSegment(const std::string& node_id,
         fmt::format("node {} has no segment {}", node_id, segment_id));
   }
   Status s = segments_.Unmount(segment_id);
-  if (s.ok()) DropSegments({segment_id});
+  if (s.ok()) DropSegments({segment_id}, node_id);
   return s;
 }
 
@@ -430,7 +427,8 @@ Status MasterService::PullPromotionTasks(const std::string& node_id, size_t max,
   return Status::OK();
 }
 
-void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
+void MasterService::DropSegments(const std::vector<uint32_t>& ids,
+                                 const std::string& node_id) {
   if (ids.empty()) return;
   auto gone = [&](const Replica& r) {
     return r.kind == ReplicaKind::kMemory &&
@@ -460,7 +458,7 @@ void MasterService::DropSegments(const std::vector<uint32_t>& ids) {
         // lost copies were in is no longer known, so both are named.
         EmitTierEvent(events::TierEventKind::kLost, it->first, it->second.size,
                       events::kMediumDram | events::kMediumPrefetchBuffer,
-                      events::Trigger::kNone,
+                      node_id, events::Trigger::kNone,
                       it->second.FirstCompleteDisk() != nullptr);
       }
       if (reps.empty()) {
@@ -481,7 +479,7 @@ void MasterService::DropNode(const NodeInfo& node) {
   auto ids = segments_.UnmountNode(node.node_id);
   spdlog::warn("node {} missed heartbeats for {}s: unmounted {} segment(s)",
                node.node_id, config_.client_ttl, ids.size());
-  DropSegments(ids);
+  DropSegments(ids, node.node_id);
   // Its SSD copies and the tasks it was running go with it.
   uint64_t lost = 0;
   for (size_t i = 0; i < ObjectStore::kShards; ++i) {
@@ -509,7 +507,7 @@ void MasterService::DropNode(const NodeInfo& node) {
                  reps.end());
       if (reps.size() != before) {
         EmitTierEvent(events::TierEventKind::kLost, it->first, it->second.size,
-                      events::kMediumSsd);
+                      events::kMediumSsd, node.node_id);
       }
       if (reps.empty()) {
         it = EraseObject(shard, it, 0, EraseCause::kLost);
@@ -715,8 +713,8 @@ MasterService::ObjectMap::iterator MasterService::RemoveObject(
     std::vector<std::pair<uint32_t, uint64_t>>* holders, bool emit_event) {
   ObjectMeta& m = it->second;
   if (emit_event) {
-    EmitTierEvent(events::TierEventKind::kRemoved, it->first, m.size,
-                  MediaOf(m));
+    EmitPerHolder(events::TierEventKind::kRemoved, it->first, m.size,
+                  m.replicas);
   }
   // A forced remove must not pull bytes from under a reader or a writer.
   int64_t not_before = m.lease_deadline_ms;

@@ -476,13 +476,20 @@ class MasterService {
   uint8_t NotePlaced(const ObjectKey& key, const ObjectMeta& m,
                      const Replica* only = nullptr);
   // KV events (master_events.cc); each a no-op while events are off.
-  // `media`: events::Medium bits. Shard lock held.
+  // `media`: events::Medium bits of the copies on `node`, the holder.
+  // Shard lock held.
   void EmitTierEvent(events::TierEventKind kind, const ObjectKey& key,
-                     uint64_t size, uint8_t media,
+                     uint64_t size, uint8_t media, const std::string& node,
                      events::Trigger trigger = events::Trigger::kNone,
                      bool ssd_copy = false);
-  // The tiers `m` has a COMPLETE copy in (or only `only`'s).
-  uint8_t MediaOf(const ObjectMeta& m, const Replica* only = nullptr) const;
+  // One event per holder node of the COMPLETE copies among `replicas`,
+  // naming the tiers of that node's copies, in the order the nodes first
+  // appear; `reverse`: the other way round (a put's copies: a subscriber
+  // that puts each new memory copy first then lists them as the master).
+  void EmitPerHolder(events::TierEventKind kind, const ObjectKey& key,
+                     uint64_t size, std::span<const Replica> replicas,
+                     events::Trigger trigger = events::Trigger::kNone,
+                     bool ssd_copy = false, bool reverse = false);
   uint8_t MediumOfSegment(uint32_t segment) const;
   void EmitCleared(const std::string& tenant);
   // Whether a re-registered copy of `version` may become `key`'s value
@@ -538,7 +545,8 @@ class MasterService {
   // an upsert's old value), so no restart re-registers it (shard lock held).
   void DropDiskCopies(const ObjectKey& key, const ObjectMeta& m);
   void DropNode(const NodeInfo& node);
-  void DropSegments(const std::vector<uint32_t>& segment_ids);
+  void DropSegments(const std::vector<uint32_t>& segment_ids,
+                    const std::string& node_id);
   void ReapTasks(int64_t now);
   void CountResult(const char* op, ErrorCode code);
   // CountResult's counters, by op and -code, resolved on first use.

@@ -139,7 +139,7 @@ std::vector<ErrorCode> MasterService::NotifyOffload(
       it->second.replicas.push_back(Replica{0, *idx, 0, ReplicaKind::kLocalDisk,
                                             ReplicaStatus::kComplete});
       EmitTierEvent(events::TierEventKind::kOffloaded, it->first,
-                    it->second.size, events::kMediumSsd);
+                    it->second.size, events::kMediumSsd, node_id);
     }
     ++acks;
   }
@@ -191,7 +191,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
     if (out[i] != ErrorCode::OK) continue;
     Replica rep{0, *idx, 0, ReplicaKind::kLocalDisk, ReplicaStatus::kComplete};
     EmitTierEvent(events::TierEventKind::kStored, key, o.size,
-                  events::kMediumSsd);
+                  events::kMediumSsd, node_id);
     if (attach != shard.objects().end()) {
       attach->second.replicas.push_back(rep);
     } else {
@@ -250,7 +250,7 @@ std::vector<ErrorCode> MasterService::RemoveDiskReplicas(
                reps.end());
     // The holder gave up its SSD copy (its tier is full).
     EmitTierEvent(events::TierEventKind::kEvicted, it->first, m.size,
-                  events::kMediumSsd);
+                  events::kMediumSsd, node_id);
     if (reps.empty()) EraseObject(shard, it, 0, EraseCause::kEvicted);
   }
   return out;
@@ -378,8 +378,8 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                     Replica{staged.offset, staged.segment, staged.handle,
                             ReplicaKind::kMemory, ReplicaStatus::kComplete});
   NotePlaced(it->first, m, &m.replicas.front());
-  EmitTierEvent(events::TierEventKind::kPromoted, it->first, m.size,
-                MediumOfSegment(staged.segment),
+  EmitPerHolder(events::TierEventKind::kPromoted, it->first, m.size,
+                std::span<const Replica>(m.replicas.data(), 1),
                 static_cast<events::Trigger>(state.source),
                 m.FirstCompleteDisk() != nullptr);
   const int64_t now = clock_->NowMs();

@@ -28,6 +28,20 @@ uint8_t MediaOf(const TierInfo& t) {
   return media;
 }
 
+// The complete replicas' holders in the lookup's (the master's) order, as
+// the map keeps them: memory ones as DRAM (a lookup does not say which).
+std::vector<events::Holder> HoldersOf(const TierInfo& t) {
+  std::vector<events::Holder> out;
+  for (const auto& r : t.replicas) {
+    if (!r.complete) continue;
+    out.push_back(events::Holder{r.kind == ReplicaInfo::Kind::kMemory
+                                     ? uint8_t{events::kMediumDram}
+                                     : uint8_t{events::kMediumSsd},
+                                 r.node_id});
+  }
+  return out;
+}
+
 Status LookupError(const Result<TierInfo>& t) {
   // Transport failure or a master error: no decision can be trusted.
   return Status(
@@ -112,7 +126,7 @@ Result<PrefixTiers> PrefixFromMap(events::TierMap* map,
       const auto& t = tiers[j];
       if (t.ok()) {
         map->Learn(tenant, ask[j], MediaOf(t.value()), t->size,
-                   Holder(t.value(), t->BestTier()), since);
+                   HoldersOf(t.value()), since);
       } else if (t.code() == ErrorCode::OBJECT_NOT_FOUND) {
         map->Learn(tenant, ask[j], 0, 0, "", since);
       }

@@ -37,9 +37,10 @@ Result<PrefixTiers> PrefixFromLookup(const std::vector<std::string>& keys,
 // With a tier map: blocks with fresh state come from the map; the others,
 // up to the first key the map knows absent, are looked up in one call and
 // written back into the map (TierMap::Learn), which makes them fresh. When
-// every key the prefix needs is fresh, no lookup is sent. The map names no
-// holder unless a lookup did (the stream carries none): such blocks have
-// an empty node_id.
+// every key the prefix needs is fresh, no lookup is sent. A block's
+// node_id is the map's holder of its best tier (the events name the node
+// of every copy), the node a lookup would name; empty only when neither
+// the events nor a lookup named one (a master that publishes no holder).
 Result<PrefixTiers> PrefixFromMap(events::TierMap* map,
                                   const std::string& tenant,
                                   const std::vector<std::string>& keys,

@@ -4,6 +4,7 @@
 // and the map after a scripted run equals the master's state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -184,24 +185,79 @@ TEST_F(RouterEventsTest, AnUnfillableGapFallsBackToLookupsWithTheSameDecision) {
   EXPECT_EQ(router->stats().lookup_rpcs, rpcs + 1);
 }
 
-// The map's view of a key, as the lookup's: 'M' memory, 'S' SSD only, '-'
-// absent, '?' stale.
-char MapView(const events::TierMap& map, const std::string& tenant,
-             const std::string& key) {
+TEST_F(RouterEventsTest, EventsRouteToTheHoldersEngineAsLookupsDo) {
+  StartWithEvents();
+  auto c = NewClient();
+  // Every block on node1: the engine local to it is e1, never the first
+  // engine a load-only choice takes among idle ones.
+  ReplicateConfig on1;
+  on1.preferred_segment = "node1";
+  const std::vector<std::string> keys = {"n1-a", "n1-b", "n1-c"};
+  for (const auto& k : keys) ASSERT_TRUE(c->Put(k, "v", on1).ok());
+  auto router = MakeRouter(true);
+  auto lookups = MakeRouter(false);
+  PublishedPut(*c, "marker");
+  ASSERT_TRUE(CaughtUp(*router, pub()));
+  auto d = router->Route(Req(keys));
+  auto l = lookups->Route(Req(keys));
+  ASSERT_TRUE(d.ok() && l.ok());
+  EXPECT_EQ(router->stats().lookup_rpcs, 0u);  // from the map alone
+  EXPECT_EQ(router->stats().blocks_from_map, keys.size());
+  ASSERT_EQ(d->prefix_tiers.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(d->prefix_tiers[i].node_id, "node1") << i;
+    EXPECT_EQ(d->prefix_tiers[i].node_id, l->prefix_tiers[i].node_id) << i;
+  }
+  EXPECT_EQ(l->engine_id, "e1");
+  EXPECT_EQ(d->engine_id, l->engine_id);
+  EXPECT_TRUE(d->affinity_hit);
+  EXPECT_EQ(router->stats().affinity_hits, 1u);
+}
+
+// A key's copies as "M@node" (memory) and "S@node" (SSD), sorted, after its
+// best tier: 'M' memory, 'S' SSD only, '-' absent, '?' stale; then '>' and
+// the node a get would read from.
+std::string Copies(std::vector<std::string> copies) {
+  std::sort(copies.begin(), copies.end());
+  std::string out;
+  for (const auto& c : copies) out += " " + c;
+  return out;
+}
+
+std::string MapView(const events::TierMap& map, const std::string& tenant,
+                    const std::string& key) {
   std::vector<events::KeyState> s;
   const std::string keys[] = {key};
   map.Query(tenant, keys, &s);
-  if (!s[0].fresh) return '?';
-  if (s[0].media & (events::kMediumDram | events::kMediumPrefetchBuffer))
-    return 'M';
-  return s[0].media & events::kMediumSsd ? 'S' : '-';
+  if (!s[0].fresh) return "?";
+  char best = '-';
+  if (s[0].media & (events::kMediumDram | events::kMediumPrefetchBuffer)) {
+    best = 'M';
+  } else if (s[0].media & events::kMediumSsd) {
+    best = 'S';
+  }
+  if (best == '-') return "-";
+  std::vector<std::string> copies;
+  for (const auto& h : map.HoldersOf(tenant, key))
+    copies.push_back((h.medium == events::kMediumSsd ? "S@" : "M@") + h.node);
+  return std::string(1, best) + ">" + s[0].node + Copies(copies);
 }
 
-char MasterView(Client& c, const std::string& key) {
+std::string MasterView(Client& c, const std::string& key) {
   auto t = c.BatchGetReplicaDesc({key});
-  if (!t[0].ok()) return '-';
+  if (!t[0].ok()) return "-";
   const std::string best = t[0]->BestTier();
-  return best == "memory" ? 'M' : best == "local_disk" ? 'S' : '-';
+  if (best != "memory" && best != "local_disk") return "-";
+  std::string first;
+  std::vector<std::string> copies;
+  for (const auto& r : t[0]->replicas) {
+    if (!r.complete) continue;
+    const bool memory = r.kind == ReplicaInfo::Kind::kMemory;
+    if (first.empty() && memory == (best == "memory")) first = r.node_id;
+    copies.push_back((memory ? "M@" : "S@") + r.node_id);
+  }
+  return std::string(1, best == "memory" ? 'M' : 'S') + ">" + first +
+         Copies(copies);
 }
 
 TEST_F(RouterEventsTest, TheMapAfterAScriptedRunEqualsTheMastersState) {
@@ -254,6 +310,17 @@ TEST_F(RouterEventsTest, TheMapAfterAScriptedRunEqualsTheMastersState) {
   for (int i = 0; i < 40; ++i)
     c->Remove("filler-" + std::to_string(i), true).IgnoreError();
   EXPECT_TRUE(agree("evict"));
+  // A key held by both nodes, node1 first, and one on node1 alone.
+  ReplicateConfig two;
+  two.replica_num = 2;
+  two.preferred_segments = {"node1", "node0"};
+  ASSERT_TRUE(c->Put("e", RandomBytes(kValue, 3), two).ok());
+  ReplicateConfig on1;
+  on1.preferred_segment = "node1";
+  ASSERT_TRUE(c->Put("f", RandomBytes(kValue, 4), on1).ok());
+  keys.push_back("e");
+  keys.push_back("f");
+  EXPECT_TRUE(agree("put on node1, and on both"));
   // promote (the router's trigger)
   ASSERT_TRUE(c->BatchPrefetchToMemory({"a"}).ok());
   ASSERT_TRUE(AllReachMemory(*c, {"a"}));
