@@ -113,7 +113,7 @@ void SegmentAllocator::InsertFree(uint32_t index) {
   uint32_t sl;
   BinOf(BlockSize(index) >> align_shift_, &fl, &sl);
   Node& n = nodes_[index];
-  n.state = State::kFree;
+  n.set_state(State::kFree);
   n.prev_free = kNil;
   n.next_free = bins_[fl][sl];
   if (n.next_free != kNil) nodes_[n.next_free].prev_free = index;
@@ -157,7 +157,7 @@ uint32_t SegmentAllocator::NewNode() {
 
 void SegmentAllocator::ReleaseNode(uint32_t index) {
   Node& n = nodes_[index];
-  n.state = State::kUnused;
+  n.set_state(State::kUnused);
   n.prev_phys = kNil;
   n.next_phys = kNil;
   n.prev_free = kNil;
@@ -168,7 +168,7 @@ void SegmentAllocator::ReleaseNode(uint32_t index) {
 SegmentAllocator::Allocation SegmentAllocator::MarkAllocated(uint32_t index,
                                                              uint64_t bytes) {
   Node& n = nodes_[index];
-  n.state = State::kAllocated;
+  n.set_state(State::kAllocated);
   used_ += bytes;
   ++live_;
   return Allocation{
@@ -222,7 +222,7 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::AllocateAt(
   const uint64_t bytes = (size + alignment_ - 1) & ~(alignment_ - 1);
   auto contains = [&](uint32_t i) {
     return i != kNil && i < nodes_.size() &&
-           nodes_[i].state != State::kUnused && nodes_[i].offset <= offset &&
+           nodes_[i].state() != State::kUnused && nodes_[i].offset <= offset &&
            offset < nodes_[i].offset + BlockSize(i);
   };
   uint32_t index = contains(at_hint_) ? at_hint_ : kNil;
@@ -237,7 +237,8 @@ std::optional<SegmentAllocator::Allocation> SegmentAllocator::AllocateAt(
       }
     }
   }
-  if (index == kNil || nodes_[index].state != State::kFree) return std::nullopt;
+  if (index == kNil || nodes_[index].state() != State::kFree)
+    return std::nullopt;
   const uint64_t start = nodes_[index].offset;
   const uint64_t end = start + BlockSize(index);
   if (offset + bytes > end) return std::nullopt;
@@ -281,7 +282,7 @@ uint64_t SegmentAllocator::SizeOf(uint32_t handle) const {
   const uint32_t index = handle & kIndexMask;
   if (index == kNil || index >= nodes_.size()) return 0;
   const Node& n = nodes_[index];
-  if (n.state != State::kAllocated || n.generation != (handle >> kIndexBits))
+  if (n.state() != State::kAllocated || n.generation != (handle >> kIndexBits))
     return 0;
   return BlockSize(index);
 }
@@ -290,7 +291,8 @@ bool SegmentAllocator::Free(uint32_t handle) {
   const uint32_t index = handle & kIndexMask;
   if (index == kNil || index >= nodes_.size()) return false;
   Node& n = nodes_[index];
-  if (n.state != State::kAllocated || n.generation != (handle >> kIndexBits)) {
+  if (n.state() != State::kAllocated ||
+      n.generation != (handle >> kIndexBits)) {
     return false;
   }
 
@@ -304,7 +306,7 @@ bool SegmentAllocator::Free(uint32_t handle) {
   // unlinking a node is all a merge takes.
   uint32_t block = index;
   const uint32_t prev = n.prev_phys;
-  if (prev != kNil && nodes_[prev].state == State::kFree) {
+  if (prev != kNil && nodes_[prev].state() == State::kFree) {
     RemoveFree(prev);
     const uint32_t next = nodes_[block].next_phys;
     nodes_[prev].next_phys = next;
@@ -313,7 +315,7 @@ bool SegmentAllocator::Free(uint32_t handle) {
     block = prev;
   }
   const uint32_t next = nodes_[block].next_phys;
-  if (next != kNil && nodes_[next].state == State::kFree) {
+  if (next != kNil && nodes_[next].state() == State::kFree) {
     RemoveFree(next);
     const uint32_t after = nodes_[next].next_phys;
     nodes_[block].next_phys = after;

@@ -76,17 +76,23 @@ class SegmentAllocator {
 
   // One physical range of the segment (free or allocated), or an unused slot.
   // The size is not stored: it is the distance to the next physical block
-  // (or to the end), which keeps a node at 32 bytes.
+  // (or to the end). The state and generation sit in the links' spare bits
+  // (an index takes kIndexBits): 24 bytes a node, and a node per object in
+  // the master (bench master-envelope's bytes per object).
   struct Node {
+    State state() const { return static_cast<State>(state_bits); }
+    void set_state(State s) { state_bits = static_cast<uint8_t>(s); }
+
     uint64_t offset = 0;
-    uint32_t prev_phys = kNil;  // physical neighbours, in offset order
-    uint32_t next_phys = kNil;
-    uint32_t prev_free = kNil;  // bin list (free blocks only); next_free also
-    uint32_t next_free = kNil;  // links the unused-slot list
-    State state = State::kUnused;
-    uint8_t generation = 0;
+    // Physical neighbours, in offset order.
+    uint32_t prev_phys : kIndexBits = kNil;
+    uint32_t generation : 32 - kIndexBits = 0;
+    uint32_t next_phys : kIndexBits = kNil;
+    uint8_t state_bits : 2 = 0;  // a State
+    uint32_t prev_free = kNil;   // bin list (free blocks only); next_free also
+    uint32_t next_free = kNil;   // links the unused-slot list
   };
-  static_assert(sizeof(Node) == 32);
+  static_assert(sizeof(Node) == 24);
 
   uint64_t BlockSize(uint32_t index) const;
   // Bin of a block of `units` alignment units (units >= 1).
