@@ -95,7 +95,7 @@ ErrorCode SsdCode(const std::string& key) {
 // The prefetch handler: 'm' keys are not here; for tenant "short" it
 // answers only the first half of the keys (the rest read INTERNAL_ERROR).
 std::vector<ErrorCode> Prefetch(const std::string& tenant,
-                                const std::vector<std::string>& keys) {
+                                const std::vector<std::string>& keys, bool) {
   std::vector<ErrorCode> out;
   for (const auto& k : keys) {
     out.push_back(k[0] == 'm' ? ErrorCode::OBJECT_NOT_FOUND : ErrorCode::OK);

@@ -106,17 +106,46 @@ TEST_F(PrefetchExistTest, RemoteHolderIsDelegatedOverTheDataPlane) {
   EXPECT_EQ(c->Get(keys[1]).value(), RandomBytes(kValue, 1));
 }
 
-TEST_F(PrefetchExistTest, GetKickPromotesForTheNextGet) {
+// The get reads the SSD at once (never waits) and kicks a prefetch, which
+// is for the next get. The kick's job is held in the client's pool until
+// the get has returned, so it reaches the holder after the get's read: the
+// order in which a holder that drops promotions coming after their get
+// (promotion_skip_after_get_ms, on by default) must still run it.
+class GetKickTest : public PrefetchExistTest,
+                    public ::testing::WithParamInterface<TransportMode> {};
+
+TEST_P(GetKickTest, GetKickPromotesForTheNextGet) {
   Start();
-  auto c = NewClient(true);
+  auto c = NewClient(true, GetParam());
   auto keys = MakeSsdOnly(*c, 1);
-  // The get itself reads SSD at once (never waits) and kicks a prefetch.
+  kvpool::testing::DisarmFailpointsAtExit disarm;
+  ASSERT_TRUE(ArmFailpoints("client.prefetch.before_job=pause:1500").ok());
   EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
   EXPECT_EQ(c->prefetch_stats().triggers, 1u);
   ASSERT_TRUE(c->WaitPrefetchIdle(10000));
+  EXPECT_EQ(FailpointPasses("client.prefetch.before_job"), 1u);
   ASSERT_TRUE(WaitUntil([&] { return Tier(*c, keys[0]) == "memory"; },
                         std::chrono::seconds(20)));
+  uint64_t skipped = 0;
+  for (int n = 0; n < 2; ++n) {
+    skipped += cluster_->node(n).ssd()->metrics().CounterValue(
+        "kvpool_node_promotions_skipped_after_get_total");
+  }
+  EXPECT_EQ(skipped, 0u);
+  // The next get reads DRAM.
+  const uint64_t ssd_before = c->counters().ssd_bytes_read;
+  EXPECT_EQ(c->Get(keys[0]).value(), RandomBytes(kValue, 0));
+  EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, GetKickTest,
+                         ::testing::Values(TransportMode::kAuto,
+                                           TransportMode::kTcp),
+                         [](const auto& info) {
+                           return info.param == TransportMode::kTcp
+                                      ? std::string("Tcp")
+                                      : std::string("SharedMemory");
+                         });
 
 TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
   opts_.num_nodes = 1;

@@ -151,7 +151,8 @@ std::vector<Result<bool>> Client::BatchIsExist(
     }
   }
   // One reservation per key and one enqueue on this thread; no RPC.
-  if (!existing.empty()) state_->prefetcher->TriggerPrefetch(existing, false);
+  if (!existing.empty())
+    state_->prefetcher->TriggerPrefetch(existing, PrefetchTrigger::kExist);
   return out;
 }
 

@@ -75,11 +75,12 @@ void RunReads(DataPlane& data, const std::string& tenant,
     if (prefetcher && !disk.empty() && !kicked) {
       // Demand-side kick: the strongest hotness signal there is. One
       // trigger per get, bypassing only the client-side backoff; the read
-      // below goes to SSD at once and never waits for the promotion.
+      // below goes to SSD at once and never waits for the promotion, which
+      // is for the next get.
       kicked = true;
       std::vector<std::string> disk_keys;
       for (const auto& op : disk) disk_keys.push_back(op.key);
-      prefetcher->TriggerPrefetch(disk_keys, /*ignore_cooldown=*/true);
+      prefetcher->TriggerPrefetch(disk_keys, PrefetchTrigger::kGetKick);
     }
     // Each group's copies are stamped when that group ends: a batch's DRAM
     // blocks are not judged by how long its SSD reads took.

@@ -72,13 +72,16 @@ class DataPlane {
   // Mappings this data plane keeps (not counting those only holders keep).
   size_t mapped_segments() const ABSL_LOCKS_EXCLUDED(shm_mu_);
   static constexpr int64_t kIdleUnmapMs = 120000;
-  // Asks a holder to promote `keys` (the PREFETCH frame).
+  // Asks a holder to promote `keys` (the PREFETCH frame; a get's kick,
+  // `for_next_get`, PREFETCH_FOR_NEXT_GET).
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
                   std::vector<ErrorCode>* results,
-                  const std::vector<std::string>* tokens = nullptr) {
-    return tcp_.Prefetch(endpoint, node_id, tenant, keys, results, tokens);
+                  const std::vector<std::string>* tokens = nullptr,
+                  bool for_next_get = false) {
+    return tcp_.Prefetch(endpoint, node_id, tenant, keys, results, tokens,
+                         for_next_get);
   }
 
   std::atomic<uint64_t> shm_bytes_read{0}, shm_bytes_written{0};

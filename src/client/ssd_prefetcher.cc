@@ -1,4 +1,6 @@
 #include "client/ssd_prefetcher.h"
+
+#include "common/failpoint.h"
 #include "common/thread_name.h"
 
 #include <map>
@@ -25,10 +27,10 @@ SsdPrefetcher::SsdPrefetcher(SsdPrefetcherConfig config, MasterClient* master,
 SsdPrefetcher::~SsdPrefetcher() { Shutdown(); }
 
 void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys,
-                                    bool ignore_cooldown) {
+                                    PrefetchTrigger trigger) {
   ++shared_->triggers;
-  std::vector<std::string> fresh =
-      shared_->throttle.Reserve(keys, ignore_cooldown);
+  std::vector<std::string> fresh = shared_->throttle.Reserve(
+      keys, /*ignore_cooldown=*/trigger == PrefetchTrigger::kGetKick);
   if (fresh.empty()) return;
   {
     MutexLock lock(&mu_);
@@ -37,7 +39,7 @@ void SsdPrefetcher::TriggerPrefetch(const std::vector<std::string>& keys,
       return;  // the pool is down or saturated: prefetch is best effort
     }
     shared_->keys_triggered += fresh.size();
-    jobs_.push_back(std::move(fresh));
+    jobs_.push_back(Job{std::move(fresh), trigger});
   }
   cv_.Signal();
 }
@@ -69,7 +71,7 @@ bool SsdPrefetcher::WaitIdle(std::chrono::milliseconds timeout) {
 
 void SsdPrefetcher::WorkerLoop() {
   for (;;) {
-    std::vector<std::string> job;
+    Job job;
     {
       MutexLock lock(&mu_);
       while (!shutdown_ && jobs_.empty()) cv_.Wait(&mu_);
@@ -78,11 +80,14 @@ void SsdPrefetcher::WorkerLoop() {
       jobs_.pop_front();
       ++running_;
     }
-    for (size_t start = 0; start < job.size(); start += config_.chunk_keys) {
+    KVPOOL_FAILPOINT("client.prefetch.before_job");
+    const std::vector<std::string>& keys = job.keys;
+    for (size_t start = 0; start < keys.size(); start += config_.chunk_keys) {
       std::vector<std::string> chunk(
-          job.begin() + long(start),
-          job.begin() + long(std::min(job.size(), start + config_.chunk_keys)));
-      RunJob(chunk);
+          keys.begin() + long(start),
+          keys.begin() +
+              long(std::min(keys.size(), start + config_.chunk_keys)));
+      RunJob(chunk, job.trigger);
     }
     {
       MutexLock lock(&mu_);
@@ -116,7 +121,9 @@ void SsdPrefetcher::Shared::OnKeyDone(const std::string& key, ErrorCode code) {
   }
 }
 
-void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
+void SsdPrefetcher::RunJob(const std::vector<std::string>& keys,
+                           PrefetchTrigger trigger) {
+  const bool for_next_get = trigger == PrefetchTrigger::kGetKick;
   rpc::BatchKeyRequest req;
   req.set_tenant(tenant_);
   for (const auto& k : keys) req.add_keys(k);
@@ -163,13 +170,15 @@ void SsdPrefetcher::RunJob(const std::vector<std::string>& keys) {
           tenant_, hkeys,
           [shared = shared_](const std::string& key, ErrorCode code) {
             shared->OnKeyDone(key, code);
-          });
+          },
+          for_next_get);
       (void)codes;  // rejected keys were reported through the callback
       continue;
     }
     std::vector<ErrorCode> results;
-    Status s = data_->Prefetch(holder.second, holder.first, tenant_, hkeys,
-                               &results, &tokens_by_holder[holder]);
+    Status s =
+        data_->Prefetch(holder.second, holder.first, tenant_, hkeys, &results,
+                        &tokens_by_holder[holder], for_next_get);
     for (size_t i = 0; i < hkeys.size(); ++i) {
       ErrorCode c = !s.ok()              ? s.code()
                     : i < results.size() ? results[i]

@@ -39,6 +39,12 @@ struct SsdPrefetcherConfig {
   PrefetchThrottleConfig throttle;
 };
 
+// What fired a trigger. The get-side kick bypasses the client's cooldown
+// (only that) and its promotions are for the *next* get of each key: the
+// get that kicked reads the SSD at once, so the holder never drops them for
+// coming after that read (LocalHolder::PrefetchKeys, PREFETCH_FOR_NEXT_GET).
+enum class PrefetchTrigger { kExist, kGetKick };
+
 class SsdPrefetcher {
  public:
   // `master` and `data` must outlive the prefetcher (Shutdown joins first).
@@ -48,7 +54,7 @@ class SsdPrefetcher {
   ~SsdPrefetcher();
 
   void TriggerPrefetch(const std::vector<std::string>& keys,
-                       bool ignore_cooldown) ABSL_LOCKS_EXCLUDED(mu_);
+                       PrefetchTrigger trigger) ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until no job is queued or running (tests, benchmarks).
   bool WaitIdle(std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(mu_);
@@ -65,8 +71,12 @@ class SsdPrefetcher {
         completed{0}, failed{0}, already_resident{0}, dropped{0},
         not_ssd_only{0};
   };
+  struct Job {
+    std::vector<std::string> keys;
+    PrefetchTrigger trigger;
+  };
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunJob(const std::vector<std::string>& keys);
+  void RunJob(const std::vector<std::string>& keys, PrefetchTrigger trigger);
 
   const SsdPrefetcherConfig config_;
   MasterClient* master_;
@@ -77,7 +87,7 @@ class SsdPrefetcher {
   Mutex mu_;
   CondVar cv_, idle_cv_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::vector<std::string>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   // Filled by the constructor, joined and cleared by Shutdown (one caller
   // at a time: the owner); not guarded by mu_.

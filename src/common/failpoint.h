@@ -37,6 +37,7 @@ inline constexpr const char* kFailpointNames[] = {
     "storage.read",                   // before an SSD read is submitted
     "node.get_read.during",           // a get's SSD read, holding the disk
     "client.put.after_start",         // a put's ranges granted, not written
+    "client.prefetch.before_job",     // a prefetch job taken, not yet run
 };
 
 namespace failpoint_internal {

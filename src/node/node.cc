@@ -168,8 +168,9 @@ Status Node::Start() {
     if (!config_.emulate_pre_prefetch_holder)
       data_server_->SetPrefetchHandler(
           [tier = ssd_.get()](const std::string& tenant,
-                              const std::vector<std::string>& keys) {
-            return tier->PrefetchKeys(tenant, keys, nullptr);
+                              const std::vector<std::string>& keys,
+                              bool for_next_get) {
+            return tier->PrefetchKeys(tenant, keys, nullptr, for_next_get);
           });
     RegisterLocalHolder(config_.node_id, ssd_);
   }

@@ -159,7 +159,8 @@ class SsdTier final : public LocalHolder {
   // Prefetch-on-exist at the holder (the contract is LocalHolder's).
   std::vector<ErrorCode> PrefetchKeys(const std::string& tenant,
                                       const std::vector<std::string>& keys,
-                                      PrefetchDone on_done) override;
+                                      PrefetchDone on_done,
+                                      bool for_next_get = false) override;
 
   // The shared promotion chain. Returns what the master was told.
   Status PromoteOneKeyFromLocalDisk(const rpc::PromotionTask& task);
@@ -289,6 +290,7 @@ class SsdTier final : public LocalHolder {
     std::string tenant;
     std::vector<std::string> keys;
     PrefetchDone done;
+    bool for_next_get = false;  // a get's kick (LocalHolder::PrefetchKeys)
   };
   struct PromotionJob {
     rpc::PromotionTask task;
@@ -296,6 +298,9 @@ class SsdTier final : public LocalHolder {
     // clock_ ms: the task's deadline_in_ms from receipt (none: never
     // expires here).
     std::optional<int64_t> deadline_ms;
+    // A get's kick: for the next get, never skipped after its own get's
+    // read (SkipAfterGet).
+    bool for_next_get = false;
   };
   // promotion_drop_unreachable: moves the tasks of `jobs` named by `run`
   // whose deadline comes before a batch taken at now_ms could land (no
@@ -314,7 +319,8 @@ class SsdTier final : public LocalHolder {
   void ReportFailed(std::span<const rpc::PromotionTask> tasks);
   // promotion_skip_after_get_ms: moves the prefetch tasks of `jobs` named by
   // `run` whose get has read the block from the disk already (and left no
-  // bytes to take) to `skipped` (indices into `jobs`).
+  // bytes to take) to `skipped` (indices into `jobs`). A get's kick is for
+  // the next get and is never moved.
   void SkipAfterGet(const std::vector<PromotionJob>& jobs,
                     std::vector<size_t>* run, std::vector<size_t>* skipped);
   void RegisterPrefetches(PrefetchRequest req);

@@ -203,10 +203,11 @@ void SsdTier::SkipAfterGet(const std::vector<PromotionJob>& jobs,
   for (size_t i : *run) {
     const rpc::PromotionTask& t = jobs[i].task;
     const std::string& tenant = TenantName(t.tenant());
-    // Promote-on-hit is triggered by a get's read: it is for later readers,
-    // not for its own get, and never skipped. Nor is a block two gets or
-    // more read in a row: shared, its DRAM copy serves the next ones.
-    const bool late = t.from_prefetch() &&
+    // Promote-on-hit and the get-side kick are triggered by a get's read:
+    // they are for later readers, not for their own get, and never skipped.
+    // Nor is a block two gets or more read in a row: shared, its DRAM copy
+    // serves the next ones.
+    const bool late = t.from_prefetch() && !jobs[i].for_next_get &&
                       recent_get_reads_.RecentReads(tenant, t.key()) == 1 &&
                       !shared_reads_.HasBytes(tenant, t.key()) &&
                       !get_reads_.Reading(tenant, t.key());
@@ -349,12 +350,14 @@ void SsdTier::PromotionLoop() {
 
 std::vector<ErrorCode> SsdTier::PrefetchKeys(
     const std::string& tenant, const std::vector<std::string>& keys,
-    PrefetchDone on_done) {
+    PrefetchDone on_done, bool for_next_get) {
   std::vector<ErrorCode> codes(keys.size(), ErrorCode::OK);
   // The master's name for the empty tenant, so the task and its reads find
   // what offload stored.
-  PrefetchRequest req{
-      tenant.empty() ? "default" : tenant, {}, std::move(on_done)};
+  PrefetchRequest req{tenant.empty() ? "default" : tenant,
+                      {},
+                      std::move(on_done),
+                      for_next_get};
   for (size_t i = 0; i < keys.size(); ++i) {
     // The local index is authoritative for what this holder can promote.
     if (!storage_->LookupSize(req.tenant, keys[i]).ok()) {
@@ -428,7 +431,8 @@ void SsdTier::RegisterPrefetches(PrefetchRequest req) {
     t.set_task_id(resp.results(int(i)).task_id());
     t.set_trigger_source(rpc::EXIST);
     t.set_from_prefetch(true);
-    jobs.push_back(PromotionJob{std::move(t), req.done});
+    jobs.push_back(
+        PromotionJob{std::move(t), req.done, std::nullopt, req.for_next_get});
   }
   if (jobs.empty()) return;
   {

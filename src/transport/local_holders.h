@@ -34,11 +34,14 @@ class LocalHolder {
   // `on_done(key, code)` (optional) reports each key's outcome:
   // OK, PROMOTION_ALREADY_EXISTS (skipped quietly), NO_AVAILABLE_HANDLE
   // (DRAM pressure), UNAVAILABLE_IN_CURRENT_STATUS (an older master), ...
+  // `for_next_get`: a get's kick, whose promotions are for the next get of
+  // each key (the get that kicked reads the SSD itself), so the holder never
+  // drops them for coming after that get's read.
   using PrefetchDone =
       std::function<void(const std::string& key, ErrorCode code)>;
   virtual std::vector<ErrorCode> PrefetchKeys(
       const std::string& tenant, const std::vector<std::string>& keys,
-      PrefetchDone on_done) = 0;
+      PrefetchDone on_done, bool for_next_get) = 0;
 };
 
 void RegisterLocalHolder(const std::string& node_id,

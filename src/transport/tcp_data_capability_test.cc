@@ -43,7 +43,7 @@ class CapabilityCheckTest : public ::testing::Test {
       }
     });
     server_->SetPrefetchHandler(
-        [this](const std::string&, const std::vector<std::string>& keys) {
+        [this](const std::string&, const std::vector<std::string>& keys, bool) {
           std::lock_guard lock(mu_);
           for (const auto& k : keys) prefetched_.push_back(k);
           return std::vector<ErrorCode>(keys.size(), ErrorCode::OK);

@@ -52,7 +52,7 @@ class TcpDataClient::Impl {
   Status Prefetch(const std::string& endpoint, const std::string& node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
-                  const std::vector<std::string>* tokens,
+                  const std::vector<std::string>* tokens, bool for_next_get,
                   std::vector<ErrorCode>* results);
   void Forget(const std::string& endpoint) { pool_.Forget(endpoint); }
 
@@ -185,6 +185,7 @@ Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
                                      const std::string& tenant,
                                      const std::vector<std::string>& keys,
                                      const std::vector<std::string>* tokens,
+                                     bool for_next_get,
                                      std::vector<ErrorCode>* results_out) {
   std::vector<ErrorCode> local;
   std::vector<ErrorCode>& results = results_out ? *results_out : local;
@@ -218,9 +219,9 @@ Status TcpDataClient::Impl::Prefetch(const std::string& endpoint,
                           [&](Connection& conn, size_t i, IoFailure* failure) {
                             if (i == 0)
                               unsupported = false;  // a retry starts over
-                            return ExchangePrefetch(conn.link(), tenant, keys,
-                                                    tokens, batches[i], results,
-                                                    &unsupported, failure);
+                            return ExchangePrefetch(
+                                conn.link(), tenant, keys, tokens, batches[i],
+                                for_next_get, results, &unsupported, failure);
                           });
   if (!s.ok()) return fail_all(s);
   if (unsupported) {
@@ -264,9 +265,10 @@ Status TcpDataClient::Prefetch(const std::string& endpoint,
                                const std::string& tenant,
                                const std::vector<std::string>& keys,
                                std::vector<ErrorCode>* results,
-                               const std::vector<std::string>* tokens) {
+                               const std::vector<std::string>* tokens,
+                               bool for_next_get) {
   return impl_->Prefetch(endpoint, expected_node_id, tenant, keys, tokens,
-                         results);
+                         for_next_get, results);
 }
 
 void TcpDataClient::Forget(const std::string& endpoint) {

@@ -91,12 +91,15 @@ class TcpDataClient {
   // `tokens` (if not null) holds the master's grant for each key (the
   // LOCAL_DISK replica's disk_capability); a node that enforces
   // capabilities answers ILLEGAL_CLIENT for a key without one.
+  // `for_next_get` (a get's kick) sends PREFETCH_FOR_NEXT_GET: the
+  // promotions are for the next get of each key (docs/data_plane.md).
   Status Prefetch(const std::string& endpoint,
                   const std::string& expected_node_id,
                   const std::string& tenant,
                   const std::vector<std::string>& keys,
                   std::vector<ErrorCode>* results,
-                  const std::vector<std::string>* tokens = nullptr);
+                  const std::vector<std::string>* tokens = nullptr,
+                  bool for_next_get = false);
   // Drops pooled connections to `endpoint`, whatever node they were opened
   // for (e.g. after the node died).
   void Forget(const std::string& endpoint);

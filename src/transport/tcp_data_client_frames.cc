@@ -259,8 +259,8 @@ bool ExchangeKeyReads(const Link& link, std::span<KeyReadOp> ops, Batch batch,
 bool ExchangePrefetch(const Link& link, const std::string& tenant,
                       const std::vector<std::string>& keys,
                       const std::vector<std::string>* tokens, Batch batch,
-                      std::vector<ErrorCode>& results, bool* unsupported,
-                      IoFailure* failure) {
+                      bool for_next_get, std::vector<ErrorCode>& results,
+                      bool* unsupported, IoFailure* failure) {
   if (*unsupported) return true;  // an earlier batch learned it already
   const uint32_t n = static_cast<uint32_t>(batch.size());
   uint64_t body_len = wire::kLenPrefixSize + tenant.size();
@@ -269,7 +269,8 @@ bool ExchangePrefetch(const Link& link, const std::string& tenant,
   std::vector<uint8_t> request(wire::kHeaderSize +
                                static_cast<size_t>(body_len));
   wire::Header h;
-  h.op = static_cast<uint16_t>(wire::Op::kPrefetch);
+  h.op = static_cast<uint16_t>(for_next_get ? wire::Op::kPrefetchForNextGet
+                                            : wire::Op::kPrefetch);
   h.count = n;
   h.body_len = body_len;
   wire::EncodeHeader(h, request.data());

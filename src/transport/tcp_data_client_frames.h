@@ -44,11 +44,12 @@ bool ExchangeKeyReads(const Link& link, std::span<KeyReadOp> ops, Batch batch,
                       IoFailure* failure);
 // Sets results[i] for the keys at `batch`, or *unsupported when the node
 // refuses PREFETCH as a whole (once it is set, later batches send nothing).
+// `for_next_get` sends it as PREFETCH_FOR_NEXT_GET.
 bool ExchangePrefetch(const Link& link, const std::string& tenant,
                       const std::vector<std::string>& keys,
                       const std::vector<std::string>* tokens, Batch batch,
-                      std::vector<ErrorCode>& results, bool* unsupported,
-                      IoFailure* failure);
+                      bool for_next_get, std::vector<ErrorCode>& results,
+                      bool* unsupported, IoFailure* failure);
 
 }  // namespace kvpool::data_client
 

@@ -229,13 +229,15 @@ struct FakePrefetcher {
   std::mutex mu;
   std::set<std::string> held;
   std::vector<std::pair<std::string, std::vector<std::string>>> calls;
+  std::vector<bool> for_next_get;  // per call
   std::set<std::thread::id> threads;
 
   PrefetchHandler Handler() {
     return [this](const std::string& tenant,
-                  const std::vector<std::string>& keys) {
+                  const std::vector<std::string>& keys, bool next_get) {
       std::lock_guard lock(mu);
       calls.emplace_back(tenant, keys);
+      for_next_get.push_back(next_get);
       threads.insert(std::this_thread::get_id());
       std::vector<ErrorCode> out;
       for (const auto& k : keys) {
@@ -772,7 +774,8 @@ TEST_F(TcpDataPlaneTest, SsdReadIsRefusedCleanlyAndTheStreamStaysInSync) {
   // both ops get a frame-level INVALID_PARAMS, whatever their body holds.
   tcp::socket s = RawConnect();
   wire::Header h;
-  for (const wire::Op op : {wire::Op::kSsdRead, wire::Op::kPrefetch}) {
+  for (const wire::Op op : {wire::Op::kSsdRead, wire::Op::kPrefetch,
+                            wire::Op::kPrefetchForNextGet}) {
     h.op = static_cast<uint16_t>(op);
     h.count = 1;
     h.body_len = 10;
@@ -1083,6 +1086,28 @@ TEST_F(TcpDataPlaneTest,
   EXPECT_EQ(server_->stats().ssd_bytes_read.load(), 0u);
 }
 
+// A get's kick goes as PREFETCH_FOR_NEXT_GET: same body, same answers, and
+// the handler is told (its promotions are for the next get).
+TEST_F(TcpDataPlaneTest, PrefetchForTheNextGetReachesTheHandlerAsSuch) {
+  FakePrefetcher prefetcher;
+  prefetcher.held = {"k1"};
+  auto server = StartServer({}, nullptr, prefetcher.Handler());
+  const std::string ep = EndpointOf(server->port());
+  TcpDataClient client;
+  std::vector<ErrorCode> results;
+  ASSERT_TRUE(client
+                  .Prefetch(ep, kNodeId, "t", {"k1", "k2"}, &results, nullptr,
+                            /*for_next_get=*/true)
+                  .ok());
+  EXPECT_EQ(results, (std::vector<ErrorCode>{ErrorCode::OK,
+                                             ErrorCode::OBJECT_NOT_FOUND}));
+  ASSERT_TRUE(client.Prefetch(ep, kNodeId, "t", {"k1"}, &results).ok());
+  std::lock_guard lock(prefetcher.mu);
+  ASSERT_EQ(prefetcher.calls.size(), 2u);
+  EXPECT_EQ(prefetcher.calls[0].second, (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_EQ(prefetcher.for_next_get, (std::vector<bool>{true, false}));
+}
+
 TEST_F(TcpDataPlaneTest, PrefetchIsAnsweredPerKey) {
   FakePrefetcher prefetcher;
   prefetcher.held = {"k1", "k3", std::string(wire::kMaxKeySize, 'L')};
@@ -1115,6 +1140,7 @@ TEST_F(TcpDataPlaneTest, PrefetchIsAnsweredPerKey) {
               (std::vector<std::string>{"k1", "k2", "k3", keys[5]}));
     EXPECT_EQ(prefetcher.calls[1].first, "");
     EXPECT_EQ(prefetcher.calls[1].second, std::vector<std::string>{"k3"});
+    EXPECT_EQ(prefetcher.for_next_get, (std::vector<bool>{false, false}));
   }
   EXPECT_EQ(server->stats().prefetch_keys.load(), 5u);
 

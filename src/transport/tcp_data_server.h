@@ -115,8 +115,10 @@ using SsdReadHandler = std::function<void(std::span<KeyReadOp> ops)>;
 // one code per key (OK = accepted, e.g. OBJECT_NOT_FOUND = not here); a
 // missing code reads as INTERNAL_ERROR. Runs on an I/O thread: it must only
 // enqueue work and return quickly.
+// `for_next_get`: the request came as PREFETCH_FOR_NEXT_GET (a get's kick).
 using PrefetchHandler = std::function<std::vector<ErrorCode>(
-    const std::string& tenant, const std::vector<std::string>& keys)>;
+    const std::string& tenant, const std::vector<std::string>& keys,
+    bool for_next_get)>;
 // Whether a WRITE of [offset, offset+length) of a segment, already allowed
 // by its capability, may land: false refuses the op with INVALID_WRITE (the
 // node knows a complete value there). Runs on an I/O thread; must be quick.

@@ -362,7 +362,9 @@ const char* TcpDataServer::Impl::ParsePrefetch(const wire::Header& h,
 void TcpDataServer::Impl::RunPrefetch(const wire::Header& h, SessionState& st) {
   std::vector<ErrorCode> got;
   try {
-    got = prefetch_handler_(st.tenant, st.keys);
+    got = prefetch_handler_(
+        st.tenant, st.keys,
+        static_cast<wire::Op>(h.op) == wire::Op::kPrefetchForNextGet);
   } catch (const std::exception& e) {
     spdlog::error("data server {}: prefetch handler threw: {}", node_id_,
                   e.what());

@@ -43,6 +43,7 @@ const char* CheckRequestHeader(const wire::Header& h) {
       return nullptr;
     case wire::Op::kSsdRead:
     case wire::Op::kPrefetch:
+    case wire::Op::kPrefetchForNextGet:
       // The body's structure is checked once it has been read.
       if (h.body_len > wire::kMaxKeyFrameBody) return "body over limit";
       return nullptr;
@@ -121,7 +122,8 @@ asio::awaitable<void> TcpDataServer::Impl::Serve(
     bool go_on;
     if (op == wire::Op::kHello) {
       go_on = co_await Greet(socket, h, st);
-    } else if (op == wire::Op::kSsdRead || op == wire::Op::kPrefetch) {
+    } else if (op == wire::Op::kSsdRead || op == wire::Op::kPrefetch ||
+               op == wire::Op::kPrefetchForNextGet) {
       go_on = co_await ServeKeys(socket, h, *slot, st);
     } else {
       go_on = co_await ServeRanges(socket, h, *slot, st);

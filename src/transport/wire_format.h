@@ -35,6 +35,12 @@ enum class Op : uint16_t {
   // key. A server without a prefetch handler answers with a frame-level
   // INVALID_PARAMS and keeps the connection.
   kPrefetch = 5,
+  // PREFETCH from a get's kick (the body and answer are PREFETCH's): the
+  // promotions it queues are for the next get of each key, not for the get
+  // that just read it, so the holder never drops them for coming after that
+  // read (promotion_skip_after_get_ms). A server that predates it closes the
+  // connection as on any unknown op; a cluster runs one build.
+  kPrefetchForNextGet = 6,
 };
 
 inline constexpr size_t kHeaderSize = 24;
