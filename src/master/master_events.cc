@@ -1,9 +1,10 @@
 // The master's side of KV events (docs/kv_events.md): what each change of a
 // key's tiers pushes into the event queue. The hot path pays one push of a
 // small record; hashing, naming and encoding are the publisher's.
+#include <absl/container/inlined_vector.h>
+
 #include <algorithm>
 #include <utility>
-#include <vector>
 
 #include "events/tier_event.h"
 #include "master/master_service.h"
@@ -39,23 +40,34 @@ void MasterService::EmitPerHolder(events::TierEventKind kind,
                                   events::Trigger trigger, bool ssd_copy,
                                   bool reverse) {
   if (events_ == nullptr) return;
+  // Runs under a shard lock for every put: no allocation for the usual one
+  // or two holders, no reference counting of segment infos.
+  auto holder = [&](const Replica& r, std::string* node) {
+    if (r.kind == ReplicaKind::kLocalDisk) {
+      // A disk replica's `segment` is its holder's node index.
+      if (auto info = nodes_.Info(r.segment)) *node = info->node_id;
+      return uint8_t{events::kMediumSsd};
+    }
+    SegmentKind seg_kind;
+    if (!segments_.HolderOf(r.segment, node, &seg_kind))
+      return uint8_t{events::kMediumDram};  // unmounted: holder unknown
+    return seg_kind == SegmentKind::kPrefetchBuffer
+               ? uint8_t{events::kMediumPrefetchBuffer}
+               : uint8_t{events::kMediumDram};
+  };
+  if (replicas.size() == 1) {
+    if (replicas[0].status != ReplicaStatus::kComplete) return;
+    std::string node;
+    const uint8_t medium = holder(replicas[0], &node);
+    EmitTierEvent(kind, key, size, medium, node, trigger, ssd_copy);
+    return;
+  }
   // A key has few replicas: a linear scan groups them by node.
-  std::vector<std::pair<std::string, uint8_t>> nodes;
+  absl::InlinedVector<std::pair<std::string, uint8_t>, 2> nodes;
   for (const auto& r : replicas) {
     if (r.status != ReplicaStatus::kComplete) continue;
     std::string node;
-    uint8_t medium = events::kMediumSsd;
-    if (r.kind == ReplicaKind::kLocalDisk) {
-      // A disk replica's `segment` is its holder's node index.
-      if (auto info = nodes_.Info(r.segment)) node = info->node_id;
-    } else if (auto info = segments_.Info(r.segment)) {
-      node = info->node_id;
-      medium = info->kind == SegmentKind::kPrefetchBuffer
-                   ? uint8_t{events::kMediumPrefetchBuffer}
-                   : uint8_t{events::kMediumDram};
-    } else {
-      medium = events::kMediumDram;  // unmounted: holder and kind unknown
-    }
+    const uint8_t medium = holder(r, &node);
     auto it = std::find_if(nodes.begin(), nodes.end(),
                            [&](const auto& n) { return n.first == node; });
     if (it == nodes.end()) {

@@ -44,6 +44,7 @@ void TenantTable::Unref(uint32_t id) {
   if (it == entries_.end() || it->second.refs.load() != 0) return;
   ids_.erase(std::string_view(it->second.name));
   entries_.erase(it);
+  forgotten_.fetch_add(1, std::memory_order_release);
 }
 
 int64_t TenantTable::Lookup(std::string_view name) const {
@@ -53,9 +54,18 @@ int64_t TenantTable::Lookup(std::string_view name) const {
 }
 
 std::string TenantTable::Name(uint32_t id) const {
+  using Cache = PerThreadCache<TenantTable, std::string>;
+  if (const std::string* name = Cache::Find(
+          cache_owner_, forgotten_.load(std::memory_order_acquire), id))
+    return *name;
   ReaderLock lock(&mu_);
   auto it = entries_.find(id);
-  return it == entries_.end() ? std::string() : it->second.name;
+  if (it == entries_.end()) return std::string();
+  // Forgetting takes the lock exclusively: the count read here is the one
+  // this name is current under.
+  Cache::Fill(cache_owner_, forgotten_.load(std::memory_order_relaxed), id,
+              it->second.name);
+  return it->second.name;
 }
 
 uint64_t TenantTable::NameHash(uint32_t id) const {

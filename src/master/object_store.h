@@ -23,6 +23,7 @@
 #include <absl/container/node_hash_map.h>
 
 #include "common/mutex.h"
+#include "common/per_thread_cache.h"
 #include "master/client_liveness.h"
 
 namespace kvpool {
@@ -238,6 +239,8 @@ class TenantTable {
   void Unref(uint32_t id);
   // -1 when the tenant does not exist (so it holds nothing). Never creates.
   int64_t Lookup(std::string_view name) const;
+  // Without the table's lock when this thread asked for the id before and
+  // no tenant was forgotten since (it is asked per event, per put).
   std::string Name(uint32_t id) const;
   // HashName of the tenant's name; 0 for an unknown id.
   uint64_t NameHash(uint32_t id) const;
@@ -259,6 +262,11 @@ class TenantTable {
   absl::node_hash_map<uint32_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string_view, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Name's per-thread cache (common/per_thread_cache.h): bumped under the
+  // exclusive lock whenever a tenant is forgotten, the only time an id's
+  // name can go (an id's name never changes while it exists).
+  const uint64_t cache_owner_ = NewCacheOwnerSerial();
+  std::atomic<uint64_t> forgotten_{0};
 };
 
 // A reference a request holds on its tenant while it works (TenantTable::Pin),

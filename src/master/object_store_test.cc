@@ -90,5 +90,26 @@ TEST(ObjectStoreTest, SideTablesAreKeyedLikeObjects) {
   EXPECT_EQ(store.Size(), 0u);
 }
 
+// Name answers from this thread's cache after the first ask, and an id
+// forgotten since reads as unknown, never as its old name.
+TEST(TenantTableTest, NameForgetsAForgottenTenant) {
+  TenantTable t;
+  const int64_t a = t.Pin("alpha", 16), b = t.Pin("beta", 16);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  for (int round = 0; round < 2; ++round) {  // the second from the cache
+    EXPECT_EQ(t.Name(uint32_t(a)), "alpha");
+    EXPECT_EQ(t.Name(uint32_t(b)), "beta");
+  }
+  t.Unref(uint32_t(a));  // alpha's last reference: forgotten
+  EXPECT_EQ(t.Name(uint32_t(a)), "");
+  EXPECT_EQ(t.Name(uint32_t(b)), "beta");
+  // Another table's tenant of the same id is its own.
+  TenantTable other;
+  ASSERT_EQ(other.Pin("gamma", 16), a);
+  EXPECT_EQ(other.Name(uint32_t(a)), "gamma");
+  EXPECT_EQ(t.Name(uint32_t(a)), "");
+}
+
 }  // namespace
 }  // namespace kvpool

@@ -1,6 +1,7 @@
 #include "master/segment_manager.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvpool {
 
@@ -58,6 +59,7 @@ Status SegmentManager::Unmount(uint32_t id) {
     }
     seg = std::move(it->second);
     segments_.erase(it);
+    unmounts_.fetch_add(1, std::memory_order_release);
     UpdateLargestLocked();
   }
   MarkUnmounted(seg);
@@ -74,6 +76,7 @@ std::vector<uint32_t> SegmentManager::UnmountNode(const std::string& node_id) {
         ids.push_back(it->first);
         gone.push_back(std::move(it->second));
         it = segments_.erase(it);
+        unmounts_.fetch_add(1, std::memory_order_release);
       } else {
         ++it;
       }
@@ -96,6 +99,26 @@ std::optional<SegmentKind> SegmentManager::KindOf(uint32_t id) const {
   auto it = segments_.find(id);
   if (it == segments_.end()) return std::nullopt;
   return it->second->info.kind;
+}
+
+bool SegmentManager::HolderOf(uint32_t id, std::string* node_id,
+                              SegmentKind* kind) const {
+  using Cache =
+      PerThreadCache<SegmentManager, std::pair<std::string, SegmentKind>>;
+  if (const auto* hit = Cache::Find(
+          cache_owner_, unmounts_.load(std::memory_order_acquire), id)) {
+    *node_id = hit->first;
+    *kind = hit->second;
+    return true;
+  }
+  ReaderLock lock(&mu_);
+  auto it = segments_.find(id);
+  if (it == segments_.end()) return false;
+  *node_id = it->second->info.node_id;
+  *kind = it->second->info.kind;
+  Cache::Fill(cache_owner_, unmounts_.load(std::memory_order_relaxed), id,
+              {*node_id, *kind});
+  return true;
 }
 
 std::shared_ptr<const SegmentInfo> SegmentManager::Info(uint32_t id) const {

@@ -21,6 +21,7 @@
 
 #include "common/capability.h"
 #include "common/mutex.h"
+#include "common/per_thread_cache.h"
 #include "kvpool/status.h"
 #include "master/segment_allocator.h"
 
@@ -110,6 +111,11 @@ class SegmentManager {
   // The kind of a mounted segment, without Info's reference counting (it
   // is asked per event under a shard lock).
   std::optional<SegmentKind> KindOf(uint32_t id) const;
+  // The node and kind of a mounted segment into *node_id and *kind (false,
+  // and nothing written, if it is not mounted): the same, for the events'
+  // holder field; without the lock when this thread asked for the segment
+  // before and nothing was unmounted since.
+  bool HolderOf(uint32_t id, std::string* node_id, SegmentKind* kind) const;
   bool IsMounted(uint32_t id) const { return Info(id) != nullptr; }
   SegmentUsage Usage(SegmentKind kind) const;
   // The same, only over the segments of one node.
@@ -174,6 +180,11 @@ class SegmentManager {
   void UpdateLargestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::atomic<uint64_t> largest_[2] = {0, 0};
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // HolderOf's per-thread cache (common/per_thread_cache.h): bumped under
+  // the exclusive lock at every unmount, the only time a segment's node and
+  // kind can go (ids are never reused).
+  const uint64_t cache_owner_ = NewCacheOwnerSerial();
+  std::atomic<uint64_t> unmounts_{0};
   Mutex rng_mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(rng_mu_);
 

@@ -72,6 +72,39 @@ TEST_F(SegmentManagerUnitTest, IdsAreNeverReusedAfterUnmount) {
   EXPECT_EQ(segs_.Unmount(*seen.begin()).code(), ErrorCode::SEGMENT_NOT_FOUND);
 }
 
+// HolderOf answers from this thread's cache after the first ask, and never
+// for a segment unmounted since (by id, or with its whole node).
+TEST_F(SegmentManagerUnitTest, HolderOfForgetsWhatWasUnmounted) {
+  const uint32_t a = Mount("na"),
+                 b = Mount("nb", kCap, SegmentKind::kPrefetchBuffer);
+  std::string node;
+  SegmentKind kind = SegmentKind::kMain;
+  for (int round = 0; round < 2; ++round) {  // the second from the cache
+    ASSERT_TRUE(segs_.HolderOf(a, &node, &kind));
+    EXPECT_EQ(node, "na");
+    EXPECT_EQ(kind, SegmentKind::kMain);
+    ASSERT_TRUE(segs_.HolderOf(b, &node, &kind));
+    EXPECT_EQ(node, "nb");
+    EXPECT_EQ(kind, SegmentKind::kPrefetchBuffer);
+  }
+  ASSERT_TRUE(segs_.Unmount(a).ok());
+  node = "untouched";
+  EXPECT_FALSE(segs_.HolderOf(a, &node, &kind));
+  EXPECT_EQ(node, "untouched");
+  ASSERT_TRUE(segs_.HolderOf(b, &node, &kind));  // still there
+  EXPECT_EQ(segs_.UnmountNode("nb").size(), 1u);
+  EXPECT_FALSE(segs_.HolderOf(b, &node, &kind));
+  // Another manager's segment of the same id is its own.
+  SegmentManager other(Strategy::kFreeRatioFirst);
+  for (int i = 0; i < 2; ++i) {
+    auto id = other.Mount(Info("other"));
+    ASSERT_TRUE(id.ok());
+    if (id.value() != b) continue;
+    ASSERT_TRUE(other.HolderOf(b, &node, &kind));
+    EXPECT_EQ(node, "other");
+  }
+}
+
 TEST_F(SegmentManagerUnitTest, AStalePlacementNeverFreesANewerSegmentsRange) {
   const uint32_t old_id = Mount("n");
   auto old = segs_.Allocate(kBlock, 1, SegmentKind::kMain, "");
