@@ -8,16 +8,22 @@ namespace kvpool::events {
 
 EventQueue::EventQueue(size_t capacity) : capacity_(capacity) {}
 
-bool EventQueue::Push(TierEvent&& ev) {
-  // Outside the lock. The coarse clock (a vDSO read of the last tick, a few
-  // ns; resolution 1-4 ms): the hot path pays for no finer timestamp.
+int64_t EventQueue::CoarseNowUs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  ev.ts_us = int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+}
+
+void EventQueue::DropLocked() {
+  ++dropped_since_drain_;
+  dropped_total_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool EventQueue::Push(TierEvent&& ev) {
+  ev.ts_us = CoarseNowUs();  // outside the lock
   MutexLock lock(&mu_);
   if (events_.size() >= capacity_) {
-    ++dropped_since_drain_;
-    dropped_total_.fetch_add(1, std::memory_order_relaxed);
+    DropLocked();
     return false;
   }
   events_.push_back(std::move(ev));

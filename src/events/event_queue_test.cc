@@ -32,6 +32,32 @@ TEST(EventQueueTest, FullQueueDropsCountsAndReportsTheGapOnce) {
   EXPECT_EQ(q.dropped_total(), 2u);
 }
 
+// Emplace is Push built in place: the same bound, drop count and gap, and a
+// dropped event's fill never runs.
+TEST(EventQueueTest, EmplaceBuildsInPlaceAndDropsLikePush) {
+  EventQueue q(2);
+  int fills = 0;
+  auto fill = [&](const char* key) {
+    return [&fills, key](TierEvent& ev) {
+      ++fills;
+      ev.key = key;
+      ev.size = 7;
+    };
+  };
+  EXPECT_TRUE(q.Emplace(fill("a")));
+  EXPECT_TRUE(q.Push(Key("b")));
+  EXPECT_FALSE(q.Emplace(fill("c")));
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(q.dropped_total(), 1u);
+  std::vector<TierEvent> out;
+  EXPECT_EQ(q.Drain(&out), 1u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].key, "a");
+  EXPECT_EQ(out[0].size, 7u);
+  EXPECT_GT(out[0].ts_us, 0);
+  EXPECT_EQ(out[1].key, "b");
+}
+
 TEST(EventQueueTest, DrainOfAnEmptyQueueClearsTheOutput) {
   EventQueue q(4);
   std::vector<TierEvent> out{Key("stale")};

@@ -16,16 +16,17 @@ void MasterService::EmitTierEvent(events::TierEventKind kind,
                                   uint8_t media, const std::string& node,
                                   events::Trigger trigger, bool ssd_copy) {
   if (events_ == nullptr) return;
-  events::TierEvent ev;
-  ev.kind = kind;
-  ev.media = media;
-  ev.trigger = trigger;
-  ev.ssd_copy = ssd_copy;
-  ev.size = size;
-  ev.tenant = tenants_.Name(key.tenant);
-  ev.key = key.key;
-  ev.node = node;
-  events_->Push(std::move(ev));
+  std::string tenant = tenants_.Name(key.tenant);  // outside the queue's lock
+  events_->Emplace([&](events::TierEvent& ev) {
+    ev.kind = kind;
+    ev.media = media;
+    ev.trigger = trigger;
+    ev.ssd_copy = ssd_copy;
+    ev.size = size;
+    ev.tenant = std::move(tenant);
+    ev.key = key.key;
+    ev.node = node;
+  });
 }
 
 uint8_t MasterService::MediumOfSegment(uint32_t segment) const {
