@@ -81,7 +81,8 @@ class EvictionPolicyTest : public ::testing::Test {
     ObjectKey k{0, key};
     auto& shard = objects_->ShardFor(k);
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
-    // push_back for a read of uninitialized memory (CMakeLists.txt).
+    // push_back for a read of uninitialized memory (absl::InlinedVector's,
+    // before ReplicaList).
     ObjectMeta& m = shard.objects()[k];
     m.size = size;
     m.set_last_access_ms(clock_.NowMs());

@@ -19,7 +19,7 @@ TEST(ObjectStoreTest, ShardTablesInsertFindIterateErase) {
   {
     MutexLock lock(&sa.mu());
     // Filled in place: GCC 12 takes a fresh local ObjectMeta for a read of
-    // uninitialized memory (CMakeLists.txt).
+    // uninitialized memory (absl::InlinedVector's, before ReplicaList).
     sa.objects()[a].size = 7;
     sa.objects()[a].version = 1;  // the same entry, not a second one
     // A borrowed key finds it without copying the string.

@@ -58,7 +58,8 @@ class PromotionSchedulerTest : public ::testing::Test {
   // A COMPLETE object of `size` bytes held only on the holder's SSD.
   ObjectMeta& AddOnDisk(const std::string& key, uint64_t size = kKiB) {
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
-    // push_back for a read of uninitialized memory (CMakeLists.txt).
+    // push_back for a read of uninitialized memory (absl::InlinedVector's,
+    // before ReplicaList).
     ObjectMeta& m = ShardOf(key).objects()[Key(key)];
     m.size = size;
     m.replicas.push_back(Replica{0, holder_, 0, ReplicaKind::kLocalDisk,
