@@ -639,10 +639,14 @@ void MasterService::PrefetchLookup(int64_t tenant_id, std::string_view key,
   }
   auto it = shard.objects().find(view);
   if (it == shard.objects().end()) return;
-  // The key, the fields QueryOne reads and the inline replicas.
-  const char* node = reinterpret_cast<const char*>(&*it);
-  for (size_t off = 0; off < sizeof(*it); off += 64) {
-    __builtin_prefetch(node + off);
+  // The key, the fields QueryOne reads and the inline replicas: every cache
+  // line the node touches. A node is not line-aligned (malloc's 16), so one
+  // of 104 bytes spans three lines when it starts past a line's 24th byte.
+  constexpr uintptr_t kLine = 64;
+  const uintptr_t node = reinterpret_cast<uintptr_t>(&*it);
+  for (uintptr_t line = node & ~(kLine - 1); line < node + sizeof(*it);
+       line += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
 }
 
