@@ -57,8 +57,8 @@ class EvictionPolicy::Pass {
   int64_t Rank(const ObjectMeta& m) const {
     constexpr int64_t kConsumedFirst = int64_t{1} << 52;
     return kind_ == SegmentKind::kPrefetchBuffer && !m.prefetched_unread
-               ? m.last_access_ms - kConsumedFirst
-               : m.last_access_ms;
+               ? m.last_access_ms() - kConsumedFirst
+               : m.last_access_ms();
   }
   bool Eligible(const Shard& shard, const ObjectKey& k, const ObjectMeta& m,
                 const Round& round) const

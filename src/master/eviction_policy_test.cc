@@ -29,7 +29,7 @@ class EvictionPolicyTest : public ::testing::Test {
     hooks.queue_offload = [this](EvictionPolicy::Shard& shard,
                                  const ObjectKey& k, const ObjectMeta&,
                                  bool* holder_ssd_full) {
-      offload_asked_.push_back(k.key);
+      offload_asked_.push_back(std::string(k.key));
       *holder_ssd_full = holder_ssd_full_;
       // As OffloadScheduler::Queue: the task pins the memory it reads.
       if (offload_queued_) shard.offloads()[k] = OffloadState{1, 1, 0};
@@ -49,7 +49,7 @@ class EvictionPolicyTest : public ::testing::Test {
     };
     hooks.erase_evicted = [this](EvictionPolicy::Shard& shard,
                                  EvictionPolicy::ObjectMap::iterator it) {
-      erased_.push_back(it->first.key);
+      erased_.push_back(std::string(it->first.key));
       auto next = std::next(it);
       shard.objects().erase(it);
       return next;
@@ -81,10 +81,11 @@ class EvictionPolicyTest : public ::testing::Test {
     ObjectKey k{0, key};
     auto& shard = objects_->ShardFor(k);
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
-    // push_back for a read of uninitialized memory (CMakeLists.txt).
+    // push_back for a read of uninitialized memory (absl::InlinedVector's,
+    // before ReplicaList).
     ObjectMeta& m = shard.objects()[k];
     m.size = size;
-    m.last_access_ms = clock_.NowMs();
+    m.set_last_access_ms(clock_.NowMs());
     m.replicas.push_back(Replica{p[0].offset, p[0].segment, p[0].handle,
                                  ReplicaKind::kMemory,
                                  ReplicaStatus::kComplete});
@@ -156,8 +157,8 @@ TEST_F(EvictionPolicyTest, NeverEvictsPinnedLeasedWrittenOrOffloadingObjects) {
   Make({.allow_evict_soft_pinned_objects = false});
   Mount("a", 100 * kKiB);
   Add("hard", kKiB).hard_pin = true;
-  Add("soft", kKiB).soft_pin_deadline_ms = clock_.NowMs() + 60'000;
-  Add("leased", kKiB).lease_deadline_ms = clock_.NowMs() + 60'000;
+  Add("soft", kKiB).set_soft_pin_deadline_ms(clock_.NowMs() + 60'000);
+  Add("leased", kKiB).set_lease_deadline_ms(clock_.NowMs() + 60'000);
   Add("writing", kKiB).replicas[0].status = ReplicaStatus::kProcessing;
   Add("offloading", kKiB);
   ObjectKey off{0, "offloading"};
@@ -182,7 +183,7 @@ TEST_F(EvictionPolicyTest, NeverEvictsPinnedLeasedWrittenOrOffloadingObjects) {
 // A soft pin outranks recency: the newer unpinned object goes first.
 TEST_F(EvictionPolicyTest, SoftPinnedGoOnlyAfterUnpinned) {
   Mount("a", 100 * kKiB);
-  Add("soft", kKiB).soft_pin_deadline_ms = clock_.NowMs() + 60'000;
+  Add("soft", kKiB).set_soft_pin_deadline_ms(clock_.NowMs() + 60'000);
   Add("plain", kKiB);
   EXPECT_EQ(policy_->EvictBytes(kKiB), kKiB);
   EXPECT_EQ(Find("plain"), nullptr);

@@ -48,22 +48,23 @@ int64_t LeasePolicy::GrantReadLease(ObjectMeta& m, int64_t now) const {
   const bool recycle =
       options_.prefetch_consumed_lease_ms > 0 && OnlyInPrefetchBuffer(m);
   if (recycle) ttl = std::min(ttl, options_.prefetch_consumed_lease_ms);
-  m.reader_lease_deadline_ms = std::max(m.reader_lease_deadline_ms, now + ttl);
+  m.set_reader_lease_deadline_ms(
+      std::max(m.reader_lease_deadline_ms(), now + ttl));
   if (recycle && consumed_trigger && m.pending_prefetch_reads == 0) {
     // The last request the router announced has read it: the trigger's and
     // the landing's leases have done their job. Readers keep theirs: the
     // object's lease becomes exactly the readers' part, which also raises a
     // trigger lease that ran out before this get came.
-    if (m.lease_deadline_ms > m.reader_lease_deadline_ms) {
+    if (m.lease_deadline_ms() > m.reader_lease_deadline_ms()) {
       metrics_.registry
           ->GetCounter("kvpool_master_prefetch_buffer_recycled_total", "",
                        "buffered blocks whose trigger lease was dropped by "
                        "their consuming get")
           .Inc();
     }
-    m.lease_deadline_ms = m.reader_lease_deadline_ms;
+    m.set_lease_deadline_ms(m.reader_lease_deadline_ms());
   } else {
-    m.lease_deadline_ms = std::max(m.lease_deadline_ms, now + ttl);
+    m.set_lease_deadline_ms(std::max(m.lease_deadline_ms(), now + ttl));
   }
   return ttl;
 }

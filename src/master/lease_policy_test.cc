@@ -55,7 +55,7 @@ class LeasePolicyTest : public ::testing::Test {
     m.replicas.push_back(Memory(buffer_));
     m.pending_prefetch_reads = static_cast<uint8_t>(pending);
     m.pending_trigger_ms32 = static_cast<uint32_t>(trigger_ms);
-    m.lease_deadline_ms = lease_ms;
+    m.set_lease_deadline_ms(lease_ms);
     return m;
   }
   uint64_t Recycled() const { return registry_.CounterValue(kRecycled); }
@@ -70,22 +70,22 @@ TEST_F(LeasePolicyTest, DefaultGetExtendsBothLeasesToTheDefaultTtl) {
   const LeasePolicy p = Make(/*consumed_ms=*/0);
   ObjectMeta m;
   m.replicas.push_back(Memory(main_));
-  m.lease_deadline_ms = kNow - 5;  // an old, ended lease
+  m.set_lease_deadline_ms(kNow - 5);  // an old, ended lease
   EXPECT_EQ(p.GrantReadLease(m, kNow), kTtl);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + kTtl);
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + kTtl);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + kTtl);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + kTtl);
   // A later get moves both on.
   EXPECT_EQ(p.GrantReadLease(m, kNow + 300), kTtl);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 300 + kTtl);
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + 300 + kTtl);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 300 + kTtl);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + 300 + kTtl);
 }
 
 TEST_F(LeasePolicyTest, KnobOffGrantsTheDefaultTtlEvenInTheBuffer) {
   const LeasePolicy p = Make(/*consumed_ms=*/0);
   ObjectMeta m = Buffered(1, kNow - 10, kNow + 5000);
   EXPECT_EQ(p.GrantReadLease(m, kNow), kTtl);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 5000);  // the trigger's stays
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + kTtl);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 5000);  // the trigger's stays
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + kTtl);
   EXPECT_EQ(m.pending_prefetch_reads, 0);
   EXPECT_EQ(Recycled(), 0u);
 }
@@ -95,19 +95,19 @@ TEST_F(LeasePolicyTest, ALeaseIsNeverShortenedForAReader) {
   // A main-cache object with a longer lease than a get grants.
   ObjectMeta m;
   m.replicas.push_back(Memory(main_));
-  m.lease_deadline_ms = kNow + 9000;
-  m.reader_lease_deadline_ms = kNow + 9000;
+  m.set_lease_deadline_ms(kNow + 9000);
+  m.set_reader_lease_deadline_ms(kNow + 9000);
   EXPECT_EQ(p.GrantReadLease(m, kNow), kTtl);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 9000);
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + 9000);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 9000);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + 9000);
 
   // A buffered block an earlier reader (exist) holds until kNow + 900: the
   // consuming get drops the trigger's lease to that, not to its own 200.
   ObjectMeta b = Buffered(1, kNow - 10, kNow + 5000);
-  b.reader_lease_deadline_ms = kNow + 900;
+  b.set_reader_lease_deadline_ms(kNow + 900);
   EXPECT_EQ(p.GrantReadLease(b, kNow), kConsumed);
-  EXPECT_EQ(b.reader_lease_deadline_ms, kNow + 900);
-  EXPECT_EQ(b.lease_deadline_ms, kNow + 900);
+  EXPECT_EQ(b.reader_lease_deadline_ms(), kNow + 900);
+  EXPECT_EQ(b.lease_deadline_ms(), kNow + 900);
   EXPECT_EQ(Recycled(), 1u);
 }
 
@@ -121,7 +121,7 @@ TEST_F(LeasePolicyTest, RecycleOnlyForReplicasLivingOnlyInAPrefetchBuffer) {
   buffered.replicas.push_back(Memory(main_, ReplicaStatus::kProcessing));
   EXPECT_TRUE(p.OnlyInPrefetchBuffer(buffered));
   EXPECT_EQ(p.GrantReadLease(buffered, kNow), kConsumed);
-  EXPECT_EQ(buffered.reader_lease_deadline_ms, kNow + kConsumed);
+  EXPECT_EQ(buffered.reader_lease_deadline_ms(), kNow + kConsumed);
 
   ObjectMeta both;
   both.replicas.push_back(Memory(buffer_));
@@ -153,13 +153,13 @@ TEST_F(LeasePolicyTest, ConsumingGetOfTheLastTriggerDropsTheTriggerLease) {
   ObjectMeta m = Buffered(1, kNow - 100, kNow + 5000);
   EXPECT_EQ(p.GrantReadLease(m, kNow), kConsumed);
   EXPECT_EQ(m.pending_prefetch_reads, 0);
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + kConsumed);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + kConsumed);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + kConsumed);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + kConsumed);
   EXPECT_EQ(Recycled(), 1u);
   // A further get (no trigger pending) extends as usual and recycles
   // nothing more.
   EXPECT_EQ(p.GrantReadLease(m, kNow + 100), kConsumed);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 100 + kConsumed);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 100 + kConsumed);
   EXPECT_EQ(Recycled(), 1u);
 }
 
@@ -168,7 +168,7 @@ TEST_F(LeasePolicyTest, GetWithoutAPendingTriggerKeepsTheLandingLease) {
   // Landed with its lease, but no router trigger announced this get.
   ObjectMeta m = Buffered(0, 0, kNow + 5000);
   EXPECT_EQ(p.GrantReadLease(m, kNow), kConsumed);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 5000);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 5000);
   EXPECT_EQ(Recycled(), 0u);
 }
 
@@ -178,12 +178,12 @@ TEST_F(LeasePolicyTest, EarlierGetsOfSeveralPendingTriggersDoNotDropIt) {
   for (int left = 2; left >= 1; --left) {
     EXPECT_EQ(p.GrantReadLease(m, kNow), kConsumed);
     EXPECT_EQ(m.pending_prefetch_reads, left);
-    EXPECT_EQ(m.lease_deadline_ms, kNow + 5000);
+    EXPECT_EQ(m.lease_deadline_ms(), kNow + 5000);
     EXPECT_EQ(Recycled(), 0u);
   }
   EXPECT_EQ(p.GrantReadLease(m, kNow + 10), kConsumed);
   EXPECT_EQ(m.pending_prefetch_reads, 0);
-  EXPECT_EQ(m.lease_deadline_ms, kNow + 10 + kConsumed);
+  EXPECT_EQ(m.lease_deadline_ms(), kNow + 10 + kConsumed);
   EXPECT_EQ(Recycled(), 1u);
 }
 
@@ -225,9 +225,9 @@ TEST_F(LeasePolicyTest, LateConsumingGetStillLeasesTheObject) {
   const LeasePolicy p = Make(kConsumed);
   ObjectMeta m = Buffered(1, kNow - 6000, kNow - 1000);  // trigger lease over
   EXPECT_EQ(p.GrantReadLease(m, kNow), kConsumed);
-  EXPECT_EQ(m.reader_lease_deadline_ms, kNow + kConsumed);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), kNow + kConsumed);
   EXPECT_TRUE(m.LeaseLive(kNow + kConsumed - 1));
-  EXPECT_GE(m.lease_deadline_ms, m.reader_lease_deadline_ms);
+  EXPECT_GE(m.lease_deadline_ms(), m.reader_lease_deadline_ms());
 }
 
 }  // namespace

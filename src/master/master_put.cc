@@ -97,23 +97,23 @@ Status MasterService::ClearWayForPut(Shard& shard, const ObjectKey& okey,
   auto it = shard.objects().find(okey);
   auto up = shard.upserts().find(okey);
   if (up != shard.upserts().end()) {
-    if (now - up->second.last_access_ms < discard_ms) {
+    if (now - up->second.last_access_ms() < discard_ms) {
       return Status(ErrorCode::REPLICA_IS_NOT_READY,
                     "an upsert of this key is in progress");
     }
     ReleaseReplicas(up->second.replicas,
-                    up->second.last_access_ms + release_ms);
+                    up->second.last_access_ms() + release_ms);
     shard.upserts().erase(up);
     tenants_.Unref(okey.tenant);
   }
   if (it == shard.objects().end()) return Status::OK();
   ObjectMeta& m = it->second;
   if (m.HasProcessing()) {
-    if (now - m.last_access_ms < discard_ms) {
+    if (now - m.last_access_ms() < discard_ms) {
       return Status(ErrorCode::OBJECT_ALREADY_EXISTS,
                     "a put of this key is in progress");
     }
-    EraseObject(shard, it, m.last_access_ms + release_ms);
+    EraseObject(shard, it, m.last_access_ms() + release_ms);
     metrics_.GetCounter("kvpool_master_put_discarded_total").Inc();
     return Status::OK();
   }
@@ -127,14 +127,14 @@ ObjectMeta MasterService::NewPendingObject(
   ObjectMeta meta;
   meta.size = size;
   meta.version = versions_.Next();
-  meta.last_access_ms = now;
+  meta.set_last_access_ms(now);
   meta.hard_pin = opts.hard_pin;
   if (opts.soft_pin) {
     meta.soft_pin_ttl_ms = static_cast<uint32_t>(std::clamp<int64_t>(
         opts.soft_pin_ttl_ms > 0 ? opts.soft_pin_ttl_ms
                                  : config_.default_kv_soft_pin_ttl,
         1, UINT32_MAX));
-    meta.soft_pin_deadline_ms = now + meta.soft_pin_ttl_ms;
+    meta.set_soft_pin_deadline_ms(now + meta.soft_pin_ttl_ms);
   }
   meta.replicas.reserve(placements.size());
   for (const auto& p : placements) {
@@ -220,13 +220,13 @@ Status MasterService::CommitPut(
     ObjectMeta fresh = std::move(up->second);
     shard.upserts().erase(up);
     for (auto& r : fresh.replicas) r.status = ReplicaStatus::kComplete;
-    fresh.last_access_ms = now;
+    fresh.set_last_access_ms(now);
     auto it = shard.objects().find(okey);
     int64_t not_before = 0;
     if (it != shard.objects().end()) {
       // Readers of the old value hold its lease: keep its bytes until then.
       // Its SSD copies, promotion and offload describe the old bytes: gone.
-      not_before = it->second.lease_deadline_ms;
+      not_before = it->second.lease_deadline_ms();
       const ReplicaList replicas = it->second.replicas;
       EmitPerHolder(events::TierEventKind::kReplaced, it->first,
                     it->second.size, it->second.replicas);
@@ -234,8 +234,8 @@ Status MasterService::CommitPut(
       EraseObject(shard, it, not_before, EraseCause::kReplaced);
       CollectHolders(replicas, holders);
     }
-    auto [ins, ok] = shard.objects().emplace(
-        ObjectKey{okey.tenant, std::string(okey.key)}, std::move(fresh));
+    auto [ins, ok] = shard.objects().emplace(ObjectKey{okey.tenant, okey.key},
+                                             std::move(fresh));
     NotePlaced(ins->first, ins->second);
     EmitPerHolder(events::TierEventKind::kStored, ins->first, ins->second.size,
                   ins->second.replicas, events::Trigger::kNone, false,
@@ -254,7 +254,7 @@ Status MasterService::CommitPut(
                   "no put in progress for this key");
   }
   for (auto& r : it->second.replicas) r.status = ReplicaStatus::kComplete;
-  it->second.last_access_ms = now;
+  it->second.set_last_access_ms(now);
   NotePlaced(it->first, it->second);
   EmitPerHolder(events::TierEventKind::kStored, it->first, it->second.size,
                 it->second.replicas, events::Trigger::kNone, false,

@@ -33,7 +33,7 @@ int64_t MasterService::DeadClientHoldUntil(const ObjectMeta& m,
   // progress), signed a little later; a second covers that. Every later
   // owner of the range is granted a newer write generation, which the node
   // also refuses an older write for.
-  return std::max(now, m.last_access_ms + WriteGrantTtlMs(m.size) + 1000);
+  return std::max(now, m.last_access_ms() + WriteGrantTtlMs(m.size) + 1000);
 }
 
 void MasterService::ReclaimPendingPuts(int64_t now) {
@@ -55,7 +55,7 @@ void MasterService::ReclaimPendingPuts(int64_t now) {
         auto it = table->find(p->first);
         if (it == table->end() || !it->second.HasProcessing()) continue;
         ObjectMeta& m = it->second;
-        const bool timed_out = now - m.last_access_ms >= release_ms;
+        const bool timed_out = now - m.last_access_ms() >= release_ms;
         if (!timed_out && !dead) {
           still_pending = true;
           continue;

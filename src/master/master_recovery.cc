@@ -262,7 +262,7 @@ ErrorCode MasterService::AdmitCopy(Shard& shard, const ObjectKey& key,
   EmitPerHolder(events::TierEventKind::kReplaced, it->first, m.size,
                 m.replicas);
   DropDiskCopies(it->first, m);
-  EraseObject(shard, it, m.lease_deadline_ms, EraseCause::kLost);
+  EraseObject(shard, it, m.lease_deadline_ms(), EraseCause::kLost);
   return ErrorCode::OK;
 }
 
@@ -317,7 +317,7 @@ Result<std::vector<ErrorCode>> MasterService::RegisterMemoryObjects(
       ObjectMeta m;
       m.size = o.size;
       m.version = o.version != 0 ? o.version : versions_.Next();
-      m.last_access_ms = now;
+      m.set_last_access_ms(now);
       m.replicas.push_back(rep);
       pin.Transfer();  // to the object
       auto [ins, ok] = shard.objects().emplace(std::move(key), std::move(m));

@@ -77,10 +77,10 @@ void MasterService::DropDiskCopies(const ObjectKey& key, const ObjectMeta& m) {
     if (r.kind != ReplicaKind::kLocalDisk) continue;
     // In the directory's sequence where the node keeps one, so a remove
     // can wait until the drop is applied; on the heartbeat's list if not.
-    if (!nodes_.PushDiskDropEvent(r.segment, tenants_.Name(key.tenant), key.key,
-                                  m.version)) {
-      nodes_.PushDiskDrop(r.segment,
-                          DiskDropMsg{tenants_.Name(key.tenant), key.key});
+    if (!nodes_.PushDiskDropEvent(r.segment, tenants_.Name(key.tenant),
+                                  std::string(key.key), m.version)) {
+      nodes_.PushDiskDrop(r.segment, DiskDropMsg{tenants_.Name(key.tenant),
+                                                 std::string(key.key)});
     }
     metrics_
         .GetCounter("kvpool_master_disk_drops_total", "",
@@ -198,7 +198,7 @@ std::vector<ErrorCode> MasterService::RegisterDiskObjects(
       ObjectMeta m;
       m.size = o.size;
       m.version = o.version != 0 ? o.version : versions_.Next();
-      m.last_access_ms = now;
+      m.set_last_access_ms(now);
       m.replicas.push_back(rep);
       pin.Transfer();  // to the object
       shard.objects().emplace(std::move(key), std::move(m));
@@ -383,14 +383,14 @@ Status MasterService::NotifyPromotion(const std::string& node_id,
                 static_cast<events::Trigger>(state.source),
                 m.FirstCompleteDisk() != nullptr);
   const int64_t now = clock_->NowMs();
-  m.last_access_ms = now;
+  m.set_last_access_ms(now);
   if (state.from_prefetch && state.get_before_landing) {
     // Its get came first and read the SSD: the prefetch missed its window.
     tiering_metrics_.prefetch_fate.With("landed_after_get").Inc();
   } else if (state.from_prefetch) {
     // A prefetched block must survive until its get arrives.
-    m.lease_deadline_ms =
-        std::max(m.lease_deadline_ms, now + config_.default_kv_lease_ttl);
+    m.set_lease_deadline_ms(
+        std::max(m.lease_deadline_ms(), now + config_.default_kv_lease_ttl));
     m.prefetched_unread = true;
   }
   promotions_.Finished(true);
@@ -540,8 +540,8 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     if (out[i] == PrefetchStatus::kInMemory) {
       // In DRAM at phase 1: IN_MEMORY, its lease refreshed.
       if (it != shard.objects().end()) {
-        it->second.lease_deadline_ms =
-            std::max(it->second.lease_deadline_ms, lease);
+        it->second.set_lease_deadline_ms(
+            std::max(it->second.lease_deadline_ms(), lease));
         CountPendingRead(it->second, now);
       }
       continue;
@@ -558,7 +558,7 @@ MasterService::BatchPrefetchToMemory(const std::string& tenant,
     }
     // GrantLeaseForGroup: the lease covers the trigger -> get window, so a
     // promoted replica survives until the request's get.
-    m.lease_deadline_ms = std::max(m.lease_deadline_ms, lease);
+    m.set_lease_deadline_ms(std::max(m.lease_deadline_ms(), lease));
     CountPendingRead(m, now);
     if (m.HasCompleteMemory()) {
       // TOCTOU: a MEMORY replica appeared between the phases (a promotion

@@ -19,46 +19,58 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/inlined_vector.h>
 #include <absl/container/node_hash_map.h>
 
 #include "common/mutex.h"
 #include "common/per_thread_cache.h"
 #include "master/client_liveness.h"
+#include "master/object_key.h"
+#include "master/replica_list.h"
 
 namespace kvpool {
 
-enum class ReplicaKind : uint8_t { kMemory = 0, kLocalDisk = 1 };
 enum class TriggerSource : uint8_t { kOnHit = 0, kExist = 1, kRouter = 2 };
-enum class ReplicaStatus : uint8_t { kProcessing = 0, kComplete = 1 };
 
-// 16 bytes: the offset takes 48 bits (a segment is at most 256 TiB,
-// SegmentManager::kMaxCapacity) and the kind and status the rest of its
-// word, so two replicas stay inline in an ObjectMeta of 104 bytes.
-struct Replica {
-  Replica() = default;
-  Replica(uint64_t offset_in, uint32_t segment_in, uint32_t handle_in,
-          ReplicaKind kind_in, ReplicaStatus status_in)
-      : offset(offset_in),
-        kind(kind_in),
-        status(status_in),
-        segment(segment_in),
-        handle(handle_in) {}
+// Four signed millisecond times of 48 bits each in 24 bytes (instead of 32
+// as int64_t). A stored time saturates at +-2^47 ms (about 4,460 years), so
+// the order of any two times is kept (a max() of stored times is the stored
+// max), and a deadline compares with a clock reading exactly as long as the
+// reading is below 2^47: the master's clock is the steady clock, ms since
+// boot (common/clock.h), so that holds for any uptime. Only a deadline
+// beyond 4,460 years from now (a TTL of that size) comes back smaller than
+// it was set, and still in that far future.
+class PackedMillis4 {
+ public:
+  static constexpr int64_t kMax = (int64_t{1} << 47) - 1;
+  static constexpr int64_t kMin = -(int64_t{1} << 47);
 
-  uint64_t offset : 48 = 0;  // kMemory: offset in the segment
-  ReplicaKind kind : 8 = ReplicaKind::kMemory;
-  ReplicaStatus status : 8 = ReplicaStatus::kProcessing;
-  uint32_t segment = 0;  // kMemory: segment id; kLocalDisk: holder node index
-  uint32_t handle = 0;   // kMemory: allocator handle
+  int64_t Get(int i) const {
+    const uint16_t* p = &parts_[3 * i];
+    const uint64_t u =
+        uint64_t{p[0]} | (uint64_t{p[1]} << 16) | (uint64_t{p[2]} << 32);
+    // Sign-extends bit 47.
+    return static_cast<int64_t>(u << 16) >> 16;
+  }
+  void Set(int i, int64_t v) {
+    const uint64_t u = static_cast<uint64_t>(std::clamp(v, kMin, kMax));
+    uint16_t* p = &parts_[3 * i];
+    p[0] = static_cast<uint16_t>(u);
+    p[1] = static_cast<uint16_t>(u >> 16);
+    p[2] = static_cast<uint16_t>(u >> 32);
+  }
+
+ private:
+  uint16_t parts_[12] = {};
 };
-static_assert(sizeof(Replica) == 16);
-using ReplicaList = absl::InlinedVector<Replica, 2>;
+static_assert(sizeof(PackedMillis4) == 24);
 
 struct ObjectMeta {
   // The value's size shares a word with three small fields (sizes are below
   // 2^48: a value fits a segment, SegmentManager::kMaxCapacity, and an SSD
-  // copy's size is checked at registration): 96 bytes an object, so its
-  // node in the table is a 144-byte allocation, not 160.
+  // copy's size is checked at registration). With the four times in 48 bits
+  // each and a 32-byte ReplicaList, an ObjectMeta is 80 bytes and its node
+  // in the table (with a 24-byte ObjectKey) a 104-byte allocation, a
+  // 112-byte chunk of glibc's malloc (docs/master_envelope.md).
   uint64_t size : 48 = 0;
   bool hard_pin : 1 = false;
   // Its DRAM replica came from a prefetch and no get has read it yet: the
@@ -68,31 +80,54 @@ struct ObjectMeta {
   // get that brings it to 0 may drop the trigger's lease
   // (prefetch_consumed_lease_ms). Saturates.
   uint8_t pending_prefetch_reads : 8 = 0;
-  int64_t lease_deadline_ms = 0;  // no live lease when <= now
-  // Last get/put completion; while the put is in progress, its start time
-  // (the put timeouts count from it).
-  int64_t last_access_ms = 0;
   // Changes whenever the value changes (put, upsert): an offload result for
   // an older value is refused, so an SSD copy never carries other bytes.
   uint64_t version = 0;
-  // Soft pin (evicted only after unpinned objects) lasts until this time;
-  // every get extends it by soft_pin_ttl_ms.
+  // Every get extends the soft pin (soft_pin_deadline_ms) by this much.
   uint32_t soft_pin_ttl_ms = 0;
   // Master-clock ms, modulo 2^32, of the oldest router trigger not yet
   // followed by a get, or of the last get if several were pending (for the
   // trigger -> get window histogram; the window
   // is seconds, so the wrap every 49 days does not matter).
   uint32_t pending_trigger_ms32 = 0;
-  int64_t soft_pin_deadline_ms = 0;
+
+  // Master-clock times (ms), kept in 48 bits each (PackedMillis4 says why
+  // that changes nothing).
+  // No live lease when <= now.
+  int64_t lease_deadline_ms() const { return times_.Get(kLeaseDeadline); }
+  void set_lease_deadline_ms(int64_t v) { times_.Set(kLeaseDeadline, v); }
+  // Last get/put completion; while the put is in progress, its start time
+  // (the put timeouts count from it).
+  int64_t last_access_ms() const { return times_.Get(kLastAccess); }
+  void set_last_access_ms(int64_t v) { times_.Set(kLastAccess, v); }
+  // Soft pin (evicted only after unpinned objects) lasts until this time.
+  int64_t soft_pin_deadline_ms() const { return times_.Get(kSoftPinDeadline); }
+  void set_soft_pin_deadline_ms(int64_t v) { times_.Set(kSoftPinDeadline, v); }
   // The part of lease_deadline_ms granted to readers (get, exist): no one
   // may shorten it, since a reader copies bytes until then.
-  int64_t reader_lease_deadline_ms = 0;
+  int64_t reader_lease_deadline_ms() const {
+    return times_.Get(kReaderLeaseDeadline);
+  }
+  void set_reader_lease_deadline_ms(int64_t v) {
+    times_.Set(kReaderLeaseDeadline, v);
+  }
+
+ private:
+  enum : int {
+    kLeaseDeadline = 0,
+    kLastAccess = 1,
+    kSoftPinDeadline = 2,
+    kReaderLeaseDeadline = 3,
+  };
+  PackedMillis4 times_;
+
+ public:
   // Inline room for a MEMORY and a LOCAL_DISK replica: a lookup reads the
   // replicas from the node itself instead of following a pointer to the heap
   // (one cache miss fewer per key on a large table).
   ReplicaList replicas;
 
-  bool SoftPinned(int64_t now) const { return soft_pin_deadline_ms > now; }
+  bool SoftPinned(int64_t now) const { return soft_pin_deadline_ms() > now; }
   bool HasCompleteMemory() const {
     for (const auto& r : replicas) {
       if (r.kind == ReplicaKind::kMemory &&
@@ -139,10 +174,11 @@ struct ObjectMeta {
     }
     return false;
   }
-  bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms > now_ms; }
+  bool LeaseLive(int64_t now_ms) const { return lease_deadline_ms() > now_ms; }
 };
 // The master's memory per object is a measured figure (bench master).
-static_assert(sizeof(ObjectMeta) == 96);
+static_assert(sizeof(ObjectMeta) == 80);
+static_assert(sizeof(std::pair<const ObjectKey, ObjectMeta>) == 104);
 // The largest value size an ObjectMeta holds.
 inline constexpr uint64_t kMaxObjectSize = (uint64_t{1} << 48) - 1;
 
@@ -179,41 +215,6 @@ struct OffloadState {
   uint32_t node = 0;
   uint64_t version = 0;
   int64_t created_ms = 0;
-};
-
-struct ObjectKey {
-  uint32_t tenant = 0;
-  std::string key;
-  bool operator==(const ObjectKey& o) const {
-    return tenant == o.tenant && key == o.key;
-  }
-};
-
-// A borrowed key for lookups that must not copy the key string.
-struct ObjectKeyView {
-  uint32_t tenant = 0;
-  std::string_view key;
-};
-
-struct ObjectKeyHash {
-  using is_transparent = void;
-  size_t operator()(const ObjectKey& k) const { return Hash(k.tenant, k.key); }
-  size_t operator()(const ObjectKeyView& k) const {
-    return Hash(k.tenant, k.key);
-  }
-  static size_t Hash(uint32_t tenant, std::string_view key) {
-    return std::hash<std::string_view>()(key) ^
-           (size_t{tenant} * 0x9E3779B97F4A7C15ull);
-  }
-};
-
-struct ObjectKeyEq {
-  using is_transparent = void;
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    return a.tenant == b.tenant &&
-           std::string_view(a.key) == std::string_view(b.key);
-  }
 };
 
 // Interns tenant names ("default", ...) into small ids, and forgets a name

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -18,7 +19,7 @@ TEST(ObjectStoreTest, ShardTablesInsertFindIterateErase) {
   {
     MutexLock lock(&sa.mu());
     // Filled in place: GCC 12 takes a fresh local ObjectMeta for a read of
-    // uninitialized memory (CMakeLists.txt).
+    // uninitialized memory (absl::InlinedVector's, before ReplicaList).
     sa.objects()[a].size = 7;
     sa.objects()[a].version = 1;  // the same entry, not a second one
     // A borrowed key finds it without copying the string.
@@ -109,6 +110,73 @@ TEST(TenantTableTest, NameForgetsAForgottenTenant) {
   ASSERT_EQ(other.Pin("gamma", 16), a);
   EXPECT_EQ(other.Name(uint32_t(a)), "gamma");
   EXPECT_EQ(t.Name(uint32_t(a)), "");
+}
+
+// The four times of an ObjectMeta in 48 bits each: exact within +-2^47 ms,
+// saturating beyond, and each independent of its neighbours.
+TEST(PackedMillis4Test, ExactInRangeSaturatingBeyond) {
+  using P = PackedMillis4;
+  const int64_t steady_now = 3'000'000'000;  // about 35 days of uptime
+  const int64_t cases[][2] = {
+      {0, 0},
+      {1, 1},
+      {-1, -1},
+      {steady_now, steady_now},
+      {steady_now + 60'000, steady_now + 60'000},
+      {int64_t{1} << 32, int64_t{1} << 32},  // past any 32-bit wrap
+      {P::kMax, P::kMax},
+      {P::kMin, P::kMin},
+      {P::kMax + 1, P::kMax},
+      {P::kMin - 1, P::kMin},
+      {INT64_MAX, P::kMax},
+      {INT64_MIN, P::kMin},
+  };
+  for (int i = 0; i < 4; ++i) {
+    for (const auto& c : cases) {
+      P p;
+      for (int j = 0; j < 4; ++j) p.Set(j, 1000 + j);
+      p.Set(i, c[0]);
+      EXPECT_EQ(p.Get(i), c[1]) << "slot " << i << " value " << c[0];
+      for (int j = 0; j < 4; ++j) {
+        if (j != i) {
+          EXPECT_EQ(p.Get(j), 1000 + j) << i << " " << j;
+        }
+      }
+    }
+  }
+  // Saturation keeps order, so a max() of stored times is the stored max,
+  // and a deadline set from a huge TTL stays after any clock reading.
+  P p;
+  p.Set(0, steady_now + INT64_MAX / 2);
+  EXPECT_GT(p.Get(0), steady_now);
+}
+
+TEST(ObjectMetaTest, TimesReadBackAsSet) {
+  ObjectMeta m;
+  EXPECT_EQ(m.lease_deadline_ms(), 0);
+  EXPECT_EQ(m.last_access_ms(), 0);
+  EXPECT_EQ(m.soft_pin_deadline_ms(), 0);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), 0);
+  m.set_lease_deadline_ms(11);
+  m.set_last_access_ms(-22);
+  m.set_soft_pin_deadline_ms(int64_t{1} << 40);
+  m.set_reader_lease_deadline_ms(44);
+  EXPECT_EQ(m.lease_deadline_ms(), 11);
+  EXPECT_EQ(m.last_access_ms(), -22);
+  EXPECT_EQ(m.soft_pin_deadline_ms(), int64_t{1} << 40);
+  EXPECT_EQ(m.reader_lease_deadline_ms(), 44);
+  EXPECT_TRUE(m.LeaseLive(10));
+  EXPECT_FALSE(m.LeaseLive(11));
+  EXPECT_TRUE(m.SoftPinned((int64_t{1} << 40) - 1));
+  EXPECT_FALSE(m.SoftPinned(int64_t{1} << 40));
+  // The size word and the replicas are untouched by the times.
+  m.size = kMaxObjectSize;
+  m.replicas.push_back(
+      Replica{1, 2, 3, ReplicaKind::kMemory, ReplicaStatus::kComplete});
+  m.set_last_access_ms(PackedMillis4::kMax);
+  EXPECT_EQ(m.size, kMaxObjectSize);
+  EXPECT_EQ(m.replicas.size(), 1u);
+  EXPECT_EQ(m.lease_deadline_ms(), 11);
 }
 
 }  // namespace

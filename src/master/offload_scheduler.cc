@@ -51,8 +51,8 @@ bool OffloadScheduler::Queue(Shard& shard, const ObjectKey& key,
     shard.offloads()[key] = OffloadState{*idx, m.version, clock_->NowMs()};
     ++in_flight_;
     if (!nodes_.PushOffload(
-            *idx, OffloadTaskMsg{tenant_name_(key.tenant), key.key, r.segment,
-                                 r.offset, m.size, m.version})) {
+            *idx, OffloadTaskMsg{tenant_name_(key.tenant), std::string(key.key),
+                                 r.segment, r.offset, m.size, m.version})) {
       // The holder went in between (declared dead, or restarted): no task
       // may wait for it until the reaper.
       shard.offloads().erase(key);

@@ -49,7 +49,8 @@ class OffloadSchedulerTest : public ::testing::Test {
     auto& shard = ShardOf(key);
     MutexLock lock(&shard.mu());
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
-    // push_back for a read of uninitialized memory (CMakeLists.txt).
+    // push_back for a read of uninitialized memory (absl::InlinedVector's,
+    // before ReplicaList).
     ObjectMeta& m = shard.objects()[Key(key)];
     m.size = kKiB;
     m.version = 1;

@@ -113,9 +113,10 @@ const char* PromotionScheduler::MaybePromoteOnHit(Shard& shard,
   st.holder = src->segment;
   st.created_ms = clock_->NowMs();
   st.source = TriggerSource::kOnHit;
-  if (!Queue(shard, key, st,
-             PromotionTaskMsg{hooks_.tenant_name(key.tenant), key.key, m.size,
-                              st.task_id, st.source, false})) {
+  if (!Queue(
+          shard, key, st,
+          PromotionTaskMsg{hooks_.tenant_name(key.tenant), std::string(key.key),
+                           m.size, st.task_id, st.source, false})) {
     return "holder_gone";  // the holder was dropped meanwhile
   }
   return nullptr;
@@ -169,8 +170,9 @@ PromotionScheduler::RouterAdmission PromotionScheduler::AdmitRouter(
   st.from_prefetch = true;
   st.deadline_ms = deadline_in_ms > 0 ? now + deadline_in_ms : 0;
   if (!Queue(shard, key, st,
-             PromotionTaskMsg{hooks_.tenant_name(key.tenant), key.key, size,
-                              st.task_id, st.source, true, st.deadline_ms})) {
+             PromotionTaskMsg{hooks_.tenant_name(key.tenant),
+                              std::string(key.key), size, st.task_id, st.source,
+                              true, st.deadline_ms})) {
     return RouterAdmission::kHolderGone;
   }
   return RouterAdmission::kQueued;
@@ -302,7 +304,7 @@ void PromotionScheduler::Expire(Shard& shard, const ObjectKeyView& key,
     // theirs.
     ObjectMeta& m = obj->second;
     if (!m.HasCompleteMemory())
-      m.lease_deadline_ms = m.reader_lease_deadline_ms;
+      m.set_lease_deadline_ms(m.reader_lease_deadline_ms());
   }
   tiering_.prefetch_fate.With("expired").Inc();
   metrics_

@@ -58,7 +58,8 @@ class PromotionSchedulerTest : public ::testing::Test {
   // A COMPLETE object of `size` bytes held only on the holder's SSD.
   ObjectMeta& AddOnDisk(const std::string& key, uint64_t size = kKiB) {
     // Filled in place: GCC 12 takes a fresh local ObjectMeta's first
-    // push_back for a read of uninitialized memory (CMakeLists.txt).
+    // push_back for a read of uninitialized memory (absl::InlinedVector's,
+    // before ReplicaList).
     ObjectMeta& m = ShardOf(key).objects()[Key(key)];
     m.size = size;
     m.replicas.push_back(Replica{0, holder_, 0, ReplicaKind::kLocalDisk,
@@ -270,8 +271,8 @@ TEST_F(PromotionSchedulerTest, ExpiredTaskReleasesSlotAndBuffer) {
   Mount("holder", 10 * kKiB, SegmentKind::kPrefetchBuffer);
   const int64_t now = clock_.NowMs();
   ObjectMeta& m = AddOnDisk("late");
-  m.lease_deadline_ms = now + 60000;  // the trigger's
-  m.reader_lease_deadline_ms = now;
+  m.set_lease_deadline_ms(now + 60000);  // the trigger's
+  m.set_reader_lease_deadline_ms(now);
   AddOnDisk("early");
   ASSERT_TRUE(scheduler_->ReserveBuffer(holder_, "holder", 8 * kKiB));
   ASSERT_TRUE(Enqueue("late", now + 100, 8 * kKiB));
@@ -292,7 +293,7 @@ TEST_F(PromotionSchedulerTest, ExpiredTaskReleasesSlotAndBuffer) {
   EXPECT_EQ(tasks[1].deadline_in_ms, 300);
   EXPECT_EQ(Entry("late"), nullptr);
   EXPECT_NE(Entry("early"), nullptr);
-  EXPECT_EQ(m.lease_deadline_ms, m.reader_lease_deadline_ms);
+  EXPECT_EQ(m.lease_deadline_ms(), m.reader_lease_deadline_ms());
   PromotionCounters c = scheduler_->counters();
   EXPECT_EQ(c.expired, 1u);
   EXPECT_EQ(c.in_flight, 1u);
