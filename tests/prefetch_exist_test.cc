@@ -15,6 +15,13 @@ using kvpool::testing::kValue;
 using kvpool::testing::RandomBytes;
 using kvpool::testing::WaitUntil;
 
+// The two transports the parameterised suites run over, and their names.
+const auto kTransports =
+    ::testing::Values(TransportMode::kAuto, TransportMode::kTcp);
+std::string TransportName(const ::testing::TestParamInfo<TransportMode>& info) {
+  return info.param == TransportMode::kTcp ? "Tcp" : "SharedMemory";
+}
+
 class PrefetchExistTest : public kvpool::testing::SsdFixture {
  protected:
   void SetUp() override {
@@ -138,14 +145,7 @@ TEST_P(GetKickTest, GetKickPromotesForTheNextGet) {
   EXPECT_EQ(c->counters().ssd_bytes_read, ssd_before);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, GetKickTest,
-                         ::testing::Values(TransportMode::kAuto,
-                                           TransportMode::kTcp),
-                         [](const auto& info) {
-                           return info.param == TransportMode::kTcp
-                                      ? std::string("Tcp")
-                                      : std::string("SharedMemory");
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, GetKickTest, kTransports, TransportName);
 
 TEST_F(PrefetchExistTest, DramPressureOpensCooldownAndKickBypassesIt) {
   opts_.num_nodes = 1;
@@ -370,14 +370,8 @@ TEST_P(SharedReadTest, ByDefaultAPromotionAfterItsGetIsNotRead) {
   EXPECT_EQ(Tier(*c, keys[0]), "local_disk");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, SharedReadTest,
-                         ::testing::Values(TransportMode::kAuto,
-                                           TransportMode::kTcp),
-                         [](const auto& info) {
-                           return info.param == TransportMode::kTcp
-                                      ? std::string("Tcp")
-                                      : std::string("SharedMemory");
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, SharedReadTest, kTransports,
+                         TransportName);
 
 }  // namespace
 }  // namespace kvpool

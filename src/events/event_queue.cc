@@ -20,14 +20,7 @@ void EventQueue::DropLocked() {
 }
 
 bool EventQueue::Push(TierEvent&& ev) {
-  ev.ts_us = CoarseNowUs();  // outside the lock
-  MutexLock lock(&mu_);
-  if (events_.size() >= capacity_) {
-    DropLocked();
-    return false;
-  }
-  events_.push_back(std::move(ev));
-  return true;
+  return Emplace([&ev](TierEvent& slot) { slot = std::move(ev); });
 }
 
 uint64_t EventQueue::Drain(std::vector<TierEvent>* out) {
