@@ -5,6 +5,8 @@
 //   MasterService (no gRPC), events off (0), or on with a KvEventPublisher
 //   on tcp://127.0.0.1 and a subscriber draining it (1: a router's load) or
 //   none (2).
+// BM_MasterPutCounted/events:{0,1}: the same, exactly 20000 puts (for
+//   callgrind).
 // BM_MasterLookup/events:{0,1}: QueryReadOnlyBatch of 128 keys (the
 //   router's batched tier lookup) on 100k keys, same two settings.
 // BM_Publisher/subscriber:{0,1}: tier changes pushed into the queue and
@@ -134,6 +136,15 @@ BENCHMARK(BM_MasterPut)
     ->Arg(1)
     ->Arg(2)
     ->MinTime(1.0);
+// The same puts, a fixed 20000 of them: for instruction counts under
+// callgrind (docs/kv_events.md, "Cost"), where the table's growth must be
+// the same with events on and off.
+BENCHMARK(BM_MasterPut)
+    ->Name("BM_MasterPutCounted")
+    ->ArgName("events")
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(20000);
 
 void BM_MasterLookup(benchmark::State& state) {
   Master m(state.range(0));

@@ -229,7 +229,8 @@ Status MasterService::CommitPut(
       not_before = it->second.lease_deadline_ms();
       const ReplicaList replicas = it->second.replicas;
       EmitPerHolder(events::TierEventKind::kReplaced, it->first,
-                    it->second.size, it->second.replicas);
+                    it->second.size, it->second.replicas,
+                    events::Trigger::kNone, false, false, &tenant);
       DropDiskCopies(it->first, it->second);
       EraseObject(shard, it, not_before, EraseCause::kReplaced);
       CollectHolders(replicas, holders);
@@ -239,7 +240,7 @@ Status MasterService::CommitPut(
     NotePlaced(ins->first, ins->second);
     EmitPerHolder(events::TierEventKind::kStored, ins->first, ins->second.size,
                   ins->second.replicas, events::Trigger::kNone, false,
-                  /*reverse=*/true);
+                  /*reverse=*/true, &tenant);
     if (config_.put_waits_for_holders)
       CollectHolders(ins->second.replicas, holders);
     if (config_.enable_offload && !config_.offload_on_evict) {
@@ -258,7 +259,7 @@ Status MasterService::CommitPut(
   NotePlaced(it->first, it->second);
   EmitPerHolder(events::TierEventKind::kStored, it->first, it->second.size,
                 it->second.replicas, events::Trigger::kNone, false,
-                /*reverse=*/true);
+                /*reverse=*/true, &tenant);
   if (config_.put_waits_for_holders)
     CollectHolders(it->second.replicas, holders);
   if (config_.enable_offload && !config_.offload_on_evict) {

@@ -478,10 +478,13 @@ class MasterService {
   // KV events (master_events.cc); each a no-op while events are off.
   // `media`: events::Medium bits of the copies on `node`, the holder.
   // Shard lock held.
+  // `tenant_name`: the name of key.tenant where the caller has it (the put
+  // path), else it is looked up.
   void EmitTierEvent(events::TierEventKind kind, const ObjectKey& key,
-                     uint64_t size, uint8_t media, const std::string& node,
+                     uint64_t size, uint8_t media, std::string_view node,
                      events::Trigger trigger = events::Trigger::kNone,
-                     bool ssd_copy = false);
+                     bool ssd_copy = false,
+                     const std::string* tenant_name = nullptr);
   // One event per holder node of the COMPLETE copies among `replicas`,
   // naming the tiers of that node's copies, in the order the nodes first
   // appear; `reverse`: the other way round (a put's copies: a subscriber
@@ -489,7 +492,8 @@ class MasterService {
   void EmitPerHolder(events::TierEventKind kind, const ObjectKey& key,
                      uint64_t size, std::span<const Replica> replicas,
                      events::Trigger trigger = events::Trigger::kNone,
-                     bool ssd_copy = false, bool reverse = false);
+                     bool ssd_copy = false, bool reverse = false,
+                     const std::string* tenant_name = nullptr);
   uint8_t MediumOfSegment(uint32_t segment) const;
   void EmitCleared(const std::string& tenant);
   // Whether a re-registered copy of `version` may become `key`'s value

@@ -54,18 +54,22 @@ int64_t TenantTable::Lookup(std::string_view name) const {
 }
 
 std::string TenantTable::Name(uint32_t id) const {
+  return std::string(NameView(id));
+}
+
+std::string_view TenantTable::NameView(uint32_t id) const {
   using Cache = PerThreadCache<TenantTable, std::string>;
   if (const std::string* name = Cache::Find(
           cache_owner_, forgotten_.load(std::memory_order_acquire), id))
     return *name;
   ReaderLock lock(&mu_);
   auto it = entries_.find(id);
-  if (it == entries_.end()) return std::string();
+  if (it == entries_.end()) return {};
   // Forgetting takes the lock exclusively: the count read here is the one
   // this name is current under.
-  Cache::Fill(cache_owner_, forgotten_.load(std::memory_order_relaxed), id,
-              it->second.name);
-  return it->second.name;
+  const uint64_t gen = forgotten_.load(std::memory_order_relaxed);
+  Cache::Fill(cache_owner_, gen, id, it->second.name);
+  return *Cache::Find(cache_owner_, gen, id);
 }
 
 uint64_t TenantTable::NameHash(uint32_t id) const {

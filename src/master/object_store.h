@@ -243,6 +243,10 @@ class TenantTable {
   // Without the table's lock when this thread asked for the id before and
   // no tenant was forgotten since (it is asked per event, per put).
   std::string Name(uint32_t id) const;
+  // The same as a view into this thread's cache of names, valid until this
+  // thread's next Name or NameView call (empty for an unknown id): the
+  // events' hot path copies it at once and so copies no std::string.
+  std::string_view NameView(uint32_t id) const;
   // HashName of the tenant's name; 0 for an unknown id.
   uint64_t NameHash(uint32_t id) const;
   // What state that must outlive a tenant (version floors, lost versions)

@@ -101,23 +101,23 @@ std::optional<SegmentKind> SegmentManager::KindOf(uint32_t id) const {
   return it->second->info.kind;
 }
 
-bool SegmentManager::HolderOf(uint32_t id, std::string* node_id,
+bool SegmentManager::HolderOf(uint32_t id, std::string_view* node_id,
                               SegmentKind* kind) const {
   using Cache =
       PerThreadCache<SegmentManager, std::pair<std::string, SegmentKind>>;
-  if (const auto* hit = Cache::Find(
-          cache_owner_, unmounts_.load(std::memory_order_acquire), id)) {
-    *node_id = hit->first;
-    *kind = hit->second;
-    return true;
+  const auto* hit =
+      Cache::Find(cache_owner_, unmounts_.load(std::memory_order_acquire), id);
+  if (hit == nullptr) {
+    ReaderLock lock(&mu_);
+    auto it = segments_.find(id);
+    if (it == segments_.end()) return false;
+    const uint64_t gen = unmounts_.load(std::memory_order_relaxed);
+    Cache::Fill(cache_owner_, gen, id,
+                {it->second->info.node_id, it->second->info.kind});
+    hit = Cache::Find(cache_owner_, gen, id);
   }
-  ReaderLock lock(&mu_);
-  auto it = segments_.find(id);
-  if (it == segments_.end()) return false;
-  *node_id = it->second->info.node_id;
-  *kind = it->second->info.kind;
-  Cache::Fill(cache_owner_, unmounts_.load(std::memory_order_relaxed), id,
-              {*node_id, *kind});
+  *node_id = hit->first;
+  *kind = hit->second;
   return true;
 }
 

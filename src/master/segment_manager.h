@@ -114,8 +114,10 @@ class SegmentManager {
   // The node and kind of a mounted segment into *node_id and *kind (false,
   // and nothing written, if it is not mounted): the same, for the events'
   // holder field; without the lock when this thread asked for the segment
-  // before and nothing was unmounted since.
-  bool HolderOf(uint32_t id, std::string* node_id, SegmentKind* kind) const;
+  // before and nothing was unmounted since. *node_id views this thread's
+  // cache: valid until the thread's next HolderOf call.
+  bool HolderOf(uint32_t id, std::string_view* node_id,
+                SegmentKind* kind) const;
   bool IsMounted(uint32_t id) const { return Info(id) != nullptr; }
   SegmentUsage Usage(SegmentKind kind) const;
   // The same, only over the segments of one node.

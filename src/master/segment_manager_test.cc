@@ -77,7 +77,7 @@ TEST_F(SegmentManagerUnitTest, IdsAreNeverReusedAfterUnmount) {
 TEST_F(SegmentManagerUnitTest, HolderOfForgetsWhatWasUnmounted) {
   const uint32_t a = Mount("na"),
                  b = Mount("nb", kCap, SegmentKind::kPrefetchBuffer);
-  std::string node;
+  std::string_view node;
   SegmentKind kind = SegmentKind::kMain;
   for (int round = 0; round < 2; ++round) {  // the second from the cache
     ASSERT_TRUE(segs_.HolderOf(a, &node, &kind));
