@@ -7,6 +7,11 @@
 //   none (2).
 // BM_MasterPutCounted/events:{0,1}: the same, exactly 20000 puts (for
 //   callgrind).
+// BM_MasterPutServed/events:{0,1}: the master as clients see it: a
+//   MasterServer on loopback (gRPC), one client putting batches of 16 keys
+//   (BatchPutStart + BatchPutEnd, as the client library's batch put does),
+//   events off or on with a subscriber draining; keys per second of wall
+//   time.
 // BM_MasterLookup/events:{0,1}: QueryReadOnlyBatch of 128 keys (the
 //   router's batched tier lookup) on 100k keys, same two settings.
 // BM_Publisher/subscriber:{0,1}: tier changes pushed into the queue and
@@ -26,7 +31,9 @@
 #include <zmq_addon.hpp>
 
 #include "events/kv_event_publisher.h"
+#include "master/master_server.h"
 #include "master/master_service.h"
+#include "rpc/master_client.h"
 
 namespace kvpool {
 namespace {
@@ -145,6 +152,78 @@ BENCHMARK(BM_MasterPut)
     ->Arg(0)
     ->Arg(1)
     ->Iterations(20000);
+
+// A MasterServer on loopback with one large virtual segment, with or
+// without events (on: a subscriber draining), and a gRPC client.
+struct ServedMaster {
+  explicit ServedMaster(int64_t events) {
+    MasterConfig mc;
+    mc.rpc_port = 0;
+    mc.metrics_port = -1;
+    mc.client_ttl = 1 << 20;  // the fake segment never heartbeats
+    if (events) mc.kv_events_endpoint = "tcp://127.0.0.1:*";
+    server = std::make_unique<MasterServer>(mc);
+    if (!server->Start().ok()) std::abort();
+    if (auto* pub = server->events_publisher()) {
+      sub = std::make_unique<DrainingSubscriber>(pub->endpoint());
+      Join(*pub, *sub);
+    }
+    SegmentInfo seg;
+    seg.node_id = "bench-node";
+    seg.capacity = 64ull << 40;
+    seg.data_endpoint = "127.0.0.1:1";
+    if (!server->service().MountSegment(seg).ok()) std::abort();
+    client = std::make_unique<MasterClient>(server->address(), 10000);
+  }
+  ~ServedMaster() {
+    client.reset();
+    server->Stop();
+  }
+  void PutBatch(uint64_t first, int n) {
+    rpc::BatchPutStartRequest start;
+    rpc::BatchKeyRequest end;
+    for (int i = 0; i < n; ++i) {
+      std::string key = fmt::format("put-{:010d}", first + i);
+      auto* item = start.add_items();
+      item->set_key(key);
+      item->set_size(4096);
+      end.add_keys(std::move(key));
+    }
+    rpc::BatchPutStartResponse started;
+    rpc::BatchKeyStatus ended;
+    if (!client->Call(&rpc::MasterService::Stub::BatchPutStart, start, &started)
+             .ok() ||
+        !client->Call(&rpc::MasterService::Stub::BatchPutEnd, end, &ended)
+             .ok()) {
+      std::abort();
+    }
+    for (const auto& item : started.items())
+      if (item.error_code() != 0) std::abort();
+    for (int code : ended.error_codes())
+      if (code != 0) std::abort();
+  }
+
+  std::unique_ptr<MasterServer> server;
+  std::unique_ptr<DrainingSubscriber> sub;
+  std::unique_ptr<MasterClient> client;
+};
+
+void BM_MasterPutServed(benchmark::State& state) {
+  constexpr int kBatch = 16;
+  ServedMaster m(state.range(0));
+  uint64_t i = 0;
+  for (auto _ : state) {
+    m.PutBatch(i, kBatch);
+    i += kBatch;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(i));
+}
+BENCHMARK(BM_MasterPutServed)
+    ->ArgName("events")
+    ->Arg(0)
+    ->Arg(1)
+    ->MinTime(1.0)
+    ->UseRealTime();
 
 void BM_MasterLookup(benchmark::State& state) {
   Master m(state.range(0));

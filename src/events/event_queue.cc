@@ -91,14 +91,18 @@ bool EventQueue::Push(const TierEvent& ev) {
 
 void EventQueue::Decode(const Log& log, int64_t ts_us,
                         std::vector<TierEvent>* out) {
-  out->reserve(log.events);
+  // Over the events *out already holds: their strings keep their buffers,
+  // so keys longer than a string's inline bytes cost no allocation per
+  // drain once the publisher's vector has grown.
+  size_t n = 0;
   const char* p = log.data.get();
   const char* end = p + log.used;
   while (p < end) {
     RecordHeader h;
     std::memcpy(&h, p, sizeof(h));
     p += sizeof(h);
-    TierEvent& ev = out->emplace_back();
+    if (n == out->size()) out->emplace_back();
+    TierEvent& ev = (*out)[n++];
     ev.kind = h.kind;
     ev.media = h.media;
     ev.trigger = h.trigger;
@@ -112,10 +116,10 @@ void EventQueue::Decode(const Log& log, int64_t ts_us,
     ev.node.assign(p, h.node_len);
     p += h.node_len;
   }
+  out->resize(n);
 }
 
 uint64_t EventQueue::Drain(std::vector<TierEvent>* out) {
-  out->clear();
   MutexLock drain_lock(&drain_mu_);
   uint64_t dropped;
   {
