@@ -2,8 +2,9 @@
 # Runs test suites in a sanitizer build of their own (docs/sanitizers.md):
 #   scripts/sanitize.sh asan   every ctest entry, built with ASan+UBSan
 #                              (build-asan/), Python tests included
-#   scripts/sanitize.sh tsan   the concurrent suites (master, transport,
-#                              client, router, cluster, ha, events) built
+#   scripts/sanitize.sh tsan   the concurrent suites (common, master,
+#                              transport, client, router, cluster, ha,
+#                              events) built
 #                              with TSan
 #                              (build-tsan/)
 # Extra arguments go to ctest (e.g. -R master_test). Env: JOBS (ninja -j,
@@ -52,10 +53,11 @@ case $kind in
     build=$ROOT/build-tsan sanitize=thread
     # The suites whose tests run threads against each other, and the
     # binaries they start.
-    targets=(master_test transport_test client_test rpc_test router_test
-             cluster_test ha_test events_test kvpool-master kvpool-node)
+    targets=(common_test master_test transport_test client_test rpc_test
+             router_test cluster_test ha_test events_test kvpool-master
+             kvpool-node)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:print_suppressions=0"
-    ctest_filter=(-R '^(master|transport|client|rpc|router|cluster|ha|events)_test$')
+    ctest_filter=(-R '^(common|master|transport|client|rpc|router|cluster|ha|events)_test$')
     ;;
   *)
     echo "unknown sanitizer '$kind' (asan or tsan)" >&2
