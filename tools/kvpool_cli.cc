@@ -431,6 +431,10 @@ int main(int argc, char** argv) {
       ->add_option("--timeout", bench_opts.failover_timeout_sec,
                    "s each wait may take (puts, directories, recovery)")
       ->capture_default_str();
+  bench_failover->add_flag(
+      "--no_recovery_sweep", bench_opts.failover_no_recovery_sweep,
+      "no exist passes during the recovery (a control): all_served is the "
+      "later node's re-registration, checked by one sweep after");
 
   auto* bench_envelope = bench->add_subcommand(
       "master-envelope",
