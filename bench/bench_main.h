@@ -73,8 +73,8 @@ struct BenchOptions {
   // heartbeat meanwhile, so a short TTL declares it dead mid-way at large N.
   int64_t failover_client_ttl_sec = 10;
   double failover_timeout_sec = 300;  // per wait (put, directories, recovery)
-  bool failover_no_recovery_sweep =
-      false;  // no exist passes while nodes re-register
+  // No exist passes while the nodes re-register (a control).
+  bool failover_no_recovery_sweep = false;
 
   // master-envelope
   std::vector<uint64_t> envelope_steps = {1000000, 10000000, 30000000};

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "bench/bench_main.h"
@@ -61,6 +62,10 @@ struct FailoverRow {
   // Each node has handed its whole directory to the new leader (its
   // kvpool_node_dram_reregistered_total moved), from the kill.
   double node_rereg_ms[2] = {-1, -1};
+  // CPU the successor master used from the kill until both nodes were
+  // done (user + system): near the wall time, it is what bounds the
+  // re-registration.
+  double successor_cpu_ms = -1;
   uint64_t served = 0;       // keys present in the final sweep
   double sweep_ms = 0;       // that sweep alone, all N keys
   int sweep_passes = 0;      // exist passes until none was missing
@@ -92,6 +97,24 @@ uint64_t Reregistered(Node& node) {
   return node.metrics()
       .GetCounter("kvpool_node_dram_reregistered_total")
       .Value();
+}
+
+// User + system CPU time of process `pid`, in ms (-1 if unreadable).
+double CpuMs(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  // "pid (comm) S ...": utime and stime are the 12th and 13th fields after
+  // the state, which follows the last ')'.
+  const size_t p = line.rfind(')');
+  if (p == std::string::npos) return -1;
+  std::istringstream in(line.substr(p + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 0; i < 13 && in >> field; ++i) {
+    if (i >= 11) ticks += std::stod(field);
+  }
+  return ticks * 1e3 / double(sysconf(_SC_CLK_TCK));
 }
 
 double MsSince(double t0) { return (bench::NowSec() - t0) * 1e3; }
@@ -180,6 +203,7 @@ class HaCluster {
     waitpid(masters_[i].pid, nullptr, 0);
     masters_[i].pid = -1;
   }
+  pid_t pid(int i) const { return masters_[i].pid; }
   const std::string& etcd_endpoint() const { return etcd_.endpoint(); }
   Node& node(int i) { return *nodes_[i]; }
   Client& client() { return *client_; }
@@ -335,6 +359,8 @@ FailoverRow RunCase(const BenchOptions& opts, uint64_t n, int run) {
     }
     std::fprintf(stderr, "  %s kill -9 of master%d (epoch %lu)\n", tag.c_str(),
                  leader, before->epoch);
+    const pid_t successor = h.pid(1 - leader);
+    const double cpu0 = CpuMs(successor);
     const double t0 = bench::NowSec();
     h.Kill(leader);
 
@@ -356,6 +382,7 @@ FailoverRow RunCase(const BenchOptions& opts, uint64_t n, int run) {
     // Each node's re-registration done: its counter moves once, at the end
     // of its whole directory (read in-process, 1 ms apart).
     std::atomic<double> rereg_at[2] = {-1, -1};
+    std::atomic<double> cpu1{-1};
     std::thread rereg([&] {
       uint64_t base[2];
       for (int i = 0; i < 2; ++i) base[i] = Reregistered(h.node(i));
@@ -366,6 +393,7 @@ FailoverRow RunCase(const BenchOptions& opts, uint64_t n, int run) {
         }
         usleep(1000);
       }
+      cpu1 = CpuMs(successor);
     });
     // The pre-put key, read in a tight loop (2 ms after a miss or error).
     std::thread get([&] {
@@ -429,15 +457,16 @@ FailoverRow RunCase(const BenchOptions& opts, uint64_t n, int run) {
     row.first_put_ms = put;
     row.probe_wrong = wrong;
     for (int i = 0; i < 2; ++i) row.node_rereg_ms[i] = rereg_at[i];
+    if (cpu0 >= 0 && cpu1 >= 0) row.successor_cpu_ms = cpu1 - cpu0;
     if (opts.failover_no_recovery_sweep && rereg_at[0] >= 0 && rereg_at[1] >= 0)
       row.all_served_ms = std::max(rereg_at[0].load(), rereg_at[1].load());
     std::fprintf(stderr,
                  "  %s elected %.0f ms, first right get %.0f ms, nodes "
-                 "re-registered %.0f / %.0f ms, all served %.0f ms, first put "
-                 "%.0f ms\n",
+                 "re-registered %.0f / %.0f ms (successor CPU %.0f ms), all "
+                 "served %.0f ms, first put %.0f ms\n",
                  tag.c_str(), row.elected_ms, row.first_right_get_ms,
-                 row.node_rereg_ms[0], row.node_rereg_ms[1], row.all_served_ms,
-                 row.first_put_ms);
+                 row.node_rereg_ms[0], row.node_rereg_ms[1],
+                 row.successor_cpu_ms, row.all_served_ms, row.first_put_ms);
 
     // One full sweep on its own: what the all_served figure's passes cost.
     const double ts = bench::NowSec();
@@ -502,13 +531,13 @@ void WriteJson(const BenchOptions& opts, const std::vector<FailoverRow>& rows) {
         << fmt::format(
                R"({{"objects":{},"run":{},"put_sec":{:.3f},"dir_sync_ms":{:.1f},)"
                R"("elected_ms":{:.1f},"first_right_get_ms":{:.1f},"all_served_ms":{:.1f},)"
-               R"("first_put_ms":{:.1f},"node_rereg_ms":[{:.1f},{:.1f}],"served":{},"exist_sweep_ms":{:.1f},"sweep_passes":{},)"
+               R"("first_put_ms":{:.1f},"node_rereg_ms":[{:.1f},{:.1f}],"successor_cpu_ms":{:.0f},"served":{},"exist_sweep_ms":{:.1f},"sweep_passes":{},)"
                R"("probe_wrong":{},"sampled":{},"sample_bad":{},"sample_missing":{},"error":"{}"}})",
                r.n, r.run, r.put_sec, r.dir_sync_ms, r.elected_ms,
                r.first_right_get_ms, r.all_served_ms, r.first_put_ms,
-               r.node_rereg_ms[0], r.node_rereg_ms[1], r.served, r.sweep_ms,
-               r.sweep_passes, r.probe_wrong, r.sampled, r.sample_bad,
-               r.sample_missing, r.error);
+               r.node_rereg_ms[0], r.node_rereg_ms[1], r.successor_cpu_ms,
+               r.served, r.sweep_ms, r.sweep_passes, r.probe_wrong, r.sampled,
+               r.sample_bad, r.sample_missing, r.error);
   }
   out << "]}\n";
 }
@@ -563,12 +592,13 @@ int RunFailoverBench(const BenchOptions& opts) {
       !opts.failover_no_recovery_sweep
           ? ""
           : "; no exist passes during the recovery");
-  const char* kHead = "%-8s %-6s %6s %8s %8s %10s %11s %10s %9s %8s %6s %10s\n";
+  const char* kHead =
+      "%-8s %-6s %6s %8s %8s %10s %11s %8s %10s %9s %8s %6s %10s\n";
   std::printf(kHead, "N", "run", "put_s", "dir_sync", "elected", "first_get",
-              "nodes_rereg", "all_served", "first_put", "sweep", "passes",
-              "sample");
-  std::printf(kHead, "", "", "", "ms", "ms", "ms", "ms", "ms", "ms", "ms", "",
-              "bad/read");
+              "nodes_rereg", "succ_cpu", "all_served", "first_put", "sweep",
+              "passes", "sample");
+  std::printf(kHead, "", "", "", "ms", "ms", "ms", "ms", "ms", "ms", "ms", "ms",
+              "", "bad/read");
   bool ok = true;
   for (const auto& r : rows) {
     std::printf(
@@ -577,8 +607,9 @@ int RunFailoverBench(const BenchOptions& opts) {
         Ms(r.elected_ms).c_str(), Ms(r.first_right_get_ms).c_str(),
         fmt::format("{}/{}", Ms(r.node_rereg_ms[0]), Ms(r.node_rereg_ms[1]))
             .c_str(),
-        Ms(r.all_served_ms).c_str(), Ms(r.first_put_ms).c_str(),
-        Ms(r.sweep_ms).c_str(), std::to_string(r.sweep_passes).c_str(),
+        Ms(r.successor_cpu_ms).c_str(), Ms(r.all_served_ms).c_str(),
+        Ms(r.first_put_ms).c_str(), Ms(r.sweep_ms).c_str(),
+        std::to_string(r.sweep_passes).c_str(),
         fmt::format("{}/{}", r.sample_bad, r.sampled).c_str());
     if (!r.error.empty()) {
       std::printf("  error: %s\n", r.error.c_str());
@@ -593,7 +624,7 @@ int RunFailoverBench(const BenchOptions& opts) {
           kHead, std::to_string(n).c_str(), "median", "", "",
           Ms(MedianOf(rows, n, &FailoverRow::elected_ms)).c_str(),
           Ms(MedianOf(rows, n, &FailoverRow::first_right_get_ms)).c_str(), "",
-          Ms(MedianOf(rows, n, &FailoverRow::all_served_ms)).c_str(),
+          "", Ms(MedianOf(rows, n, &FailoverRow::all_served_ms)).c_str(),
           Ms(MedianOf(rows, n, &FailoverRow::first_put_ms)).c_str(), "", "",
           "");
     }
@@ -603,7 +634,9 @@ int RunFailoverBench(const BenchOptions& opts) {
       "directory over), all_served, first_put: ms from the kill -9 of the "
       "leader. all_served: end of the exist pass that found the last missing "
       "key (passes over the keys still missing, 10 ms apart); sweep: one "
-      "exist sweep of all N keys afterwards, for scale\n");
+      "exist sweep of all N keys afterwards, for scale; succ_cpu: CPU time "
+      "(user+system) of the successor master from the kill until both nodes "
+      "were done\n");
   if (!opts.json_path.empty()) WriteJson(opts, rows);
   if (!opts.svg_path.empty()) WriteSvg(opts, rows);
   return ok ? 0 : 1;

@@ -21,6 +21,7 @@ OBJECTS = 2000
 ROW_FIELDS = [
     "objects", "run", "put_sec", "dir_sync_ms", "elected_ms",
     "first_right_get_ms", "all_served_ms", "first_put_ms", "node_rereg_ms",
+    "successor_cpu_ms",
     "served", "exist_sweep_ms", "sweep_passes", "probe_wrong", "sampled",
     "sample_bad", "sample_missing", "error",
 ]
