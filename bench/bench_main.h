@@ -73,6 +73,9 @@ struct BenchOptions {
   // heartbeat meanwhile, so a short TTL declares it dead mid-way at large N.
   int64_t failover_client_ttl_sec = 10;
   double failover_timeout_sec = 300;  // per wait (put, directories, recovery)
+  // Masters without --put_waits_for_holders (a put is then acknowledged
+  // before its node's directory holds it).
+  bool failover_no_put_waits = false;
   // No exist passes while the nodes re-register (a control).
   bool failover_no_recovery_sweep = false;
 

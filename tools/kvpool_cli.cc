@@ -432,6 +432,10 @@ int main(int argc, char** argv) {
                    "s each wait may take (puts, directories, recovery)")
       ->capture_default_str();
   bench_failover->add_flag(
+      "--no_put_waits", bench_opts.failover_no_put_waits,
+      "masters without put_waits_for_holders (by default on: a put is "
+      "acknowledged once its node's directory holds it)");
+  bench_failover->add_flag(
       "--no_recovery_sweep", bench_opts.failover_no_recovery_sweep,
       "no exist passes during the recovery (a control): all_served is the "
       "later node's re-registration, checked by one sweep after");
