@@ -355,6 +355,18 @@ FailoverRow RunCase(const BenchOptions& opts, uint64_t n, int run) {
       return row;
     }
     row.dir_sync_ms = MsSince(td);
+    // Every key is served before the kill, so that a key missing after it
+    // was lost by the failover, not before.
+    {
+      std::vector<uint64_t> all(n);
+      for (uint64_t i = 0; i < n; ++i) all[i] = i;
+      const std::vector<uint64_t> gone = Missing(h.client(), keys, all);
+      if (!gone.empty()) {
+        row.error = fmt::format("{} keys missing before the kill (first {})",
+                                gone.size(), keys[gone[0]]);
+        return row;
+      }
+    }
 
     std::mt19937_64 rng(n * 31 + run);
     const uint64_t probe = rng() % n;
