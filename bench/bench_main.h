@@ -62,6 +62,23 @@ struct BenchOptions {
   int restart_samples = 1000;                  // values read back byte-exact
   bool restart_baseline_largest_only = false;  // else the baseline for every N
 
+  // failover (HA, kill -9 of the leader)
+  std::vector<uint64_t> failover_objects = {100000, 1000000};
+  uint64_t failover_value_bytes = 1024;
+  int failover_runs = 1;                 // kills per N, each on a new cluster
+  int failover_samples = 1000;           // values read back byte-exact
+  int failover_ha_lease_ttl_sec = 1;     // masters' --ha_lease_ttl_sec
+  int64_t failover_lease_ttl_ms = 1000;  // masters' --default_kv_lease_ttl
+  // Masters' --client_ttl: a node re-registering its directory sends no
+  // heartbeat meanwhile, so a short TTL declares it dead mid-way at large N.
+  int64_t failover_client_ttl_sec = 10;
+  double failover_timeout_sec = 300;  // per wait (put, directories, recovery)
+  // Masters without --put_waits_for_holders (a put is then acknowledged
+  // before its node's directory holds it).
+  bool failover_no_put_waits = false;
+  // No exist passes while the nodes re-register (a control).
+  bool failover_no_recovery_sweep = false;
+
   // master-envelope
   std::vector<uint64_t> envelope_steps = {1000000, 10000000, 30000000};
   int envelope_nodes = 256;
@@ -76,6 +93,8 @@ int RunExistPrefetchBench(const BenchOptions& opts);
 int RunTierLatencyBench(const BenchOptions& opts);
 int RunRouterPrefetchBench(const BenchOptions& opts);
 int RunRestartBench(const BenchOptions& opts);
+// failover: HA failover time (kill -9 of the leader) against N.
+int RunFailoverBench(const BenchOptions& opts);
 // transfer --security: the cost of authentication and capabilities.
 int RunSecurityCostBench(const BenchOptions& opts);
 int RunMultiBufferBench(const BenchOptions& opts);

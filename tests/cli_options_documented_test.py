@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Every option of `kvpool replay --help` and `kvpool trace-gen --help` is
-named in docs/replay.md, and every one of `kvpool bench master-envelope
---help` in docs/master_envelope.md, so a new knob cannot ship undocumented.
+named in docs/replay.md, every one of `kvpool bench master-envelope
+--help` in docs/master_envelope.md and of `kvpool bench failover --help` in
+docs/results/ha/failover-at-n.md, so a new knob cannot ship undocumented.
 
     tests/cli_options_documented_test.py --kvpool build/bin/kvpool
 """
@@ -19,6 +20,7 @@ COMMANDS = [
     (["replay"], "replay.md"),
     (["trace-gen"], "replay.md"),
     (["bench", "master-envelope"], "master_envelope.md"),
+    (["bench", "failover"], os.path.join("results", "ha", "failover-at-n.md")),
 ]
 
 
@@ -52,8 +54,8 @@ def main():
     if missing:
         print("FAIL: options not documented:\n  " + "\n  ".join(missing))
         return 1
-    print("ok: every option of kvpool replay, trace-gen and bench "
-          "master-envelope is documented")
+    print("ok: every option of kvpool replay, trace-gen, bench "
+          "master-envelope and bench failover is documented")
     return 0
 
 

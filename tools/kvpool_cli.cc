@@ -391,6 +391,55 @@ int main(int argc, char** argv) {
                           "run the directory-off baseline for the largest N "
                           "only (by default for every N)");
 
+  auto* bench_failover = bench->add_subcommand(
+      "failover",
+      "HA: kill -9 of the leading master at N objects, time until the "
+      "standby serves them (docs/results/ha/failover-at-n.md)");
+  bench_failover->add_option("--json", bench_opts.json_path,
+                             "also write JSON here");
+  bench_failover->add_option("--svg", bench_opts.svg_path,
+                             "failover times vs N as SVG");
+  bench_failover
+      ->add_option("--objects", bench_opts.failover_objects,
+                   "object counts N to run (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  kvpool::AddSizeFlag(*bench_failover, "--value_size",
+                      &bench_opts.failover_value_bytes, "bytes per value");
+  bench_failover
+      ->add_option("--runs", bench_opts.failover_runs,
+                   "kills per N, each on a fresh cluster")
+      ->capture_default_str();
+  bench_failover
+      ->add_option("--samples", bench_opts.failover_samples,
+                   "values read back byte-exact after the failover")
+      ->capture_default_str();
+  bench_failover
+      ->add_option("--ha_lease_ttl_sec", bench_opts.failover_ha_lease_ttl_sec,
+                   "masters' leadership lease in etcd")
+      ->capture_default_str();
+  bench_failover
+      ->add_option("--lease_ttl_ms", bench_opts.failover_lease_ttl_ms,
+                   "masters' default_kv_lease_ttl (re-mounted segments are "
+                   "closed this long)")
+      ->capture_default_str();
+  bench_failover
+      ->add_option("--client_ttl", bench_opts.failover_client_ttl_sec,
+                   "masters' client_ttl: s of silence until a node is dead")
+      ->capture_default_str();
+  bench_failover
+      ->add_option("--timeout", bench_opts.failover_timeout_sec,
+                   "s each wait may take (puts, directories, recovery)")
+      ->capture_default_str();
+  bench_failover->add_flag(
+      "--no_put_waits", bench_opts.failover_no_put_waits,
+      "masters without put_waits_for_holders (by default on: a put is "
+      "acknowledged once its node's directory holds it)");
+  bench_failover->add_flag(
+      "--no_recovery_sweep", bench_opts.failover_no_recovery_sweep,
+      "no exist passes during the recovery (a control): all_served is the "
+      "later node's re-registration, checked by one sweep after");
+
   auto* bench_envelope = bench->add_subcommand(
       "master-envelope",
       "where one master stops: memory, lookups, puts, heartbeats, "
@@ -548,6 +597,7 @@ int main(int argc, char** argv) {
   if (*bench_exist) return kvpool::RunExistPrefetchBench(bench_opts);
   if (*bench_tier) return kvpool::RunTierLatencyBench(bench_opts);
   if (*bench_restart) return kvpool::RunRestartBench(bench_opts);
+  if (*bench_failover) return kvpool::RunFailoverBench(bench_opts);
   if (*bench_envelope) return kvpool::RunMasterEnvelopeBench(bench_opts);
   if (*bench_soak) return kvpool::RunSoakBench(soak_opts);
 
