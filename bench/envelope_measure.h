@@ -27,11 +27,19 @@ struct HoldStats {
   double p999_ms = 0;
   uint64_t holds = 0;
   uint64_t over_8ms = 0;  // holds of 2^23 ns (8.4 ms) or more
+  // The same in the holder's thread CPU time: the work done under the lock,
+  // not stretched by preemption (common/mutex.h, LockHoldTracker).
+  double cpu_max_ms = 0;
+  double cpu_p999_ms = 0;
+  uint64_t cpu_over_8ms = 0;
   void Merge(const HoldStats& o) {
     max_ms = std::max(max_ms, o.max_ms);
     p999_ms = std::max(p999_ms, o.p999_ms);
     holds += o.holds;
     over_8ms += o.over_8ms;
+    cpu_max_ms = std::max(cpu_max_ms, o.cpu_max_ms);
+    cpu_p999_ms = std::max(cpu_p999_ms, o.cpu_p999_ms);
+    cpu_over_8ms += o.cpu_over_8ms;
   }
 };
 

@@ -27,7 +27,8 @@ STEP_FIELDS = [
     "shard_holds",
 ]
 PHASES = ["fill", "lookup", "housekeep", "evict", "node_death", "restart"]
-HOLD_FIELDS = ["max_ms", "p999_ms", "holds", "over_8ms"]
+HOLD_FIELDS = ["max_ms", "p999_ms", "holds", "over_8ms", "cpu_max_ms", "cpu_p999_ms",
+               "cpu_over_8ms"]
 
 
 def number(v):

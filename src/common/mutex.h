@@ -22,6 +22,7 @@
 #define KVPOOL_COMMON_MUTEX_H_
 
 #include <absl/base/thread_annotations.h>
+#include <time.h>
 
 #include <atomic>
 #include <bit>
@@ -37,57 +38,103 @@ namespace kvpool {
 // master's object shards, whose worst hold bounds how long any request on
 // their keys can wait (bench master-envelope reads it). Off unless
 // SetEnabled(true); then each lock and unlock of a tracked mutex reads the
-// steady clock once. Disabled, or on a mutex that did not opt in, a lock
-// costs one pointer test more (and a relaxed load when tracked).
+// steady clock and the holder's thread CPU clock. Disabled, or on a mutex
+// that did not opt in, a lock costs one pointer test more (and a relaxed
+// load when tracked).
+//
+// Two measures of a hold: wall time, what a waiter waits, which includes
+// any time the holder was preempted (on a shared machine, whole time
+// slices); and the holder's thread CPU time, the work done under the lock
+// (page faults and system calls included), which the scheduler does not
+// stretch. A long wall hold with a short CPU hold is the machine, not the
+// code.
 class LockHoldTracker {
  public:
   static void SetEnabled(bool on) {
     enabled_.store(on, std::memory_order_relaxed);
   }
   static bool enabled() { return enabled_.load(std::memory_order_relaxed); }
+  // The CPU-time measure too (while enabled): a system call per lock and
+  // unlock (the thread CPU clock has no vDSO), so a phase whose rate is
+  // measured (lookups) can leave it off.
+  static void SetCpuEnabled(bool on) {
+    cpu_enabled_.store(on, std::memory_order_relaxed);
+  }
 
   // Called with the mutex just taken, and about to be released.
   void Acquired() {
-    if (enabled()) since_ns_ = NowNs();
+    if (!enabled()) return;
+    since_ns_ = NowNs();
+    since_cpu_ns_ =
+        cpu_enabled_.load(std::memory_order_relaxed) ? ThreadCpuNs() : -1;
   }
   void Released() {
     if (since_ns_ == 0) return;
     const int64_t held = NowNs() - since_ns_;
     since_ns_ = 0;
-    histogram_[std::bit_width(uint64_t(held))].fetch_add(
-        1, std::memory_order_relaxed);
-    int64_t cur = max_ns_.load(std::memory_order_relaxed);
-    while (held > cur && !max_ns_.compare_exchange_weak(
-                             cur, held, std::memory_order_relaxed)) {
+    Record(held, histogram_, &max_ns_);
+    if (since_cpu_ns_ >= 0) {
+      Record(ThreadCpuNs() - since_cpu_ns_, cpu_histogram_, &max_cpu_ns_);
     }
   }
   int64_t max_hold_ns() const {
     return max_ns_.load(std::memory_order_relaxed);
   }
-  void Reset() { max_ns_.store(0, std::memory_order_relaxed); }
+  int64_t max_cpu_hold_ns() const {
+    return max_cpu_ns_.load(std::memory_order_relaxed);
+  }
+  void Reset() {
+    max_ns_.store(0, std::memory_order_relaxed);
+    max_cpu_ns_.store(0, std::memory_order_relaxed);
+  }
   // Holds of every tracked mutex by length: bucket b counts holds of
-  // [2^(b-1), 2^b) ns. A preempted holder's hold includes the time it was
-  // not running, so the max alone can be the scheduler's time slice; the
-  // distribution shows whether that was one hold or the typical one.
+  // [2^(b-1), 2^b) ns, of wall time (HoldsInBucket) and of the holder's CPU
+  // time (CpuHoldsInBucket). A preempted holder's wall hold includes the
+  // time it was not running, so the max alone can be the scheduler's time
+  // slice; the distribution shows whether that was one hold or the typical
+  // one.
   static constexpr int kBuckets = 65;
   static uint64_t HoldsInBucket(int b) {
     return histogram_[b].load(std::memory_order_relaxed);
   }
+  static uint64_t CpuHoldsInBucket(int b) {
+    return cpu_histogram_[b].load(std::memory_order_relaxed);
+  }
   static void ResetHistogram() {
     for (auto& b : histogram_) b.store(0, std::memory_order_relaxed);
+    for (auto& b : cpu_histogram_) b.store(0, std::memory_order_relaxed);
   }
 
  private:
+  static void Record(int64_t held, std::atomic<uint64_t>* histogram,
+                     std::atomic<int64_t>* max) {
+    if (held < 0) held = 0;
+    histogram[std::bit_width(uint64_t(held))].fetch_add(
+        1, std::memory_order_relaxed);
+    int64_t cur = max->load(std::memory_order_relaxed);
+    while (held > cur &&
+           !max->compare_exchange_weak(cur, held, std::memory_order_relaxed)) {
+    }
+  }
   static int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  static int64_t ThreadCpuNs() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  }
   static inline std::atomic<bool> enabled_{false};
+  static inline std::atomic<bool> cpu_enabled_{true};
   static inline std::atomic<uint64_t> histogram_[kBuckets] = {};
+  static inline std::atomic<uint64_t> cpu_histogram_[kBuckets] = {};
   // Written and read only by the holder of the tracked mutex.
   int64_t since_ns_ = 0;
+  int64_t since_cpu_ns_ = -1;  // -1: not measured for this hold
   std::atomic<int64_t> max_ns_{0};
+  std::atomic<int64_t> max_cpu_ns_{0};
 };
 
 class ABSL_LOCKABLE Mutex {

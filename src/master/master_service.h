@@ -374,6 +374,7 @@ class MasterService {
   // The longest an object shard's lock was held since the last reset, while
   // LockHoldTracker is enabled (bench master-envelope).
   int64_t MaxShardHoldNs() const { return objects_.MaxHoldNs(); }
+  int64_t MaxShardCpuHoldNs() const { return objects_.MaxCpuHoldNs(); }
   void ResetMaxShardHold() { objects_.ResetMaxHold(); }
   MetricsRegistry& metrics() { return metrics_; }
   std::string StatusJson() const;

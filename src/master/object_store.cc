@@ -104,6 +104,13 @@ int64_t ObjectStore::MaxHoldNs() const {
   return most;
 }
 
+int64_t ObjectStore::MaxCpuHoldNs() const {
+  int64_t most = 0;
+  for (size_t i = 0; i < kShards; ++i)
+    most = std::max(most, shards_[i].hold().max_cpu_hold_ns());
+  return most;
+}
+
 void ObjectStore::ResetMaxHold() {
   for (size_t i = 0; i < kShards; ++i) shards_[i].ResetHold();
 }

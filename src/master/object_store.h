@@ -473,6 +473,8 @@ class ObjectStore {
   // The longest any shard's lock was held since ResetMaxHold, while
   // LockHoldTracker::enabled() (0 if never).
   int64_t MaxHoldNs() const;
+  // The same in the holder's thread CPU time (common/mutex.h).
+  int64_t MaxCpuHoldNs() const;
   void ResetMaxHold();
 
  private:
