@@ -198,6 +198,7 @@ TEST_F(PlacementPolicyTest, NoEvictionWhileEveryMainSegmentIsClosed) {
   segments_.SetClosed(a, true);
   EXPECT_TRUE(policy_->Allocate({.size = kKiB}).empty());
   EXPECT_TRUE(evict_requests_.empty());
+  EXPECT_EQ(Counter("kvpool_master_put_evictions_total"), 0u);
 }
 
 TEST_F(PlacementPolicyTest, EvictionAsksAtLeastThePutsSize) {
