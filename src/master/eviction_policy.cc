@@ -22,27 +22,15 @@ EvictionPolicy::Options EvictionPolicy::Options::FromConfig(
 
 class EvictionPolicy::Pass {
  public:
-  Pass(SegmentKind kind, int64_t now, const SegmentManager& segments)
-      : kind_(kind),
-        now_(now),
-        // Replicas count for `kind` by their segment; buffer segments are
-        // few.
-        buffers_(segments.IdsOfKind(SegmentKind::kPrefetchBuffer)),
-        // A closed segment (re-mounted, in its lease hold) takes no put
-        // however much of it is freed: its replicas are not evicted for
-        // room.
-        closed_(segments.ClosedIds()) {}
+  Pass(SegmentKind kind, int64_t now, const SegmentManager& segments,
+       const std::vector<uint32_t>* only)
+      : kind_(kind), now_(now), open_(OpenAtStart(kind, segments, only)) {}
 
   SegmentKind kind() const { return kind_; }
   int64_t now() const { return now_; }
   bool OfKind(const Replica& r) const {
-    if (r.kind != ReplicaKind::kMemory) return false;
-    if (!closed_.empty() &&
-        std::find(closed_.begin(), closed_.end(), r.segment) != closed_.end())
-      return false;
-    bool in_buffer = std::find(buffers_.begin(), buffers_.end(), r.segment) !=
-                     buffers_.end();
-    return in_buffer == (kind_ == SegmentKind::kPrefetchBuffer);
+    return r.kind == ReplicaKind::kMemory &&
+           std::binary_search(open_.begin(), open_.end(), r.segment);
   }
   uint64_t MemoryBytes(const ObjectMeta& m) const {
     uint64_t n = 0;
@@ -73,10 +61,26 @@ class EvictionPolicy::Pass {
   }
 
  private:
+  // The segments whose replicas count, read once, before any object is: a
+  // closed segment (re-mounted, in its lease hold) takes no put however
+  // much of it is freed, and a segment mounted after this -- a node handing
+  // its directory to a new master while the pass runs -- took no part in
+  // the pass's reading of use (nor in its candidates' ages), so its values
+  // are not the pass's to drop. Ascending, as OpenIds gives them.
+  static std::vector<uint32_t> OpenAtStart(SegmentKind kind,
+                                           const SegmentManager& segments,
+                                           const std::vector<uint32_t>* only) {
+    std::vector<uint32_t> open = segments.OpenIds(kind);
+    if (only == nullptr) return open;
+    std::vector<uint32_t> both;
+    std::set_intersection(open.begin(), open.end(), only->begin(), only->end(),
+                          std::back_inserter(both));
+    return both;
+  }
+
   const SegmentKind kind_;
   const int64_t now_;
-  const std::vector<uint32_t> buffers_;
-  const std::vector<uint32_t> closed_;
+  const std::vector<uint32_t> open_;
 };
 
 EvictionPolicy::EvictionPolicy(Options options, const Clock* clock,
@@ -151,9 +155,10 @@ void EvictionPolicy::RequestBufferRoom(const SegmentUsage& u, uint64_t reserved,
   }
 }
 
-uint64_t EvictionPolicy::EvictBytes(uint64_t bytes, SegmentKind kind) {
+uint64_t EvictionPolicy::EvictBytes(uint64_t bytes, SegmentKind kind,
+                                    const std::vector<uint32_t>* only) {
   MutexLock evict_lock(&evict_mu_);
-  const Pass pass(kind, clock_->NowMs(), segments_);
+  const Pass pass(kind, clock_->NowMs(), segments_, only);
   Tally tally;
   for (Round round : {Round{false, true}, Round{false, false},
                       Round{true, true}, Round{true, false}}) {

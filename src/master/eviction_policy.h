@@ -7,7 +7,9 @@
 // Promise: a replica is evicted only if its object is COMPLETE, unleased,
 // not hard-pinned, not soft-pinned (unless nothing else is left and
 // allow_evict_soft_pinned_objects), not read by a pending offload, and lies
-// in an open segment of the kind being evicted. Unpinned objects go before
+// in a segment of the kind being evicted that was open when the pass began
+// (a segment mounted during a pass -- a node re-registering its directory
+// -- is never part of it). Unpinned objects go before
 // soft-pinned ones; within each, objects that keep an SSD copy before those
 // that would be lost; then least recently used first. With offload on, an
 // object with no SSD copy is copied first rather than dropped, unless
@@ -25,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -85,8 +88,10 @@ class EvictionPolicy {
   // earlier; then what RequestBufferRoom asked for. Returns the bytes freed.
   uint64_t EvictIfNeeded() ABSL_LOCKS_EXCLUDED(evict_mu_);
   // Frees at least `bytes` of the replicas in segments of `kind` if it can,
-  // in the order of the promise above. Returns the bytes freed.
-  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain)
+  // in the order of the promise above; with `only`, of those segments alone
+  // (ascending). Returns the bytes freed.
+  uint64_t EvictBytes(uint64_t bytes, SegmentKind kind = SegmentKind::kMain,
+                      const std::vector<uint32_t>* only = nullptr)
       ABSL_LOCKS_EXCLUDED(evict_mu_);
   // A prefetch buffer with usage `u`, of which `reserved` bytes are promised
   // to queued promotions, could not take `size` more: the next

@@ -112,7 +112,10 @@ MasterService::MasterService(MasterConfig config, const Clock* clock)
           [this](uint32_t tenant) { return tenants_.Name(tenant); }),
       placement_(PlacementPolicy::Options::FromConfig(config_), segments_,
                  nodes_, offload_scheduler_, metrics_,
-                 [this](uint64_t bytes) { return EvictBytes(bytes); }) {
+                 [this](uint64_t bytes, const std::vector<uint32_t>& segs) {
+                   return eviction_.EvictBytes(bytes, SegmentKind::kMain,
+                                               &segs);
+                 }) {
   // Never unpinned: the default tenant stays, outside max_tenants.
   tenants_.Pin(kDefaultTenant, 1);
   // The OK series exist from the start, so a scraper sees every result

@@ -64,21 +64,37 @@ std::vector<Placement> PlacementPolicy::AllocateAfterEviction(
   // With offload on, DRAM may be full of keys whose SSD copy is still
   // being written: wait for those copies (each result wakes us) rather
   // than drop them or refuse the put; bounded by put_offload_wait_ms.
-  metrics_
-      .GetCounter("kvpool_master_put_evictions_total", "",
-                  "eviction passes started by a put that found no room")
-      .Inc();
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::milliseconds(options_.put_offload_wait_ms);
-  bool waited = false;
+  bool waited = false, evicted = false;
   std::vector<Placement> placements;
   for (;;) {
     // Evicted ranges become free once their nodes have applied the frees
     // (a heartbeat round trip): evict again only if those will not do.
     if (segments_.HeldBytes(SegmentKind::kMain) < size) {
+      // A put finds no room also when segments are closed rather than full
+      // (re-mounted after a master change, held for a lease period and
+      // until their directories are in): evicting then frees nothing the
+      // put can take and drops acknowledged values for nothing. So the segments
+      // open now are read first, the put tried once more (one may have opened
+      // since it looked), and only those segments, found without room, are
+      // evicted from.
+      const std::vector<uint32_t> open = segments_.OpenIds(SegmentKind::kMain);
+      if (open.empty()) break;
+      placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
+                                      preferred, excluded);
+      if (!placements.empty()) break;
+      if (!evicted) {
+        metrics_
+            .GetCounter("kvpool_master_put_evictions_total", "",
+                        "eviction passes started by a put that found no room")
+            .Inc();
+        evicted = true;
+      }
       uint64_t cap = segments_.Usage(SegmentKind::kMain).capacity;
       evict_(std::max<uint64_t>(
-          size, uint64_t(options_.eviction_ratio * double(cap))));
+                 size, uint64_t(options_.eviction_ratio * double(cap))),
+             open);
     }
     placements = segments_.Allocate(size, replica_num, SegmentKind::kMain,
                                     preferred, excluded);

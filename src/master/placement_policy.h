@@ -43,9 +43,10 @@ class PlacementPolicy {
     static Options FromConfig(const MasterConfig& c);
   };
 
-  // Frees at least `bytes` of MAIN replicas if it can; returns the bytes
-  // freed. Called without locks held.
-  using EvictFn = std::function<uint64_t(uint64_t bytes)>;
+  // Frees at least `bytes` of MAIN replicas in `segments` (ascending ids)
+  // if it can; returns the bytes freed. Called without locks held.
+  using EvictFn = std::function<uint64_t(
+      uint64_t bytes, const std::vector<uint32_t>& segments)>;
 
   // One put's request. The views must outlive the Allocate call.
   struct Request {
@@ -72,7 +73,8 @@ class PlacementPolicy {
 
  private:
   // Evicts synchronously and retries, waiting for room that is on its way
-  // up to put_offload_wait_ms.
+  // up to put_offload_wait_ms. Evicts only in segments that were open and
+  // still had no room for the put: none while every segment is closed.
   std::vector<Placement> AllocateAfterEviction(
       uint64_t size, int replica_num, const std::vector<std::string>& preferred,
       const std::vector<std::string>& excluded);

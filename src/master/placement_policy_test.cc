@@ -29,12 +29,12 @@ class PlacementPolicyTest : public ::testing::Test {
   }
 
   void Make(PlacementPolicy::Options options) {
-    policy_ =
-        std::make_unique<PlacementPolicy>(options, segments_, nodes_, offloads_,
-                                          metrics_, [this](uint64_t bytes) {
-                                            evict_requests_.push_back(bytes);
-                                            return on_evict_ ? on_evict_() : 0;
-                                          });
+    policy_ = std::make_unique<PlacementPolicy>(
+        options, segments_, nodes_, offloads_, metrics_,
+        [this](uint64_t bytes, const std::vector<uint32_t>&) {
+          evict_requests_.push_back(bytes);
+          return on_evict_ ? on_evict_() : 0;
+        });
   }
 
   // A node with one segment of `kind`; returns the segment's id.
@@ -187,6 +187,18 @@ TEST_F(PlacementPolicyTest, EvictsWhenMainIsFullAndPlacesAfterIt) {
   EXPECT_EQ(Counter("kvpool_master_put_evictions_total"), 1u);
   EXPECT_EQ(Counter("kvpool_master_put_buffer_overflow_total"), 0u);
   EXPECT_EQ(Counter("kvpool_master_put_waited_for_offload_total"), 0u);
+}
+
+// Every MAIN segment closed (re-mounted, in its lease hold or awaiting its
+// directory, as all are right after a new leader takes over): the put
+// fails, and nothing is evicted -- no eviction opens a closed segment, and
+// a pass then could reach values that are coming back just then.
+TEST_F(PlacementPolicyTest, NoEvictionWhileEveryMainSegmentIsClosed) {
+  const uint32_t a = Mount("a", 4 * kKiB);
+  segments_.SetClosed(a, true);
+  EXPECT_TRUE(policy_->Allocate({.size = kKiB}).empty());
+  EXPECT_TRUE(evict_requests_.empty());
+  EXPECT_EQ(Counter("kvpool_master_put_evictions_total"), 0u);
 }
 
 TEST_F(PlacementPolicyTest, EvictionAsksAtLeastThePutsSize) {

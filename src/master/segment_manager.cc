@@ -356,6 +356,15 @@ std::vector<uint32_t> SegmentManager::ClosedIds() const {
   return out;
 }
 
+std::vector<uint32_t> SegmentManager::OpenIds(SegmentKind kind) const {
+  ReaderLock lock(&mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [id, seg] : segments_) {
+    if (seg->info.kind == kind && !seg->closed.load()) out.push_back(id);
+  }
+  return out;
+}
+
 bool SegmentManager::IsClosed(uint32_t id) const {
   auto seg = Find(id);
   return seg && seg->closed.load();

@@ -138,6 +138,9 @@ class SegmentManager {
   void SetClosed(uint32_t id, bool closed);
   bool IsClosed(uint32_t id) const;
   std::vector<uint32_t> ClosedIds() const;
+  // The open segments of `kind`, ascending: those a put can be placed in
+  // now.
+  std::vector<uint32_t> OpenIds(SegmentKind kind) const;
   // A range the master has let go of but may not reuse yet (its node has
   // still to apply the free): allocated, yet left out of Usage's `used`,
   // since it becomes free without any more eviction. Unhold before freeing.
