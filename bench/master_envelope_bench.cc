@@ -11,10 +11,14 @@
 #include "bench/bench_main.h"
 #include "bench/envelope_measure.h"
 #include "bench/envelope_report.h"
+#include "common/malloc_tuning.h"
 
 namespace kvpool {
 
 int RunMasterEnvelopeBench(const BenchOptions& opts) {
+  // As kvpool-master does (KVPOOL_MALLOC_FASTBINS=1 keeps glibc's default).
+  const bool no_fastbins = ConfigureMallocForMaster();
+  std::fprintf(stderr, "malloc fastbins: %s\n", no_fastbins ? "off" : "on");
   bench::EnvelopeOptions eo;
   eo.steps = opts.envelope_steps;
   eo.nodes = opts.envelope_nodes;

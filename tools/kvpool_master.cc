@@ -8,6 +8,7 @@
 
 #include "common/absl_runtime.h"
 #include "common/fd_limits.h"
+#include "common/malloc_tuning.h"
 #include "master/ha_master.h"
 #include "master/master_server.h"
 #include "tools/flags.h"
@@ -18,6 +19,7 @@ kvpool::MasterServer* g_server = nullptr;
 
 int main(int argc, char** argv) {
   kvpool::ConfigureAbslRuntime();
+  kvpool::ConfigureMallocForMaster();
   kvpool::MasterConfig c;
   CLI::App app{"kvpool-master: metadata server of the kvpool KV-cache store"};
   app.set_config("--config", "",
