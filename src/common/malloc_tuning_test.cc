@@ -19,12 +19,15 @@ TEST(MallocTuningTest, SmallFreesLeaveNoFastbinChunks) {
 #endif
 #endif
   ASSERT_TRUE(ConfigureMallocForMaster());
+  // Other arenas (other tests' threads) may hold fastbin chunks freed
+  // before the call: only growth counts.
+  const size_t before = mallinfo2().fsmblks;
   std::vector<void*> chunks;
   for (int i = 0; i < 100000; ++i) chunks.push_back(std::malloc(100));
   // Every other one: no two freed chunks are neighbours, so only fastbins
   // (not merging) could hold them apart from the rest of the heap.
   for (size_t i = 0; i < chunks.size(); i += 2) std::free(chunks[i]);
-  EXPECT_EQ(mallinfo2().fsmblks, 0u);
+  EXPECT_LE(mallinfo2().fsmblks, before);
   for (size_t i = 1; i < chunks.size(); i += 2) std::free(chunks[i]);
 }
 

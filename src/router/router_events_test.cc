@@ -49,8 +49,13 @@ class RouterEventsTest : public kvpool::testing::SsdFixture {
   events::KvEventPublisher& pub() {
     return *cluster_->master().events_publisher();
   }
-  std::unique_ptr<Router> MakeRouter(bool events, bool replay = true) {
+  // `prefetch` off: no route triggers a promotion, so two routes of the
+  // same keys see the same tiers (a promotion landing between them would
+  // change what the second sees).
+  std::unique_ptr<Router> MakeRouter(bool events, bool replay = true,
+                                     bool prefetch = true) {
     RouterConfig c;
+    c.enable_prefetch = prefetch;
     c.master_server_address = cluster_->master_address();
     c.engines = {{"e0", {"node0"}, ""}, {"e1", {"node1"}, ""}};
     if (events) {
@@ -138,7 +143,10 @@ TEST_F(RouterEventsTest, AnUnfillableGapFallsBackToLookupsWithTheSameDecision) {
   StartWithEvents();
   auto c = NewClient();
   auto cold = MakeSsdOnly(*c, 2);
-  auto router = MakeRouter(true, /*replay=*/false);  // no gap can be filled
+  // No gap can be filled; no trigger: the decision is compared with the
+  // lookup router's below, and a promotion started by the first route
+  // could land before the second.
+  auto router = MakeRouter(true, /*replay=*/false, /*prefetch=*/false);
   // No replay to catch up with: the router follows from the first batch
   // its subscription receives, which takes effect some time after connect.
   bool joined = false;
@@ -161,7 +169,7 @@ TEST_F(RouterEventsTest, AnUnfillableGapFallsBackToLookupsWithTheSameDecision) {
   ASSERT_EQ(router->stats().event_resyncs, resyncs + 1);
   // Stale: every key the prefix needs is looked up, in one RPC, and the
   // decision is the lookup router's, holders and engine included.
-  auto lookups = MakeRouter(false);
+  auto lookups = MakeRouter(false, true, /*prefetch=*/false);
   const std::vector<std::string> keys = {"k0",    cold[0], "k1",
                                          cold[1], "k2",    "absent"};
   const uint64_t rpcs = router->stats().lookup_rpcs;
@@ -176,13 +184,24 @@ TEST_F(RouterEventsTest, AnUnfillableGapFallsBackToLookupsWithTheSameDecision) {
     EXPECT_EQ(d->prefix_tiers[i].node_id, l->prefix_tiers[i].node_id) << i;
   EXPECT_EQ(d->engine_id, l->engine_id);
   EXPECT_EQ(d->ssd_only_blocks, l->ssd_only_blocks);
-  // What the lookup answered is fresh now: asked again, no RPC. (The
-  // trigger may have promoted the cold keys since: the events say so.)
+  // What a lookup answered is fresh: asked again, no RPC -- unless an event
+  // about one of the keys (its offload finishing, on a loaded machine)
+  // overtook that lookup, whose answer is then not learned (TierMap::Learn)
+  // and the next route asks once more. So: a route without an RPC comes
+  // within a few, each with the same prefix.
   ASSERT_TRUE(CaughtUp(*router, pub()));
-  auto again = router->Route(Req({"k0", "k1", "k2", "absent"}));
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->matched_prefix, 3u);
-  EXPECT_EQ(router->stats().lookup_rpcs, rpcs + 1);
+  bool served_from_map = false;
+  for (int i = 0; i < 5 && !served_from_map; ++i) {
+    const uint64_t before = router->stats().lookup_rpcs;
+    auto again = router->Route(Req({"k0", "k1", "k2", "absent"}));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->matched_prefix, 3u);
+    served_from_map = router->stats().lookup_rpcs == before;
+    if (!served_from_map) {
+      ASSERT_TRUE(CaughtUp(*router, pub()));
+    }
+  }
+  EXPECT_TRUE(served_from_map);
 }
 
 TEST_F(RouterEventsTest, EventsRouteToTheHoldersEngineAsLookupsDo) {
