@@ -31,6 +31,7 @@
 #include "bench/bench_main.h"
 #include "bench/svg_chart.h"
 #include "benchutil/bench_util.h"
+#include "benchutil/checked_value.h"
 #include "common/size_parse.h"
 #include "ha/etcd_test_process.h"
 #include "ha/leader_election.h"
@@ -78,22 +79,7 @@ struct FailoverRow {
 
 std::string KeyOf(uint64_t i) { return fmt::format("f-{:09d}", i); }
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Value of key i: a pseudo-random stream seeded by i, so another key's
-// bytes, or bytes from a wrong offset, never compare equal.
-void FillValue(uint64_t i, std::string* v) {
-  const uint64_t seed = Mix(i * 0x2545F4914F6CDD1Dull + 17);
-  for (size_t off = 0; off < v->size(); off += 8) {
-    uint64_t w = Mix(seed + off);
-    std::memcpy(v->data() + off, &w, std::min<size_t>(8, v->size() - off));
-  }
-}
+using bench::FillValue;
 
 uint64_t Reregistered(Node& node) {
   return node.metrics()

@@ -85,6 +85,16 @@ void Join(events::KvEventPublisher& pub, const DrainingSubscriber& sub) {
   }
 }
 
+// One large segment on a node that never heartbeats: virtual, the master
+// never touches its bytes.
+void MountVirtualSegment(MasterService& svc) {
+  SegmentInfo seg;
+  seg.node_id = "bench-node";
+  seg.capacity = 64ull << 40;
+  seg.data_endpoint = "127.0.0.1:1";
+  if (!svc.MountSegment(seg).ok()) std::abort();
+}
+
 // A master with one large virtual segment, with or without events.
 struct Master {
   // events: 0 = off; 1 = on, with a subscriber draining; 2 = on, with none.
@@ -105,11 +115,7 @@ struct Master {
       }
       svc->set_event_queue(pub->queue());
     }
-    SegmentInfo seg;
-    seg.node_id = "bench-node";
-    seg.capacity = 64ull << 40;  // virtual: the master never touches bytes
-    seg.data_endpoint = "127.0.0.1:1";
-    if (!svc->MountSegment(seg).ok()) std::abort();
+    MountVirtualSegment(*svc);
   }
   ~Master() {
     // The publisher's counters live in the service's registry: it stops
@@ -168,11 +174,7 @@ struct ServedMaster {
       sub = std::make_unique<DrainingSubscriber>(pub->endpoint());
       Join(*pub, *sub);
     }
-    SegmentInfo seg;
-    seg.node_id = "bench-node";
-    seg.capacity = 64ull << 40;
-    seg.data_endpoint = "127.0.0.1:1";
-    if (!server->service().MountSegment(seg).ok()) std::abort();
+    MountVirtualSegment(server->service());
     client = std::make_unique<MasterClient>(server->address(), 10000);
   }
   ~ServedMaster() {

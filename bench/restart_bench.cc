@@ -22,6 +22,7 @@
 #include "bench/bench_main.h"
 #include "bench/svg_chart.h"
 #include "benchutil/bench_util.h"
+#include "benchutil/checked_value.h"
 #include "common/size_parse.h"
 #include "kvpool/client.h"
 #include "master/master_server.h"
@@ -71,22 +72,7 @@ struct RestartRow {
 
 std::string KeyOf(uint64_t i) { return fmt::format("r-{:09d}", i); }
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Value of key i: a pseudo-random stream seeded by i, so a value read back
-// from the wrong offset or another key's bytes never compares equal.
-void FillValue(uint64_t i, std::string* v) {
-  const uint64_t seed = Mix(i * 0x2545F4914F6CDD1Dull + 17);
-  for (size_t off = 0; off < v->size(); off += 8) {
-    uint64_t w = Mix(seed + off);
-    std::memcpy(v->data() + off, &w, std::min<size_t>(8, v->size() - off));
-  }
-}
+using bench::FillValue;
 
 uint64_t CounterValue(MasterServer& m, const char* name) {
   return m.service().metrics().GetCounter(name, "tier=\"memory\"").Value();
